@@ -1,0 +1,1 @@
+//! The jp JVM agent.

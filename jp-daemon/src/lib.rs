@@ -1,0 +1,7 @@
+//! jpd, jp's host daemon. Data flows one way:
+//! probe (jp-ebpf) → map → collector (`kernel::collector`) → [`store`] → gRPC
+//! (`server`) → jpctl.
+pub mod config;
+pub mod kernel;
+pub mod server;
+pub mod store;

@@ -1,0 +1,1 @@
+//! The generated `jp.v1` gRPC API.
