@@ -1,0 +1,362 @@
+/*
+ * jporacle: an independent reference for the jp agent's Method Call Trees.
+ *
+ * It shares no code and no mechanism with libjpagent.so: it does not rewrite
+ * bytecode, it watches the JVM execute it. Every executed bytecode produces one
+ * JVMTI SingleStep event (the interpreter posts one per dispatched instruction,
+ * so `wide` + the instruction it modifies is one location, as in the agent's
+ * contract); MethodEntry/MethodExit events maintain a shadow stack per thread.
+ *
+ * Semantics (the same rules as the agent's contract, decided here from events):
+ *  - only methods of instrumented classes get a node; a class is instrumented
+ *    unless it is a JDK class (see is_jdk_class), a jp/ class or a hidden class
+ *    (hidden classes never reach a ClassFileLoadHook, so no agent can rewrite them);
+ *  - native methods get no node;
+ *  - a frame of an uninstrumented or native method inherits the context of the
+ *    frame below it, so an instrumented method called through JDK code, native
+ *    code, reflection or a lambda proxy is a child of the nearest instrumented
+ *    caller, and <clinit> is a child of the context that triggered it;
+ *  - a bytecode is attributed to the node of the frame executing it.
+ *
+ * One global tree keyed by calling-context path is kept instead of per-thread
+ * trees: merging per-thread trees by path (what the agent's file profiler does)
+ * gives exactly this tree, and it avoids a merge pass.
+ *
+ * Each node also records "exc": an exception was thrown in, or propagated
+ * through, a frame of that context. Only there may bba=default over-count.
+ *
+ * Options: out=PATH (required), jdk=true|false (default false: JDK classes are
+ * not instrumented). Output: jp-mct/1 JSON with "bba":"oracle", children
+ * sorted by method name, plus "oracle_errors": the number of events that did
+ * not match the shadow stack (must be 0 for the output to be trusted).
+ */
+#include <jvmti.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct MInfo {
+    jmethodID id;
+    char *name; /* "pkg.Class.name(DESC)" */
+    int instrumented;
+    struct MInfo *next;
+} MInfo;
+
+typedef struct Node {
+    MInfo *m;
+    uint64_t calls;
+    uint64_t bytecodes; /* updated with atomic adds: threads share the tree */
+    int exc;
+    struct Node **kids;
+    int nkids, cap;
+} Node;
+
+typedef struct Frame {
+    jmethodID method;
+    MInfo *info;
+    Node *node; /* this frame's context (inherited for uninstrumented frames) */
+} Frame;
+
+typedef struct TState {
+    Frame *frames;
+    int n, cap;
+} TState;
+
+static jvmtiEnv *g_jvmti;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static Node g_root;
+static char *g_out;
+static int g_jdk; /* jdk=true: instrument JDK classes too */
+static volatile int g_done;
+static uint64_t g_errors;
+static __thread TState *t_state;
+
+#define MTAB_SIZE 65536
+static MInfo *g_mtab[MTAB_SIZE];
+
+static void die(const char *msg) {
+    fprintf(stderr, "jporacle: %s\n", msg);
+    exit(3);
+}
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n);
+    if (!q) die("out of memory");
+    return q;
+}
+
+static int starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+/* Internal class name (with '/') of a JDK class: the packages the JDK's own modules define. */
+static int is_jdk_class(const char *n) {
+    static const char *prefixes[] = {
+        "java/", "javax/", "jdk/", "sun/", "com/sun/", "org/ietf/jgss/", "org/w3c/dom/",
+        "org/xml/sax/", "org/jcp/xml/", NULL};
+    for (int i = 0; prefixes[i]; i++)
+        if (starts_with(n, prefixes[i])) return 1;
+    return 0;
+}
+
+static void err_event(const char *what, const char *name) {
+    __atomic_fetch_add(&g_errors, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&g_errors, __ATOMIC_RELAXED) <= 20)
+        fprintf(stderr, "jporacle: inconsistent %s in %s\n", what, name ? name : "?");
+}
+
+static MInfo *method_info(jmethodID m) {
+    size_t h = ((uintptr_t)m >> 3) % MTAB_SIZE;
+    pthread_mutex_lock(&g_lock);
+    for (MInfo *e = g_mtab[h]; e; e = e->next)
+        if (e->id == m) {
+            pthread_mutex_unlock(&g_lock);
+            return e;
+        }
+    pthread_mutex_unlock(&g_lock);
+
+    jclass cls = NULL;
+    char *csig = NULL, *mname = NULL, *msig = NULL;
+    jint mods = 0;
+    MInfo *e = xrealloc(NULL, sizeof *e);
+    e->id = m;
+    e->instrumented = 0;
+    if ((*g_jvmti)->GetMethodDeclaringClass(g_jvmti, m, &cls) != JVMTI_ERROR_NONE ||
+        (*g_jvmti)->GetClassSignature(g_jvmti, cls, &csig, NULL) != JVMTI_ERROR_NONE ||
+        (*g_jvmti)->GetMethodName(g_jvmti, m, &mname, &msig, NULL) != JVMTI_ERROR_NONE ||
+        (*g_jvmti)->GetMethodModifiers(g_jvmti, m, &mods) != JVMTI_ERROR_NONE) {
+        e->name = strdup("?");
+    } else {
+        /* csig is "Lpkg/Class;"; a hidden class's is "Lpkg/Class$$Lambda.0x…;" (a '.'). */
+        size_t cl = strlen(csig);
+        char *cname = strndup(csig + 1, cl >= 2 ? cl - 2 : 0);
+        int hidden = strchr(cname, '.') != NULL;
+        int jdk = is_jdk_class(cname);
+        e->instrumented = !(mods & 0x0100 /* ACC_NATIVE */) && !hidden && !starts_with(cname, "jp/") &&
+                          (g_jdk || !jdk);
+        size_t len = strlen(cname) + strlen(mname) + strlen(msig) + 2;
+        e->name = xrealloc(NULL, len);
+        for (char *p = cname; *p; p++)
+            if (*p == '/') *p = '.';
+        snprintf(e->name, len, "%s.%s%s", cname, mname, msig);
+        free(cname);
+    }
+    if (csig) (*g_jvmti)->Deallocate(g_jvmti, (unsigned char *)csig);
+    if (mname) (*g_jvmti)->Deallocate(g_jvmti, (unsigned char *)mname);
+    if (msig) (*g_jvmti)->Deallocate(g_jvmti, (unsigned char *)msig);
+
+    pthread_mutex_lock(&g_lock);
+    for (MInfo *o = g_mtab[h]; o; o = o->next)
+        if (o->id == m) { /* another thread won the race */
+            pthread_mutex_unlock(&g_lock);
+            free(e->name);
+            free(e);
+            return o;
+        }
+    e->next = g_mtab[h];
+    g_mtab[h] = e;
+    pthread_mutex_unlock(&g_lock);
+    return e;
+}
+
+static TState *state(void) {
+    if (!t_state) {
+        t_state = xrealloc(NULL, sizeof *t_state);
+        t_state->n = 0;
+        t_state->cap = 64;
+        t_state->frames = xrealloc(NULL, 64 * sizeof(Frame));
+    }
+    return t_state;
+}
+
+static Node *child(Node *parent, MInfo *m) {
+    for (int i = 0; i < parent->nkids; i++)
+        if (parent->kids[i]->m == m) return parent->kids[i];
+    Node *c = xrealloc(NULL, sizeof *c);
+    memset(c, 0, sizeof *c);
+    c->m = m;
+    if (parent->nkids == parent->cap) {
+        parent->cap = parent->cap ? parent->cap * 2 : 4;
+        parent->kids = xrealloc(parent->kids, parent->cap * sizeof(Node *));
+    }
+    parent->kids[parent->nkids++] = c;
+    return c;
+}
+
+static void JNICALL on_method_entry(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID m) {
+    (void)j, (void)env, (void)th;
+    if (g_done) return;
+    TState *t = state();
+    MInfo *mi = method_info(m);
+    Node *cur = t->n ? t->frames[t->n - 1].node : &g_root;
+    Node *node = cur;
+    if (mi->instrumented) {
+        pthread_mutex_lock(&g_lock);
+        node = child(cur, mi);
+        node->calls++;
+        pthread_mutex_unlock(&g_lock);
+    }
+    if (t->n == t->cap) {
+        t->cap *= 2;
+        t->frames = xrealloc(t->frames, t->cap * sizeof(Frame));
+    }
+    t->frames[t->n++] = (Frame){m, mi, node};
+}
+
+static void JNICALL on_method_exit(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID m, jboolean by_exc, jvalue rv) {
+    (void)j, (void)env, (void)th, (void)rv;
+    if (g_done) return;
+    TState *t = state();
+    if (t->n == 0) {
+        /* A frame entered before events started (JDK threads at VM start). */
+        MInfo *mi = method_info(m);
+        if (mi->instrumented) err_event("MethodExit on empty stack", mi->name);
+        return;
+    }
+    Frame *top = &t->frames[t->n - 1];
+    if (top->method != m) {
+        err_event("MethodExit", method_info(m)->name);
+        return;
+    }
+    t->n--;
+    if (by_exc && t->n > 0) {
+        /* The caller's invoke instruction completed abruptly. */
+        Frame *caller = &t->frames[t->n - 1];
+        if (caller->info->instrumented) caller->node->exc = 1;
+    }
+}
+
+static void JNICALL on_step(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID m, jlocation loc) {
+    (void)j, (void)env, (void)th, (void)loc;
+    if (g_done) return;
+    TState *t = state();
+    if (t->n > 0 && t->frames[t->n - 1].method == m) {
+        Frame *top = &t->frames[t->n - 1];
+        if (top->info->instrumented) __atomic_fetch_add(&top->node->bytecodes, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    MInfo *mi = method_info(m);
+    if (mi->instrumented) err_event("SingleStep", mi->name);
+}
+
+static void JNICALL on_exception(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID m, jlocation loc,
+                                 jobject exc, jmethodID cm, jlocation cloc) {
+    (void)j, (void)env, (void)th, (void)loc, (void)exc, (void)cm, (void)cloc;
+    if (g_done) return;
+    TState *t = state();
+    if (t->n > 0 && t->frames[t->n - 1].method == m) {
+        Frame *top = &t->frames[t->n - 1];
+        if (top->info->instrumented) top->node->exc = 1;
+    } else if (method_info(m)->instrumented) {
+        err_event("Exception", method_info(m)->name);
+    }
+}
+
+static int cmp_nodes(const void *a, const void *b) {
+    const Node *x = *(Node *const *)a, *y = *(Node *const *)b;
+    int c = strcmp(x->m->name, y->m->name);
+    if (c) return c;
+    if (x->calls != y->calls) return x->calls < y->calls ? -1 : 1;
+    if (x->bytecodes != y->bytecodes) return x->bytecodes < y->bytecodes ? -1 : 1;
+    return 0;
+}
+
+static void write_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void write_children(FILE *f, Node *n) {
+    qsort(n->kids, n->nkids, sizeof(Node *), cmp_nodes);
+    fputs("\"children\":[", f);
+    for (int i = 0; i < n->nkids; i++) {
+        Node *c = n->kids[i];
+        if (i) fputc(',', f);
+        fputs("{\"method\":", f);
+        write_str(f, c->m->name);
+        fprintf(f, ",\"calls\":%llu,\"bytecodes\":%llu,", (unsigned long long)c->calls,
+                (unsigned long long)__atomic_load_n(&c->bytecodes, __ATOMIC_RELAXED));
+        if (c->exc) fputs("\"exc\":true,", f);
+        write_children(f, c);
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+static void JNICALL on_death(jvmtiEnv *j, JNIEnv *env) {
+    (void)j, (void)env;
+    pthread_mutex_lock(&g_lock);
+    g_done = 1;
+    FILE *f = fopen(g_out, "w");
+    if (!f) {
+        fprintf(stderr, "jporacle: cannot write %s\n", g_out);
+        pthread_mutex_unlock(&g_lock);
+        return;
+    }
+    fputs("{\"format\":\"jp-mct/1\",\"bba\":\"oracle\",", f);
+    fprintf(f, "\"oracle_errors\":%llu,\"root\":{", (unsigned long long)g_errors);
+    write_children(f, &g_root);
+    fputs("}}\n", f);
+    fclose(f);
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void check(jvmtiError e, const char *what) {
+    if (e != JVMTI_ERROR_NONE) {
+        fprintf(stderr, "jporacle: %s failed: JVMTI error %d\n", what, (int)e);
+        exit(3);
+    }
+}
+
+static void parse_options(const char *opts) {
+    if (!opts) die("missing options: use -agentpath:libjporacle.so=out=PATH[,jdk=true]");
+    char *s = strdup(opts), *save = NULL;
+    for (char *kv = strtok_r(s, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        if (starts_with(kv, "out="))
+            g_out = strdup(kv + 4);
+        else if (!strcmp(kv, "jdk=true"))
+            g_jdk = 1;
+        else if (!strcmp(kv, "jdk=false"))
+            g_jdk = 0;
+        else {
+            fprintf(stderr, "jporacle: unknown option '%s'\n", kv);
+            exit(3);
+        }
+    }
+    free(s);
+    if (!g_out) die("option out=PATH is required");
+}
+
+JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
+    (void)reserved;
+    parse_options(options);
+    if ((*vm)->GetEnv(vm, (void **)&g_jvmti, JVMTI_VERSION_1_2) != JNI_OK) die("no JVMTI 1.2");
+    jvmtiCapabilities caps;
+    memset(&caps, 0, sizeof caps);
+    caps.can_generate_single_step_events = 1;
+    caps.can_generate_method_entry_events = 1;
+    caps.can_generate_method_exit_events = 1;
+    caps.can_generate_exception_events = 1;
+    check((*g_jvmti)->AddCapabilities(g_jvmti, &caps), "AddCapabilities");
+    jvmtiEventCallbacks cb;
+    memset(&cb, 0, sizeof cb);
+    cb.SingleStep = on_step;
+    cb.MethodEntry = on_method_entry;
+    cb.MethodExit = on_method_exit;
+    cb.Exception = on_exception;
+    cb.VMDeath = on_death;
+    check((*g_jvmti)->SetEventCallbacks(g_jvmti, &cb, sizeof cb), "SetEventCallbacks");
+    jvmtiEvent evs[] = {JVMTI_EVENT_SINGLE_STEP, JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT,
+                        JVMTI_EVENT_EXCEPTION, JVMTI_EVENT_VM_DEATH};
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        check((*g_jvmti)->SetEventNotificationMode(g_jvmti, JVMTI_ENABLE, evs[i], NULL), "enable event");
+    return JNI_OK;
+}
