@@ -1,1 +1,58 @@
-fn main() {}
+//! `cargo xtask`: the project's only entry points. `setup` installs what is missing,
+//! `build` puts the deliverables in `target/jp/`, `test` does both and runs every
+//! test, `run` starts jpd in the foreground, `bench` measures and writes BENCHMARKS.md.
+mod bench;
+mod build;
+mod cmd;
+mod setup;
+mod test;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "jp's build, test and benchmark tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install every missing prerequisite (Debian packages, rust-src, bpf-linker). Idempotent.
+    Setup,
+    /// Build everything in release mode into target/jp/.
+    Build,
+    /// setup, build, then run every test (eBPF and JVM tests need root).
+    Test {
+        /// Extra arguments passed to `cargo test` after `--` (e.g. a test name filter).
+        #[arg(trailing_var_arg = true)]
+        args: Vec<String>,
+    },
+    /// Build and start jpd in the foreground (extra arguments go to jpd).
+    Run {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Measure and write the results to BENCHMARKS.md.
+    Bench {
+        #[command(subcommand)]
+        which: bench::Which,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().task {
+        Task::Setup => setup::run(),
+        Task::Build => {
+            setup::run()?;
+            build::run().map(|_| ())
+        }
+        Task::Test { args } => test::run(&args),
+        Task::Run { args } => {
+            setup::run()?;
+            let out = build::run()?;
+            cmd::exec_replace(&out.jpd, &args)
+        }
+        Task::Bench { which } => bench::run(which),
+    }
+}

@@ -1,0 +1,38 @@
+//! BENCHMARKS.md holds one section per benchmark, between markers, so that each
+//! `cargo xtask bench X` rewrites only its own section.
+use anyhow::{Context, Result};
+
+use crate::cmd::root;
+
+pub fn write_section(name: &str, body: &str) -> Result<()> {
+    let path = root().join("BENCHMARKS.md");
+    let old = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        "# jp benchmarks\n\nWritten by `cargo xtask bench <name>`; each section is replaced by its benchmark's \
+         latest run. Ratios measured side by side in one run are what to compare; absolute times \
+         on these shared 2-core machines are noise.\n"
+            .to_string()
+    });
+    let begin = format!("<!-- bench:{name} -->");
+    let end = format!("<!-- /bench:{name} -->");
+    let section = format!("{begin}\n{}\n{end}", body.trim_end());
+    let new = match (old.find(&begin), old.find(&end)) {
+        (Some(b), Some(e)) if e > b => format!("{}{}{}", &old[..b], section, &old[e + end.len()..]),
+        _ => format!("{}\n{}\n", old.trim_end(), section),
+    };
+    std::fs::write(&path, new).with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!("xtask: wrote the `{name}` section of {}", path.display());
+    Ok(())
+}
+
+pub fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}

@@ -1,0 +1,51 @@
+//! `cargo xtask test`: set-up, build, then every test of the workspace, for real.
+//!
+//! The eBPF tests need root and the JVM tests both JDKs: they fail (never skip) with
+//! a message when either is missing. The built deliverables are handed to the tests
+//! through the environment, so no test builds jp itself.
+use std::process::Command;
+
+use anyhow::Result;
+
+use crate::build;
+use crate::cmd::{self, root};
+use crate::setup;
+
+pub fn run(extra: &[String]) -> Result<()> {
+    setup::run()?;
+    lint()?;
+    let out = build::run()?;
+    let mut c = Command::new("cargo");
+    c.current_dir(root())
+        .args(["test", "--release", "--workspace", "--exclude", "jp-ebpf"])
+        .env("JPD", &out.jpd)
+        .env("JPCTL", &out.jpctl)
+        .env("JP_AGENT_LIB", &out.agent_lib)
+        .env("JP_AGENT_JAR", &out.agent_jar)
+        .env("JP_JDK17", setup::JDK17)
+        .env("JP_JDK25", setup::JDK25);
+    if !extra.is_empty() {
+        c.arg("--").args(extra);
+    }
+    cmd::run(&mut c)
+}
+
+/// Formatting and clippy are part of the test: main stays clean.
+fn lint() -> Result<()> {
+    cmd::run(
+        Command::new("cargo")
+            .current_dir(root())
+            .args(["fmt", "--all", "--", "--check"]),
+    )?;
+    cmd::run(Command::new("cargo").current_dir(root()).args([
+        "clippy",
+        "--release",
+        "--workspace",
+        "--exclude",
+        "jp-ebpf",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))
+}
