@@ -1,1 +1,2 @@
 //! The jp JVM agent.
+pub mod classfile;
