@@ -1,0 +1,253 @@
+//! End to end, for real: the `jpd` and `jpctl` that `cargo xtask build` delivers,
+//! on this kernel, as root. From a known workload to what `jpctl` prints.
+//!
+//! Run through `cargo xtask test`, which builds the binaries and passes their paths
+//! in `JPD` and `JPCTL`. Without root or those variables the tests fail and say why.
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn binary(var: &str) -> PathBuf {
+    match std::env::var_os(var) {
+        Some(p) => PathBuf::from(p),
+        None => panic!("{var} is not set: run the end-to-end tests through `cargo xtask test`, which builds jpd and jpctl"),
+    }
+}
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "the end-to-end kernel tests load eBPF programs: run them as root (sudo cargo xtask test)");
+}
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(tag: &str) -> Daemon {
+        require_root();
+        let socket = std::env::temp_dir().join(format!("jp-e2e-{tag}-{}.sock", std::process::id()));
+        let child = Command::new(binary("JPD"))
+            .arg("--socket")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start jpd");
+        let mut d = Daemon { child, socket };
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = d.child.try_wait().expect("wait jpd") {
+                panic!("jpd exited during start-up: {status}");
+            }
+            if d.socket.exists() && d.jpctl_ok(&["status"]) {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "jpd was not ready within 60 s");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        d
+    }
+
+    fn jpctl_ok(&self, args: &[&str]) -> bool {
+        Command::new(binary("JPCTL"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    }
+
+    fn jpctl(&self, args: &[&str]) -> String {
+        let out = Command::new(binary("JPCTL"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run jpctl");
+        assert!(
+            out.status.success(),
+            "jpctl {args:?} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("jpctl prints UTF-8")
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let text = self.jpctl(args);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("jpctl {args:?} printed no JSON ({e}):\n{text}"))
+    }
+
+    /// SIGTERM, then the daemon must exit cleanly and remove its socket.
+    fn stop(mut self) {
+        // SAFETY: kill on our own child's pid, not yet reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait jpd") {
+                break s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(15), "jpd did not exit within 15 s of SIGTERM");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert!(status.success(), "jpd exited with {status} after SIGTERM");
+        assert!(!self.socket.exists(), "jpd left its socket {} behind", self.socket.display());
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = std::fs::remove_file(&self.socket);
+        }
+    }
+}
+
+/// Copies /dev/zero to /dev/null on every CPU for `d`.
+fn read_dev_zero(d: Duration) {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let handles: Vec<_> = (0..cpus)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut zero = std::fs::File::open("/dev/zero").expect("open /dev/zero");
+                let mut null = std::fs::OpenOptions::new().write(true).open("/dev/null").expect("open /dev/null");
+                let mut buf = vec![0u8; 64 * 1024];
+                let t0 = Instant::now();
+                while t0.elapsed() < d {
+                    let n = zero.read(&mut buf).expect("read /dev/zero");
+                    null.write_all(&buf[..n]).expect("write /dev/null");
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("workload thread");
+    }
+}
+
+#[test]
+fn dev_zero_workload_shows_its_kernel_functions_on_top() {
+    let d = Daemon::start("zero");
+    d.jpctl(&["reset"]);
+    read_dev_zero(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_millis(1500)); // one read interval and a half
+    let k = d.json(&["kernel", "--json", "--top", "15"]);
+
+    let samples = &k["samples"];
+    let field = |name: &str| samples[name].as_u64().unwrap_or_else(|| panic!("samples.{name} missing: {k}"));
+    let (total, kernel, user, idle) = (field("total"), field("kernel"), field("user"), field("idle"));
+    assert_eq!(total, kernel + user + idle, "total must be the sum of the modes: {samples}");
+    // Two CPUs copying in the kernel for 3 s at 997 Hz: thousands of kernel samples.
+    assert!(kernel > 1000, "expected > 1000 kernel samples in 3 s of /dev/zero reads, got {samples}");
+    assert_eq!(k["shift"].as_u64(), Some(4), "default shift is 4");
+
+    let functions = k["functions"].as_array().expect("functions array");
+    assert!(!functions.is_empty() && functions.len() <= 15, "--top 15 gave {} functions", functions.len());
+    let names: Vec<&str> = functions.iter().map(|f| f["name"].as_str().unwrap_or("?")).collect();
+    let counts: Vec<u64> = functions.iter().map(|f| f["samples"].as_u64().unwrap_or(0)).collect();
+    assert!(counts.windows(2).all(|w| w[0] >= w[1]), "functions not sorted by samples: {names:?} {counts:?}");
+    assert!(counts.iter().sum::<u64>() <= kernel, "functions hold more samples than were taken in kernel mode");
+    // The /dev/zero read path on this kernel (checked in /proc/kallsyms): read_iter_zero →
+    // iov_iter_zero → clear_user (rep stosb). The copy to /dev/null is write_null. At least
+    // two of these must be among the hottest five.
+    let expected = ["read_iter_zero", "iov_iter_zero", "read_zero", "clear_user_rep_good", "rep_stos_alternative", "clear_user_erms", "__clear_user", "clear_user"];
+    let hot = names.iter().take(5).filter(|n| expected.contains(n)).count();
+    assert!(hot >= 2, "the /dev/zero read path is not among the top five functions: {names:?}");
+    for f in functions {
+        let load = f["load"].as_f64().expect("load is a number");
+        assert!(load > 0.0, "a function with samples has a positive load: {f}");
+        assert!(f.get("module").is_some(), "module key present (null for core kernel): {f}");
+    }
+    assert!(!names.iter().any(|n| n.contains("idle") && n.starts_with("default_idle")), "idle samples excluded: {names:?}");
+
+    let rp = d.jpctl(&["kernel", "--format", "readprofile", "--top", "15"]);
+    assert!(rp.lines().any(|l| l.contains("total")), "readprofile output has a total line:\n{rp}");
+    d.stop();
+}
+
+/// Per-CPU counts of one /proc/interrupts line, summed.
+fn proc_interrupts(irq: u32) -> u64 {
+    let text = std::fs::read_to_string("/proc/interrupts").expect("read /proc/interrupts");
+    let cpus = text.lines().next().map(|l| l.split_whitespace().count()).unwrap_or(0);
+    text.lines()
+        .find(|l| l.trim_start().starts_with(&format!("{irq}:")))
+        .map(|l| l.split_whitespace().skip(1).take(cpus).filter_map(|v| v.parse::<u64>().ok()).sum())
+        .unwrap_or_else(|| panic!("IRQ {irq} not in /proc/interrupts"))
+}
+
+/// The virtio block request IRQ of the disk holding `path`'s file system.
+fn virtio_block_irq() -> (u32, String) {
+    let text = std::fs::read_to_string("/proc/interrupts").expect("read /proc/interrupts");
+    for line in text.lines() {
+        let name = line.split_whitespace().last().unwrap_or("");
+        if name.starts_with("virtio") && name.contains("-req") {
+            let irq = line.trim_start().split(':').next().and_then(|n| n.parse().ok()).expect("irq number");
+            return (irq, name.to_string());
+        }
+    }
+    panic!("no virtio block request IRQ (virtioN-req.M) in /proc/interrupts; this test needs a virtio disk");
+}
+
+fn jp_irq_count(irq_json: &Value, irq: u32) -> u64 {
+    irq_json["irqs"]
+        .as_array()
+        .expect("irqs array")
+        .iter()
+        .filter(|e| e["irq"].as_u64() == Some(irq as u64))
+        .map(|e| e["count"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// A moment when the disk IRQ is quiet across one collector read: then jpd's count
+/// and /proc/interrupts describe the same set of interrupts.
+fn quiet_snapshot(d: &Daemon, irq: u32) -> (u64, Value) {
+    for _ in 0..20 {
+        let before = proc_interrupts(irq);
+        std::thread::sleep(Duration::from_millis(2500));
+        let j = d.json(&["irq", "--json"]);
+        if proc_interrupts(irq) == before {
+            return (before, j);
+        }
+    }
+    panic!("IRQ {irq} never went quiet for 2.5 s: cannot compare counts exactly");
+}
+
+#[test]
+fn disk_interrupts_match_proc_interrupts_and_softirqs_move() {
+    let d = Daemon::start("irq");
+    let (irq, name) = virtio_block_irq();
+    let (p0, j0) = quiet_snapshot(&d, irq);
+    let softirq = |j: &Value, name: &str| -> u64 {
+        j["softirqs"].as_array().expect("softirqs array").iter().filter(|s| s["name"] == name).map(|s| s["count"].as_u64().unwrap_or(0)).sum()
+    };
+
+    // Real disk I/O: written and synced in several rounds, so the device interrupts.
+    let dir = Path::new("/var/tmp");
+    let file = dir.join(format!("jp-e2e-io-{}", std::process::id()));
+    for round in 0..8u8 {
+        let mut f = std::fs::File::create(&file).expect("create test file on disk");
+        f.write_all(&vec![round; 4 << 20]).expect("write");
+        f.sync_all().expect("fsync");
+    }
+    std::fs::remove_file(&file).expect("remove test file");
+
+    let (p1, j1) = quiet_snapshot(&d, irq);
+    let proc_delta = p1 - p0;
+    let jp_delta = jp_irq_count(&j1, irq) - jp_irq_count(&j0, irq);
+    assert!(proc_delta > 0, "the disk I/O raised no interrupt on IRQ {irq} ({name})");
+    assert_eq!(jp_delta, proc_delta, "IRQ {irq} ({name}): jp counted {jp_delta} handled interrupts, /proc/interrupts {proc_delta}");
+    let entry = j1["irqs"].as_array().expect("irqs").iter().find(|e| e["irq"].as_u64() == Some(irq as u64)).expect("the disk IRQ is listed").clone();
+    assert_eq!(entry["function"], "vring_interrupt", "virtio's handler function is symbolized from irqaction->handler: {entry}");
+    assert!(entry["time_ns"].as_u64().unwrap_or(0) > 0, "handler time measured: {entry}");
+    assert!(softirq(&j1, "TIMER") > softirq(&j0, "TIMER"), "TIMER softirq count did not move: {j0} → {j1}");
+    assert!(softirq(&j1, "RCU") + softirq(&j1, "SCHED") > 0, "RCU/SCHED softirqs never counted: {j1}");
+    d.stop();
+}
