@@ -2,10 +2,19 @@
  * jporacle: an independent reference for the jp agent's Method Call Trees.
  *
  * It shares no code and no mechanism with libjpagent.so: it does not rewrite
- * bytecode, it watches the JVM execute it. Every executed bytecode produces one
- * JVMTI SingleStep event (the interpreter posts one per dispatched instruction,
- * so `wide` + the instruction it modifies is one location, as in the agent's
- * contract); MethodEntry/MethodExit events maintain a shadow stack per thread.
+ * bytecode, it watches the JVM execute it. MethodEntry/MethodExit events keep a
+ * shadow stack per thread, and every executed bytecode of an instrumented method
+ * produces one event:
+ *  - count=bp (default): a JVMTI breakpoint on every instruction of every method
+ *    of an instrumented class, set when the class is prepared. Instruction starts
+ *    come from decoding GetBytecodes (`wide` + the instruction it modifies is one
+ *    instruction, as in the agent's contract).
+ *  - count=step: one SingleStep event per executed instruction. Kept as a
+ *    cross-check only: HotSpot hides single steps while the interpreter resolves
+ *    a constant-pool entry (JvmtiHideSingleStepping), so the bytecodes of a
+ *    <clinit> triggered by getstatic/putstatic/invokestatic are lost; also two
+ *    consecutive steps at the same (method, bci) are reported once.
+ *    Breakpoints have neither problem.
  *
  * Semantics (the same rules as the agent's contract, decided here from events):
  *  - only methods of instrumented classes get a node; a class is instrumented
@@ -25,8 +34,9 @@
  * Each node also records "exc": an exception was thrown in, or propagated
  * through, a frame of that context. Only there may bba=default over-count.
  *
- * Options: out=PATH (required), jdk=true|false (default false: JDK classes are
- * not instrumented). Output: jp-mct/1 JSON with "bba":"oracle", children
+ * Options: out=PATH (required), count=bp|step (default bp). JDK classes are never
+ * instrumented (the agent's jdk=false); breakpoints can only be set on classes
+ * prepared in the live phase, which holds for every application class. Output: jp-mct/1 JSON with "bba":"oracle", children
  * sorted by method name, plus "oracle_errors": the number of events that did
  * not match the shadow stack (must be 0 for the output to be trusted).
  */
@@ -68,7 +78,7 @@ static jvmtiEnv *g_jvmti;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static Node g_root;
 static char *g_out;
-static int g_jdk; /* jdk=true: instrument JDK classes too */
+static int g_step; /* count=step */
 static volatile int g_done;
 static uint64_t g_errors;
 static __thread TState *t_state;
@@ -133,7 +143,7 @@ static MInfo *method_info(jmethodID m) {
         int hidden = strchr(cname, '.') != NULL;
         int jdk = is_jdk_class(cname);
         e->instrumented = !(mods & 0x0100 /* ACC_NATIVE */) && !hidden && !starts_with(cname, "jp/") &&
-                          (g_jdk || !jdk);
+                          !jdk;
         size_t len = strlen(cname) + strlen(mname) + strlen(msig) + 2;
         e->name = xrealloc(NULL, len);
         for (char *p = cname; *p; p++)
@@ -226,7 +236,8 @@ static void JNICALL on_method_exit(jvmtiEnv *j, JNIEnv *env, jthread th, jmethod
     }
 }
 
-static void JNICALL on_step(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID m, jlocation loc) {
+/* One executed instruction (a SingleStep or a Breakpoint event). */
+static void JNICALL on_bytecode(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID m, jlocation loc) {
     (void)j, (void)env, (void)th, (void)loc;
     if (g_done) return;
     TState *t = state();
@@ -236,7 +247,7 @@ static void JNICALL on_step(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID m, j
         return;
     }
     MInfo *mi = method_info(m);
-    if (mi->instrumented) err_event("SingleStep", mi->name);
+    if (mi->instrumented) err_event("bytecode event", mi->name);
 }
 
 static void JNICALL on_exception(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID m, jlocation loc,
@@ -250,6 +261,95 @@ static void JNICALL on_exception(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID
     } else if (method_info(m)->instrumented) {
         err_event("Exception", method_info(m)->name);
     }
+}
+
+/* Length of the instruction at code[pc], or 0 if it is malformed. `wide` and the
+ * instruction it modifies are one instruction. */
+static int insn_len(const unsigned char *code, int len, int pc) {
+    int op = code[pc];
+    if (op <= 0x0f) return 1;                 /* nop .. dconst_1 */
+    if (op == 0x10) return 2;                 /* bipush */
+    if (op == 0x11) return 3;                 /* sipush */
+    if (op == 0x12) return 2;                 /* ldc */
+    if (op == 0x13 || op == 0x14) return 3;   /* ldc_w, ldc2_w */
+    if (op >= 0x15 && op <= 0x19) return 2;   /* xload index */
+    if (op >= 0x1a && op <= 0x35) return 1;   /* xload_n, xaload */
+    if (op >= 0x36 && op <= 0x3a) return 2;   /* xstore index */
+    if (op >= 0x3b && op <= 0x83) return 1;   /* xstore_n .. lxor */
+    if (op == 0x84) return 3;                 /* iinc */
+    if (op >= 0x85 && op <= 0x98) return 1;   /* conversions, compares */
+    if (op >= 0x99 && op <= 0xa8) return 3;   /* if*, goto, jsr */
+    if (op == 0xa9) return 2;                 /* ret */
+    if (op == 0xaa || op == 0xab) {           /* tableswitch, lookupswitch */
+        int p = (pc + 4) & ~3;                /* skip 0-3 padding bytes */
+        if (p + 12 > len) return 0;
+#define I32(o) ((int32_t)(((uint32_t)code[o] << 24) | ((uint32_t)code[(o) + 1] << 16) | \
+                          ((uint32_t)code[(o) + 2] << 8) | (uint32_t)code[(o) + 3]))
+        long n;
+        if (op == 0xaa) {
+            long lo = I32(p + 4), hi = I32(p + 8);
+            if (hi < lo) return 0;
+            n = 12 + (hi - lo + 1) * 4;
+        } else {
+            long pairs = I32(p + 4);
+            if (pairs < 0) return 0;
+            n = 8 + pairs * 8;
+        }
+#undef I32
+        if (p + n > len) return 0;
+        return (int)(p + n - pc);
+    }
+    if (op >= 0xac && op <= 0xb1) return 1;   /* returns */
+    if (op >= 0xb2 && op <= 0xb8) return 3;   /* field access, invokevirtual/special/static */
+    if (op == 0xb9 || op == 0xba) return 5;   /* invokeinterface, invokedynamic */
+    if (op == 0xbb) return 3;                 /* new */
+    if (op == 0xbc) return 2;                 /* newarray */
+    if (op == 0xbd) return 3;                 /* anewarray */
+    if (op >= 0xbe && op <= 0xbf) return 1;   /* arraylength, athrow */
+    if (op == 0xc0 || op == 0xc1) return 3;   /* checkcast, instanceof */
+    if (op == 0xc2 || op == 0xc3) return 1;   /* monitorenter/exit */
+    if (op == 0xc4) {                         /* wide */
+        if (pc + 1 >= len) return 0;
+        return code[pc + 1] == 0x84 ? 6 : 4;
+    }
+    if (op == 0xc5) return 4;                 /* multianewarray */
+    if (op == 0xc6 || op == 0xc7) return 3;   /* ifnull, ifnonnull */
+    if (op == 0xc8 || op == 0xc9) return 5;   /* goto_w, jsr_w */
+    return 0;
+}
+
+/* Breakpoints on every instruction of the class's instrumented methods. */
+static void JNICALL on_class_prepare(jvmtiEnv *j, JNIEnv *env, jthread th, jclass cls) {
+    (void)env, (void)th;
+    if (g_step || g_done) return;
+    jint n = 0;
+    jmethodID *ms = NULL;
+    if ((*j)->GetClassMethods(j, cls, &n, &ms) != JVMTI_ERROR_NONE) return;
+    for (jint i = 0; i < n; i++) {
+        MInfo *mi = method_info(ms[i]);
+        jint mods = 0;
+        if (!mi->instrumented || (*j)->GetMethodModifiers(j, ms[i], &mods) != JVMTI_ERROR_NONE ||
+            (mods & 0x0400 /* ACC_ABSTRACT */))
+            continue;
+        jint len = 0;
+        unsigned char *code = NULL;
+        if ((*j)->GetBytecodes(j, ms[i], &len, &code) != JVMTI_ERROR_NONE) {
+            err_event("GetBytecodes", mi->name);
+            continue;
+        }
+        for (int pc = 0; pc < len;) {
+            int l = insn_len(code, len, pc);
+            if (l <= 0 || pc + l > len) {
+                err_event("bytecode decoding", mi->name);
+                break;
+            }
+            jvmtiError e = (*j)->SetBreakpoint(j, ms[i], pc);
+            if (e != JVMTI_ERROR_NONE) err_event("SetBreakpoint", mi->name);
+            pc += l;
+        }
+        (*j)->Deallocate(j, code);
+    }
+    (*j)->Deallocate(j, (unsigned char *)ms);
 }
 
 static int cmp_nodes(const void *a, const void *b) {
@@ -317,15 +417,15 @@ static void check(jvmtiError e, const char *what) {
 }
 
 static void parse_options(const char *opts) {
-    if (!opts) die("missing options: use -agentpath:libjporacle.so=out=PATH[,jdk=true]");
+    if (!opts) die("missing options: use -agentpath:libjporacle.so=out=PATH[,count=bp|step]");
     char *s = strdup(opts), *save = NULL;
     for (char *kv = strtok_r(s, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         if (starts_with(kv, "out="))
             g_out = strdup(kv + 4);
-        else if (!strcmp(kv, "jdk=true"))
-            g_jdk = 1;
-        else if (!strcmp(kv, "jdk=false"))
-            g_jdk = 0;
+        else if (!strcmp(kv, "count=step"))
+            g_step = 1;
+        else if (!strcmp(kv, "count=bp"))
+            g_step = 0;
         else {
             fprintf(stderr, "jporacle: unknown option '%s'\n", kv);
             exit(3);
@@ -341,20 +441,28 @@ JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
     if ((*vm)->GetEnv(vm, (void **)&g_jvmti, JVMTI_VERSION_1_2) != JNI_OK) die("no JVMTI 1.2");
     jvmtiCapabilities caps;
     memset(&caps, 0, sizeof caps);
-    caps.can_generate_single_step_events = 1;
+    if (g_step) {
+        caps.can_generate_single_step_events = 1;
+    } else {
+        caps.can_generate_breakpoint_events = 1;
+        caps.can_get_bytecodes = 1;
+    }
     caps.can_generate_method_entry_events = 1;
     caps.can_generate_method_exit_events = 1;
     caps.can_generate_exception_events = 1;
     check((*g_jvmti)->AddCapabilities(g_jvmti, &caps), "AddCapabilities");
     jvmtiEventCallbacks cb;
     memset(&cb, 0, sizeof cb);
-    cb.SingleStep = on_step;
+    cb.SingleStep = on_bytecode;
+    cb.Breakpoint = on_bytecode;
+    cb.ClassPrepare = on_class_prepare;
     cb.MethodEntry = on_method_entry;
     cb.MethodExit = on_method_exit;
     cb.Exception = on_exception;
     cb.VMDeath = on_death;
     check((*g_jvmti)->SetEventCallbacks(g_jvmti, &cb, sizeof cb), "SetEventCallbacks");
-    jvmtiEvent evs[] = {JVMTI_EVENT_SINGLE_STEP, JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT,
+    jvmtiEvent evs[] = {g_step ? JVMTI_EVENT_SINGLE_STEP : JVMTI_EVENT_BREAKPOINT,
+                        g_step ? JVMTI_EVENT_VM_DEATH : JVMTI_EVENT_CLASS_PREPARE, JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT,
                         JVMTI_EVENT_EXCEPTION, JVMTI_EVENT_VM_DEATH};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         check((*g_jvmti)->SetEventNotificationMode(g_jvmti, JVMTI_ENABLE, evs[i], NULL), "enable event");
