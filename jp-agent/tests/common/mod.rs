@@ -1,0 +1,330 @@
+//! Shared test support: the two JDKs, the C oracle and the Java test programs
+//! (both built here, at test time), the agent artifacts (built by
+//! `cargo xtask build`, never here), and JVM runs with a time limit.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+pub mod mct;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+#[allow(unused_imports)]
+pub use mct::{compare, Counts, Mct, Rule};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Jdk {
+    J17,
+    J25,
+}
+
+impl Jdk {
+    pub const ALL: [Jdk; 2] = [Jdk::J17, Jdk::J25];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Jdk::J17 => "jdk17",
+            Jdk::J25 => "jdk25",
+        }
+    }
+
+    /// The JDK's home; a missing JDK fails the test (never a skip).
+    pub fn home(self) -> PathBuf {
+        let (var, default) = match self {
+            Jdk::J17 => ("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64"),
+            Jdk::J25 => ("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64"),
+        };
+        let home = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| default.into());
+        for tool in ["bin/java", "bin/javac", "include/jvmti.h"] {
+            assert!(
+                home.join(tool).exists(),
+                "\n\n*** {} NOT FOUND: {} is missing. Install it (`cargo xtask setup`) or set {var} \
+                 to its home. These tests must run on both JDK 17 and JDK 25. ***\n",
+                self.name(),
+                home.join(tool).display()
+            );
+        }
+        home
+    }
+
+    pub fn java(self) -> PathBuf {
+        self.home().join("bin/java")
+    }
+}
+
+/// The jp-agent crate directory.
+pub fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fresh scratch directory for one test, kept after the run for inspection.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("jp-agent-tests-{}", std::process::id()))
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create scratch dir");
+    d
+}
+
+fn run_checked(cmd: &mut Command, what: &str) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot start {:?}: {e}", cmd.get_program()));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{:?}\n{}{}",
+        out.status,
+        cmd,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `tests/programs/*.java` compiled once per test process by javac 17 with
+/// `--release 17`, so that both JDKs run the same class files.
+pub fn programs() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = scratch("programs-classes");
+        let src = crate_dir().join("tests/programs");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&src)
+            .expect("read tests/programs")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "java"))
+            .collect();
+        files.sort();
+        let javac = Jdk::J17.home().join("bin/javac");
+        run_checked(
+            Command::new(javac).args(["--release", "17", "-d"]).arg(&out).args(&files),
+            "javac of tests/programs",
+        );
+        out
+    })
+}
+
+/// The C oracle (`oracle/jporacle.c`) compiled for `jdk` once per test process.
+pub fn oracle_lib(jdk: Jdk) -> PathBuf {
+    static LIBS: OnceLock<std::sync::Mutex<Vec<(Jdk, PathBuf)>>> = OnceLock::new();
+    let libs = LIBS.get_or_init(Default::default);
+    let mut libs = libs.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = libs.iter().find(|(j, _)| *j == jdk) {
+        return p.clone();
+    }
+    let home = jdk.home();
+    let dir = scratch(&format!("oracle-{}", jdk.name()));
+    let lib = dir.join("libjporacle.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut cmd = Command::new(&cc);
+    cmd.args(["-O2", "-Wall", "-Werror", "-shared", "-fPIC"])
+        .arg(format!("-I{}", home.join("include").display()))
+        .arg(format!("-I{}", home.join("include/linux").display()))
+        .arg("-o")
+        .arg(&lib)
+        .arg(crate_dir().join("oracle/jporacle.c"));
+    if Command::new(&cc).arg("--version").stdout(Stdio::null()).status().is_err() {
+        panic!("\n\n*** no C compiler `{cc}`: install gcc (Debian package `gcc`) to build the oracle ***\n");
+    }
+    run_checked(&mut cmd, "compiling the C oracle");
+    libs.push((jdk, lib.clone()));
+    lib
+}
+
+/// The agent library, built by `cargo xtask build` (this test never builds it).
+/// Order: `$JP_AGENT_LIB`, `<workspace>/target/jp/libjpagent.so`,
+/// `$CARGO_TARGET_DIR/release/libjpagent.so`.
+pub fn agent_lib() -> PathBuf {
+    find_artifact("JP_AGENT_LIB", "libjpagent.so")
+}
+
+/// `jp-agent.jar` (for `-javaagent:`), found like [`agent_lib`] with `$JP_AGENT_JAR`.
+pub fn agent_jar() -> PathBuf {
+    find_artifact("JP_AGENT_JAR", "jp-agent.jar")
+}
+
+fn find_artifact(var: &str, file: &str) -> PathBuf {
+    let mut tried = Vec::new();
+    if let Some(p) = std::env::var_os(var) {
+        let p = PathBuf::from(p);
+        assert!(p.exists(), "\n\n*** ${var} = {} does not exist. Run `cargo xtask build`. ***\n", p.display());
+        return p;
+    }
+    tried.push(format!("${var} (unset)"));
+    let mut candidates = vec![crate_dir().join("../target/jp").join(file)];
+    if let Some(t) = std::env::var_os("CARGO_TARGET_DIR") {
+        candidates.push(PathBuf::from(&t).join("release").join(file));
+    }
+    candidates.push(crate_dir().join("../target/release").join(file));
+    for c in candidates {
+        if c.exists() {
+            return c;
+        }
+        tried.push(c.display().to_string());
+    }
+    panic!(
+        "\n\n*** {file} not found: run `cargo xtask build` first (or set ${var}).\n    Looked at: {} ***\n",
+        tried.join(", ")
+    );
+}
+
+/// The result of one JVM run.
+pub struct Run {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub cmdline: String,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    pub fn assert_ok(&self) -> &Self {
+        assert!(
+            self.status.success(),
+            "JVM failed ({}):\n  {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.status,
+            self.cmdline,
+            tail(&self.stdout),
+            tail(&self.stderr)
+        );
+        self
+    }
+}
+
+fn tail(s: &str) -> &str {
+    let n = s.len();
+    if n > 6000 {
+        let mut i = n - 6000;
+        while !s.is_char_boundary(i) {
+            i += 1;
+        }
+        &s[i..]
+    } else {
+        s
+    }
+}
+
+/// Runs `java ARGS` in `dir` with a time limit; stdout/stderr go to files there.
+pub fn java(jdk: Jdk, args: &[String], dir: &Path, limit: Duration) -> Run {
+    run_program(&jdk.java(), args, dir, limit)
+}
+
+pub fn run_program(prog: &Path, args: &[String], dir: &Path, limit: Duration) -> Run {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out_p = dir.join(format!("run{n}.stdout"));
+    let err_p = dir.join(format!("run{n}.stderr"));
+    let cmdline = format!("{} {}", prog.display(), args.join(" "));
+    let start = Instant::now();
+    let mut child = Command::new(prog)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_p).expect("stdout file"))
+        .stderr(std::fs::File::create(&err_p).expect("stderr file"))
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmdline}: {e}"));
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "timed out after {:?}: {cmdline}\n--- stderr ---\n{}",
+                limit,
+                std::fs::read_to_string(&err_p).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Run {
+        status,
+        stdout: std::fs::read_to_string(&out_p).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err_p).unwrap_or_default(),
+        cmdline,
+        elapsed: start.elapsed(),
+    }
+}
+
+pub const LIMIT: Duration = Duration::from_secs(180);
+
+/// Runs test program `main` under the oracle (interpreted); returns its MCT and stdout.
+pub fn run_oracle(jdk: Jdk, main: &str, dir: &Path) -> (Mct, String) {
+    let out = dir.join(format!("{main}.{}.oracle.json", jdk.name()));
+    let args = vec![
+        "-Xint".to_string(),
+        "-Xverify:all".to_string(),
+        format!("-agentpath:{}=out={}", oracle_lib(jdk).display(), out.display()),
+        "-cp".to_string(),
+        programs().display().to_string(),
+        main.to_string(),
+    ];
+    let run = java(jdk, &args, dir, LIMIT);
+    run.assert_ok();
+    let text = std::fs::read_to_string(&out)
+        .unwrap_or_else(|e| panic!("oracle wrote no {}: {e}\n{}", out.display(), run.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text).expect("oracle JSON");
+    assert_eq!(
+        v["oracle_errors"].as_u64(),
+        Some(0),
+        "the oracle saw events that do not match its shadow stack ({main}, {}):\n{}",
+        jdk.name(),
+        run.stderr
+    );
+    let m = Mct::parse(&text).unwrap_or_else(|e| panic!("oracle JSON {}: {e}", out.display()));
+    assert!(!m.nodes.is_empty(), "oracle recorded nothing for {main}");
+    (m, run.stdout)
+}
+
+/// The agent's option string for a profile written to `out`.
+pub fn agent_opts(bba: &str, granularity: Option<u64>, out: &Path, extra: &str) -> String {
+    let mut o = format!("bba={bba},format=json,out={}", out.display());
+    if let Some(g) = granularity {
+        o.push_str(&format!(",granularity={g}"));
+    }
+    if !extra.is_empty() {
+        o.push(',');
+        o.push_str(extra);
+    }
+    o
+}
+
+/// Runs test program `main` with `-agentpath:libjpagent.so=OPTS`; returns the JSON text and stdout.
+pub fn run_agent(jdk: Jdk, main: &str, opts: &str, out: &Path, dir: &Path) -> (String, String) {
+    let args = vec![
+        "-Xverify:all".to_string(),
+        format!("-agentpath:{}={opts}", agent_lib().display()),
+        "-cp".to_string(),
+        programs().display().to_string(),
+        main.to_string(),
+    ];
+    let run = java(jdk, &args, dir, LIMIT);
+    run.assert_ok();
+    let text = std::fs::read_to_string(out).unwrap_or_else(|e| {
+        panic!("the agent wrote no profile {}: {e}\n{}\n{}", out.display(), run.cmdline, run.stderr)
+    });
+    (text, run.stdout)
+}
+
+/// Parses agent JSON and checks its "bba" field.
+pub fn parse_agent(text: &str, bba: &str, what: &str) -> Mct {
+    let m = Mct::parse(text).unwrap_or_else(|e| panic!("{what}: invalid agent profile: {e}\n{text}"));
+    assert_eq!(m.bba, bba, "{what}: profile says bba={}", m.bba);
+    m
+}
+
+/// Panics with every differing path, both trees in full, when `diffs` is not empty.
+pub fn assert_same(what: &str, oracle: &Mct, agent: &Mct, diffs: &[String]) {
+    if diffs.is_empty() {
+        return;
+    }
+    panic!(
+        "\n{what}: {} difference(s) between oracle and agent:\n  {}\n\n--- oracle tree ---\n{}\n--- agent tree ---\n{}",
+        diffs.len(),
+        diffs.join("\n  "),
+        oracle.render(),
+        agent.render()
+    );
+}

@@ -1,0 +1,113 @@
+//! Every test program (`tests/programs/`) profiled by the agent and by the
+//! independent C oracle (`oracle/jporacle.c`), compared node by node, on both JDKs,
+//! under `bba=precise` (exact) and `bba=default` (exact where no exception crossed
+//! a context, never under-counting elsewhere), with `-Xverify:all`, with the default
+//! granularity and with a small one (reports must not change counts). The program's
+//! stdout must be the same with and without the agent.
+
+mod common;
+
+use common::*;
+
+/// Programs where no exception is ever thrown in application code: bba=default
+/// must be exact there too (also checked: the oracle saw no exception).
+const NO_EXCEPTIONS: &[&str] =
+    &["Paper", "Fib", "StaticInit", "Ctors", "Dispatch", "Switches", "Lambdas", "Reflect", "LongDouble", "Wide"];
+
+fn check(main: &str, jdk: Jdk) {
+    let dir = scratch(&format!("{main}-{}", jdk.name()));
+    let (oracle, oracle_stdout) = run_oracle(jdk, main, &dir);
+    let exc_free = NO_EXCEPTIONS.contains(&main);
+    if exc_free {
+        let with_exc: Vec<_> =
+            oracle.nodes.iter().filter(|(_, c)| c.exc).map(|(p, _)| mct::show_path(p)).collect();
+        assert!(with_exc.is_empty(), "{main} is listed as exception-free but the oracle saw: {with_exc:?}");
+    }
+    let mut failures = Vec::new();
+    for bba in ["precise", "default"] {
+        let rule = if bba == "precise" || exc_free { Rule::Exact } else { Rule::ExactUnlessException };
+        for gran in [None, Some(1000)] {
+            let out = dir.join(format!("{main}-{bba}-{gran:?}.json"));
+            let (text, stdout) = run_agent(jdk, main, &agent_opts(bba, gran, &out, ""), &out, &dir);
+            let what = format!("{main} on {} bba={bba} granularity={gran:?}", jdk.name());
+            if stdout != oracle_stdout {
+                failures.push(format!(
+                    "{what}: stdout differs\n--- without agent (oracle run) ---\n{oracle_stdout}\n--- with agent ---\n{stdout}"
+                ));
+            }
+            let agent = parse_agent(&text, bba, &what);
+            let diffs = compare(&oracle, &agent, rule);
+            if !diffs.is_empty() {
+                failures.push(format!(
+                    "{what}: {} difference(s) ({rule:?}):\n  {}\n--- oracle ---\n{}--- agent ---\n{}",
+                    diffs.len(),
+                    diffs.join("\n  "),
+                    oracle.render(),
+                    agent.render()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n\n"));
+}
+
+macro_rules! programs {
+    ($($main:ident => $t17:ident, $t25:ident;)*) => {
+        $(
+            #[test]
+            fn $t17() {
+                check(stringify!($main), Jdk::J17);
+            }
+            #[test]
+            fn $t25() {
+                check(stringify!($main), Jdk::J25);
+            }
+        )*
+    };
+}
+
+programs! {
+    Paper => paper_jdk17, paper_jdk25;
+    Fib => fib_jdk17, fib_jdk25;
+    Exceptions => exceptions_jdk17, exceptions_jdk25;
+    StaticInit => static_init_jdk17, static_init_jdk25;
+    Ctors => ctors_jdk17, ctors_jdk25;
+    Dispatch => dispatch_jdk17, dispatch_jdk25;
+    Switches => switches_jdk17, switches_jdk25;
+    Lambdas => lambdas_jdk17, lambdas_jdk25;
+    Reflect => reflect_jdk17, reflect_jdk25;
+    Sync => sync_jdk17, sync_jdk25;
+    LongDouble => long_double_jdk17, long_double_jdk25;
+    Wide => wide_jdk17, wide_jdk25;
+    Threads => threads_jdk17, threads_jdk25;
+}
+
+/// Deterministic programs give byte-identical JSON on every run.
+fn deterministic(jdk: Jdk) {
+    let dir = scratch(&format!("determinism-{}", jdk.name()));
+    for main in ["Paper", "Threads", "Lambdas", "Exceptions"] {
+        for bba in ["default", "precise"] {
+            let mut texts = Vec::new();
+            for run in 0..2 {
+                let out = dir.join(format!("{main}-{bba}-{run}.json"));
+                texts.push(run_agent(jdk, main, &agent_opts(bba, Some(1000), &out, ""), &out, &dir).0);
+            }
+            assert!(
+                texts[0] == texts[1],
+                "{main} on {} bba={bba}: two runs gave different JSON (see {})",
+                jdk.name(),
+                dir.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn deterministic_jdk17() {
+    deterministic(Jdk::J17);
+}
+
+#[test]
+fn deterministic_jdk25() {
+    deterministic(Jdk::J25);
+}
