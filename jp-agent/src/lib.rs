@@ -1,2 +1,22 @@
-//! The jp JVM agent.
+//! The jp JVM agent (`libjpagent.so`): rewrites classes as they load so that every thread
+//! builds JP's Method Call Tree with exact bytecode counts, and writes the merged tree at exit.
+//!
+//! - [`classfile`]: the bytecode rewriter (Rust, no Java library).
+//! - `agent`: JVMTI entry points (`Agent_OnLoad`, the `-javaagent` native), events, natives.
+//! - [`mct`]: the merged tree and its file formats (json, pprof, folded, tree).
+//! - The Java runtime `jp.rt` lives in `java/` and is embedded by `build.rs`.
+//!
+//! See `README-dev.md` for building, options and formats.
+
 pub mod classfile;
+
+mod agent;
+mod bootjar;
+mod ffi;
+pub mod filter;
+pub mod mct;
+pub mod methods;
+pub mod options;
+pub mod stats;
+
+pub use agent::{stats_summary, write_file};

@@ -1,0 +1,110 @@
+package jp.rt;
+
+/**
+ * One calling context of a Method Call Tree: the method {@link #mid} reached through the chain of
+ * {@link #parent}s. Counters are written only by the owning thread (no locking); other threads read
+ * them only at thread end and VM death. The child map is a small open-addressing table keyed by
+ * mid, so the hot path touches no java.util class (those may be instrumented with jdk=true).
+ */
+public final class Node {
+    /** Method id from the agent's method table ({@link Rt#methodName(int)}); -1 for a root. */
+    public final int mid;
+    /** Invocations in this context. */
+    public long calls;
+    /** Bytecodes the unmodified program executed in this context, callees excluded. */
+    public long bytecodes;
+    /** The caller's context; null for a root. */
+    public final Node parent;
+    /** The owning thread's state (null in merged trees, which belong to no thread). */
+    final ThreadState state;
+
+    /** Power-of-two table of children, null slots empty, linear probing on mid. */
+    private Node[] kids;
+    private int size;
+
+    Node(int mid, Node parent, ThreadState state) {
+        this.mid = mid;
+        this.parent = parent;
+        this.state = state;
+    }
+
+    /** The child for {@code m}, created on first use. Kept tiny so that the JIT inlines it. */
+    Node child(int m) {
+        Node[] t = kids;
+        if (t != null) {
+            int mask = t.length - 1;
+            int i = m & mask;
+            Node c;
+            while ((c = t[i]) != null) {
+                if (c.mid == m) {
+                    return c;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+        return addChild(m);
+    }
+
+    private Node addChild(int m) {
+        Node c = new Node(m, this, state);
+        Node[] t = kids;
+        if (t == null) {
+            t = new Node[4];
+        } else if ((size + 1) * 4 > t.length * 3) {
+            t = grow(t);
+        }
+        insert(t, c);
+        size++;
+        // Publish the table after filling it: a reader on another thread (VM death) sees
+        // either the old or the complete new table.
+        kids = t;
+        return c;
+    }
+
+    private static Node[] grow(Node[] old) {
+        Node[] t = new Node[old.length * 2];
+        for (Node c : old) {
+            if (c != null) {
+                insert(t, c);
+            }
+        }
+        return t;
+    }
+
+    private static void insert(Node[] t, Node c) {
+        int mask = t.length - 1;
+        int i = c.mid & mask;
+        while (t[i] != null) {
+            i = (i + 1) & mask;
+        }
+        t[i] = c;
+    }
+
+    /** A snapshot of the children (for profilers; not on the hot path). */
+    public Node[] children() {
+        Node[] t = kids;
+        if (t == null) {
+            return new Node[0];
+        }
+        int n = 0;
+        for (Node c : t) {
+            if (c != null) {
+                n++;
+            }
+        }
+        Node[] r = new Node[n];
+        int j = 0;
+        for (Node c : t) {
+            if (c != null && j < n) {
+                r[j++] = c;
+            }
+        }
+        // Slots are only ever filled, never emptied, so the second pass finds at least n.
+        return r;
+    }
+
+    /** Number of children (racy when read by another thread). */
+    public int childCount() {
+        return size;
+    }
+}

@@ -1,0 +1,242 @@
+package jp.rt;
+
+/**
+ * The helpers that instrumented code calls (see notes/agent-contract.md). They must stay tiny so
+ * that the JIT inlines them, and they must never call anything that could be instrumented:
+ * only this package, {@link ThreadLocal} and {@link Thread} (which the agent never instruments)
+ * and natives.
+ *
+ * <p>Before {@link #init} (code running during VM start-up with jdk=true), while a thread is
+ * attaching, while it runs profiler code, after it ended and after VM death, {@link #enter}
+ * returns the shared {@link #SINK} node: its counts are garbage and never reported.
+ */
+public final class Rt {
+    static final ThreadState SINK_STATE = new ThreadState(null, Integer.MAX_VALUE);
+    static final Node SINK = SINK_STATE.root;
+
+    /** Null until {@link #init}: then every thread finds its state here. */
+    private static ThreadLocal<ThreadState> states;
+
+    static Profiler profiler;
+    static int granularity = 10_000_000;
+
+    private static final Object LOCK = new Object();
+    /** Threads inside {@link #attach} (guards against recursion through ThreadLocal.set). */
+    private static Thread[] attaching = new Thread[8];
+    private static int nAttaching;
+    /** Live registered threads (ended threads are removed), for VM death. */
+    private static ThreadState[] live = new ThreadState[16];
+    private static int nLive;
+    private static boolean closed;
+
+    private Rt() {}
+
+    /** Method entry: the context for {@code mid} under the thread's current one. */
+    public static Node enter(int mid, int k) {
+        ThreadLocal<ThreadState> tl = states;
+        if (tl == null) {
+            return SINK;
+        }
+        ThreadState s = tl.get();
+        if (s == null && (s = attach()) == null) {
+            return SINK;
+        }
+        if (s.busy) {
+            return SINK;
+        }
+        Node n = s.current.child(mid);
+        n.calls++;
+        s.current = n;
+        if ((s.counter -= k) <= 0) {
+            s.activate(n);
+        }
+        return n;
+    }
+
+    /** Start of a basic block of {@code n} original bytecodes. */
+    public static void count(Node ctx, int n) {
+        ctx.bytecodes += n;
+    }
+
+    /** Loop head or handler: {@code k} bytecodes at most until the next check. */
+    public static void tick(Node ctx, int k) {
+        ThreadState s = ctx.state;
+        if ((s.counter -= k) <= 0) {
+            s.activate(ctx);
+        }
+    }
+
+    /** An exception handler of the method owning {@code ctx} starts. */
+    public static void caught(Node ctx) {
+        ctx.state.current = ctx;
+    }
+
+    /** The method owning {@code ctx} returns or throws. */
+    public static void exit(Node ctx) {
+        ctx.state.current = ctx.parent;
+    }
+
+    // ---- slow paths ----
+
+    private static ThreadState attach() {
+        Thread t = Thread.currentThread();
+        synchronized (LOCK) {
+            if (closed) {
+                return null;
+            }
+            for (int i = 0; i < nAttaching; i++) {
+                if (attaching[i] == t) {
+                    return null;
+                }
+            }
+            if (nAttaching == attaching.length) {
+                Thread[] a = new Thread[nAttaching * 2];
+                System.arraycopy(attaching, 0, a, 0, nAttaching);
+                attaching = a;
+            }
+            attaching[nAttaching++] = t;
+        }
+        ThreadState s;
+        try {
+            s = new ThreadState(t, granularity);
+            s.busy = true;
+            states.set(s);
+        } catch (Throwable e) {
+            return null;
+        } finally {
+            synchronized (LOCK) {
+                for (int i = 0; i < nAttaching; i++) {
+                    if (attaching[i] == t) {
+                        attaching[i] = attaching[--nAttaching];
+                        attaching[nAttaching] = null;
+                        break;
+                    }
+                }
+            }
+        }
+        try {
+            synchronized (LOCK) {
+                if (nLive == live.length) {
+                    ThreadState[] a = new ThreadState[nLive * 2];
+                    System.arraycopy(live, 0, a, 0, nLive);
+                    live = a;
+                }
+                s.slot = nLive;
+                live[nLive++] = s;
+            }
+            bind(s);
+            Profiler p = profiler;
+            if (p != null) {
+                p.register(t, s.root);
+            }
+        } catch (Throwable e) {
+            // A failing profiler must not break the application; the thread is still profiled.
+        } finally {
+            s.busy = false;
+        }
+        return s;
+    }
+
+    private static boolean unregister(ThreadState s) {
+        synchronized (LOCK) {
+            int i = s.slot;
+            if (i < 0 || i >= nLive || live[i] != s) {
+                return false;
+            }
+            ThreadState last = live[--nLive];
+            live[i] = last;
+            last.slot = i;
+            live[nLive] = null;
+            s.slot = -1;
+            return true;
+        }
+    }
+
+    // ---- called by the native agent ----
+
+    /** Called once by the agent when the VM is initialized (or from premain). */
+    static void init(String profilerName, int gran) throws Throwable {
+        granularity = gran;
+        Profiler p;
+        if ("file".equals(profilerName)) {
+            p = new FileProfiler();
+        } else {
+            Class<?> c = Class.forName(profilerName, true, ClassLoader.getSystemClassLoader());
+            p = (Profiler) c.getDeclaredConstructor().newInstance();
+        }
+        profiler = p;
+        states = new ThreadLocal<ThreadState>();
+    }
+
+    /** JVMTI ThreadEnd, on the ending thread, with the state {@link #bind} stored. */
+    static void threadEnded(Object o) {
+        if (!(o instanceof ThreadState)) {
+            return;
+        }
+        ThreadState s = (ThreadState) o;
+        s.busy = true; // for good: the thread is leaving
+        if (unregister(s)) {
+            Profiler p = profiler;
+            if (p != null) {
+                try {
+                    p.threadEnded(s.thread, s.root);
+                } catch (Throwable e) {
+                    // ignore: see attach
+                }
+            }
+        }
+    }
+
+    /** JVMTI VMDeath: hand every remaining tree to the profiler, then shut it down. */
+    static void vmDeath() {
+        ThreadState me = states == null ? null : states.get();
+        if (me != null) {
+            me.busy = true;
+        }
+        ThreadState[] rest;
+        synchronized (LOCK) {
+            closed = true;
+            rest = new ThreadState[nLive];
+            System.arraycopy(live, 0, rest, 0, nLive);
+        }
+        Profiler p = profiler;
+        for (ThreadState s : rest) {
+            if (unregister(s) && p != null) {
+                try {
+                    p.threadEnded(s.thread, s.root);
+                } catch (Throwable e) {
+                    // ignore
+                }
+            }
+        }
+        if (p != null) {
+            try {
+                p.shutdown();
+            } catch (Throwable e) {
+                System.err.println("jp-agent: profiler shutdown failed: " + e);
+            }
+        }
+    }
+
+    // ---- natives (registered by the agent with RegisterNatives) ----
+
+    /** Remember {@code s} for the current thread (JVMTI thread-local storage), for ThreadEnd. */
+    private static native void bind(ThreadState s);
+
+    /**
+     * Write a merged tree in the agent's configured format to its configured file. Node i has
+     * parent {@code parent[i]} (-1 for the root, which is node 0).
+     */
+    public static native void writeProfile(int[] parent, int[] mid, long[] calls, long[] bytecodes);
+
+    /** {@code pkg.Class.name(DESC)} of a method id, or null if unknown. */
+    public static native String methodName(int mid);
+
+    /** The agent's class-rewriting statistics as {@code key=value} pairs separated by spaces. */
+    public static native String agentStats();
+
+    /** The configured granularity. */
+    public static int granularity() {
+        return granularity;
+    }
+}

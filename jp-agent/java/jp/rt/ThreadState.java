@@ -1,0 +1,47 @@
+package jp.rt;
+
+/** Per-thread profiling state: the MCT root, the current context and the activation counter. */
+final class ThreadState {
+    final Thread thread;
+    final Node root;
+    /** The context of the innermost active instrumented method (root when none). */
+    Node current;
+    /** Activation counter, runs down from the granularity; at <= 0 the profiler is called. */
+    int counter;
+    /**
+     * True while the thread runs profiler or runtime code (and forever once it has ended):
+     * instrumented code then profiles into the sink, so the runtime never profiles itself and
+     * never recurses.
+     */
+    boolean busy;
+    /** Slot in {@link Rt}'s registry of live threads, -1 when not registered. */
+    int slot = -1;
+
+    ThreadState(Thread thread, int granularity) {
+        this.thread = thread;
+        this.root = new Node(-1, null, this);
+        this.current = root;
+        this.counter = granularity;
+    }
+
+    /** The counter ran out: let the profiler look at this thread's tree. */
+    void activate(Node at) {
+        if (busy || this == Rt.SINK_STATE) {
+            counter = Integer.MAX_VALUE;
+            return;
+        }
+        Profiler p = Rt.profiler;
+        int next = Rt.granularity;
+        if (p != null) {
+            busy = true;
+            try {
+                next = p.report(root, at);
+            } catch (Throwable e) {
+                next = Rt.granularity;
+            } finally {
+                busy = false;
+            }
+        }
+        counter = next > 0 ? next : Rt.granularity;
+    }
+}

@@ -1,0 +1,335 @@
+//! The few JNI functions the agent uses, called through the JNIEnv function table by slot
+//! number (jni.h, `struct JNINativeInterface_`, counting the four reserved slots).
+
+use std::ffi::{c_char, c_void, CStr, CString};
+
+pub type JInt = i32;
+pub type JLong = i64;
+pub type JObject = *mut c_void;
+pub type JClass = JObject;
+pub type JString = JObject;
+pub type JMethodId = *mut c_void;
+
+/// `JNIEnv*` as passed by the JVM: a pointer to a pointer to the function table.
+pub type RawEnv = *mut *const *const c_void;
+/// `JavaVM*`.
+pub type RawVm = *mut *const *const c_void;
+
+pub const JNI_OK: JInt = 0;
+
+#[repr(C)]
+pub struct NativeMethod {
+    pub name: *const c_char,
+    pub signature: *const c_char,
+    pub fn_ptr: *mut c_void,
+}
+
+/// Slots of `JNINativeInterface_` (index into the table).
+mod slot {
+    pub const FIND_CLASS: usize = 6;
+    pub const EXCEPTION_DESCRIBE: usize = 16;
+    pub const EXCEPTION_CLEAR: usize = 17;
+    pub const NEW_GLOBAL_REF: usize = 21;
+    pub const DELETE_GLOBAL_REF: usize = 22;
+    pub const DELETE_LOCAL_REF: usize = 23;
+    pub const IS_SAME_OBJECT: usize = 24;
+    pub const GET_STATIC_METHOD_ID: usize = 113;
+    pub const CALL_STATIC_OBJECT_METHOD_A: usize = 116;
+    pub const CALL_STATIC_VOID_METHOD_A: usize = 143;
+    pub const NEW_STRING_UTF: usize = 167;
+    pub const GET_STRING_UTF_CHARS: usize = 169;
+    pub const RELEASE_STRING_UTF_CHARS: usize = 170;
+    pub const GET_ARRAY_LENGTH: usize = 171;
+    pub const GET_INT_ARRAY_REGION: usize = 203;
+    pub const GET_LONG_ARRAY_REGION: usize = 204;
+    pub const REGISTER_NATIVES: usize = 215;
+    pub const GET_JAVA_VM: usize = 219;
+    pub const EXCEPTION_CHECK: usize = 228;
+}
+
+/// `JavaVM` invoke-interface slot of `GetEnv`.
+const VM_GET_ENV: usize = 6;
+
+/// A JNIEnv valid on the current thread for the duration of a JVM callback.
+#[derive(Clone, Copy)]
+pub struct Env(RawEnv);
+
+/// A `jvalue` argument (only the kinds the agent passes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union JValue {
+    pub i: JInt,
+    pub j: JLong,
+    pub l: JObject,
+}
+
+impl Env {
+    /// # Safety
+    /// `raw` must be the JNIEnv the JVM passed to the current callback on this thread.
+    pub unsafe fn from_raw(raw: RawEnv) -> Option<Env> {
+        if raw.is_null() {
+            None
+        } else {
+            Some(Env(raw))
+        }
+    }
+
+    fn fn_ptr(&self, i: usize) -> *const c_void {
+        // SAFETY: self.0 is a valid JNIEnv (constructor contract); its first word points at the
+        // JNI function table, which has more than 228 entries on every JNI version >= 1.6.
+        unsafe { *(*self.0).add(i) }
+    }
+
+    pub fn find_class(&self, name: &str) -> Option<JClass> {
+        let name = CString::new(name).ok()?;
+        type F = unsafe extern "system" fn(RawEnv, *const c_char) -> JClass;
+        // SAFETY: slot FIND_CLASS has this signature (jni.h).
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::FIND_CLASS)) };
+        // SAFETY: valid env, NUL-terminated name.
+        let c = unsafe { f(self.0, name.as_ptr()) };
+        if c.is_null() {
+            self.clear_exception(true);
+            None
+        } else {
+            Some(c)
+        }
+    }
+
+    /// Returns whether an exception was pending; describes (prints) it if `describe`.
+    pub fn clear_exception(&self, describe: bool) -> bool {
+        type Check = unsafe extern "system" fn(RawEnv) -> u8;
+        type Void = unsafe extern "system" fn(RawEnv);
+        // SAFETY: slots with these signatures (jni.h).
+        let check: Check = unsafe { std::mem::transmute(self.fn_ptr(slot::EXCEPTION_CHECK)) };
+        // SAFETY: valid env.
+        if unsafe { check(self.0) } == 0 {
+            return false;
+        }
+        if describe {
+            // SAFETY: as above; ExceptionDescribe also clears the exception.
+            let d: Void = unsafe { std::mem::transmute(self.fn_ptr(slot::EXCEPTION_DESCRIBE)) };
+            // SAFETY: valid env, pending exception.
+            unsafe { d(self.0) };
+        }
+        // SAFETY: as above.
+        let c: Void = unsafe { std::mem::transmute(self.fn_ptr(slot::EXCEPTION_CLEAR)) };
+        // SAFETY: valid env.
+        unsafe { c(self.0) };
+        true
+    }
+
+    pub fn static_method(&self, class: JClass, name: &str, sig: &str) -> Option<JMethodId> {
+        let name = CString::new(name).ok()?;
+        let sig = CString::new(sig).ok()?;
+        type F =
+            unsafe extern "system" fn(RawEnv, JClass, *const c_char, *const c_char) -> JMethodId;
+        // SAFETY: slot GET_STATIC_METHOD_ID has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_STATIC_METHOD_ID)) };
+        // SAFETY: valid env, class ref, NUL-terminated strings.
+        let m = unsafe { f(self.0, class, name.as_ptr(), sig.as_ptr()) };
+        if m.is_null() {
+            self.clear_exception(true);
+            None
+        } else {
+            Some(m)
+        }
+    }
+
+    /// Calls a static void method; returns false (after printing it) if it threw.
+    pub fn call_static_void(&self, class: JClass, m: JMethodId, args: &[JValue]) -> bool {
+        type F = unsafe extern "system" fn(RawEnv, JClass, JMethodId, *const JValue);
+        // SAFETY: slot CALL_STATIC_VOID_METHOD_A has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::CALL_STATIC_VOID_METHOD_A)) };
+        // SAFETY: valid env; the caller passes a method id of `class` whose parameters match args.
+        unsafe { f(self.0, class, m, args.as_ptr()) };
+        !self.clear_exception(true)
+    }
+
+    /// Calls a static method returning an object; None (after printing it) if it threw.
+    pub fn call_static_object(
+        &self,
+        class: JClass,
+        m: JMethodId,
+        args: &[JValue],
+    ) -> Option<JObject> {
+        type F = unsafe extern "system" fn(RawEnv, JClass, JMethodId, *const JValue) -> JObject;
+        // SAFETY: slot CALL_STATIC_OBJECT_METHOD_A has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::CALL_STATIC_OBJECT_METHOD_A)) };
+        // SAFETY: valid env; the caller passes a method id of `class` whose parameters match args.
+        let r = unsafe { f(self.0, class, m, args.as_ptr()) };
+        if self.clear_exception(true) {
+            None
+        } else {
+            Some(r)
+        }
+    }
+
+    pub fn is_same_object(&self, a: JObject, b: JObject) -> bool {
+        type F = unsafe extern "system" fn(RawEnv, JObject, JObject) -> u8;
+        // SAFETY: slot IS_SAME_OBJECT has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::IS_SAME_OBJECT)) };
+        // SAFETY: valid env; both are valid references or null.
+        unsafe { f(self.0, a, b) != 0 }
+    }
+
+    pub fn new_global_ref(&self, o: JObject) -> JObject {
+        type F = unsafe extern "system" fn(RawEnv, JObject) -> JObject;
+        // SAFETY: slot NEW_GLOBAL_REF has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::NEW_GLOBAL_REF)) };
+        // SAFETY: valid env and reference (null gives null).
+        unsafe { f(self.0, o) }
+    }
+
+    pub fn delete_global_ref(&self, o: JObject) {
+        type F = unsafe extern "system" fn(RawEnv, JObject);
+        // SAFETY: slot DELETE_GLOBAL_REF has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::DELETE_GLOBAL_REF)) };
+        // SAFETY: o is a global ref created by new_global_ref and not deleted before.
+        unsafe { f(self.0, o) }
+    }
+
+    pub fn delete_local_ref(&self, o: JObject) {
+        if o.is_null() {
+            return;
+        }
+        type F = unsafe extern "system" fn(RawEnv, JObject);
+        // SAFETY: slot DELETE_LOCAL_REF has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::DELETE_LOCAL_REF)) };
+        // SAFETY: o is a live local ref of this frame.
+        unsafe { f(self.0, o) }
+    }
+
+    pub fn new_string(&self, s: &str) -> JString {
+        // Modified UTF-8 differs from UTF-8 only for NUL and supplementary characters, which
+        // class and method names here do not contain; a NUL makes CString fail -> null.
+        let Ok(c) = CString::new(s) else {
+            return std::ptr::null_mut();
+        };
+        type F = unsafe extern "system" fn(RawEnv, *const c_char) -> JString;
+        // SAFETY: slot NEW_STRING_UTF has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::NEW_STRING_UTF)) };
+        // SAFETY: valid env, NUL-terminated string.
+        let r = unsafe { f(self.0, c.as_ptr()) };
+        if r.is_null() {
+            self.clear_exception(false);
+        }
+        r
+    }
+
+    pub fn string(&self, s: JString) -> Option<String> {
+        if s.is_null() {
+            return None;
+        }
+        type Get = unsafe extern "system" fn(RawEnv, JString, *mut u8) -> *const c_char;
+        type Rel = unsafe extern "system" fn(RawEnv, JString, *const c_char);
+        // SAFETY: slots with these signatures.
+        let get: Get = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_STRING_UTF_CHARS)) };
+        // SAFETY: as above.
+        let rel: Rel = unsafe { std::mem::transmute(self.fn_ptr(slot::RELEASE_STRING_UTF_CHARS)) };
+        // SAFETY: valid env and non-null string ref.
+        let p = unsafe { get(self.0, s, std::ptr::null_mut()) };
+        if p.is_null() {
+            self.clear_exception(false);
+            return None;
+        }
+        // SAFETY: the JVM returns a NUL-terminated modified-UTF-8 buffer, valid until released.
+        let out = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+        // SAFETY: releasing exactly the buffer obtained above.
+        unsafe { rel(self.0, s, p) };
+        Some(out)
+    }
+
+    pub fn array_len(&self, a: JObject) -> usize {
+        if a.is_null() {
+            return 0;
+        }
+        type F = unsafe extern "system" fn(RawEnv, JObject) -> JInt;
+        // SAFETY: slot GET_ARRAY_LENGTH has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_ARRAY_LENGTH)) };
+        // SAFETY: valid env, non-null array ref.
+        usize::try_from(unsafe { f(self.0, a) }).unwrap_or(0)
+    }
+
+    pub fn int_array(&self, a: JObject) -> Vec<i32> {
+        let n = self.array_len(a);
+        let mut v = vec![0i32; n];
+        if n > 0 {
+            type F = unsafe extern "system" fn(RawEnv, JObject, JInt, JInt, *mut i32);
+            // SAFETY: slot GET_INT_ARRAY_REGION has this signature.
+            let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_INT_ARRAY_REGION)) };
+            // SAFETY: `a` is an int[] of length n (from the Java declaration of the native),
+            // v has room for n elements; n fits in jint as it came from GetArrayLength.
+            unsafe { f(self.0, a, 0, n as JInt, v.as_mut_ptr()) };
+            if self.clear_exception(true) {
+                return Vec::new();
+            }
+        }
+        v
+    }
+
+    pub fn long_array(&self, a: JObject) -> Vec<i64> {
+        let n = self.array_len(a);
+        let mut v = vec![0i64; n];
+        if n > 0 {
+            type F = unsafe extern "system" fn(RawEnv, JObject, JInt, JInt, *mut i64);
+            // SAFETY: slot GET_LONG_ARRAY_REGION has this signature.
+            let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_LONG_ARRAY_REGION)) };
+            // SAFETY: as in int_array, for a long[].
+            unsafe { f(self.0, a, 0, n as JInt, v.as_mut_ptr()) };
+            if self.clear_exception(true) {
+                return Vec::new();
+            }
+        }
+        v
+    }
+
+    /// Registers natives; `methods` must hold (name, signature, function) triples whose
+    /// function pointers match the Java declarations.
+    pub fn register_natives(&self, class: JClass, methods: &[(&CStr, &CStr, *mut c_void)]) -> bool {
+        let table: Vec<NativeMethod> = methods
+            .iter()
+            .map(|(n, s, f)| NativeMethod {
+                name: n.as_ptr(),
+                signature: s.as_ptr(),
+                fn_ptr: *f,
+            })
+            .collect();
+        type F = unsafe extern "system" fn(RawEnv, JClass, *const NativeMethod, JInt) -> JInt;
+        // SAFETY: slot REGISTER_NATIVES has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::REGISTER_NATIVES)) };
+        let Ok(n) = JInt::try_from(table.len()) else {
+            return false;
+        };
+        // SAFETY: valid env and class; the table outlives the call (the JVM copies it).
+        let rc = unsafe { f(self.0, class, table.as_ptr(), n) };
+        if rc != JNI_OK {
+            self.clear_exception(true);
+            return false;
+        }
+        true
+    }
+
+    pub fn java_vm(&self) -> Option<RawVm> {
+        type F = unsafe extern "system" fn(RawEnv, *mut RawVm) -> JInt;
+        // SAFETY: slot GET_JAVA_VM has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_JAVA_VM)) };
+        let mut vm: RawVm = std::ptr::null_mut();
+        // SAFETY: valid env, out pointer to a local.
+        let rc = unsafe { f(self.0, &mut vm) };
+        (rc == JNI_OK && !vm.is_null()).then_some(vm)
+    }
+}
+
+/// `JavaVM::GetEnv`: returns the interface pointer for `version` (JNI or JVMTI).
+///
+/// # Safety
+/// `vm` must be the JavaVM pointer the JVM handed to the agent.
+pub unsafe fn vm_get_env(vm: RawVm, version: JInt) -> Option<*mut c_void> {
+    type F = unsafe extern "system" fn(RawVm, *mut *mut c_void, JInt) -> JInt;
+    // SAFETY: vm is valid (contract); GetEnv is slot 6 of JNIInvokeInterface_.
+    let f: F = unsafe { std::mem::transmute(*(*vm).add(VM_GET_ENV)) };
+    let mut out: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid vm, out pointer to a local.
+    let rc = unsafe { f(vm, &mut out, version) };
+    (rc == JNI_OK && !out.is_null()).then_some(out)
+}

@@ -1,0 +1,289 @@
+//! The few JVMTI functions the agent uses, called through the `jvmtiInterface_1` table by the
+//! slot numbers printed in jvmti.h (slot N is at index N-1).
+
+use super::jni::{JClass, JInt, JObject, RawEnv};
+use std::ffi::{c_char, c_uchar, c_void, CStr, CString};
+
+pub const JVMTI_VERSION_1_2: JInt = 0x3001_0200;
+
+pub type RawJvmti = *mut *const *const c_void;
+pub type JvmtiError = u32;
+pub const JVMTI_ERROR_NONE: JvmtiError = 0;
+
+pub const EVENT_VM_INIT: u32 = 50;
+pub const EVENT_VM_DEATH: u32 = 51;
+pub const EVENT_THREAD_END: u32 = 53;
+pub const EVENT_CLASS_FILE_LOAD_HOOK: u32 = 54;
+const JVMTI_ENABLE: u32 = 1;
+
+/// jvmtiCapabilities: 128 bit-field flags, bit i = flag i in jvmti.h order.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct Capabilities([u32; 4]);
+
+impl Capabilities {
+    pub const CAN_GENERATE_ALL_CLASS_HOOK_EVENTS: u32 = 26;
+    pub const CAN_RETRANSFORM_CLASSES: u32 = 37;
+
+    pub fn set(&mut self, bit: u32) {
+        self.0[(bit / 32) as usize] |= 1 << (bit % 32);
+    }
+    pub fn has(&self, bit: u32) -> bool {
+        self.0[(bit / 32) as usize] & (1 << (bit % 32)) != 0
+    }
+}
+
+pub type VmInitFn = unsafe extern "system" fn(RawJvmti, RawEnv, JObject);
+pub type VmDeathFn = unsafe extern "system" fn(RawJvmti, RawEnv);
+pub type ThreadFn = unsafe extern "system" fn(RawJvmti, RawEnv, JObject);
+pub type ClassFileLoadHookFn = unsafe extern "system" fn(
+    RawJvmti,
+    RawEnv,
+    JClass,  // class_being_redefined
+    JObject, // loader
+    *const c_char,
+    JObject, // protection domain
+    JInt,
+    *const c_uchar,
+    *mut JInt,
+    *mut *mut c_uchar,
+);
+
+/// The head of jvmtiEventCallbacks (events 50..54); the JVM copies only `size_of` bytes.
+#[repr(C)]
+#[derive(Default)]
+pub struct Callbacks {
+    pub vm_init: Option<VmInitFn>,
+    pub vm_death: Option<VmDeathFn>,
+    pub thread_start: Option<ThreadFn>,
+    pub thread_end: Option<ThreadFn>,
+    pub class_file_load_hook: Option<ClassFileLoadHookFn>,
+}
+
+mod slot {
+    pub const SET_EVENT_NOTIFICATION_MODE: usize = 2;
+    pub const IS_MODIFIABLE_CLASS: usize = 45;
+    pub const ALLOCATE: usize = 46;
+    pub const DEALLOCATE: usize = 47;
+    pub const GET_CLASS_SIGNATURE: usize = 48;
+    pub const GET_CLASS_LOADER: usize = 57;
+    pub const GET_LOADED_CLASSES: usize = 78;
+    pub const GET_THREAD_LOCAL_STORAGE: usize = 102;
+    pub const SET_THREAD_LOCAL_STORAGE: usize = 103;
+    pub const SET_EVENT_CALLBACKS: usize = 122;
+    pub const GET_POTENTIAL_CAPABILITIES: usize = 140;
+    pub const ADD_CAPABILITIES: usize = 142;
+    pub const ADD_TO_BOOTSTRAP_CLASS_LOADER_SEARCH: usize = 149;
+    pub const RETRANSFORM_CLASSES: usize = 152;
+}
+
+/// A JVMTI environment. JVMTI functions are callable from any thread.
+#[derive(Clone, Copy)]
+pub struct Jvmti(RawJvmti);
+
+// SAFETY: a jvmtiEnv pointer may be used from any thread (JVMTI spec, "Function Access").
+unsafe impl Send for Jvmti {}
+// SAFETY: as above.
+unsafe impl Sync for Jvmti {}
+
+fn check(rc: JvmtiError, what: &str) -> Result<(), String> {
+    if rc == JVMTI_ERROR_NONE {
+        Ok(())
+    } else {
+        Err(format!("{what} failed: JVMTI error {rc}"))
+    }
+}
+
+impl Jvmti {
+    /// # Safety
+    /// `raw` must be a jvmtiEnv obtained from GetEnv and never disposed.
+    pub unsafe fn from_raw(raw: *mut c_void) -> Jvmti {
+        Jvmti(raw.cast())
+    }
+
+    fn fn_ptr(&self, slot: usize) -> *const c_void {
+        // SAFETY: self.0 is a valid jvmtiEnv whose first word points at the function table
+        // (jvmtiInterface_1, 150+ slots); slot numbers are 1-based.
+        unsafe { *(*self.0).add(slot - 1) }
+    }
+
+    pub fn potential_capabilities(&self) -> Capabilities {
+        type F = unsafe extern "system" fn(RawJvmti, *mut Capabilities) -> JvmtiError;
+        // SAFETY: slot GET_POTENTIAL_CAPABILITIES has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_POTENTIAL_CAPABILITIES)) };
+        let mut c = Capabilities::default();
+        // SAFETY: valid env, out pointer to a 16-byte jvmtiCapabilities.
+        unsafe { f(self.0, &mut c) };
+        c
+    }
+
+    pub fn add_capabilities(&self, caps: &Capabilities) -> Result<(), String> {
+        type F = unsafe extern "system" fn(RawJvmti, *const Capabilities) -> JvmtiError;
+        // SAFETY: slot ADD_CAPABILITIES has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::ADD_CAPABILITIES)) };
+        // SAFETY: valid env and capabilities struct.
+        check(unsafe { f(self.0, caps) }, "AddCapabilities")
+    }
+
+    pub fn set_callbacks(&self, cb: &Callbacks) -> Result<(), String> {
+        type F = unsafe extern "system" fn(RawJvmti, *const Callbacks, JInt) -> JvmtiError;
+        // SAFETY: slot SET_EVENT_CALLBACKS has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::SET_EVENT_CALLBACKS)) };
+        let size = std::mem::size_of::<Callbacks>() as JInt;
+        // SAFETY: the JVM copies `size` bytes, a prefix of jvmtiEventCallbacks.
+        check(unsafe { f(self.0, cb, size) }, "SetEventCallbacks")
+    }
+
+    pub fn enable(&self, event: u32) -> Result<(), String> {
+        type F = unsafe extern "C" fn(RawJvmti, u32, u32, JObject, ...) -> JvmtiError;
+        // SAFETY: slot SET_EVENT_NOTIFICATION_MODE has this (variadic) signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::SET_EVENT_NOTIFICATION_MODE)) };
+        // SAFETY: valid env; null thread = all threads.
+        let rc = unsafe { f(self.0, JVMTI_ENABLE, event, std::ptr::null_mut()) };
+        check(rc, &format!("enabling event {event}"))
+    }
+
+    pub fn add_to_bootstrap_search(&self, path: &str) -> Result<(), String> {
+        let c = CString::new(path).map_err(|_| "path contains NUL".to_string())?;
+        type F = unsafe extern "system" fn(RawJvmti, *const c_char) -> JvmtiError;
+        // SAFETY: slot ADD_TO_BOOTSTRAP_CLASS_LOADER_SEARCH has this signature.
+        let f: F =
+            unsafe { std::mem::transmute(self.fn_ptr(slot::ADD_TO_BOOTSTRAP_CLASS_LOADER_SEARCH)) };
+        // SAFETY: valid env, NUL-terminated path.
+        check(
+            unsafe { f(self.0, c.as_ptr()) },
+            "AddToBootstrapClassLoaderSearch",
+        )
+    }
+
+    /// JVMTI Allocate: memory the JVM may take ownership of (ClassFileLoadHook output).
+    pub fn allocate(&self, len: usize) -> Option<*mut u8> {
+        type F = unsafe extern "system" fn(RawJvmti, i64, *mut *mut u8) -> JvmtiError;
+        // SAFETY: slot ALLOCATE has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::ALLOCATE)) };
+        let mut p: *mut u8 = std::ptr::null_mut();
+        let n = i64::try_from(len).ok()?;
+        // SAFETY: valid env, out pointer to a local.
+        let rc = unsafe { f(self.0, n, &mut p) };
+        (rc == JVMTI_ERROR_NONE && !p.is_null()).then_some(p)
+    }
+
+    pub fn deallocate(&self, p: *mut u8) {
+        if p.is_null() {
+            return;
+        }
+        type F = unsafe extern "system" fn(RawJvmti, *mut u8) -> JvmtiError;
+        // SAFETY: slot DEALLOCATE has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::DEALLOCATE)) };
+        // SAFETY: p was allocated by this JVMTI env (Allocate or a JVMTI out parameter).
+        unsafe { f(self.0, p) };
+    }
+
+    pub fn set_thread_local(&self, value: *mut c_void) -> Result<(), String> {
+        type F = unsafe extern "system" fn(RawJvmti, JObject, *const c_void) -> JvmtiError;
+        // SAFETY: slot SET_THREAD_LOCAL_STORAGE has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::SET_THREAD_LOCAL_STORAGE)) };
+        // SAFETY: valid env; null thread = the current thread.
+        check(
+            unsafe { f(self.0, std::ptr::null_mut(), value) },
+            "SetThreadLocalStorage",
+        )
+    }
+
+    pub fn thread_local(&self, thread: JObject) -> *mut c_void {
+        type F = unsafe extern "system" fn(RawJvmti, JObject, *mut *mut c_void) -> JvmtiError;
+        // SAFETY: slot GET_THREAD_LOCAL_STORAGE has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_THREAD_LOCAL_STORAGE)) };
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid env and thread ref (or null = current), out pointer to a local.
+        let rc = unsafe { f(self.0, thread, &mut p) };
+        if rc == JVMTI_ERROR_NONE {
+            p
+        } else {
+            std::ptr::null_mut()
+        }
+    }
+
+    /// All loaded classes as local refs (the caller deletes them or lets the frame end).
+    pub fn loaded_classes(&self) -> Result<Vec<JClass>, String> {
+        type F = unsafe extern "system" fn(RawJvmti, *mut JInt, *mut *mut JClass) -> JvmtiError;
+        // SAFETY: slot GET_LOADED_CLASSES has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_LOADED_CLASSES)) };
+        let mut n: JInt = 0;
+        let mut arr: *mut JClass = std::ptr::null_mut();
+        // SAFETY: valid env, out pointers to locals.
+        check(unsafe { f(self.0, &mut n, &mut arr) }, "GetLoadedClasses")?;
+        let mut out = Vec::new();
+        if !arr.is_null() {
+            let n = usize::try_from(n).unwrap_or(0);
+            // SAFETY: the JVM returned an array of n class refs, allocated by JVMTI.
+            out.extend_from_slice(unsafe { std::slice::from_raw_parts(arr, n) });
+            self.deallocate(arr.cast());
+        }
+        Ok(out)
+    }
+
+    pub fn is_modifiable(&self, class: JClass) -> bool {
+        type F = unsafe extern "system" fn(RawJvmti, JClass, *mut c_uchar) -> JvmtiError;
+        // SAFETY: slot IS_MODIFIABLE_CLASS has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::IS_MODIFIABLE_CLASS)) };
+        let mut b: c_uchar = 0;
+        // SAFETY: valid env and class ref.
+        let rc = unsafe { f(self.0, class, &mut b) };
+        rc == JVMTI_ERROR_NONE && b != 0
+    }
+
+    /// The class's JVM signature, e.g. `Lpkg/Name;`.
+    pub fn class_signature(&self, class: JClass) -> Option<String> {
+        type F = unsafe extern "system" fn(
+            RawJvmti,
+            JClass,
+            *mut *mut c_char,
+            *mut *mut c_char,
+        ) -> JvmtiError;
+        // SAFETY: slot GET_CLASS_SIGNATURE has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_CLASS_SIGNATURE)) };
+        let mut sig: *mut c_char = std::ptr::null_mut();
+        // SAFETY: valid env and class ref; null generic pointer is allowed.
+        let rc = unsafe { f(self.0, class, &mut sig, std::ptr::null_mut()) };
+        if rc != JVMTI_ERROR_NONE || sig.is_null() {
+            return None;
+        }
+        // SAFETY: JVMTI returns a NUL-terminated modified-UTF-8 string.
+        let s = unsafe { CStr::from_ptr(sig) }
+            .to_string_lossy()
+            .into_owned();
+        self.deallocate(sig.cast());
+        Some(s)
+    }
+
+    /// The defining loader (a local ref; null for the bootstrap loader).
+    pub fn class_loader(&self, class: JClass) -> JObject {
+        type F = unsafe extern "system" fn(RawJvmti, JClass, *mut JObject) -> JvmtiError;
+        // SAFETY: slot GET_CLASS_LOADER has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_CLASS_LOADER)) };
+        let mut l: JObject = std::ptr::null_mut();
+        // SAFETY: valid env and class ref, out pointer to a local.
+        let rc = unsafe { f(self.0, class, &mut l) };
+        if rc == JVMTI_ERROR_NONE {
+            l
+        } else {
+            std::ptr::null_mut()
+        }
+    }
+
+    pub fn retransform(&self, classes: &[JClass]) -> Result<(), String> {
+        if classes.is_empty() {
+            return Ok(());
+        }
+        type F = unsafe extern "system" fn(RawJvmti, JInt, *const JClass) -> JvmtiError;
+        // SAFETY: slot RETRANSFORM_CLASSES has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::RETRANSFORM_CLASSES)) };
+        let n = JInt::try_from(classes.len()).map_err(|e| e.to_string())?;
+        // SAFETY: valid env, array of n live class refs.
+        check(
+            unsafe { f(self.0, n, classes.as_ptr()) },
+            "RetransformClasses",
+        )
+    }
+}

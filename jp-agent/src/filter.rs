@@ -1,0 +1,90 @@
+//! Which classes get instrumented.
+
+use crate::options::Options;
+
+/// Never instrumented, even with jdk=true: what the runtime's hot path and thread attach
+/// use (`Thread.currentThread`, `ThreadLocal` and its map, the weak references it holds,
+/// `Object.<init>`), and VM internals that run beneath them. Instrumenting these would
+/// make `Rt.enter` call itself.
+const RUNTIME_DEPENDENCIES: &[&str] = &[
+    "java/lang/Object",
+    "java/lang/Thread", // also ThreadLocal, ThreadLocal$ThreadLocalMap, Thread$*, ThreadGroup
+    "java/lang/VirtualThread",
+    "java/lang/ref/",
+    "jdk/internal/misc/",
+    "jdk/internal/vm/",
+];
+
+/// Packages that only the JDK defines (whatever the loader, e.g. reflection accessors
+/// generated into their own loaders on JDK 17).
+const JDK_PACKAGES: &[&str] = &["java/", "jdk/", "sun/", "com/sun/"];
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Decision {
+    Instrument,
+    /// The agent's own classes.
+    Runtime,
+    /// A JDK class and jdk=false, or one the runtime itself depends on.
+    Jdk,
+    /// Not matched by include=, or matched by exclude=.
+    Filtered,
+}
+
+/// `name` is the internal class name; `jdk_loader` tells whether the defining loader is the
+/// bootstrap or platform loader.
+pub fn decide(opts: &Options, name: &str, jdk_loader: bool) -> Decision {
+    if name.starts_with("jp/") {
+        return Decision::Runtime;
+    }
+    let jdk = jdk_loader || JDK_PACKAGES.iter().any(|p| name.starts_with(p));
+    if jdk && (!opts.jdk || RUNTIME_DEPENDENCIES.iter().any(|p| name.starts_with(p))) {
+        return Decision::Jdk;
+    }
+    if !opts.include.is_empty() && !opts.include.iter().any(|p| name.starts_with(p.as_str())) {
+        return Decision::Filtered;
+    }
+    if opts.exclude.iter().any(|p| name.starts_with(p.as_str())) {
+        return Decision::Filtered;
+    }
+    Decision::Instrument
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions() {
+        let o = Options::default();
+        assert_eq!(decide(&o, "Foo", false), Decision::Instrument);
+        assert_eq!(decide(&o, "jp/rt/Rt", true), Decision::Runtime);
+        assert_eq!(decide(&o, "java/util/HashMap", true), Decision::Jdk);
+        assert_eq!(decide(&o, "javax/sql/DataSource", true), Decision::Jdk);
+        assert_eq!(
+            decide(&o, "javax/servlet/Servlet", false),
+            Decision::Instrument
+        );
+        assert_eq!(
+            decide(&o, "jdk/internal/reflect/GeneratedMethodAccessor1", false),
+            Decision::Jdk
+        );
+
+        let j = Options::parse("jdk=true").unwrap();
+        assert_eq!(decide(&j, "java/util/HashMap", true), Decision::Instrument);
+        assert_eq!(
+            decide(&j, "java/lang/ThreadLocal$ThreadLocalMap", true),
+            Decision::Jdk
+        );
+        assert_eq!(decide(&j, "java/lang/Object", true), Decision::Jdk);
+        assert_eq!(
+            decide(&j, "java/lang/ref/WeakReference", true),
+            Decision::Jdk
+        );
+
+        let f = Options::parse("include=com.a;org/b,exclude=com.a.Gen").unwrap();
+        assert_eq!(decide(&f, "com/a/X", false), Decision::Instrument);
+        assert_eq!(decide(&f, "org/b/Y", false), Decision::Instrument);
+        assert_eq!(decide(&f, "org/c/Y", false), Decision::Filtered);
+        assert_eq!(decide(&f, "com/a/Gen$1", false), Decision::Filtered);
+    }
+}

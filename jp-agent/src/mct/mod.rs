@@ -1,0 +1,276 @@
+//! A merged Method Call Tree with resolved method names, and its file formats.
+//!
+//! Built from the flat arrays the Java runtime hands over at VM death (pre-order: a node's
+//! parent comes before it), independent of JNI so that `jpd` can reuse it.
+
+mod folded;
+mod json;
+mod pprof;
+mod tree;
+
+pub use folded::write_folded;
+pub use json::write_json;
+pub use pprof::write_pprof;
+pub use tree::write_tree;
+
+use std::fmt;
+
+/// One calling context. Node 0 of an [`Mct`] is the root (no method, zero counts).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MctNode {
+    /// `pkg.Class.name(DESCRIPTOR)`; empty for the root.
+    pub method: String,
+    /// Source file with its package directory (`pkg/Foo.java`) when the class names one.
+    pub file: Option<String>,
+    pub calls: u64,
+    pub bytecodes: u64,
+    pub parent: Option<usize>,
+    pub children: Vec<usize>,
+}
+
+/// A method call tree; `bba` names the basic-block algorithm that produced the counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mct {
+    pub bba: String,
+    pub nodes: Vec<MctNode>,
+}
+
+/// Method name and source file of a method id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MethodInfo {
+    pub name: String,
+    pub file: Option<String>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct MctError(pub String);
+
+impl fmt::Display for MctError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bad method call tree: {}", self.0)
+    }
+}
+
+impl std::error::Error for MctError {}
+
+impl Mct {
+    /// An empty tree (a root only).
+    pub fn new(bba: &str) -> Mct {
+        Mct {
+            bba: bba.to_string(),
+            nodes: vec![MctNode {
+                method: String::new(),
+                file: None,
+                calls: 0,
+                bytecodes: 0,
+                parent: None,
+                children: Vec::new(),
+            }],
+        }
+    }
+
+    /// Adds a child of `parent` and returns its index.
+    pub fn add(&mut self, parent: usize, info: MethodInfo, calls: u64, bytecodes: u64) -> usize {
+        let i = self.nodes.len();
+        self.nodes.push(MctNode {
+            method: info.name,
+            file: info.file,
+            calls,
+            bytecodes,
+            parent: Some(parent),
+            children: Vec::new(),
+        });
+        if let Some(p) = self.nodes.get_mut(parent) {
+            p.children.push(i);
+        }
+        i
+    }
+
+    /// Builds a tree from parallel arrays: node 0 is the root (parent -1), every other node's
+    /// parent is an earlier node. Counters are reinterpreted as unsigned 64-bit values.
+    pub fn from_flat(
+        bba: &str,
+        parent: &[i32],
+        mid: &[i32],
+        calls: &[i64],
+        bytecodes: &[i64],
+        mut resolve: impl FnMut(i32) -> MethodInfo,
+    ) -> Result<Mct, MctError> {
+        let n = parent.len();
+        if mid.len() != n || calls.len() != n || bytecodes.len() != n {
+            return Err(MctError("arrays of different lengths".into()));
+        }
+        let mut t = Mct::new(bba);
+        if n == 0 {
+            return Ok(t);
+        }
+        if parent[0] != -1 {
+            return Err(MctError("node 0 is not a root".into()));
+        }
+        for i in 1..n {
+            let p = usize::try_from(parent[i])
+                .ok()
+                .filter(|&p| p < i)
+                .ok_or_else(|| {
+                    MctError(format!("node {i} has parent {} (not earlier)", parent[i]))
+                })?;
+            // Node indices of `t` equal input indices: node 0 is the root in both.
+            t.add(p, resolve(mid[i]), calls[i] as u64, bytecodes[i] as u64);
+        }
+        Ok(t)
+    }
+
+    /// Children of `i` in the deterministic output order: by method name, then by counts.
+    pub fn sorted_children(&self, i: usize) -> Vec<usize> {
+        let mut c = self
+            .nodes
+            .get(i)
+            .map(|n| n.children.clone())
+            .unwrap_or_default();
+        c.sort_by(|&a, &b| {
+            let (x, y) = (&self.nodes[a], &self.nodes[b]);
+            x.method
+                .cmp(&y.method)
+                .then(x.calls.cmp(&y.calls))
+                .then(x.bytecodes.cmp(&y.bytecodes))
+                .then(a.cmp(&b))
+        });
+        c
+    }
+
+    /// Inclusive bytecodes per node (the node's plus all its descendants').
+    pub fn inclusive_bytecodes(&self) -> Vec<u64> {
+        let mut inc: Vec<u64> = self.nodes.iter().map(|n| n.bytecodes).collect();
+        // Children always have larger indices than their parents (see from_flat / add).
+        for i in (1..self.nodes.len()).rev() {
+            if let Some(p) = self.nodes[i].parent {
+                inc[p] = inc[p].wrapping_add(inc[i]);
+            }
+        }
+        inc
+    }
+
+    /// Pre-order walk in output order, calling `f(node, depth)` (the root is not visited).
+    /// Iterative: trees of deep recursions are deep.
+    pub fn walk(&self, mut f: impl FnMut(usize, usize)) {
+        let mut stack: Vec<(usize, usize)> = self
+            .sorted_children(0)
+            .into_iter()
+            .rev()
+            .map(|c| (c, 0))
+            .collect();
+        while let Some((i, d)) = stack.pop() {
+            f(i, d);
+            for c in self.sorted_children(i).into_iter().rev() {
+                stack.push((c, d + 1));
+            }
+        }
+    }
+}
+
+/// `pkg.Class.name(I[Ljava/lang/String;)V` → `pkg.Class.name(int,java.lang.String[])`:
+/// a readable frame name without `;` (the folded format's separator).
+pub fn java_signature(method: &str) -> String {
+    let Some(open) = method.find('(') else {
+        return method.replace(';', ",");
+    };
+    let Some(close) = method[open..].find(')').map(|c| c + open) else {
+        return method.replace(';', ",");
+    };
+    let mut params = Vec::new();
+    let desc = &method[open + 1..close];
+    let mut rest = desc;
+    while !rest.is_empty() {
+        let dims = rest.len() - rest.trim_start_matches('[').len();
+        rest = &rest[dims..];
+        let (base, used) = match rest.as_bytes().first() {
+            Some(b'L') => match rest.find(';') {
+                Some(e) => (rest[1..e].replace('/', "."), e + 1),
+                None => (rest.to_string(), rest.len()),
+            },
+            Some(c) => {
+                let name = match c {
+                    b'B' => "byte",
+                    b'C' => "char",
+                    b'D' => "double",
+                    b'F' => "float",
+                    b'I' => "int",
+                    b'J' => "long",
+                    b'S' => "short",
+                    b'Z' => "boolean",
+                    _ => "?",
+                };
+                (name.to_string(), 1)
+            }
+            None => (String::new(), 0),
+        };
+        params.push(format!("{base}{}", "[]".repeat(dims)));
+        rest = &rest[used.min(rest.len())..];
+    }
+    format!("{}({})", &method[..open], params.join(","))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The paper's example tree (javac 17 counts), children added in a scrambled order.
+    pub fn paper_tree() -> Mct {
+        let mut t = Mct::new("precise");
+        let info = |n: &str| MethodInfo {
+            name: n.to_string(),
+            file: Some("Paper.java".into()),
+        };
+        let main = t.add(0, info("Paper.main([Ljava/lang/String;)V"), 1, 5);
+        let f = t.add(main, info("Paper.f()V"), 1, 106);
+        t.add(main, info("Paper.<init>()V"), 1, 3);
+        let g = t.add(f, info("Paper.g(I)V"), 10, 445);
+        t.add(f, info("Paper.h()V"), 10, 10);
+        t.add(g, info("Paper.h()V"), 55, 55);
+        t
+    }
+
+    #[test]
+    fn from_flat_rejects_bad_parents() {
+        let r = |_| MethodInfo::default();
+        assert!(Mct::from_flat("default", &[-1, 1], &[0, 1], &[0, 0], &[0, 0], r).is_err());
+        assert!(Mct::from_flat("default", &[0], &[0], &[0], &[0], r).is_err());
+        assert!(Mct::from_flat("default", &[-1, 0], &[0], &[0, 0], &[0, 0], r).is_err());
+        let t = Mct::from_flat(
+            "default",
+            &[-1, 0, 1],
+            &[-1, 7, 8],
+            &[0, 1, 2],
+            &[0, 3, -1],
+            |m| MethodInfo {
+                name: format!("m{m}"),
+                file: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(t.nodes[2].method, "m8");
+        assert_eq!(t.nodes[2].bytecodes, u64::MAX);
+        assert_eq!(t.nodes[1].children, vec![2]);
+    }
+
+    #[test]
+    fn inclusive() {
+        let t = paper_tree();
+        let inc = t.inclusive_bytecodes();
+        assert_eq!(inc[1], 5 + 3 + 106 + 10 + 445 + 55);
+        assert_eq!(inc[4], 500);
+    }
+
+    #[test]
+    fn signatures() {
+        assert_eq!(
+            java_signature("a.B$C.m([[ILjava/lang/String;J)V"),
+            "a.B$C.m(int[][],java.lang.String,long)"
+        );
+        assert_eq!(java_signature("A.<init>()V"), "A.<init>()");
+        assert_eq!(
+            java_signature("A.m([Ljava/lang/Object;Z)V"),
+            "A.m(java.lang.Object[],boolean)"
+        );
+    }
+}
