@@ -18,7 +18,7 @@
  *
  * Semantics (the same rules as the agent's contract, decided here from events):
  *  - only methods of instrumented classes get a node; a class is instrumented
- *    unless it is a JDK class (see is_jdk_class), a jp/ class or a hidden class
+ *    unless it is a JDK class (is_jdk_class: the agent's rule), a jp/ class or a hidden class
  *    (hidden classes never reach a ClassFileLoadHook, so no agent can rewrite them);
  *  - native methods get no node;
  *  - a frame of an uninstrumented or native method inherits the context of the
@@ -99,14 +99,30 @@ static void *xrealloc(void *p, size_t n) {
 
 static int starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
-/* Internal class name (with '/') of a JDK class: the packages the JDK's own modules define. */
-static int is_jdk_class(const char *n) {
-    static const char *prefixes[] = {
-        "java/", "javax/", "jdk/", "sun/", "com/sun/", "org/ietf/jgss/", "org/w3c/dom/",
-        "org/xml/sax/", "org/jcp/xml/", NULL};
+/* A JDK class, by the same rule as the agent's default jdk=false: defined by the
+ * bootstrap or the platform loader, or in a package only the JDK defines
+ * (whatever the loader, e.g. reflection accessors generated into their own loaders). */
+static jobject g_platform_loader; /* global ref, set at VMInit */
+
+static int is_jdk_class(JNIEnv *env, jclass cls, const char *n) {
+    static const char *prefixes[] = {"java/", "jdk/", "sun/", "com/sun/", NULL};
     for (int i = 0; prefixes[i]; i++)
         if (starts_with(n, prefixes[i])) return 1;
-    return 0;
+    jobject loader = NULL;
+    if ((*g_jvmti)->GetClassLoader(g_jvmti, cls, &loader) != JVMTI_ERROR_NONE) return 1;
+    if (!loader) return 1;
+    int platform = g_platform_loader && env && (*env)->IsSameObject(env, loader, g_platform_loader);
+    if (env) (*env)->DeleteLocalRef(env, loader);
+    return platform;
+}
+
+static void JNICALL on_vm_init(jvmtiEnv *j, JNIEnv *env, jthread th) {
+    (void)j, (void)th;
+    jclass cl = (*env)->FindClass(env, "java/lang/ClassLoader");
+    jmethodID get = cl ? (*env)->GetStaticMethodID(env, cl, "getPlatformClassLoader", "()Ljava/lang/ClassLoader;") : NULL;
+    jobject pl = get ? (*env)->CallStaticObjectMethod(env, cl, get) : NULL;
+    if (!pl) die("cannot find the platform class loader");
+    g_platform_loader = (*env)->NewGlobalRef(env, pl);
 }
 
 static void err_event(const char *what, const char *name) {
@@ -115,7 +131,7 @@ static void err_event(const char *what, const char *name) {
         fprintf(stderr, "jporacle: inconsistent %s in %s\n", what, name ? name : "?");
 }
 
-static MInfo *method_info(jmethodID m) {
+static MInfo *method_info(JNIEnv *env, jmethodID m) {
     size_t h = ((uintptr_t)m >> 3) % MTAB_SIZE;
     pthread_mutex_lock(&g_lock);
     for (MInfo *e = g_mtab[h]; e; e = e->next)
@@ -141,7 +157,7 @@ static MInfo *method_info(jmethodID m) {
         size_t cl = strlen(csig);
         char *cname = strndup(csig + 1, cl >= 2 ? cl - 2 : 0);
         int hidden = strchr(cname, '.') != NULL;
-        int jdk = is_jdk_class(cname);
+        int jdk = is_jdk_class(env, cls, cname);
         e->instrumented = !(mods & 0x0100 /* ACC_NATIVE */) && !hidden && !starts_with(cname, "jp/") &&
                           !jdk;
         size_t len = strlen(cname) + strlen(mname) + strlen(msig) + 2;
@@ -151,6 +167,7 @@ static MInfo *method_info(jmethodID m) {
         snprintf(e->name, len, "%s.%s%s", cname, mname, msig);
         free(cname);
     }
+    if (cls && env) (*env)->DeleteLocalRef(env, cls);
     if (csig) (*g_jvmti)->Deallocate(g_jvmti, (unsigned char *)csig);
     if (mname) (*g_jvmti)->Deallocate(g_jvmti, (unsigned char *)mname);
     if (msig) (*g_jvmti)->Deallocate(g_jvmti, (unsigned char *)msig);
@@ -197,7 +214,7 @@ static void JNICALL on_method_entry(jvmtiEnv *j, JNIEnv *env, jthread th, jmetho
     (void)j, (void)env, (void)th;
     if (g_done) return;
     TState *t = state();
-    MInfo *mi = method_info(m);
+    MInfo *mi = method_info(env, m);
     Node *cur = t->n ? t->frames[t->n - 1].node : &g_root;
     Node *node = cur;
     if (mi->instrumented) {
@@ -219,13 +236,13 @@ static void JNICALL on_method_exit(jvmtiEnv *j, JNIEnv *env, jthread th, jmethod
     TState *t = state();
     if (t->n == 0) {
         /* A frame entered before events started (JDK threads at VM start). */
-        MInfo *mi = method_info(m);
+        MInfo *mi = method_info(env, m);
         if (mi->instrumented) err_event("MethodExit on empty stack", mi->name);
         return;
     }
     Frame *top = &t->frames[t->n - 1];
     if (top->method != m) {
-        err_event("MethodExit", method_info(m)->name);
+        err_event("MethodExit", method_info(env, m)->name);
         return;
     }
     t->n--;
@@ -246,7 +263,7 @@ static void JNICALL on_bytecode(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID 
         if (top->info->instrumented) __atomic_fetch_add(&top->node->bytecodes, 1, __ATOMIC_RELAXED);
         return;
     }
-    MInfo *mi = method_info(m);
+    MInfo *mi = method_info(env, m);
     if (mi->instrumented) err_event("bytecode event", mi->name);
 }
 
@@ -258,8 +275,8 @@ static void JNICALL on_exception(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID
     if (t->n > 0 && t->frames[t->n - 1].method == m) {
         Frame *top = &t->frames[t->n - 1];
         if (top->info->instrumented) top->node->exc = 1;
-    } else if (method_info(m)->instrumented) {
-        err_event("Exception", method_info(m)->name);
+    } else if (method_info(env, m)->instrumented) {
+        err_event("Exception", method_info(env, m)->name);
     }
 }
 
@@ -326,7 +343,7 @@ static void JNICALL on_class_prepare(jvmtiEnv *j, JNIEnv *env, jthread th, jclas
     jmethodID *ms = NULL;
     if ((*j)->GetClassMethods(j, cls, &n, &ms) != JVMTI_ERROR_NONE) return;
     for (jint i = 0; i < n; i++) {
-        MInfo *mi = method_info(ms[i]);
+        MInfo *mi = method_info(env, ms[i]);
         jint mods = 0;
         if (!mi->instrumented || (*j)->GetMethodModifiers(j, ms[i], &mods) != JVMTI_ERROR_NONE ||
             (mods & 0x0400 /* ACC_ABSTRACT */))
@@ -460,10 +477,11 @@ JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
     cb.MethodExit = on_method_exit;
     cb.Exception = on_exception;
     cb.VMDeath = on_death;
+    cb.VMInit = on_vm_init;
     check((*g_jvmti)->SetEventCallbacks(g_jvmti, &cb, sizeof cb), "SetEventCallbacks");
     jvmtiEvent evs[] = {g_step ? JVMTI_EVENT_SINGLE_STEP : JVMTI_EVENT_BREAKPOINT,
                         g_step ? JVMTI_EVENT_VM_DEATH : JVMTI_EVENT_CLASS_PREPARE, JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT,
-                        JVMTI_EVENT_EXCEPTION, JVMTI_EVENT_VM_DEATH};
+                        JVMTI_EVENT_EXCEPTION, JVMTI_EVENT_VM_DEATH, JVMTI_EVENT_VM_INIT};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         check((*g_jvmti)->SetEventNotificationMode(g_jvmti, JVMTI_ENABLE, evs[i], NULL), "enable event");
     return JNI_OK;
