@@ -10,7 +10,11 @@ pub enum RewriteError {
     #[error("bad constant pool index {index} (pool has {count} entries)")]
     BadCpIndex { index: u16, count: u16 },
     #[error("constant pool entry {index} has tag {tag}, expected {expected}")]
-    BadCpTag { index: u16, tag: u8, expected: &'static str },
+    BadCpTag {
+        index: u16,
+        tag: u8,
+        expected: &'static str,
+    },
     #[error("unknown constant pool tag {tag} at entry {index}")]
     UnknownCpTag { index: u16, tag: u8 },
     #[error("constant pool full: cannot append the profiler's entries")]
@@ -18,7 +22,11 @@ pub enum RewriteError {
     #[error("bad modified-UTF-8 in constant pool entry {0}")]
     BadUtf8(u16),
     #[error("method {method}: unknown opcode {opcode:#04x} at offset {offset}")]
-    UnknownOpcode { method: String, opcode: u8, offset: u32 },
+    UnknownOpcode {
+        method: String,
+        opcode: u8,
+        offset: u32,
+    },
     #[error("method {method}: {what}")]
     BadCode { method: String, what: String },
     #[error("bad descriptor {0:?}")]

@@ -4,9 +4,19 @@
 //! to, and only the `Code` attributes of instrumented methods are rebuilt. A class we cannot
 //! parse gives an error (the caller then loads it unchanged): no input may panic.
 
+mod blocks;
+mod cpool;
 mod error;
+mod frames;
+mod initthis;
+mod insn;
+mod method;
+mod reader;
 
 pub use error::RewriteError;
+
+use cpool::{ConstPool, CpAppender};
+use reader::{put_u16, u16_at, Reader};
 
 /// Which basic-block algorithm decides where counts are updated (JP's two BBAs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,8 +49,13 @@ pub trait MethodIds {
 #[derive(Debug)]
 pub enum Rewritten {
     /// Nothing was instrumented (no method with code, or every one was skipped).
-    Unchanged { reason: String },
-    Changed { bytes: Vec<u8>, stats: ClassStats },
+    Unchanged {
+        reason: String,
+    },
+    Changed {
+        bytes: Vec<u8>,
+        stats: ClassStats,
+    },
 }
 
 /// Counts about one rewritten class.
@@ -66,6 +81,165 @@ pub fn rewrite_class(
     opts: &RewriteOptions,
     ids: &mut dyn MethodIds,
 ) -> Result<Rewritten, RewriteError> {
-    let _ = (bytes, opts, ids);
-    Err(RewriteError::Malformed("rewriter not implemented yet".into()))
+    let magic = reader::u32_at(bytes, 0)?;
+    if magic != 0xCAFE_BABE {
+        return Err(RewriteError::BadMagic(magic));
+    }
+    let major = u16_at(bytes, 6)?;
+    let cp = ConstPool::parse(bytes)?;
+    let mut r = Reader::new(bytes, cp.end);
+    let _access = r.u16()?;
+    let this_class = r.u16()?;
+    let class_name = cp
+        .utf8(cp_class_name_index(&cp, bytes, this_class)?)?
+        .into_owned();
+    if class_name.starts_with("jp/rt/") {
+        return Ok(Rewritten::Unchanged {
+            reason: "profiler runtime class".into(),
+        });
+    }
+    let _super = r.u16()?;
+    let n_if = r.u16()? as usize;
+    r.skip(2 * n_if)?;
+    let n_fields = r.u16()?;
+    for _ in 0..n_fields {
+        r.skip(6)?;
+        skip_attributes(&mut r)?;
+    }
+    // Methods: (access, name, descriptor, Code attribute start, Code attribute end).
+    let n_methods = r.u16()?;
+    let mut methods = Vec::with_capacity(n_methods as usize);
+    for _ in 0..n_methods {
+        let access = r.u16()?;
+        let name = r.u16()?;
+        let desc = r.u16()?;
+        let n_attrs = r.u16()?;
+        let mut code = None;
+        for _ in 0..n_attrs {
+            let start = r.pos;
+            let an = r.u16()?;
+            let len = r.u32()? as usize;
+            r.skip(len)?;
+            if cp.utf8_bytes(an)? == b"Code" {
+                if code.is_some() {
+                    return Err(RewriteError::Malformed(
+                        "method with two Code attributes".into(),
+                    ));
+                }
+                code = Some((start, r.pos));
+            }
+        }
+        methods.push((access, name, desc, code));
+    }
+    let n_attrs = r.u16()?;
+    let mut source_file = None;
+    for _ in 0..n_attrs {
+        let an = r.u16()?;
+        let len = r.u32()? as usize;
+        let data = r.bytes(len)?;
+        if cp.utf8_bytes(an)? == b"SourceFile" && len == 2 {
+            source_file = Some(cp.utf8(u16_at(data, 0)?)?.into_owned());
+        }
+    }
+    if r.pos != bytes.len() {
+        return Err(RewriteError::Malformed(format!(
+            "{} bytes after the end of the class",
+            bytes.len() - r.pos
+        )));
+    }
+
+    let mut stats = ClassStats::default();
+    let mut cpa = CpAppender::new(cp.count());
+    let mut scratch = method::Scratch::default();
+    // (Code attribute start, end, new Code attribute body)
+    let mut replaced: Vec<(usize, usize, Vec<u8>)> = Vec::new();
+    for &(access, name_idx, desc_idx, code) in &methods {
+        let Some((start, end)) = code else { continue };
+        if access & (ACC_NATIVE | ACC_ABSTRACT) != 0 {
+            continue;
+        }
+        let name = cp.utf8(name_idx)?;
+        let desc_bytes = cp.utf8_bytes(desc_idx)?;
+        let desc = cp.utf8(desc_idx)?;
+        let mid = ids.method_id(&class_name, &name, &desc, source_file.as_deref());
+        let label = || format!("{class_name}.{name}{desc}");
+        let input = method::MethodInput {
+            cp: &cp,
+            major,
+            this_class,
+            this_is_object: class_name == "java/lang/Object",
+            is_static: access & ACC_STATIC != 0,
+            is_init: name == "<init>",
+            desc: desc_bytes,
+            label: &label,
+            bba: opts.bba,
+            mid,
+        };
+        match method::rewrite_code(
+            &bytes[start + 6..end],
+            &input,
+            &mut cpa,
+            &mut scratch,
+            &mut stats,
+        )? {
+            method::Outcome::Rewritten(body) => {
+                stats.methods_instrumented += 1;
+                replaced.push((start, end, body));
+            }
+            method::Outcome::TooLarge => stats.methods_too_large += 1,
+            method::Outcome::Unwidenable => stats.methods_unwidenable += 1,
+        }
+    }
+    if replaced.is_empty() {
+        let reason = if stats.methods_too_large + stats.methods_unwidenable > 0 {
+            "every method with code was too large to instrument"
+        } else {
+            "no method with code"
+        };
+        return Ok(Rewritten::Unchanged {
+            reason: reason.into(),
+        });
+    }
+
+    let grow: usize = replaced
+        .iter()
+        .map(|(s, e, b)| b.len() + 6 - (e - s))
+        .sum::<usize>();
+    let mut out = Vec::with_capacity(bytes.len() + cpa.bytes.len() + grow);
+    out.extend_from_slice(&bytes[..8]);
+    put_u16(&mut out, cpa.count());
+    out.extend_from_slice(&bytes[10..cp.end]);
+    out.extend_from_slice(&cpa.bytes);
+    let mut pos = cp.end;
+    for (start, end, body) in &replaced {
+        out.extend_from_slice(&bytes[pos..*start + 2]);
+        let len = u32::try_from(body.len())
+            .map_err(|_| RewriteError::Malformed("Code attribute too long".into()))?;
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(body);
+        pos = *end;
+    }
+    out.extend_from_slice(&bytes[pos..]);
+    Ok(Rewritten::Changed { bytes: out, stats })
+}
+
+const ACC_STATIC: u16 = 0x0008;
+const ACC_NATIVE: u16 = 0x0100;
+const ACC_ABSTRACT: u16 = 0x0400;
+
+fn cp_class_name_index(cp: &ConstPool, bytes: &[u8], class: u16) -> Result<u16, RewriteError> {
+    // Validates the Class entry, then returns its name index.
+    cp.class_name(class)?;
+    let _ = bytes;
+    cp.class_name_index(class)
+}
+
+fn skip_attributes(r: &mut Reader) -> Result<(), RewriteError> {
+    let n = r.u16()?;
+    for _ in 0..n {
+        r.skip(2)?;
+        let len = r.u32()? as usize;
+        r.skip(len)?;
+    }
+    Ok(())
 }

@@ -1,0 +1,612 @@
+//! Rebuilds the `Code` attribute of one instrumented method (see the contract): entry
+//! sequence, block prefixes, exits, catch-all handler, and every byte offset remapped.
+
+use super::blocks::{self, Block};
+use super::cpool::{ConstPool, CpAppender};
+use super::frames::{self, Frames, VType};
+use super::initthis;
+use super::insn::{self, Flow, Insn};
+use super::reader::{put_u16, put_u32, Reader};
+use super::{Bba, ClassStats, RewriteError};
+
+/// What one method became.
+pub(crate) enum Outcome {
+    /// The new `Code` attribute body (everything after attribute_length).
+    Rewritten(Vec<u8>),
+    TooLarge,
+    Unwidenable,
+}
+
+/// The class-level facts a method rewrite needs.
+pub(crate) struct MethodInput<'a> {
+    pub cp: &'a ConstPool<'a>,
+    pub major: u16,
+    pub this_class: u16,
+    pub this_is_object: bool,
+    pub is_static: bool,
+    pub is_init: bool,
+    pub desc: &'a [u8],
+    pub label: &'a dyn Fn() -> String,
+    pub bba: Bba,
+    pub mid: u32,
+}
+
+/// Buffers reused across methods (no allocation per instruction).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    insns: Vec<Insn>,
+    targets: Vec<u32>,
+    map: Vec<u32>,
+    leader: Vec<bool>,
+    blocks: Vec<Block>,
+    block_of: Vec<u32>,
+    handlers: Vec<(u32, u32, u32)>,
+    flags: Vec<u8>,
+    frames: Frames,
+    prefix: Vec<u8>,
+    prefix_at: Vec<u32>,
+    new_off: Vec<u32>,
+    ins_off: Vec<u32>,
+    wide: Vec<bool>,
+    block_starts: Vec<u32>,
+}
+
+struct Refs {
+    enter: u16,
+    count: u16,
+    tick: u16,
+    caught: u16,
+    exit: u16,
+    node: u16,
+}
+
+fn push_int(out: &mut Vec<u8>, v: i32, cp: &mut CpAppender) -> Result<(), RewriteError> {
+    match v {
+        -1..=5 => out.push((0x03 + v) as u8),
+        -128..=127 => out.extend_from_slice(&[0x10, v as i8 as u8]),
+        -32768..=32767 => {
+            out.push(0x11);
+            out.extend_from_slice(&(v as i16).to_be_bytes());
+        }
+        _ => {
+            let i = cp.int(v)?;
+            if i <= 255 {
+                out.extend_from_slice(&[0x12, i as u8]);
+            } else {
+                out.push(0x13);
+                put_u16(out, i);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn local_op(out: &mut Vec<u8>, short_base: u8, op: u8, l: u32) {
+    if l < 4 {
+        out.push(short_base + l as u8);
+    } else if l < 256 {
+        out.extend_from_slice(&[op, l as u8]);
+    } else {
+        out.extend_from_slice(&[insn::WIDE, op]);
+        put_u16(out, l as u16);
+    }
+}
+
+fn aload(out: &mut Vec<u8>, l: u32) {
+    local_op(out, insn::ALOAD_0, insn::ALOAD, l);
+}
+
+fn invokestatic(out: &mut Vec<u8>, m: u16) {
+    out.push(insn::INVOKESTATIC);
+    put_u16(out, m);
+}
+
+fn invert(op: u8) -> u8 {
+    match op {
+        0xc6 => 0xc7,
+        0xc7 => 0xc6,
+        _ if (op - 0x99) % 2 == 0 => op + 1,
+        _ => op - 1,
+    }
+}
+
+/// Rewrites the body of a `Code` attribute.
+pub(crate) fn rewrite_code(
+    body: &[u8],
+    m: &MethodInput,
+    cpa: &mut CpAppender,
+    s: &mut Scratch,
+    stats: &mut ClassStats,
+) -> Result<Outcome, RewriteError> {
+    let cp = m.cp;
+    let bad = |what: &str| RewriteError::BadCode {
+        method: (m.label)(),
+        what: what.to_string(),
+    };
+    let mut r = Reader::new(body, 0);
+    let max_stack = r.u16()? as u32;
+    let max_locals = r.u16()? as u32;
+    let code_len = r.u32()? as usize;
+    if code_len == 0 || code_len > 65535 {
+        return Err(bad("code length 0 or over 65535"));
+    }
+    let code = r.bytes(code_len)?;
+    let n_exc = r.u16()? as usize;
+    let exc = r.bytes(8 * n_exc)?;
+    let n_attrs = r.u16()?;
+    let attrs_start = r.pos;
+    for _ in 0..n_attrs {
+        r.skip(2)?;
+        let len = r.u32()? as usize;
+        r.skip(len)?;
+    }
+    if r.pos != body.len() {
+        return Err(bad("Code attribute length mismatch"));
+    }
+    if max_stack + 2 > 0xFFFF || max_locals + 1 > 0xFFFF {
+        return Ok(Outcome::TooLarge);
+    }
+    let l = max_locals;
+
+    insn::decode(code, m.label, &mut s.insns, &mut s.targets, &mut s.map)?;
+    let n = s.insns.len();
+    let idx_of = |off: usize, allow_end: bool| -> Result<u32, RewriteError> {
+        match s.map.get(off) {
+            Some(&i) if i != u32::MAX && (allow_end || (i as usize) < n) => Ok(i),
+            _ => Err(RewriteError::BadCode {
+                method: (m.label)(),
+                what: format!("offset {off} is not an instruction"),
+            }),
+        }
+    };
+    s.handlers.clear();
+    for k in 0..n_exc {
+        let e = &exc[8 * k..8 * k + 8];
+        let sp = idx_of(u16::from_be_bytes([e[0], e[1]]) as usize, false)?;
+        let ep = idx_of(u16::from_be_bytes([e[2], e[3]]) as usize, true)?;
+        let hp = idx_of(u16::from_be_bytes([e[4], e[5]]) as usize, false)?;
+        if sp >= ep {
+            return Err(bad("empty exception range"));
+        }
+        s.handlers.push((sp, ep, hp));
+    }
+    let entry_k = blocks::split(
+        &s.insns,
+        &s.targets,
+        &s.handlers,
+        code,
+        cp,
+        m.bba,
+        &mut s.leader,
+        &mut s.blocks,
+        &mut s.block_of,
+    )?;
+
+    // Which instructions the catch-all covers.
+    let mut catch_all = true;
+    if m.is_init {
+        s.block_starts.clear();
+        s.block_starts.extend(s.blocks.iter().map(|b| b.start));
+        let ok = initthis::analyze(
+            &s.insns,
+            &s.targets,
+            &s.handlers,
+            &s.block_starts,
+            &s.block_of,
+            code,
+            cp,
+            m.this_is_object,
+            &mut s.flags,
+        )?;
+        if !ok {
+            catch_all = false;
+            stats.methods_without_catch_all += 1;
+        } else if !s.flags.contains(&initthis::REACHED_INIT) {
+            catch_all = false;
+        }
+    }
+
+    let refs = Refs {
+        enter: cpa.rt_method("enter", "(II)Ljp/rt/Node;")?,
+        count: cpa.rt_method("count", "(Ljp/rt/Node;I)V")?,
+        tick: cpa.rt_method("tick", "(Ljp/rt/Node;I)V")?,
+        caught: cpa.rt_method("caught", "(Ljp/rt/Node;)V")?,
+        exit: cpa.rt_method("exit", "(Ljp/rt/Node;)V")?,
+        node: cpa.class(b"jp/rt/Node")?,
+    };
+
+    // Position-independent code inserted before each instruction.
+    let mut entry = Vec::with_capacity(16);
+    push_int(&mut entry, m.mid as i32, cpa)?;
+    push_int(&mut entry, entry_k as i32, cpa)?;
+    invokestatic(&mut entry, refs.enter);
+    local_op(&mut entry, insn::ASTORE_0, insn::ASTORE, l);
+    s.prefix.clear();
+    s.prefix_at.clear();
+    for (i, ins) in s.insns.iter().enumerate() {
+        s.prefix_at.push(s.prefix.len() as u32);
+        if s.leader[i] {
+            let b = s.blocks[s.block_of[i] as usize];
+            if b.handler {
+                aload(&mut s.prefix, l);
+                invokestatic(&mut s.prefix, refs.caught);
+            }
+            if b.checkpoint() {
+                aload(&mut s.prefix, l);
+                push_int(&mut s.prefix, b.k as i32, cpa)?;
+                invokestatic(&mut s.prefix, refs.tick);
+            }
+            aload(&mut s.prefix, l);
+            push_int(&mut s.prefix, b.count() as i32, cpa)?;
+            invokestatic(&mut s.prefix, refs.count);
+        }
+        if ins.flow == Flow::Return {
+            aload(&mut s.prefix, l);
+            invokestatic(&mut s.prefix, refs.exit);
+        }
+    }
+    s.prefix_at.push(s.prefix.len() as u32);
+
+    // Layout, widening branches until every offset fits.
+    s.wide.clear();
+    s.wide.resize(n, false);
+    s.new_off.clear();
+    s.new_off.resize(n + 1, 0);
+    s.ins_off.clear();
+    s.ins_off.resize(n, 0);
+    let end = loop {
+        let mut pos = entry.len() as u64;
+        for (i, ins) in s.insns.iter().enumerate() {
+            s.new_off[i] = pos as u32;
+            pos += (s.prefix_at[i + 1] - s.prefix_at[i]) as u64;
+            s.ins_off[i] = pos as u32;
+            pos += match ins.op {
+                insn::TABLESWITCH | insn::LOOKUPSWITCH => {
+                    let rest = ins.len - 1 - insn::switch_pad(ins.off);
+                    1 + insn::switch_pad(pos as u32) + rest
+                }
+                insn::GOTO | insn::JSR if s.wide[i] => 5,
+                _ if ins.flow == Flow::Cond && s.wide[i] => 8,
+                _ => ins.len,
+            } as u64;
+            if pos > 0x10_0000 {
+                return Ok(Outcome::TooLarge);
+            }
+        }
+        s.new_off[n] = pos as u32;
+        let mut changed = false;
+        if pos > 0x7FFF {
+            for (i, ins) in s.insns.iter().enumerate() {
+                if ins.len == 3 && ins.tn == 1 && !s.wide[i] {
+                    let t = s.targets[ins.t0 as usize] as usize;
+                    let d = s.new_off[t] as i64 - s.ins_off[i] as i64;
+                    if d < i16::MIN as i64 || d > i16::MAX as i64 {
+                        s.wide[i] = true;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            break pos as u32;
+        }
+    };
+    if m.major >= 50
+        && s.insns
+            .iter()
+            .zip(&s.wide)
+            .any(|(ins, &w)| w && ins.flow == Flow::Cond)
+    {
+        return Ok(Outcome::Unwidenable);
+    }
+    let catch_all_code = if catch_all {
+        4 + if l < 4 {
+            1
+        } else if l < 256 {
+            2
+        } else {
+            4
+        }
+    } else {
+        0
+    };
+    let total = end as usize + catch_all_code;
+    if total > 65535 {
+        return Ok(Outcome::TooLarge);
+    }
+
+    // Emit the code.
+    let mut out = Vec::with_capacity(body.len() + total + 64);
+    put_u16(&mut out, (max_stack + 2) as u16);
+    put_u16(&mut out, (l + 1) as u16);
+    put_u32(&mut out, total as u32);
+    let cstart = out.len();
+    out.extend_from_slice(&entry);
+    for (i, ins) in s.insns.iter().enumerate() {
+        out.extend_from_slice(&s.prefix[s.prefix_at[i] as usize..s.prefix_at[i + 1] as usize]);
+        let pos = (out.len() - cstart) as u32;
+        let o = ins.off as usize;
+        let tgt = |k: u32| s.new_off[s.targets[(ins.t0 + k) as usize] as usize] as i64 - pos as i64;
+        match ins.op {
+            insn::TABLESWITCH | insn::LOOKUPSWITCH => {
+                out.push(ins.op);
+                out.extend(std::iter::repeat_n(0u8, insn::switch_pad(pos) as usize));
+                let base = o + 1 + insn::switch_pad(ins.off) as usize;
+                put_u32(&mut out, tgt(0) as i32 as u32);
+                if ins.op == insn::TABLESWITCH {
+                    out.extend_from_slice(&code[base + 4..base + 12]);
+                    for k in 1..ins.tn {
+                        put_u32(&mut out, tgt(k) as i32 as u32);
+                    }
+                } else {
+                    out.extend_from_slice(&code[base + 4..base + 8]);
+                    for k in 1..ins.tn {
+                        let kb = base + 8 + 8 * (k as usize - 1);
+                        out.extend_from_slice(&code[kb..kb + 4]);
+                        put_u32(&mut out, tgt(k) as i32 as u32);
+                    }
+                }
+            }
+            insn::GOTO_W | insn::JSR_W => {
+                out.push(ins.op);
+                put_u32(&mut out, tgt(0) as i32 as u32);
+            }
+            _ if ins.tn == 1 => {
+                if !s.wide[i] {
+                    out.push(ins.op);
+                    out.extend_from_slice(&(tgt(0) as i16).to_be_bytes());
+                } else if ins.op == insn::GOTO || ins.op == insn::JSR {
+                    out.push(if ins.op == insn::GOTO {
+                        insn::GOTO_W
+                    } else {
+                        insn::JSR_W
+                    });
+                    put_u32(&mut out, tgt(0) as i32 as u32);
+                } else {
+                    out.extend_from_slice(&[invert(ins.op), 0, 8, insn::GOTO_W]);
+                    put_u32(&mut out, (tgt(0) - 3) as i32 as u32);
+                }
+            }
+            _ => out.extend_from_slice(&code[o..o + ins.len as usize]),
+        }
+    }
+    if out.len() - cstart != end as usize {
+        return Err(bad("internal layout mismatch"));
+    }
+    if catch_all {
+        aload(&mut out, l);
+        invokestatic(&mut out, refs.exit);
+        out.push(insn::ATHROW);
+    }
+    if out.len() - cstart != total {
+        return Err(bad("internal layout mismatch"));
+    }
+
+    // Exception table: originals first (remapped), the catch-all last.
+    let exc_count_at = out.len();
+    put_u16(&mut out, 0);
+    let mut n_out = 0u32;
+    for (k, &(sp, ep, hp)) in s.handlers.iter().enumerate() {
+        put_u16(&mut out, s.new_off[sp as usize] as u16);
+        put_u16(&mut out, s.new_off[ep as usize] as u16);
+        put_u16(&mut out, s.new_off[hp as usize] as u16);
+        out.extend_from_slice(&exc[8 * k + 6..8 * k + 8]);
+        n_out += 1;
+    }
+    if catch_all {
+        let mut push_range = |a: u32, b: u32, out: &mut Vec<u8>| {
+            put_u16(out, a as u16);
+            put_u16(out, b as u16);
+            put_u16(out, end as u16);
+            put_u16(out, 0);
+            n_out += 1;
+        };
+        if m.is_init {
+            let mut i = 0;
+            while i < n {
+                if s.flags[i] == initthis::REACHED_INIT {
+                    let a = i;
+                    while i < n && s.flags[i] == initthis::REACHED_INIT {
+                        i += 1;
+                    }
+                    push_range(s.new_off[a], s.new_off[i], &mut out);
+                } else {
+                    i += 1;
+                }
+            }
+        } else {
+            push_range(s.new_off[0], end, &mut out);
+        }
+    }
+    if n_out > 0xFFFF {
+        return Ok(Outcome::TooLarge);
+    }
+    out[exc_count_at..exc_count_at + 2].copy_from_slice(&(n_out as u16).to_be_bytes());
+
+    // Attributes of the Code attribute.
+    let new_of = |off: usize, allow_end: bool| -> Result<u32, RewriteError> {
+        Ok(s.new_off[idx_of(off, allow_end)? as usize])
+    };
+    let mut frames = std::mem::take(&mut s.frames);
+    let attr_count_at = out.len();
+    put_u16(&mut out, 0);
+    let mut n_attr_out = 0u16;
+    let mut had_frames = false;
+    let mut r = Reader::new(body, attrs_start);
+    for _ in 0..n_attrs {
+        let name_idx = r.u16()?;
+        let len = r.u32()? as usize;
+        let data = r.bytes(len)?;
+        let name = cp.utf8_bytes(name_idx)?;
+        let hdr = out.len();
+        put_u16(&mut out, name_idx);
+        put_u32(&mut out, 0);
+        match name {
+            b"LineNumberTable" => {
+                let mut a = Reader::new(data, 0);
+                let k = a.u16()?;
+                put_u16(&mut out, k);
+                for _ in 0..k {
+                    let pc = a.u16()? as usize;
+                    put_u16(&mut out, new_of(pc, false)? as u16);
+                    put_u16(&mut out, a.u16()?);
+                }
+            }
+            b"LocalVariableTable" | b"LocalVariableTypeTable" => {
+                let mut a = Reader::new(data, 0);
+                let k = a.u16()?;
+                put_u16(&mut out, k);
+                for _ in 0..k {
+                    let pc = a.u16()? as usize;
+                    let len = a.u16()? as usize;
+                    let ns = new_of(pc, false)?;
+                    let ne = new_of(pc + len, true)?;
+                    put_u16(&mut out, ns as u16);
+                    put_u16(&mut out, (ne - ns) as u16);
+                    out.extend_from_slice(a.bytes(6)?);
+                }
+            }
+            b"StackMapTable" if m.major >= 50 => {
+                had_frames = true;
+                write_frames(
+                    data,
+                    m,
+                    s,
+                    &mut frames,
+                    &refs,
+                    cpa,
+                    catch_all,
+                    end,
+                    l,
+                    &mut out,
+                )?;
+            }
+            b"RuntimeVisibleTypeAnnotations" | b"RuntimeInvisibleTypeAnnotations" => {
+                out.truncate(hdr);
+                stats.type_annotations_dropped += 1;
+                continue;
+            }
+            _ => out.extend_from_slice(data),
+        }
+        let alen = (out.len() - hdr - 6) as u32;
+        out[hdr + 2..hdr + 6].copy_from_slice(&alen.to_be_bytes());
+        n_attr_out += 1;
+    }
+    if m.major >= 50 && !had_frames && catch_all {
+        let name_idx = match cp.find_utf8(b"StackMapTable") {
+            Some(i) => i,
+            None => cpa.utf8(b"StackMapTable")?,
+        };
+        let hdr = out.len();
+        put_u16(&mut out, name_idx);
+        put_u32(&mut out, 0);
+        write_frames(
+            &[0, 0],
+            m,
+            s,
+            &mut frames,
+            &refs,
+            cpa,
+            catch_all,
+            end,
+            l,
+            &mut out,
+        )?;
+        let alen = (out.len() - hdr - 6) as u32;
+        out[hdr + 2..hdr + 6].copy_from_slice(&alen.to_be_bytes());
+        n_attr_out += 1;
+    }
+    out[attr_count_at..attr_count_at + 2].copy_from_slice(&n_attr_out.to_be_bytes());
+    s.frames = frames;
+    stats.code_bytes_before += code_len as u64;
+    stats.code_bytes_after += total as u64;
+    Ok(Outcome::Rewritten(out))
+}
+
+/// Writes a StackMapTable body: every original frame as a full_frame at its new
+/// offset, then the catch-all handler's frame.
+#[allow(clippy::too_many_arguments)]
+fn write_frames(
+    data: &[u8],
+    m: &MethodInput,
+    s: &Scratch,
+    fr: &mut Frames,
+    refs: &Refs,
+    cpa: &mut CpAppender,
+    catch_all: bool,
+    end: u32,
+    l: u32,
+    out: &mut Vec<u8>,
+) -> Result<(), RewriteError> {
+    let mut initial = |v: &mut Vec<VType>| {
+        frames::initial_locals(
+            m.desc,
+            m.is_static,
+            m.is_init,
+            m.this_class,
+            m.this_is_object,
+            cpa,
+            v,
+        )
+    };
+    fr.parse(data, &mut initial)?;
+    let n = s.insns.len();
+    let map = &s.map;
+    let ins_off = &s.ins_off;
+    let remap_uninit = |off: u32| -> Result<u32, RewriteError> {
+        match map.get(off as usize) {
+            Some(&i) if (i as usize) < n => Ok(ins_off[i as usize]),
+            _ => Err(RewriteError::Malformed(format!(
+                "Uninitialized({off}) is not an instruction"
+            ))),
+        }
+    };
+    let count = fr.frames.len() + usize::from(catch_all);
+    if count > 0xFFFF {
+        return Err(RewriteError::Malformed("too many stack map frames".into()));
+    }
+    put_u16(out, count as u16);
+    let mut prev: i64 = -1;
+    for &(off, loc, stk) in &fr.frames {
+        let i = match map.get(off as usize) {
+            Some(&i) if (i as usize) < n => i as usize,
+            _ => {
+                return Err(RewriteError::Malformed(format!(
+                    "stack map frame at {off} is not at an instruction"
+                )))
+            }
+        };
+        let no = s.new_off[i] as i64;
+        if no <= prev {
+            return Err(RewriteError::Malformed(
+                "stack map frames out of order".into(),
+            ));
+        }
+        let delta = if prev < 0 { no } else { no - prev - 1 };
+        prev = no;
+        frames::write_full_frame(
+            out,
+            delta as u16,
+            &fr.types[loc.0 as usize..loc.1 as usize],
+            &fr.types[stk.0 as usize..stk.1 as usize],
+            l,
+            refs.node,
+            &remap_uninit,
+        )?;
+    }
+    if catch_all {
+        let throwable = cpa.class(b"java/lang/Throwable")?;
+        let no = end as i64;
+        let delta = if prev < 0 { no } else { no - prev - 1 };
+        frames::write_full_frame(
+            out,
+            delta as u16,
+            &[],
+            &[VType::Object(throwable)],
+            l,
+            refs.node,
+            &remap_uninit,
+        )?;
+    }
+    Ok(())
+}
