@@ -11,21 +11,42 @@ use common::*;
 
 /// Programs where no exception is ever thrown in application code: bba=default
 /// must be exact there too (also checked: the oracle saw no exception).
-const NO_EXCEPTIONS: &[&str] =
-    &["Paper", "Fib", "StaticInit", "Ctors", "Dispatch", "Switches", "Lambdas", "Reflect", "LongDouble", "Wide"];
+const NO_EXCEPTIONS: &[&str] = &[
+    "Paper",
+    "Fib",
+    "StaticInit",
+    "Ctors",
+    "Dispatch",
+    "Switches",
+    "Lambdas",
+    "Reflect",
+    "LongDouble",
+    "Wide",
+];
 
 fn check(main: &str, jdk: Jdk) {
     let dir = scratch(&format!("{main}-{}", jdk.name()));
     let (oracle, oracle_stdout) = run_oracle(jdk, main, &dir);
     let exc_free = NO_EXCEPTIONS.contains(&main);
     if exc_free {
-        let with_exc: Vec<_> =
-            oracle.nodes.iter().filter(|(_, c)| c.exc).map(|(p, _)| mct::show_path(p)).collect();
-        assert!(with_exc.is_empty(), "{main} is listed as exception-free but the oracle saw: {with_exc:?}");
+        let with_exc: Vec<_> = oracle
+            .nodes
+            .iter()
+            .filter(|(_, c)| c.exc)
+            .map(|(p, _)| mct::show_path(p))
+            .collect();
+        assert!(
+            with_exc.is_empty(),
+            "{main} is listed as exception-free but the oracle saw: {with_exc:?}"
+        );
     }
     let mut failures = Vec::new();
     for bba in ["precise", "default"] {
-        let rule = if bba == "precise" || exc_free { Rule::Exact } else { Rule::ExactUnlessException };
+        let rule = if bba == "precise" || exc_free {
+            Rule::Exact
+        } else {
+            Rule::ExactUnlessException
+        };
         for gran in [None, Some(1000)] {
             let out = dir.join(format!("{main}-{bba}-{gran:?}.json"));
             let (text, stdout) = run_agent(jdk, main, &agent_opts(bba, gran, &out, ""), &out, &dir);
@@ -90,7 +111,16 @@ fn deterministic(jdk: Jdk) {
             let mut texts = Vec::new();
             for run in 0..2 {
                 let out = dir.join(format!("{main}-{bba}-{run}.json"));
-                texts.push(run_agent(jdk, main, &agent_opts(bba, Some(1000), &out, ""), &out, &dir).0);
+                texts.push(
+                    run_agent(
+                        jdk,
+                        main,
+                        &agent_opts(bba, Some(1000), &out, ""),
+                        &out,
+                        &dir,
+                    )
+                    .0,
+                );
             }
             assert!(
                 texts[0] == texts[1],
@@ -110,4 +140,44 @@ fn deterministic_jdk17() {
 #[test]
 fn deterministic_jdk25() {
     deterministic(Jdk::J25);
+}
+
+/// The comparison itself must catch every kind of difference (no JVM needed).
+#[test]
+fn comparison_detects_differences() {
+    let oracle = Mct::parse(
+        r#"{"format":"jp-mct/1","bba":"oracle","root":{"children":[
+            {"method":"A.m()V","calls":1,"bytecodes":10,"exc":true,"children":[
+                {"method":"A.n()V","calls":2,"bytecodes":4,"children":[]}]}]}}"#,
+    )
+    .unwrap();
+    let agent = |m_bc: u64, n_calls: u64, n_bc: u64, extra: &str| {
+        Mct::parse(&format!(
+            r#"{{"format":"jp-mct/1","bba":"default","root":{{"children":[
+                {{"method":"A.m()V","calls":1,"bytecodes":{m_bc},"children":[
+                    {{"method":"A.n()V","calls":{n_calls},"bytecodes":{n_bc},"children":[]}}{extra}]}}]}}}}"#
+        ))
+        .unwrap()
+    };
+    let extra = r#",{"method":"A.x()V","calls":1,"bytecodes":1,"children":[]}"#;
+    assert!(compare(&oracle, &agent(10, 2, 4, ""), Rule::Exact).is_empty());
+    assert_eq!(compare(&oracle, &agent(11, 2, 4, ""), Rule::Exact).len(), 1);
+    // Over-counting is allowed under bba=default only where an exception passed...
+    assert!(compare(&oracle, &agent(11, 2, 4, ""), Rule::ExactUnlessException).is_empty());
+    // ...never under-counting, and never elsewhere.
+    assert_eq!(compare(&oracle, &agent(9, 2, 4, ""), Rule::ExactUnlessException).len(), 1);
+    assert_eq!(compare(&oracle, &agent(10, 2, 5, ""), Rule::ExactUnlessException).len(), 1);
+    assert_eq!(compare(&oracle, &agent(10, 3, 4, ""), Rule::Exact).len(), 1);
+    let d = compare(&oracle, &agent(10, 2, 4, extra), Rule::Exact);
+    assert!(d.len() == 1 && d[0].contains("extra in agent: A.m()V → A.x()V"), "{d:?}");
+    let d = compare(&agent(10, 2, 4, extra), &oracle, Rule::Exact);
+    assert!(d.len() == 1 && d[0].contains("missing in agent"), "{d:?}");
+    // Malformed documents are rejected.
+    assert!(Mct::parse(r#"{"format":"jp-mct/2","bba":"x","root":{"children":[]}}"#).is_err());
+    assert!(Mct::parse(r#"{"format":"jp-mct/1","bba":"x","root":{"children":[{"method":"A","calls":-1,"bytecodes":0,"children":[]}]}}"#).is_err());
+    assert!(Mct::parse(
+        r#"{"format":"jp-mct/1","bba":"x","root":{"children":[
+            {"method":"A","calls":1,"bytecodes":0,"children":[]},{"method":"A","calls":1,"bytecodes":0,"children":[]}]}}"#
+    )
+    .is_err());
 }
