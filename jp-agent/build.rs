@@ -92,8 +92,8 @@ fn run() -> Result<(), String> {
     let manifest = out_dir.join("MANIFEST.MF");
     fs::write(
         &manifest,
-        "Premain-Class: jp.agent.Premain\nAgent-Class: jp.agent.Premain\n\
-         Can-Retransform-Classes: true\nCan-Redefine-Classes: false\n",
+        "Premain-Class: jp.agent.Premain\n\
+         Can-Retransform-Classes: true\nCan-Redefine-Classes: false\nEnable-Native-Access: ALL-UNNAMED\n",
     )
     .map_err(|e| e.to_string())?;
     let agent_jar = out_dir.join("jp-agent.jar");

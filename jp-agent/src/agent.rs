@@ -451,6 +451,8 @@ unsafe extern "system" fn on_class_file_load(
         }
         // SAFETY: the JVM passes `len` readable bytes of class file at `data`.
         let bytes = unsafe { std::slice::from_raw_parts(data, len as usize) };
+        // Stays valid if the rewriter grows options (their defaults apply).
+        #[allow(clippy::needless_update)]
         let opts = RewriteOptions {
             bba: agent.opts.bba,
             ..Default::default()

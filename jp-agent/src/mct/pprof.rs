@@ -1,6 +1,7 @@
 //! pprof: a gzipped `perftools.profiles.Profile` (profile.proto), encoded by hand (only the
 //! messages below are needed). Sample types `calls/count` and `bytecodes/count`; one sample
 //! per context, its stack the chain of methods (leaf first); one location per method.
+//! Check a file with `go tool pprof -top -sample_index=bytecodes FILE`.
 
 use super::Mct;
 use flate2::write::GzEncoder;
@@ -122,9 +123,10 @@ fn encode(t: &Mct) -> Vec<u8> {
         let n = &t.nodes[node];
         let mut f = Msg::default();
         f.uint(1, id);
-        let name = strings.get(&n.method);
-        f.uint(2, name);
-        f.uint(3, name);
+        // name: readable Java form (pprof shortens it further); system_name: the exact JVM
+        // name as in the JSON format.
+        f.uint(2, strings.get(&super::java_signature(&n.method)));
+        f.uint(3, strings.get(&n.method));
         if let Some(file) = &n.file {
             f.uint(4, strings.get(file));
         }
@@ -235,7 +237,7 @@ mod tests {
         let mut fname = HashMap::new();
         for (_, v) in top.iter().filter(|(f, _)| *f == 5) {
             let f = fields(v.as_ref().unwrap_err());
-            fname.insert(f[0].1.clone().unwrap(), s(f[1].1.clone().unwrap()));
+            fname.insert(f[0].1.clone().unwrap(), s(f[2].1.clone().unwrap()));
         }
         assert_eq!(fname.len(), 5); // h appears in two contexts but is one function
                                     // samples: stack names (leaf first) -> values

@@ -57,7 +57,7 @@ mod tests {
         let lines: Vec<&str> = s.lines().collect();
         assert_eq!(
             lines[0],
-            "# jp method call tree, bba=precise: 77 calls, 624 bytecodes"
+            "# jp method call tree, bba=precise: 78 calls, 624 bytecodes"
         );
         let rows: Vec<Vec<&str>> = lines[2..]
             .iter()

@@ -28,8 +28,19 @@ public final class Node {
         this.state = state;
     }
 
+    /** The child found last: loops mostly call the same method again (one dependent load less). */
+    private Node hot;
+
     /** The child for {@code m}, created on first use. Kept tiny so that the JIT inlines it. */
     Node child(int m) {
+        Node h = hot;
+        if (h != null && h.mid == m) {
+            return h;
+        }
+        return lookup(m);
+    }
+
+    private Node lookup(int m) {
         Node[] t = kids;
         if (t != null) {
             int mask = t.length - 1;
@@ -37,6 +48,7 @@ public final class Node {
             Node c;
             while ((c = t[i]) != null) {
                 if (c.mid == m) {
+                    hot = c;
                     return c;
                 }
                 i = (i + 1) & mask;
@@ -58,6 +70,7 @@ public final class Node {
         // Publish the table after filling it: a reader on another thread (VM death) sees
         // either the old or the complete new table.
         kids = t;
+        hot = c;
         return c;
     }
 
