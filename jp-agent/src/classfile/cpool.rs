@@ -115,12 +115,6 @@ impl<'a> ConstPool<'a> {
         decode_mutf8(self.utf8_bytes(index)?).ok_or(RewriteError::BadUtf8(index))
     }
 
-    /// The name (Utf8 bytes) of a Class entry.
-    pub fn class_name(&self, index: u16) -> Result<&'a [u8], RewriteError> {
-        let body = self.body(index, CLASS, "Class")?;
-        self.utf8_bytes(u16_at(self.data, body)?)
-    }
-
     /// (class index, name, descriptor) of a Fieldref/Methodref/InterfaceMethodref, or
     /// (bootstrap index, name, descriptor) of an InvokeDynamic/Dynamic entry.
     pub fn member(&self, index: u16) -> Result<(u16, &'a [u8], &'a [u8]), RewriteError> {

@@ -110,6 +110,84 @@ fn invert(op: u8) -> u8 {
     }
 }
 
+/// Block structure of a `Code` attribute body: (entry ticks, blocks).
+pub(crate) fn describe(
+    body: &[u8],
+    cp: &ConstPool,
+    bba: Bba,
+    label: &dyn Fn() -> String,
+    s: &mut Scratch,
+) -> Result<(u32, Vec<super::BlockInfo>), RewriteError> {
+    let mut r = Reader::new(body, 4);
+    let code_len = r.u32()? as usize;
+    let code = r.bytes(code_len)?;
+    let n_exc = r.u16()? as usize;
+    let exc = r.bytes(8 * n_exc)?;
+    insn::decode(code, label, &mut s.insns, &mut s.targets, &mut s.map)?;
+    resolve_handlers(exc, s, label)?;
+    let entry = blocks::split(
+        &s.insns,
+        &s.targets,
+        &s.handlers,
+        code,
+        cp,
+        bba,
+        &mut s.leader,
+        &mut s.blocks,
+        &mut s.block_of,
+    )?;
+    let infos = s
+        .blocks
+        .iter()
+        .map(|b| super::BlockInfo {
+            offset: s.insns[b.start as usize].off,
+            instructions: b.count(),
+            loop_head: b.loop_head,
+            handler: b.handler,
+            ticks: b.k,
+        })
+        .collect();
+    Ok((entry, infos))
+}
+
+/// Instruction index of an original offset (`allow_end`: the code's end is allowed).
+fn index_of(
+    s: &Scratch,
+    off: usize,
+    allow_end: bool,
+    label: &dyn Fn() -> String,
+) -> Result<u32, RewriteError> {
+    let n = s.insns.len();
+    match s.map.get(off) {
+        Some(&i) if i != u32::MAX && (allow_end || (i as usize) < n) => Ok(i),
+        _ => Err(RewriteError::BadCode {
+            method: label(),
+            what: format!("offset {off} is not an instruction"),
+        }),
+    }
+}
+
+fn resolve_handlers(
+    exc: &[u8],
+    s: &mut Scratch,
+    label: &dyn Fn() -> String,
+) -> Result<(), RewriteError> {
+    s.handlers.clear();
+    for e in exc.chunks_exact(8) {
+        let sp = index_of(s, u16::from_be_bytes([e[0], e[1]]) as usize, false, label)?;
+        let ep = index_of(s, u16::from_be_bytes([e[2], e[3]]) as usize, true, label)?;
+        let hp = index_of(s, u16::from_be_bytes([e[4], e[5]]) as usize, false, label)?;
+        if sp >= ep {
+            return Err(RewriteError::BadCode {
+                method: label(),
+                what: "empty exception range".into(),
+            });
+        }
+        s.handlers.push((sp, ep, hp));
+    }
+    Ok(())
+}
+
 /// Rewrites the body of a `Code` attribute.
 pub(crate) fn rewrite_code(
     body: &[u8],
@@ -424,10 +502,10 @@ pub(crate) fn rewrite_code(
     out[exc_count_at..exc_count_at + 2].copy_from_slice(&(n_out as u16).to_be_bytes());
 
     // Attributes of the Code attribute.
-    let new_of = |off: usize, allow_end: bool| -> Result<u32, RewriteError> {
-        Ok(s.new_off[idx_of(off, allow_end)? as usize])
-    };
     let mut frames = std::mem::take(&mut s.frames);
+    let new_of = |off: usize, allow_end: bool| -> Result<u32, RewriteError> {
+        Ok(s.new_off[index_of(s, off, allow_end, m.label)? as usize])
+    };
     let attr_count_at = out.len();
     put_u16(&mut out, 0);
     let mut n_attr_out = 0u16;

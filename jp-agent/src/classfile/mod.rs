@@ -12,6 +12,10 @@ mod initthis;
 mod insn;
 mod method;
 mod reader;
+#[cfg(test)]
+mod testutil;
+#[cfg(test)]
+mod tests;
 
 pub use error::RewriteError;
 
@@ -75,89 +79,180 @@ pub struct ClassStats {
     pub code_bytes_after: u64,
 }
 
+/// Block structure of one method, as the rewriter sees it (tests and diagnostics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MethodBlocks {
+    pub name: String,
+    pub descriptor: String,
+    /// Activation ticks passed to `Rt.enter`.
+    pub entry_ticks: u32,
+    pub blocks: Vec<BlockInfo>,
+}
+
+/// One basic block of the original code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Original byte offset of the first instruction.
+    pub offset: u32,
+    /// Original instructions in the block (the `n` of `Rt.count`).
+    pub instructions: u32,
+    pub loop_head: bool,
+    pub handler: bool,
+    /// Ticks of `Rt.tick` (meaningful at loop heads and handlers only).
+    pub ticks: u32,
+}
+
+/// The blocks of every method with code, without rewriting anything.
+pub fn describe_blocks(bytes: &[u8], bba: Bba) -> Result<Vec<MethodBlocks>, RewriteError> {
+    let class = ClassInfo::parse(bytes)?;
+    let mut out = Vec::new();
+    let mut s = method::Scratch::default();
+    for m in &class.methods {
+        let Some((start, end)) = m.code else { continue };
+        let name = class.cp.utf8(m.name)?.into_owned();
+        let descriptor = class.cp.utf8(m.desc)?.into_owned();
+        let label = || format!("{}.{name}{descriptor}", class.name);
+        let (entry_ticks, blocks) =
+            method::describe(&bytes[start + 6..end], &class.cp, bba, &label, &mut s)?;
+        out.push(MethodBlocks {
+            name,
+            descriptor,
+            entry_ticks,
+            blocks,
+        });
+    }
+    Ok(out)
+}
+
+struct MethodInfo {
+    access: u16,
+    name: u16,
+    desc: u16,
+    /// Byte range of the whole Code attribute (header included).
+    code: Option<(usize, usize)>,
+}
+
+struct ClassInfo<'a> {
+    cp: ConstPool<'a>,
+    major: u16,
+    this_class: u16,
+    name: String,
+    methods: Vec<MethodInfo>,
+    source_file: Option<String>,
+}
+
+impl<'a> ClassInfo<'a> {
+    fn parse(bytes: &'a [u8]) -> Result<Self, RewriteError> {
+        let magic = reader::u32_at(bytes, 0)?;
+        if magic != 0xCAFE_BABE {
+            return Err(RewriteError::BadMagic(magic));
+        }
+        let major = u16_at(bytes, 6)?;
+        let cp = ConstPool::parse(bytes)?;
+        let mut r = Reader::new(bytes, cp.end);
+        let _access = r.u16()?;
+        let this_class = r.u16()?;
+        let name = cp.utf8(cp.class_name_index(this_class)?)?.into_owned();
+        let _super = r.u16()?;
+        let n_if = r.u16()? as usize;
+        r.skip(2 * n_if)?;
+        let n_fields = r.u16()?;
+        for _ in 0..n_fields {
+            r.skip(6)?;
+            skip_attributes(&mut r)?;
+        }
+        let n_methods = r.u16()?;
+        let mut methods = Vec::with_capacity(n_methods as usize);
+        for _ in 0..n_methods {
+            let access = r.u16()?;
+            let name = r.u16()?;
+            let desc = r.u16()?;
+            let n_attrs = r.u16()?;
+            let mut code = None;
+            for _ in 0..n_attrs {
+                let start = r.pos;
+                let an = r.u16()?;
+                let len = r.u32()? as usize;
+                r.skip(len)?;
+                if cp.utf8_bytes(an)? == b"Code" {
+                    if code.is_some() {
+                        return Err(RewriteError::Malformed(
+                            "method with two Code attributes".into(),
+                        ));
+                    }
+                    code = Some((start, r.pos));
+                }
+            }
+            if access & (ACC_NATIVE | ACC_ABSTRACT) != 0 {
+                code = None;
+            }
+            methods.push(MethodInfo {
+                access,
+                name,
+                desc,
+                code,
+            });
+        }
+        let n_attrs = r.u16()?;
+        let mut source_file = None;
+        for _ in 0..n_attrs {
+            let an = r.u16()?;
+            let len = r.u32()? as usize;
+            let data = r.bytes(len)?;
+            if cp.utf8_bytes(an)? == b"SourceFile" && len == 2 {
+                source_file = Some(cp.utf8(u16_at(data, 0)?)?.into_owned());
+            }
+        }
+        if r.pos != bytes.len() {
+            return Err(RewriteError::Malformed(format!(
+                "{} bytes after the end of the class",
+                bytes.len() - r.pos
+            )));
+        }
+        Ok(ClassInfo {
+            cp,
+            major,
+            this_class,
+            name,
+            methods,
+            source_file,
+        })
+    }
+}
+
 /// Rewrites one class file. `Err` means the class must be loaded unchanged.
 pub fn rewrite_class(
     bytes: &[u8],
     opts: &RewriteOptions,
     ids: &mut dyn MethodIds,
 ) -> Result<Rewritten, RewriteError> {
-    let magic = reader::u32_at(bytes, 0)?;
-    if magic != 0xCAFE_BABE {
-        return Err(RewriteError::BadMagic(magic));
-    }
-    let major = u16_at(bytes, 6)?;
-    let cp = ConstPool::parse(bytes)?;
-    let mut r = Reader::new(bytes, cp.end);
-    let _access = r.u16()?;
-    let this_class = r.u16()?;
-    let class_name = cp
-        .utf8(cp_class_name_index(&cp, bytes, this_class)?)?
-        .into_owned();
-    if class_name.starts_with("jp/rt/") {
+    let class = ClassInfo::parse(bytes)?;
+    if class.name.starts_with("jp/rt/") {
         return Ok(Rewritten::Unchanged {
             reason: "profiler runtime class".into(),
         });
     }
-    let _super = r.u16()?;
-    let n_if = r.u16()? as usize;
-    r.skip(2 * n_if)?;
-    let n_fields = r.u16()?;
-    for _ in 0..n_fields {
-        r.skip(6)?;
-        skip_attributes(&mut r)?;
-    }
-    // Methods: (access, name, descriptor, Code attribute start, Code attribute end).
-    let n_methods = r.u16()?;
-    let mut methods = Vec::with_capacity(n_methods as usize);
-    for _ in 0..n_methods {
-        let access = r.u16()?;
-        let name = r.u16()?;
-        let desc = r.u16()?;
-        let n_attrs = r.u16()?;
-        let mut code = None;
-        for _ in 0..n_attrs {
-            let start = r.pos;
-            let an = r.u16()?;
-            let len = r.u32()? as usize;
-            r.skip(len)?;
-            if cp.utf8_bytes(an)? == b"Code" {
-                if code.is_some() {
-                    return Err(RewriteError::Malformed(
-                        "method with two Code attributes".into(),
-                    ));
-                }
-                code = Some((start, r.pos));
-            }
-        }
-        methods.push((access, name, desc, code));
-    }
-    let n_attrs = r.u16()?;
-    let mut source_file = None;
-    for _ in 0..n_attrs {
-        let an = r.u16()?;
-        let len = r.u32()? as usize;
-        let data = r.bytes(len)?;
-        if cp.utf8_bytes(an)? == b"SourceFile" && len == 2 {
-            source_file = Some(cp.utf8(u16_at(data, 0)?)?.into_owned());
-        }
-    }
-    if r.pos != bytes.len() {
-        return Err(RewriteError::Malformed(format!(
-            "{} bytes after the end of the class",
-            bytes.len() - r.pos
-        )));
-    }
-
+    let ClassInfo {
+        cp,
+        major,
+        this_class,
+        name: class_name,
+        methods,
+        source_file,
+    } = class;
     let mut stats = ClassStats::default();
     let mut cpa = CpAppender::new(cp.count());
     let mut scratch = method::Scratch::default();
     // (Code attribute start, end, new Code attribute body)
     let mut replaced: Vec<(usize, usize, Vec<u8>)> = Vec::new();
-    for &(access, name_idx, desc_idx, code) in &methods {
+    for &MethodInfo {
+        access,
+        name: name_idx,
+        desc: desc_idx,
+        code,
+    } in &methods
+    {
         let Some((start, end)) = code else { continue };
-        if access & (ACC_NATIVE | ACC_ABSTRACT) != 0 {
-            continue;
-        }
         let name = cp.utf8(name_idx)?;
         let desc_bytes = cp.utf8_bytes(desc_idx)?;
         let desc = cp.utf8(desc_idx)?;
@@ -226,13 +321,6 @@ pub fn rewrite_class(
 const ACC_STATIC: u16 = 0x0008;
 const ACC_NATIVE: u16 = 0x0100;
 const ACC_ABSTRACT: u16 = 0x0400;
-
-fn cp_class_name_index(cp: &ConstPool, bytes: &[u8], class: u16) -> Result<u16, RewriteError> {
-    // Validates the Class entry, then returns its name index.
-    cp.class_name(class)?;
-    let _ = bytes;
-    cp.class_name_index(class)
-}
 
 fn skip_attributes(r: &mut Reader) -> Result<(), RewriteError> {
     let n = r.u16()?;
