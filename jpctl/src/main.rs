@@ -1,1 +1,134 @@
-fn main() {}
+//! jpctl: query jpd over its Unix socket.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use jp_proto::v1::{GetIrqStatsRequest, GetKernelProfileRequest, GetStatusRequest, ResetRequest};
+use jpctl::client::{self, DEFAULT_SOCKET};
+use jpctl::output;
+
+#[derive(Parser, Debug)]
+#[command(name = "jpctl", version, about = "Query jpd, jp's profiling daemon")]
+struct Cli {
+    /// jpd's Unix socket.
+    #[arg(long, global = true, env = "JP_SOCKET", default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// What jpd has attached, samples seen, events lost, eBPF run time.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Kernel functions by samples since the last reset (readprofile style).
+    Kernel {
+        /// Show only the N functions with the most samples.
+        #[arg(long, value_name = "N")]
+        top: Option<u32>,
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Hard-IRQ handler hits and softirqs since the last reset.
+    Irq {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start counting from zero (for every client of jpd).
+    Reset,
+    /// Live full-screen view of kernel functions, IRQs and softirqs.
+    Top {
+        /// Refresh interval in milliseconds.
+        #[arg(long, default_value_t = 1000, value_name = "MS")]
+        interval: u32,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+enum Format {
+    Table,
+    Readprofile,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("jpctl: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("jpctl: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut c = client::connect(&cli.socket).await?;
+    let rpc = |s: tonic::Status| anyhow::anyhow!(client::status_message(&s));
+    let text = match cli.command {
+        Command::Status { json } => {
+            let s = c
+                .get_status(GetStatusRequest {})
+                .await
+                .map_err(rpc)?
+                .into_inner();
+            if json {
+                output::to_json(&output::status_json(&s))
+            } else {
+                output::status_text(&s)
+            }
+        }
+        Command::Kernel { top, json, format } => {
+            let req = GetKernelProfileRequest {
+                top_n: top.unwrap_or(0),
+                ..Default::default()
+            };
+            let p = c.get_kernel_profile(req).await.map_err(rpc)?.into_inner();
+            if json {
+                output::to_json(&output::kernel_json(&p))
+            } else if format == Format::Readprofile {
+                output::readprofile(&p)
+            } else {
+                output::kernel_text(&p)
+            }
+        }
+        Command::Irq { json } => {
+            let s = c
+                .get_irq_stats(GetIrqStatsRequest {})
+                .await
+                .map_err(rpc)?
+                .into_inner();
+            if json {
+                output::to_json(&output::irq_json(&s))
+            } else {
+                output::irq_text(&s)
+            }
+        }
+        Command::Reset => {
+            c.reset(ResetRequest {}).await.map_err(rpc)?;
+            "counts reset: jpd counts from zero for every client\n".to_string()
+        }
+        Command::Top { interval } => {
+            jpctl::top::run(c, interval).await?;
+            String::new()
+        }
+    };
+    // A closed pipe (`jpctl kernel | head`) is not an error worth a message.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
+    Ok(())
+}

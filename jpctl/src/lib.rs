@@ -1,0 +1,4 @@
+//! jpctl: the command-line client of jpd, and its live `top` view.
+pub mod client;
+pub mod output;
+pub mod top;

@@ -1,0 +1,902 @@
+//! `jpctl top`'s state: totals and rates built from jpd's Watch deltas, and the
+//! UI's settings (focus, sort, filter, pause). No I/O: the event loop feeds it
+//! updates and keys, the views read it.
+//!
+//! Row orders (sorted, filtered) are recomputed when data or settings change, not
+//! when a frame is drawn.
+
+use std::collections::HashMap;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use jp_proto::v1::{KernelDelta, ModeSamples, WatchUpdate};
+
+/// The panes, in Tab order. A new source (JVM) adds a variant here and a view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PaneId {
+    Functions,
+    Interrupts,
+}
+
+impl PaneId {
+    pub const ALL: [PaneId; 2] = [PaneId::Functions, PaneId::Interrupts];
+
+    pub fn next(self) -> PaneId {
+        let i = PaneId::ALL.iter().position(|p| *p == self).unwrap_or(0);
+        PaneId::ALL[(i + 1) % PaneId::ALL.len()]
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            PaneId::Functions => "Kernel functions",
+            PaneId::Interrupts => "Interrupts",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FunctionSort {
+    Samples,
+    Rate,
+    Load,
+    Name,
+}
+
+impl FunctionSort {
+    fn next(self) -> Self {
+        match self {
+            FunctionSort::Samples => FunctionSort::Rate,
+            FunctionSort::Rate => FunctionSort::Load,
+            FunctionSort::Load => FunctionSort::Name,
+            FunctionSort::Name => FunctionSort::Samples,
+        }
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            FunctionSort::Samples => "samples",
+            FunctionSort::Rate => "rate",
+            FunctionSort::Load => "load",
+            FunctionSort::Name => "name",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrqSort {
+    Rate,
+    Count,
+    Time,
+    Irq,
+}
+
+impl IrqSort {
+    fn next(self) -> Self {
+        match self {
+            IrqSort::Rate => IrqSort::Count,
+            IrqSort::Count => IrqSort::Time,
+            IrqSort::Time => IrqSort::Irq,
+            IrqSort::Irq => IrqSort::Rate,
+        }
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            IrqSort::Rate => "rate",
+            IrqSort::Count => "count",
+            IrqSort::Time => "time",
+            IrqSort::Irq => "irq",
+        }
+    }
+}
+
+/// Samples by mode; `total` is kernel + user + idle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Modes {
+    pub total: u64,
+    pub kernel: u64,
+    pub user: u64,
+    pub idle: u64,
+}
+
+impl Modes {
+    fn add(&mut self, m: &ModeSamples) {
+        self.total += m.total;
+        self.kernel += m.kernel;
+        self.user += m.user;
+        self.idle += m.idle;
+    }
+    fn add_modes(&mut self, m: &Modes) {
+        self.total += m.total;
+        self.kernel += m.kernel;
+        self.user += m.user;
+        self.idle += m.idle;
+    }
+    pub fn busy(&self) -> u64 {
+        self.kernel + self.user
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FunctionRow {
+    pub name: String,
+    pub module: Option<String>,
+    pub size: u64,
+    /// Since start or the last zero.
+    pub samples: u64,
+    /// Samples per second over the last update.
+    pub rate: f64,
+    pending: u64,
+    /// Lower-cased "name [module]" for the filter.
+    search: String,
+}
+
+impl FunctionRow {
+    /// readprofile's load: samples per byte of function.
+    pub fn load(&self) -> f64 {
+        if self.size == 0 {
+            0.0
+        } else {
+            self.samples as f64 / self.size as f64
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IrqRow {
+    pub irq: u32,
+    pub handler: String,
+    pub function: String,
+    pub count: u64,
+    pub time_ns: u64,
+    /// Handled interrupts per second over the last update.
+    pub rate: f64,
+    /// Handler time per second (ns/s) over the last update.
+    pub time_rate: f64,
+    pending_count: u64,
+    pending_time: u64,
+    search: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SoftirqRow {
+    pub name: String,
+    pub vector: u32,
+    pub count: u64,
+    pub time_ns: u64,
+    pub rate: f64,
+    pub time_rate: f64,
+    pending_count: u64,
+    pending_time: u64,
+    search: String,
+}
+
+/// What the event loop must do after a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    None,
+    Quit,
+    /// Restart the Watch stream with the state's new interval.
+    ChangeInterval,
+}
+
+pub const MIN_INTERVAL_MS: u32 = 250;
+pub const MAX_INTERVAL_MS: u32 = 10_000;
+
+#[derive(Clone, Debug)]
+pub struct Ui {
+    pub focus: PaneId,
+    pub function_sort: FunctionSort,
+    pub irq_sort: IrqSort,
+    /// Lower-cased filter text; empty = no filter.
+    pub filter: String,
+    /// Typing a filter after `/`.
+    pub editing_filter: bool,
+    pub paused: bool,
+    pub help: bool,
+    pub interval_ms: u32,
+    /// `z` was pressed: totals count from a local baseline (jpd is not reset).
+    pub zeroed: bool,
+    /// First visible row of each pane, by `PaneId::ALL` index.
+    pub scroll: [usize; PaneId::ALL.len()],
+}
+
+#[derive(Clone, Debug)]
+pub struct TopState {
+    pub functions: Vec<FunctionRow>,
+    pub irqs: Vec<IrqRow>,
+    pub softirqs: Vec<SoftirqRow>,
+    /// Samples since start or the last zero.
+    pub modes: Modes,
+    /// Samples in the last update, for the header's rate.
+    pub last_modes: Modes,
+    pending_modes: Modes,
+    pub unknown_samples: u64,
+    pub shift: u32,
+    /// Cumulative, as jpd reports it.
+    pub events_lost: u64,
+    /// Updates applied on the current stream.
+    pub updates: u64,
+    /// Seconds the last update covered.
+    pub last_elapsed_s: f64,
+    pub ui: Ui,
+    /// Indexes into `functions` / `irqs` / `softirqs`: filtered and sorted.
+    pub function_order: Vec<usize>,
+    pub irq_order: Vec<usize>,
+    pub softirq_order: Vec<usize>,
+    function_by_key: HashMap<(String, Option<String>), usize>,
+    irq_by_key: HashMap<(u32, String), usize>,
+    // Ids are per Watch stream; cleared when a stream starts.
+    function_by_id: HashMap<u32, usize>,
+    irq_by_id: HashMap<u32, usize>,
+    /// The next stream is a restart: its first message (counts since jpd's reset)
+    /// only brings names, as those counts are already in our totals.
+    restarted: bool,
+}
+
+impl TopState {
+    pub fn new(interval_ms: u32) -> TopState {
+        TopState {
+            functions: Vec::new(),
+            irqs: Vec::new(),
+            softirqs: Vec::new(),
+            modes: Modes::default(),
+            last_modes: Modes::default(),
+            pending_modes: Modes::default(),
+            unknown_samples: 0,
+            shift: 0,
+            events_lost: 0,
+            updates: 0,
+            last_elapsed_s: 0.0,
+            ui: Ui {
+                focus: PaneId::Functions,
+                function_sort: FunctionSort::Samples,
+                irq_sort: IrqSort::Rate,
+                filter: String::new(),
+                editing_filter: false,
+                paused: false,
+                help: false,
+                interval_ms: interval_ms.clamp(MIN_INTERVAL_MS, MAX_INTERVAL_MS),
+                zeroed: false,
+                scroll: [0; PaneId::ALL.len()],
+            },
+            function_order: Vec::new(),
+            irq_order: Vec::new(),
+            softirq_order: Vec::new(),
+            function_by_key: HashMap::new(),
+            irq_by_key: HashMap::new(),
+            function_by_id: HashMap::new(),
+            irq_by_id: HashMap::new(),
+            restarted: false,
+        }
+    }
+
+    /// Call before reading a new Watch stream (after an interval change).
+    pub fn begin_restarted_stream(&mut self) {
+        self.restarted = true;
+    }
+
+    /// Applies one Watch message.
+    pub fn apply(&mut self, u: &WatchUpdate) {
+        if u.seq == 0 {
+            self.function_by_id.clear();
+            self.irq_by_id.clear();
+            self.updates = 0;
+        }
+        let counts_known = u.seq == 0 && std::mem::take(&mut self.restarted);
+        if u.reset && u.seq > 0 {
+            // Someone reset jpd: the deltas below count from that reset.
+            self.clear_totals();
+        }
+        let Some(k) = &u.kernel else {
+            self.updates += 1;
+            return;
+        };
+        self.register_names(k);
+        self.shift = k.shift;
+        self.events_lost = k.events_lost;
+        if !counts_known {
+            self.add_deltas(k, u.elapsed_ns);
+        }
+        self.updates += 1;
+        self.refresh_order();
+    }
+
+    fn register_names(&mut self, k: &KernelDelta) {
+        for f in &k.new_functions {
+            let key = (f.name.clone(), f.module.clone());
+            let idx = match self.function_by_key.get(&key) {
+                Some(&i) => i,
+                None => {
+                    let search = match &f.module {
+                        Some(m) => format!("{} [{}]", f.name, m).to_lowercase(),
+                        None => f.name.to_lowercase(),
+                    };
+                    self.functions.push(FunctionRow {
+                        name: f.name.clone(),
+                        module: f.module.clone(),
+                        size: f.size,
+                        search,
+                        ..Default::default()
+                    });
+                    self.function_by_key.insert(key, self.functions.len() - 1);
+                    self.functions.len() - 1
+                }
+            };
+            if let Some(row) = self.functions.get_mut(idx) {
+                row.size = f.size;
+            }
+            self.function_by_id.insert(f.id, idx);
+        }
+        for i in &k.new_irqs {
+            let key = (i.irq, i.handler.clone());
+            let idx = match self.irq_by_key.get(&key) {
+                Some(&x) => x,
+                None => {
+                    let search = format!("{} {} {}", i.irq, i.handler, i.function).to_lowercase();
+                    self.irqs.push(IrqRow {
+                        irq: i.irq,
+                        handler: i.handler.clone(),
+                        function: i.function.clone(),
+                        search,
+                        ..Default::default()
+                    });
+                    self.irq_by_key.insert(key, self.irqs.len() - 1);
+                    self.irqs.len() - 1
+                }
+            };
+            self.irq_by_id.insert(i.id, idx);
+        }
+    }
+
+    fn add_deltas(&mut self, k: &KernelDelta, elapsed_ns: u64) {
+        let paused = self.ui.paused;
+        let secs = elapsed_ns as f64 / 1e9;
+        let per_s = |d: u64| if secs > 0.0 { d as f64 / secs } else { 0.0 };
+        let mut m = Modes::default();
+        if let Some(s) = &k.samples {
+            m.add(s);
+        }
+        if paused {
+            self.pending_modes.add_modes(&m);
+        } else {
+            self.modes.add_modes(&m);
+            self.last_modes = m;
+            self.last_elapsed_s = secs;
+            self.unknown_samples += k.unknown_samples;
+            for r in &mut self.functions {
+                r.rate = 0.0;
+            }
+            for r in &mut self.irqs {
+                r.rate = 0.0;
+                r.time_rate = 0.0;
+            }
+            for r in &mut self.softirqs {
+                r.rate = 0.0;
+                r.time_rate = 0.0;
+            }
+        }
+        for d in &k.functions {
+            let Some(r) = self
+                .function_by_id
+                .get(&d.id)
+                .and_then(|&i| self.functions.get_mut(i))
+            else {
+                continue;
+            };
+            if paused {
+                r.pending += d.samples;
+            } else {
+                r.samples += d.samples;
+                r.rate = per_s(d.samples);
+            }
+        }
+        for d in &k.irqs {
+            let Some(r) = self
+                .irq_by_id
+                .get(&d.id)
+                .and_then(|&i| self.irqs.get_mut(i))
+            else {
+                continue;
+            };
+            if paused {
+                r.pending_count += d.count;
+                r.pending_time += d.time_ns;
+            } else {
+                r.count += d.count;
+                r.time_ns += d.time_ns;
+                r.rate = per_s(d.count);
+                r.time_rate = per_s(d.time_ns);
+            }
+        }
+        for s in &k.softirqs {
+            let idx = match self.softirqs.iter().position(|r| r.vector == s.vector) {
+                Some(i) => i,
+                None => {
+                    self.softirqs.push(SoftirqRow {
+                        name: s.name.clone(),
+                        vector: s.vector,
+                        search: s.name.to_lowercase(),
+                        ..Default::default()
+                    });
+                    self.softirqs.len() - 1
+                }
+            };
+            let Some(r) = self.softirqs.get_mut(idx) else {
+                continue;
+            };
+            if paused {
+                r.pending_count += s.count;
+                r.pending_time += s.time_ns;
+            } else {
+                r.count += s.count;
+                r.time_ns += s.time_ns;
+                r.rate = per_s(s.count);
+                r.time_rate = per_s(s.time_ns);
+            }
+        }
+    }
+
+    /// Local zero: totals restart from now; jpd keeps counting for other clients.
+    pub fn zero(&mut self) {
+        self.clear_totals();
+        self.ui.zeroed = true;
+        self.refresh_order();
+    }
+
+    fn clear_totals(&mut self) {
+        self.modes = Modes::default();
+        self.pending_modes = Modes::default();
+        self.unknown_samples = 0;
+        self.last_modes = Modes::default();
+        for r in &mut self.functions {
+            (r.samples, r.pending, r.rate) = (0, 0, 0.0);
+        }
+        for r in &mut self.irqs {
+            (r.count, r.time_ns, r.pending_count, r.pending_time) = (0, 0, 0, 0);
+            (r.rate, r.time_rate) = (0.0, 0.0);
+        }
+        for r in &mut self.softirqs {
+            (r.count, r.time_ns, r.pending_count, r.pending_time) = (0, 0, 0, 0);
+            (r.rate, r.time_rate) = (0.0, 0.0);
+        }
+    }
+
+    pub fn set_paused(&mut self, paused: bool) {
+        if self.ui.paused && !paused {
+            // Resume: what arrived while paused joins the totals (rates stay those
+            // of the last update shown).
+            let pm = std::mem::take(&mut self.pending_modes);
+            self.modes.add_modes(&pm);
+            for r in &mut self.functions {
+                r.samples += std::mem::take(&mut r.pending);
+            }
+            for r in &mut self.irqs {
+                r.count += std::mem::take(&mut r.pending_count);
+                r.time_ns += std::mem::take(&mut r.pending_time);
+            }
+            for r in &mut self.softirqs {
+                r.count += std::mem::take(&mut r.pending_count);
+                r.time_ns += std::mem::take(&mut r.pending_time);
+            }
+            self.ui.paused = false;
+            self.refresh_order();
+        } else {
+            self.ui.paused = paused;
+        }
+    }
+
+    /// Share of non-idle samples, in percent.
+    pub fn share(&self, samples: u64) -> f64 {
+        let busy = self.modes.busy();
+        if busy == 0 {
+            0.0
+        } else {
+            100.0 * samples as f64 / busy as f64
+        }
+    }
+
+    /// Recomputes the filtered, sorted row orders. Functions without samples
+    /// (since the last zero) are not shown.
+    pub fn refresh_order(&mut self) {
+        let filter = self.ui.filter.as_str();
+        let keep = |search: &str| filter.is_empty() || search.contains(filter);
+
+        self.function_order.clear();
+        let fs = &self.functions;
+        self.function_order
+            .extend((0..fs.len()).filter(|&i| fs[i].samples > 0 && keep(&fs[i].search)));
+        let by = self.ui.function_sort;
+        self.function_order.sort_by(|&a, &b| {
+            let (a, b) = (&fs[a], &fs[b]);
+            let o = match by {
+                FunctionSort::Samples => b.samples.cmp(&a.samples),
+                FunctionSort::Rate => b.rate.total_cmp(&a.rate),
+                FunctionSort::Load => b.load().total_cmp(&a.load()),
+                FunctionSort::Name => a.name.cmp(&b.name),
+            };
+            o.then_with(|| b.samples.cmp(&a.samples))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+
+        let by = self.ui.irq_sort;
+        self.irq_order.clear();
+        let irqs = &self.irqs;
+        self.irq_order
+            .extend((0..irqs.len()).filter(|&i| keep(&irqs[i].search)));
+        self.irq_order.sort_by(|&a, &b| {
+            let (a, b) = (&irqs[a], &irqs[b]);
+            let o = match by {
+                IrqSort::Rate => b.rate.total_cmp(&a.rate),
+                IrqSort::Count => b.count.cmp(&a.count),
+                IrqSort::Time => b.time_ns.cmp(&a.time_ns),
+                IrqSort::Irq => a.irq.cmp(&b.irq),
+            };
+            o.then_with(|| b.count.cmp(&a.count))
+                .then_with(|| a.irq.cmp(&b.irq))
+                .then_with(|| a.handler.cmp(&b.handler))
+        });
+
+        self.softirq_order.clear();
+        let sv = &self.softirqs;
+        self.softirq_order
+            .extend((0..sv.len()).filter(|&i| keep(&sv[i].search)));
+        self.softirq_order.sort_by(|&a, &b| {
+            let (a, b) = (&sv[a], &sv[b]);
+            let o = match by {
+                IrqSort::Rate => b.rate.total_cmp(&a.rate),
+                IrqSort::Count => b.count.cmp(&a.count),
+                IrqSort::Time => b.time_ns.cmp(&a.time_ns),
+                IrqSort::Irq => a.vector.cmp(&b.vector),
+            };
+            o.then_with(|| a.vector.cmp(&b.vector))
+        });
+        let lens = [self.function_order.len(), self.irq_order.len()];
+        for (s, len) in self.ui.scroll.iter_mut().zip(lens) {
+            *s = (*s).min(len.saturating_sub(1));
+        }
+    }
+
+    fn focus_index(&self) -> usize {
+        PaneId::ALL
+            .iter()
+            .position(|p| *p == self.ui.focus)
+            .unwrap_or(0)
+    }
+
+    /// Keys → state changes; the returned action is for the event loop.
+    pub fn handle_key(&mut self, key: KeyEvent) -> Action {
+        let ctrl_c =
+            key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
+        if ctrl_c {
+            return Action::Quit;
+        }
+        if self.ui.editing_filter {
+            match key.code {
+                KeyCode::Enter => self.ui.editing_filter = false,
+                KeyCode::Esc => {
+                    self.ui.editing_filter = false;
+                    self.ui.filter.clear();
+                    self.refresh_order();
+                }
+                KeyCode::Backspace => {
+                    self.ui.filter.pop();
+                    self.refresh_order();
+                }
+                KeyCode::Char(c) => {
+                    self.ui.filter.extend(c.to_lowercase());
+                    self.refresh_order();
+                }
+                _ => {}
+            }
+            return Action::None;
+        }
+        if self.ui.help {
+            // Any key closes the help; q still quits.
+            self.ui.help = false;
+            return if matches!(key.code, KeyCode::Char('q')) {
+                Action::Quit
+            } else {
+                Action::None
+            };
+        }
+        match key.code {
+            KeyCode::Char('q') | KeyCode::Esc => return Action::Quit,
+            KeyCode::Char('?') | KeyCode::Char('h') => self.ui.help = true,
+            KeyCode::Tab | KeyCode::BackTab => self.ui.focus = self.ui.focus.next(),
+            KeyCode::Char('s') => {
+                match self.ui.focus {
+                    PaneId::Functions => self.ui.function_sort = self.ui.function_sort.next(),
+                    PaneId::Interrupts => self.ui.irq_sort = self.ui.irq_sort.next(),
+                }
+                self.refresh_order();
+            }
+            KeyCode::Char('/') => {
+                self.ui.editing_filter = true;
+                self.ui.filter.clear();
+                self.refresh_order();
+            }
+            KeyCode::Char(' ') | KeyCode::Char('p') => self.set_paused(!self.ui.paused),
+            KeyCode::Char('z') => self.zero(),
+            KeyCode::Char('+') | KeyCode::Char('=') => {
+                return self.set_interval(self.ui.interval_ms * 2)
+            }
+            KeyCode::Char('-') => return self.set_interval(self.ui.interval_ms / 2),
+            KeyCode::Down | KeyCode::Char('j') => self.scroll(1),
+            KeyCode::Up | KeyCode::Char('k') => self.scroll(-1),
+            KeyCode::PageDown => self.scroll(10),
+            KeyCode::PageUp => self.scroll(-10),
+            KeyCode::Home => self.ui.scroll[self.focus_index()] = 0,
+            _ => {}
+        }
+        Action::None
+    }
+
+    fn set_interval(&mut self, ms: u32) -> Action {
+        let ms = ms.clamp(MIN_INTERVAL_MS, MAX_INTERVAL_MS);
+        if ms == self.ui.interval_ms {
+            return Action::None;
+        }
+        self.ui.interval_ms = ms;
+        Action::ChangeInterval
+    }
+
+    fn scroll(&mut self, by: isize) {
+        let i = self.focus_index();
+        let len = match self.ui.focus {
+            PaneId::Functions => self.function_order.len(),
+            PaneId::Interrupts => self.irq_order.len(),
+        };
+        let cur = self.ui.scroll[i] as isize;
+        self.ui.scroll[i] = (cur + by).clamp(0, len.saturating_sub(1) as isize) as usize;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jp_proto::v1::{FunctionDelta, FunctionInfo, IrqHandlerDelta, IrqHandlerInfo, Softirq};
+
+    fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    fn first() -> WatchUpdate {
+        WatchUpdate {
+            seq: 0,
+            elapsed_ns: 2_000_000_000,
+            reset: false,
+            kernel: Some(KernelDelta {
+                samples: Some(ModeSamples {
+                    total: 100,
+                    kernel: 30,
+                    user: 10,
+                    idle: 60,
+                }),
+                shift: 4,
+                new_functions: vec![
+                    FunctionInfo {
+                        id: 0,
+                        name: "read_iter_zero".into(),
+                        module: None,
+                        address: 0x1000,
+                        size: 100,
+                    },
+                    FunctionInfo {
+                        id: 1,
+                        name: "e1000_intr".into(),
+                        module: Some("e1000".into()),
+                        address: 0x9000,
+                        size: 50,
+                    },
+                ],
+                functions: vec![
+                    FunctionDelta { id: 0, samples: 20 },
+                    FunctionDelta { id: 1, samples: 10 },
+                ],
+                new_irqs: vec![IrqHandlerInfo {
+                    id: 0,
+                    irq: 11,
+                    handler: "virtio1-req.0".into(),
+                    function: "vring_interrupt".into(),
+                }],
+                irqs: vec![IrqHandlerDelta {
+                    id: 0,
+                    count: 40,
+                    time_ns: 4000,
+                }],
+                softirqs: vec![Softirq {
+                    name: "TIMER".into(),
+                    vector: 1,
+                    count: 8,
+                    time_ns: 800,
+                }],
+                unknown_samples: 0,
+                events_lost: 0,
+            }),
+        }
+    }
+
+    fn second() -> WatchUpdate {
+        WatchUpdate {
+            seq: 1,
+            elapsed_ns: 500_000_000,
+            reset: false,
+            kernel: Some(KernelDelta {
+                samples: Some(ModeSamples {
+                    total: 10,
+                    kernel: 5,
+                    user: 0,
+                    idle: 5,
+                }),
+                shift: 4,
+                functions: vec![FunctionDelta { id: 1, samples: 15 }],
+                irqs: vec![IrqHandlerDelta {
+                    id: 0,
+                    count: 5,
+                    time_ns: 100,
+                }],
+                softirqs: vec![Softirq {
+                    name: "TIMER".into(),
+                    vector: 1,
+                    count: 2,
+                    time_ns: 10,
+                }],
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn names(s: &TopState) -> Vec<&str> {
+        s.function_order
+            .iter()
+            .map(|&i| s.functions[i].name.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn deltas_accumulate_and_rates_cover_the_last_update() {
+        let mut s = TopState::new(1000);
+        s.apply(&first());
+        assert_eq!(
+            s.modes,
+            Modes {
+                total: 100,
+                kernel: 30,
+                user: 10,
+                idle: 60
+            }
+        );
+        assert_eq!(names(&s), ["read_iter_zero", "e1000_intr"]);
+        assert_eq!(s.functions[0].rate, 10.0);
+        s.apply(&second());
+        assert_eq!(
+            s.modes,
+            Modes {
+                total: 110,
+                kernel: 35,
+                user: 10,
+                idle: 65
+            }
+        );
+        assert_eq!(s.last_modes.total, 10);
+        assert_eq!(names(&s), ["e1000_intr", "read_iter_zero"]);
+        let e = &s.functions[1];
+        assert_eq!((e.samples, e.rate), (25, 30.0));
+        assert_eq!(s.functions[0].rate, 0.0, "no delta = no rate");
+        assert_eq!(e.load(), 0.5);
+        assert_eq!(s.share(25), 100.0 * 25.0 / 45.0);
+        let irq = &s.irqs[0];
+        assert_eq!(
+            (irq.count, irq.time_ns, irq.rate, irq.time_rate),
+            (45, 4100, 10.0, 200.0)
+        );
+        assert_eq!((s.softirqs[0].count, s.softirqs[0].rate), (10, 4.0));
+    }
+
+    #[test]
+    fn pause_holds_counts_until_resumed() {
+        let mut s = TopState::new(1000);
+        s.apply(&first());
+        s.handle_key(key(' '));
+        assert!(s.ui.paused);
+        s.apply(&second());
+        assert_eq!(s.functions[1].samples, 10);
+        assert_eq!(s.modes.total, 100);
+        s.handle_key(key('p'));
+        assert!(!s.ui.paused);
+        assert_eq!(s.functions[1].samples, 25);
+        assert_eq!(s.modes.total, 110);
+        assert_eq!(s.irqs[0].count, 45);
+    }
+
+    #[test]
+    fn zero_is_local_and_reset_from_jpd_clears_totals() {
+        let mut s = TopState::new(1000);
+        s.apply(&first());
+        s.handle_key(key('z'));
+        assert!(s.ui.zeroed);
+        assert_eq!(s.modes, Modes::default());
+        assert!(names(&s).is_empty());
+        s.apply(&second());
+        assert_eq!(names(&s), ["e1000_intr"]);
+        assert_eq!(s.functions[1].samples, 15);
+        let mut r = second();
+        r.seq = 2;
+        r.reset = true;
+        s.apply(&r);
+        assert_eq!(s.functions[1].samples, 15, "counts restart at the reset");
+        assert_eq!(s.modes.total, 10);
+    }
+
+    #[test]
+    fn restarted_stream_takes_names_but_not_counts_again() {
+        let mut s = TopState::new(1000);
+        s.apply(&first());
+        assert_eq!(s.handle_key(key('+')), Action::ChangeInterval);
+        assert_eq!(s.ui.interval_ms, 2000);
+        s.begin_restarted_stream();
+        let mut again = first();
+        // A new stream numbers names afresh.
+        let k = again.kernel.as_mut().unwrap();
+        k.new_functions[0].id = 7;
+        k.functions[0].id = 7;
+        s.apply(&again);
+        assert_eq!(s.functions.len(), 2);
+        assert_eq!(s.functions[0].samples, 20);
+        let mut next = second();
+        next.kernel.as_mut().unwrap().functions = vec![FunctionDelta { id: 7, samples: 1 }];
+        s.apply(&next);
+        assert_eq!(s.functions[0].samples, 21);
+    }
+
+    #[test]
+    fn interval_is_clamped() {
+        let mut s = TopState::new(1000);
+        assert_eq!(s.handle_key(key('-')), Action::ChangeInterval);
+        assert_eq!(s.handle_key(key('-')), Action::ChangeInterval);
+        assert_eq!(s.handle_key(key('-')), Action::None);
+        assert_eq!(s.ui.interval_ms, MIN_INTERVAL_MS);
+    }
+
+    #[test]
+    fn filter_sort_focus_help_quit() {
+        let mut s = TopState::new(1000);
+        s.apply(&first());
+        s.handle_key(key('/'));
+        for c in "E1000".chars() {
+            s.handle_key(key(c));
+        }
+        assert_eq!(s.ui.filter, "e1000");
+        assert_eq!(names(&s), ["e1000_intr"]);
+        assert!(s.irq_order.is_empty());
+        s.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert!(!s.ui.editing_filter);
+        assert_eq!(s.handle_key(key('q')), Action::Quit);
+        let mut s = TopState::new(1000);
+        s.apply(&first());
+        s.handle_key(key('s'));
+        assert_eq!(s.ui.function_sort, FunctionSort::Rate);
+        s.handle_key(key('s'));
+        assert_eq!(s.ui.function_sort, FunctionSort::Load);
+        assert_eq!(
+            names(&s),
+            ["read_iter_zero", "e1000_intr"],
+            "0.2 vs 0.2 load: by samples"
+        );
+        s.handle_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+        assert_eq!(s.ui.focus, PaneId::Interrupts);
+        s.handle_key(key('s'));
+        assert_eq!(s.ui.irq_sort, IrqSort::Count);
+        assert_eq!(s.ui.function_sort, FunctionSort::Load);
+        s.handle_key(key('?'));
+        assert!(s.ui.help);
+        assert_eq!(s.handle_key(key('x')), Action::None);
+        assert!(!s.ui.help);
+        assert_eq!(
+            s.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Action::Quit
+        );
+        assert_eq!(
+            s.handle_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)),
+            Action::Quit
+        );
+    }
+}
