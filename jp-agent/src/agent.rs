@@ -18,7 +18,7 @@ use crate::stats::Stats;
 use std::ffi::{c_char, c_uchar, c_void, CStr};
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -57,6 +57,8 @@ static JAVA: OnceLock<JavaSide> = OnceLock::new();
 /// Set at VM init: from then on JDK classes may be instrumented (before it, `jp.rt` cannot
 /// be relied on to load).
 static LIVE: AtomicBool = AtomicBool::new(false);
+/// Time spent in VM death (merging the trees and writing the profile), for the statistics.
+static VM_DEATH_MS: AtomicU64 = AtomicU64::new(0);
 
 fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {
@@ -140,7 +142,8 @@ fn start(vm: RawVm, options: &str, live_env: Option<Env>) -> Result<(), String> 
     // SAFETY: raw came from GetEnv and is never disposed.
     let jvmti = unsafe { Jvmti::from_raw(raw) };
 
-    let can_retransform = opts.jdk || live_env.is_some();
+    // Retransformation is how classes loaded before VM init (the JDK) get instrumented.
+    let can_retransform = opts.jdk || !opts.include.is_empty() || live_env.is_some();
     let potential = jvmti.potential_capabilities();
     let mut caps = Capabilities::default();
     if can_retransform {
@@ -379,11 +382,20 @@ unsafe extern "system" fn on_vm_death(_jvmti: RawJvmti, raw: RawEnv) {
         let Some(env) = (unsafe { Env::from_raw(raw) }) else {
             return;
         };
+        let t0 = Instant::now();
         if let Some(j) = JAVA.get() {
             env.call_static_void(j.rt, j.vm_death, &[]);
         }
+        VM_DEATH_MS.store(
+            u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         if AGENT.get().is_some_and(|a| a.opts.stats) {
-            say!("jp-agent: stats: {}", STATS.summary());
+            say!(
+                "jp-agent: stats: {} vm_death_ms={}",
+                STATS.summary(),
+                VM_DEATH_MS.load(Ordering::Relaxed)
+            );
         }
     })
 }

@@ -36,11 +36,16 @@ pub fn decide(opts: &Options, name: &str, jdk_loader: bool) -> Decision {
     if name.starts_with("jp/") {
         return Decision::Runtime;
     }
-    let jdk = jdk_loader || JDK_PACKAGES.iter().any(|p| name.starts_with(p));
-    if jdk && (!opts.jdk || RUNTIME_DEPENDENCIES.iter().any(|p| name.starts_with(p))) {
+    if RUNTIME_DEPENDENCIES.iter().any(|p| name.starts_with(p)) {
         return Decision::Jdk;
     }
-    if !opts.include.is_empty() && !opts.include.iter().any(|p| name.starts_with(p.as_str())) {
+    let included = opts.include.iter().any(|p| name.starts_with(p.as_str()));
+    let jdk = jdk_loader || JDK_PACKAGES.iter().any(|p| name.starts_with(p));
+    // An explicit include= of a JDK package (e.g. com.sun.tools.javac) selects it without jdk=true.
+    if jdk && !opts.jdk && !included {
+        return Decision::Jdk;
+    }
+    if !opts.include.is_empty() && !included {
         return Decision::Filtered;
     }
     if opts.exclude.iter().any(|p| name.starts_with(p.as_str())) {
@@ -80,6 +85,16 @@ mod tests {
             decide(&j, "java/lang/ref/WeakReference", true),
             Decision::Jdk
         );
+
+        let javac = Options::parse("include=com.sun.tools.javac.").unwrap();
+        assert_eq!(
+            decide(&javac, "com/sun/tools/javac/Main", false),
+            Decision::Instrument
+        );
+        assert_eq!(decide(&javac, "java/util/HashMap", true), Decision::Jdk);
+        assert_eq!(decide(&javac, "Foo", false), Decision::Filtered);
+        let both = Options::parse("include=java.lang.").unwrap();
+        assert_eq!(decide(&both, "java/lang/ThreadLocal", true), Decision::Jdk);
 
         let f = Options::parse("include=com.a;org/b,exclude=com.a.Gen").unwrap();
         assert_eq!(decide(&f, "com/a/X", false), Decision::Instrument);

@@ -72,11 +72,11 @@ impl MethodTable {
     pub fn info(&self, id: i32) -> MethodInfo {
         match self.get(id) {
             Some(e) => MethodInfo {
-                name: e.display_name(),
-                file: e.file_path(),
+                name: e.display_name().into(),
+                file: e.file_path().map(Into::into),
             },
             None => MethodInfo {
-                name: format!("unknown-method-{id}"),
+                name: format!("unknown-method-{id}").into(),
                 file: None,
             },
         }
@@ -128,9 +128,9 @@ mod tests {
         assert_eq!(t.id("a/B", "g", "(I)V", None), 1);
         assert_eq!(t.id("a/B", "f", "()V", None), 0);
         assert_eq!(t.len(), 2);
-        assert_eq!(t.info(1).name, "a.B.g(I)V");
+        assert_eq!(&*t.info(1).name, "a.B.g(I)V");
         assert_eq!(t.info(0).file.as_deref(), Some("a/B.java"));
-        assert_eq!(t.info(7).name, "unknown-method-7");
-        assert_eq!(t.info(-1).name, "unknown-method--1");
+        assert_eq!(&*t.info(7).name, "unknown-method-7");
+        assert_eq!(&*t.info(-1).name, "unknown-method--1");
     }
 }

@@ -3,10 +3,21 @@
 //! JVM descriptor's `;` is the separator of this format.
 
 use super::{java_signature, Mct};
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 pub fn write_folded(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
-    let names: Vec<String> = t.nodes.iter().map(|n| java_signature(&n.method)).collect();
+    let mut readable: HashMap<&str, String> = HashMap::new();
+    for n in &t.nodes {
+        readable
+            .entry(&n.method)
+            .or_insert_with(|| java_signature(&n.method));
+    }
+    let names: Vec<&str> = t
+        .nodes
+        .iter()
+        .map(|n| readable[&*n.method].as_str())
+        .collect();
     let mut path: Vec<usize> = Vec::new();
     let mut result = Ok(());
     t.walk(|i, depth| {
@@ -19,11 +30,7 @@ pub fn write_folded(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
         if n.bytecodes == 0 {
             return;
         }
-        let line = path
-            .iter()
-            .map(|&p| names[p].as_str())
-            .collect::<Vec<_>>()
-            .join(";");
+        let line = path.iter().map(|&p| names[p]).collect::<Vec<_>>().join(";");
         result = writeln!(w, "{line} {}", n.bytecodes);
     });
     result

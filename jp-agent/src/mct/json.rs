@@ -43,6 +43,10 @@ pub fn write_json(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
 
 fn write_str(w: &mut dyn Write, s: &str) -> io::Result<()> {
     w.write_all(b"\"")?;
+    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        w.write_all(s.as_bytes())?;
+        return w.write_all(b"\"");
+    }
     for c in s.chars() {
         match c {
             '"' => w.write_all(b"\\\"")?,

@@ -13,15 +13,17 @@ pub use json::write_json;
 pub use pprof::write_pprof;
 pub use tree::write_tree;
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// One calling context. Node 0 of an [`Mct`] is the root (no method, zero counts).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MctNode {
-    /// `pkg.Class.name(DESCRIPTOR)`; empty for the root.
-    pub method: String,
+    /// `pkg.Class.name(DESCRIPTOR)`; empty for the root. Shared by all contexts of a method.
+    pub method: Arc<str>,
     /// Source file with its package directory (`pkg/Foo.java`) when the class names one.
-    pub file: Option<String>,
+    pub file: Option<Arc<str>>,
     pub calls: u64,
     pub bytecodes: u64,
     pub parent: Option<usize>,
@@ -38,8 +40,8 @@ pub struct Mct {
 /// Method name and source file of a method id.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MethodInfo {
-    pub name: String,
-    pub file: Option<String>,
+    pub name: Arc<str>,
+    pub file: Option<Arc<str>>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -59,7 +61,7 @@ impl Mct {
         Mct {
             bba: bba.to_string(),
             nodes: vec![MctNode {
-                method: String::new(),
+                method: Arc::from(""),
                 file: None,
                 calls: 0,
                 bytecodes: 0,
@@ -104,6 +106,8 @@ impl Mct {
         if n == 0 {
             return Ok(t);
         }
+        // Resolve each method once; its contexts share the name.
+        let mut names: HashMap<i32, MethodInfo> = HashMap::new();
         if parent[0] != -1 {
             return Err(MctError("node 0 is not a root".into()));
         }
@@ -115,7 +119,11 @@ impl Mct {
                     MctError(format!("node {i} has parent {} (not earlier)", parent[i]))
                 })?;
             // Node indices of `t` equal input indices: node 0 is the root in both.
-            t.add(p, resolve(mid[i]), calls[i] as u64, bytecodes[i] as u64);
+            let info = names
+                .entry(mid[i])
+                .or_insert_with(|| resolve(mid[i]))
+                .clone();
+            t.add(p, info, calls[i] as u64, bytecodes[i] as u64);
         }
         Ok(t)
     }
@@ -218,7 +226,7 @@ pub(crate) mod tests {
     pub fn paper_tree() -> Mct {
         let mut t = Mct::new("precise");
         let info = |n: &str| MethodInfo {
-            name: n.to_string(),
+            name: n.into(),
             file: Some("Paper.java".into()),
         };
         let main = t.add(0, info("Paper.main([Ljava/lang/String;)V"), 1, 5);
@@ -243,12 +251,12 @@ pub(crate) mod tests {
             &[0, 1, 2],
             &[0, 3, -1],
             |m| MethodInfo {
-                name: format!("m{m}"),
+                name: format!("m{m}").into(),
                 file: None,
             },
         )
         .unwrap();
-        assert_eq!(t.nodes[2].method, "m8");
+        assert_eq!(&*t.nodes[2].method, "m8");
         assert_eq!(t.nodes[2].bytecodes, u64::MAX);
         assert_eq!(t.nodes[1].children, vec![2]);
     }

@@ -86,7 +86,7 @@ fn encode(t: &Mct) -> Vec<u8> {
     let mut functions: Vec<(u64, usize)> = Vec::new();
     let mut node_loc = vec![0u64; t.nodes.len()];
     t.walk(|i, _| {
-        let m = t.nodes[i].method.as_str();
+        let m: &str = &t.nodes[i].method;
         let next = loc_of.len() as u64 + 1;
         let id = *loc_of.entry(m).or_insert_with(|| {
             functions.push((next, i));
