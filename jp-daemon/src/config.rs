@@ -1,0 +1,427 @@
+//! jpd's configuration: a TOML file, embedded defaults, and command-line overrides.
+//!
+//! `jpd.toml` at the crate root is both the embedded default configuration and
+//! the reference documentation of every key; a test keeps it equal to
+//! [`Config::default`].
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::kernel::KernelOptions;
+
+/// The default configuration file, with a comment on every key.
+pub const DEFAULT_CONFIG_TOML: &str = include_str!("../jpd.toml");
+
+/// Where jpd looks for a configuration when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/jp/jpd.toml";
+
+pub const DEFAULT_SOCKET: &str = "/run/jp/jpd.sock";
+
+pub const FREQUENCY_RANGE: std::ops::RangeInclusive<u64> = 1..=100_000;
+pub const SHIFT_RANGE: std::ops::RangeInclusive<u32> = 0..=16;
+pub const READ_INTERVAL_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=60_000;
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub kernel: KernelConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub socket: PathBuf,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KernelConfig {
+    #[serde(deserialize_with = "frequency")]
+    pub frequency_hz: u64,
+    #[serde(deserialize_with = "shift")]
+    pub shift: u32,
+    #[serde(deserialize_with = "read_interval")]
+    pub read_interval_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    #[serde(deserialize_with = "log_level")]
+    pub level: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            socket: PathBuf::from(DEFAULT_SOCKET),
+        }
+    }
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        let k = KernelOptions::default();
+        KernelConfig {
+            frequency_hz: k.frequency_hz,
+            shift: k.shift,
+            read_interval_ms: u64::try_from(k.read_interval.as_millis()).unwrap_or(1000),
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".into(),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server: ServerConfig::default(),
+            kernel: KernelConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl KernelConfig {
+    pub fn options(&self) -> KernelOptions {
+        KernelOptions {
+            frequency_hz: self.frequency_hz,
+            shift: self.shift,
+            read_interval: Duration::from_millis(self.read_interval_ms),
+        }
+    }
+}
+
+/// Where the configuration came from, for the startup log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    File(PathBuf),
+    Embedded,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::File(p) => write!(f, "{}", p.display()),
+            Source::Embedded => f.write_str("embedded defaults"),
+        }
+    }
+}
+
+/// A configuration that could not be read or is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `line` and `column` are 1-based; `message` names the offending key.
+    #[error("invalid config {path}, line {line}, column {column}: {message}")]
+    Parse {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("invalid config {path}: {message}")]
+    Invalid { path: String, message: String },
+    #[error("{0}")]
+    Flag(String),
+}
+
+impl Config {
+    /// Parses `text`; `origin` names the file in error messages.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        toml::from_str::<Config>(text).map_err(|e| {
+            let (line, column) = e.span().map_or((1, 1), |s| line_column(text, s.start));
+            ConfigError::Parse {
+                path: origin.to_string(),
+                line,
+                column,
+                message: e.message().trim_end().to_string(),
+            }
+        })
+    }
+
+    /// `--config PATH` when given (it must exist), else [`DEFAULT_CONFIG_PATH`]
+    /// when it exists, else the embedded defaults.
+    pub fn load(explicit: Option<&Path>) -> Result<(Config, Source), ConfigError> {
+        let path = match explicit {
+            Some(p) => p.to_path_buf(),
+            None if Path::new(DEFAULT_CONFIG_PATH).exists() => PathBuf::from(DEFAULT_CONFIG_PATH),
+            None => {
+                let c = Config::parse(DEFAULT_CONFIG_TOML, "<embedded jpd.toml>")?;
+                return Ok((c, Source::Embedded));
+            }
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let c = Config::parse(&text, &path.display().to_string())?;
+        Ok((c, Source::File(path)))
+    }
+
+    /// Applies command-line flags, which win over the file; checked like the file.
+    pub fn override_with(
+        &mut self,
+        socket: Option<PathBuf>,
+        frequency_hz: Option<u64>,
+        shift: Option<u32>,
+    ) -> Result<(), ConfigError> {
+        if let Some(s) = socket {
+            self.server.socket = s;
+        }
+        if let Some(f) = frequency_hz {
+            check_range("--frequency", f, &FREQUENCY_RANGE).map_err(ConfigError::Flag)?;
+            self.kernel.frequency_hz = f;
+        }
+        if let Some(s) = shift {
+            check_range("--shift", s, &SHIFT_RANGE).map_err(ConfigError::Flag)?;
+            self.kernel.shift = s;
+        }
+        if self.server.socket.as_os_str().is_empty() {
+            return Err(ConfigError::Flag("the socket path is empty".into()));
+        }
+        Ok(())
+    }
+}
+
+/// 1-based line and column (in characters) of byte offset `at` in `text`.
+fn line_column(text: &str, at: usize) -> (usize, usize) {
+    let at = at.min(text.len());
+    let before = text.get(..at).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
+    (line, column)
+}
+
+fn check_range<T: PartialOrd + fmt::Display>(
+    what: &str,
+    v: T,
+    range: &std::ops::RangeInclusive<T>,
+) -> Result<T, String> {
+    if range.contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{what} = {v} is out of range {}..={}",
+            range.start(),
+            range.end()
+        ))
+    }
+}
+
+fn frequency<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    check_range("frequency_hz", u64::deserialize(d)?, &FREQUENCY_RANGE)
+        .map_err(serde::de::Error::custom)
+}
+
+fn shift<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    check_range("shift", u32::deserialize(d)?, &SHIFT_RANGE).map_err(serde::de::Error::custom)
+}
+
+fn read_interval<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    check_range(
+        "read_interval_ms",
+        u64::deserialize(d)?,
+        &READ_INTERVAL_MS_RANGE,
+    )
+    .map_err(serde::de::Error::custom)
+}
+
+const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+fn log_level<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if LOG_LEVELS.contains(&s.as_str()) {
+        Ok(s)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "level = {s:?} is not one of {}",
+            LOG_LEVELS.join(", ")
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_file_is_the_default_configuration() {
+        let c = Config::parse(DEFAULT_CONFIG_TOML, "jpd.toml").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.kernel.options(), KernelOptions::default());
+        assert_eq!(c.server.socket, PathBuf::from("/run/jp/jpd.sock"));
+    }
+
+    #[test]
+    fn embedded_file_documents_every_key() {
+        // Every key of the default configuration appears, uncommented, in jpd.toml.
+        for key in [
+            "[server]",
+            "socket =",
+            "[kernel]",
+            "frequency_hz =",
+            "shift =",
+            "read_interval_ms =",
+            "[log]",
+            "level =",
+        ] {
+            assert!(
+                DEFAULT_CONFIG_TOML.lines().any(|l| l.starts_with(key)),
+                "jpd.toml does not set {key}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        assert_eq!(Config::parse("", "x.toml").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn partial_file_keeps_other_defaults() {
+        let c = Config::parse("[kernel]\nshift = 2\n", "x.toml").unwrap();
+        assert_eq!(c.kernel.shift, 2);
+        assert_eq!(c.kernel.frequency_hz, 997);
+        assert_eq!(c.server, ServerConfig::default());
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let text = "[server]\nsocket = \"/tmp/x.sock\"\n\n[kernel]\nfrequency = 99\n";
+        let e = Config::parse(text, "/etc/jp/jpd.toml").unwrap_err();
+        match &e {
+            ConfigError::Parse {
+                path,
+                line,
+                column,
+                message,
+            } => {
+                assert_eq!(path, "/etc/jp/jpd.toml");
+                assert_eq!((*line, *column), (5, 1));
+                assert!(
+                    message.starts_with("unknown field `frequency`"),
+                    "{message}"
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with("invalid config /etc/jp/jpd.toml, line 5, column 1: unknown field `frequency`, expected one of"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn unknown_section_is_rejected() {
+        let e = Config::parse("[jvm]\nx = 1\n", "c.toml").unwrap_err();
+        let ConfigError::Parse { line, message, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(line, 1);
+        assert!(message.starts_with("unknown field `jvm`"), "{message}");
+    }
+
+    #[test]
+    fn wrong_type_names_line() {
+        let e =
+            Config::parse("[kernel]\nshift = 4\nfrequency_hz = \"fast\"\n", "c.toml").unwrap_err();
+        let ConfigError::Parse {
+            line,
+            column,
+            message,
+            ..
+        } = e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!((line, column), (3, 16));
+        assert!(
+            message.contains("invalid type: string \"fast\", expected u64"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn out_of_range_value_names_line() {
+        let e = Config::parse("[kernel]\nshift = 40\n", "c.toml").unwrap_err();
+        let ConfigError::Parse { line, message, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(line, 2);
+        assert_eq!(message, "shift = 40 is out of range 0..=16");
+        let e = Config::parse("[kernel]\nfrequency_hz = 0\n", "c.toml").unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("line 2, column 16: frequency_hz = 0 is out of range 1..=100000"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_log_level() {
+        let e = Config::parse("[log]\nlevel = \"loud\"\n", "c.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.toml, line 2, column 9: level = \"loud\" is not one of off, error, warn, info, debug, trace"
+        );
+    }
+
+    #[test]
+    fn syntax_error_names_line() {
+        let e = Config::parse("[kernel]\nshift = = 3\n", "c.toml").unwrap_err();
+        let ConfigError::Parse { line, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(line, 2);
+    }
+
+    #[test]
+    fn flags_win_and_are_checked() {
+        let mut c = Config::default();
+        c.override_with(Some("/tmp/j.sock".into()), Some(250), Some(2))
+            .unwrap();
+        assert_eq!(c.server.socket, PathBuf::from("/tmp/j.sock"));
+        assert_eq!((c.kernel.frequency_hz, c.kernel.shift), (250, 2));
+        let e = c.override_with(None, Some(0), None).unwrap_err();
+        assert_eq!(e.to_string(), "--frequency = 0 is out of range 1..=100000");
+        let e = c.override_with(None, None, Some(17)).unwrap_err();
+        assert_eq!(e.to_string(), "--shift = 17 is out of range 0..=16");
+    }
+
+    #[test]
+    fn missing_explicit_file_is_an_error() {
+        let e = Config::load(Some(Path::new("/nonexistent/jpd.toml"))).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot read config file /nonexistent/jpd.toml: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn line_column_counts_characters() {
+        assert_eq!(line_column("ab\ncdé\nx", 0), (1, 1));
+        assert_eq!(line_column("ab\ncdé\nx", 3), (2, 1));
+        // é is two bytes: "x" is at byte 8, the second newline at byte 7.
+        assert_eq!(line_column("ab\ncdé\nx", 8), (3, 1));
+        assert_eq!(line_column("ab\ncdé\nx", 7), (2, 4));
+    }
+}

@@ -1,0 +1,58 @@
+//! jpd's gRPC server: `jp.v1.Jp`, the standard health service and reflection
+//! (v1 and v1alpha), on a Unix socket.
+//!
+//! Shutdown has one path: the future given to [`serve`] completes → Watch streams
+//! end, health says NOT_SERVING, the server stops accepting and drains; the caller
+//! then stops the collector and drops the [`socket::SocketGuard`].
+
+pub mod convert;
+mod service;
+pub mod socket;
+pub mod watch;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use anyhow::Context;
+use jp_proto::v1::jp_server::JpServer;
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+
+pub use service::JpService;
+
+use crate::store::Store;
+
+/// Serves until `shutdown` completes, then returns once in-flight calls are done.
+pub async fn serve(
+    listener: UnixListener,
+    store: Arc<Store>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<JpServer<JpService>>().await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(jp_proto::v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .context("cannot build the reflection service (v1)")?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(jp_proto::v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .context("cannot build the reflection service (v1alpha)")?;
+    let signal = async move {
+        shutdown.await;
+        health.set_not_serving::<JpServer<JpService>>().await;
+        // Ends every Watch stream; graceful shutdown would otherwise wait for them.
+        let _ = stop_tx.send(true);
+    };
+    tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(JpServer::new(JpService::new(store, stop_rx)))
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), signal)
+        .await
+        .context("gRPC server failed")
+}
