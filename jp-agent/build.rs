@@ -88,11 +88,13 @@ fn run() -> Result<(), String> {
             .arg("jp/rt"),
     )?;
 
-    // Agent jar: jp/agent with a manifest naming the Premain-Class.
+    // Agent jar: jp/agent and jp/rt, with a manifest naming the Premain-Class and putting
+    // the jar itself on the boot class path (the JPLIS agent appends it in the OnLoad phase,
+    // which is quieter and earlier than the native code could in premain).
     let manifest = out_dir.join("MANIFEST.MF");
     fs::write(
         &manifest,
-        "Premain-Class: jp.agent.Premain\n\
+        "Premain-Class: jp.agent.Premain\nBoot-Class-Path: jp-agent.jar\n\
          Can-Retransform-Classes: true\nCan-Redefine-Classes: false\nEnable-Native-Access: ALL-UNNAMED\n",
     )
     .map_err(|e| e.to_string())?;
@@ -107,7 +109,10 @@ fn run() -> Result<(), String> {
             .arg(&manifest)
             .arg("-C")
             .arg(&classes)
-            .arg("jp/agent"),
+            .arg("jp/agent")
+            .arg("-C")
+            .arg(&classes)
+            .arg("jp/rt"),
     )?;
 
     // OUT_DIR is <target>/<profile>/build/jp-agent-<hash>/out: the profile dir is 3 up.

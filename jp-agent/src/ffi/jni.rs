@@ -81,6 +81,15 @@ impl Env {
     }
 
     pub fn find_class(&self, name: &str) -> Option<JClass> {
+        self.find_class_impl(name, true)
+    }
+
+    /// Like [`Env::find_class`] but a missing class is not reported.
+    pub fn try_find_class(&self, name: &str) -> Option<JClass> {
+        self.find_class_impl(name, false)
+    }
+
+    fn find_class_impl(&self, name: &str, describe: bool) -> Option<JClass> {
         let name = CString::new(name).ok()?;
         type F = unsafe extern "system" fn(RawEnv, *const c_char) -> JClass;
         // SAFETY: slot FIND_CLASS has this signature (jni.h).
@@ -88,7 +97,7 @@ impl Env {
         // SAFETY: valid env, NUL-terminated name.
         let c = unsafe { f(self.0, name.as_ptr()) };
         if c.is_null() {
-            self.clear_exception(true);
+            self.clear_exception(describe);
             None
         } else {
             Some(c)

@@ -14,8 +14,7 @@ public final class Premain {
         String lib = System.getProperty("jp.agent.lib");
         try {
             if (lib == null) {
-                File jar = new File(Premain.class.getProtectionDomain().getCodeSource().getLocation().toURI());
-                lib = new File(jar.getParentFile(), "libjpagent.so").getPath();
+                lib = new File(jarDir(), "libjpagent.so").getPath();
             }
             System.load(lib);
         } catch (Throwable e) {
@@ -25,6 +24,23 @@ public final class Premain {
         if (init(options == null ? "" : options) != 0) {
             System.exit(1);
         }
+    }
+
+    /**
+     * The directory of this jar. The manifest's Boot-Class-Path makes the bootstrap loader
+     * define this class (no code source then), so ask for the class file's URL instead.
+     */
+    private static File jarDir() throws Exception {
+        java.net.URL u = Premain.class.getResource("Premain.class");
+        if (u == null) {
+            u = ClassLoader.getSystemResource("jp/agent/Premain.class");
+        }
+        String s = u == null ? null : u.toString();
+        if (s == null || !s.startsWith("jar:") || s.indexOf("!/") < 0) {
+            throw new IllegalStateException("cannot locate jp-agent.jar (from " + s + "); set -Djp.agent.lib");
+        }
+        File jar = new File(new java.net.URI(s.substring(4, s.indexOf("!/"))));
+        return jar.getParentFile();
     }
 
     /** Does what Agent_OnLoad does, in the live phase; non-zero on error (already reported). */
