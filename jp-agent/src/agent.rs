@@ -159,12 +159,23 @@ fn start(vm: RawVm, options: &str, live_env: Option<Env>) -> Result<(), String> 
     }
     jvmti.add_capabilities(&caps)?;
 
-    let jar = bootjar::install()?;
-    let jar = jar
-        .to_str()
-        .ok_or("runtime jar path is not UTF-8")?
-        .to_string();
-    jvmti.add_to_bootstrap_search(&jar)?;
+    // With -javaagent the jar's Boot-Class-Path already provides jp.rt; only if the jar was
+    // renamed (the manifest names "jp-agent.jar") does the embedded copy have to be appended.
+    let rt_visible = live_env.is_some_and(|env| match env.try_find_class("jp/rt/Rt") {
+        Some(c) => {
+            env.delete_local_ref(c);
+            true
+        }
+        None => false,
+    });
+    if !rt_visible {
+        let jar = bootjar::install()?;
+        let jar = jar
+            .to_str()
+            .ok_or("runtime jar path is not UTF-8")?
+            .to_string();
+        jvmti.add_to_bootstrap_search(&jar)?;
+    }
 
     let cb = Callbacks {
         vm_init: Some(on_vm_init),
