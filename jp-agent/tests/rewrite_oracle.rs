@@ -1,0 +1,270 @@
+//! The rewriter checked against an independent parser (the `cafebabe` crate) on every
+//! class of real jars: the output parses; fields, methods and class attributes are the
+//! same; in every rewritten method, removing the injected calls gives back the original
+//! instruction sequence, the original exception handlers (then the catch-all), line
+//! numbers and local variables; the `Rt.count` arguments of a method add up to its number
+//! of instructions (the blocks partition the code). And corrupted classes (bytes
+//! flipped, truncated) never panic the rewriter.
+
+mod rewrite_common;
+
+use std::path::Path;
+
+use cafebabe::attributes::{AttributeData, CodeData};
+use cafebabe::bytecode::Opcode;
+use cafebabe::constant_pool::{LiteralConstant, Loadable};
+use jpagent::classfile::{rewrite_class, Bba, RewriteOptions, Rewritten};
+use rewrite_common::*;
+
+fn variant(op: &Opcode) -> String {
+    let d = format!("{op:?}");
+    match op {
+        Opcode::Goto(_)
+        | Opcode::Jsr(_)
+        | Opcode::IfAcmpeq(_)
+        | Opcode::IfAcmpne(_)
+        | Opcode::IfIcmpeq(_)
+        | Opcode::IfIcmpne(_)
+        | Opcode::IfIcmplt(_)
+        | Opcode::IfIcmpge(_)
+        | Opcode::IfIcmpgt(_)
+        | Opcode::IfIcmple(_)
+        | Opcode::Ifeq(_)
+        | Opcode::Ifne(_)
+        | Opcode::Iflt(_)
+        | Opcode::Ifge(_)
+        | Opcode::Ifgt(_)
+        | Opcode::Ifle(_)
+        | Opcode::Ifnonnull(_)
+        | Opcode::Ifnull(_) => d.split('(').next().unwrap_or_default().to_string(),
+        Opcode::Tableswitch(t) => format!("Tableswitch {} {} {}", t.low, t.high, t.jumps.len()),
+        Opcode::Lookupswitch(t) => {
+            format!("Lookupswitch {:?}", t.match_offsets.iter().map(|(k, _)| *k).collect::<Vec<_>>())
+        }
+        _ => d,
+    }
+}
+
+fn int_arg(op: &Opcode) -> Option<i64> {
+    Some(match op {
+        Opcode::IconstM1 => -1,
+        Opcode::Iconst0 => 0,
+        Opcode::Iconst1 => 1,
+        Opcode::Iconst2 => 2,
+        Opcode::Iconst3 => 3,
+        Opcode::Iconst4 => 4,
+        Opcode::Iconst5 => 5,
+        Opcode::Bipush(v) => *v as i64,
+        Opcode::Sipush(v) => *v as i64,
+        Opcode::Ldc(Loadable::LiteralConstant(LiteralConstant::Integer(v)))
+        | Opcode::LdcW(Loadable::LiteralConstant(LiteralConstant::Integer(v))) => *v as i64,
+        _ => return None,
+    })
+}
+
+fn rt_call(op: &Opcode) -> Option<String> {
+    match op {
+        Opcode::Invokestatic(m) if m.class_name == "jp/rt/Rt" => Some(m.name_and_type.name.to_string()),
+        _ => None,
+    }
+}
+
+fn code<'a, 'b>(attrs: &'b [cafebabe::attributes::AttributeInfo<'a>]) -> Option<&'b CodeData<'a>> {
+    attrs.iter().find_map(|a| match &a.data {
+        AttributeData::Code(c) => Some(c),
+        _ => None,
+    })
+}
+
+/// Checks one rewritten method against the original; returns the number of original
+/// instructions.
+fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
+    let ob = orig.bytecode.as_ref().expect("original bytecode");
+    let nb = new.bytecode.as_ref().expect("rewritten bytecode parses");
+    assert_eq!(new.max_locals, orig.max_locals + 1, "{name}");
+    assert_eq!(new.max_stack, orig.max_stack + 2, "{name}");
+    let l = orig.max_locals;
+    let ops: Vec<&Opcode> = nb.opcodes.iter().map(|(_, o)| o).collect();
+    let mut injected = vec![false; ops.len()];
+    let mut count_sum = 0i64;
+    let mut enters = 0;
+    for i in 0..ops.len() {
+        let Some(call) = rt_call(ops[i]) else { continue };
+        injected[i] = true;
+        let aload_l = |j: usize| matches!(ops[j], Opcode::Aload(x) if *x == l);
+        match call.as_str() {
+            "enter" => {
+                assert_eq!(i, 2, "{name}: enter first");
+                assert!(int_arg(ops[0]).is_some() && int_arg(ops[1]).is_some());
+                assert!(matches!(ops[3], Opcode::Astore(x) if *x == l), "{name}: astore L");
+                injected[0] = true;
+                injected[1] = true;
+                injected[3] = true;
+                enters += 1;
+            }
+            "count" | "tick" => {
+                assert!(aload_l(i - 2), "{name}: {call} loads the context");
+                let n = int_arg(ops[i - 1]).expect("int argument");
+                if call == "count" {
+                    assert!(n > 0);
+                    count_sum += n;
+                }
+                injected[i - 1] = true;
+                injected[i - 2] = true;
+            }
+            "exit" | "caught" => {
+                assert!(aload_l(i - 1), "{name}: {call} loads the context");
+                injected[i - 1] = true;
+            }
+            other => panic!("{name}: unexpected Rt.{other}"),
+        }
+    }
+    assert_eq!(enters, 1, "{name}");
+    // The catch-all: aload L; Rt.exit; athrow at the very end.
+    let catch_all = new.exception_table.len() > orig.exception_table.len();
+    if catch_all {
+        assert!(matches!(ops[ops.len() - 1], Opcode::Athrow));
+        injected[ops.len() - 1] = true;
+        let h = new.exception_table.last().unwrap();
+        assert!(h.catch_type.is_none(), "{name}: catch-all is last");
+        assert_eq!(h.handler_pc as usize, nb.opcodes[ops.len() - 3].0, "{name}: catch-all handler");
+    }
+    let kept: Vec<String> = ops.iter().zip(&injected).filter(|(_, &j)| !j).map(|(o, _)| variant(o)).collect();
+    let want: Vec<String> = ob.opcodes.iter().map(|(_, o)| variant(o)).collect();
+    assert_eq!(kept, want, "{name}: original instructions");
+    assert_eq!(count_sum as usize, want.len(), "{name}: counts add up to the instructions");
+    for (a, b) in orig.exception_table.iter().zip(&new.exception_table) {
+        assert_eq!(a.catch_type, b.catch_type, "{name}: handler order");
+    }
+    // Line numbers and local variables: same entries, in order.
+    let lines = |c: &CodeData| -> Vec<u16> {
+        c.attributes
+            .iter()
+            .flat_map(|a| match &a.data {
+                AttributeData::LineNumberTable(t) => t.iter().map(|e| e.line_number).collect(),
+                _ => Vec::new(),
+            })
+            .collect()
+    };
+    assert_eq!(lines(orig), lines(new), "{name}: line numbers");
+    let locals = |c: &CodeData| -> Vec<String> {
+        c.attributes
+            .iter()
+            .flat_map(|a| match &a.data {
+                AttributeData::LocalVariableTable(t) => t.iter().map(|e| format!("{} {}", e.name, e.index)).collect(),
+                _ => Vec::new(),
+            })
+            .collect()
+    };
+    assert_eq!(locals(orig), locals(new), "{name}: local variables");
+    want.len()
+}
+
+#[test]
+fn rewritten_classes_match_the_originals() {
+    let dir = scratch("oracle");
+    let mut classes = 0;
+    let mut methods = 0;
+    let mut instructions = 0;
+    for jar in ["js", "h2"] {
+        let src = dir.join(jar);
+        extract_jar(&Path::new("/usr/share/java").join(format!("{jar}.jar")), &src);
+        let mut files = Vec::new();
+        class_files(&src, &mut files);
+        for f in files {
+            let input = std::fs::read(&f).unwrap();
+            let orig = cafebabe::parse_class(&input).expect("original parses");
+            for bba in [Bba::Default, Bba::Precise] {
+                let out = match rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap() {
+                    Rewritten::Changed { bytes, .. } => bytes,
+                    Rewritten::Unchanged { .. } => continue,
+                };
+                let new = cafebabe::parse_class(&out).unwrap_or_else(|e| panic!("{}: output does not parse: {e}", f.display()));
+                assert_eq!(format!("{:?}", orig.this_class), format!("{:?}", new.this_class));
+                assert_eq!(format!("{:?}", orig.fields), format!("{:?}", new.fields));
+                assert_eq!(format!("{:?}", orig.attributes), format!("{:?}", new.attributes));
+                assert_eq!(orig.methods.len(), new.methods.len());
+                classes += 1;
+                for (om, nm) in orig.methods.iter().zip(&new.methods) {
+                    assert_eq!((&om.name, format!("{:?}", om.descriptor)), (&nm.name, format!("{:?}", nm.descriptor)));
+                    assert_eq!(om.access_flags, nm.access_flags);
+                    let other = |m: &cafebabe::MethodInfo| -> String {
+                        format!("{:?}", m.attributes.iter().filter(|a| a.name != "Code").collect::<Vec<_>>())
+                    };
+                    assert_eq!(other(om), other(nm), "{}: non-code attributes", om.name);
+                    match (code(&om.attributes), code(&nm.attributes)) {
+                        (Some(oc), Some(nc)) => {
+                            let label = format!("{} {}.{}", f.display(), orig.this_class, om.name);
+                            instructions += check_method(&label, oc, nc);
+                            methods += 1;
+                        }
+                        (None, None) => {}
+                        _ => panic!("{}: Code attribute appeared or vanished", om.name),
+                    }
+                }
+            }
+        }
+    }
+    println!("{classes} rewritten classes, {methods} methods, {instructions} instructions checked against cafebabe");
+    assert!(methods > 10_000);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Some(parses) or None if the oracle panicked.
+fn oracle_parses(bytes: &[u8]) -> Option<bool> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cafebabe::parse_class(bytes).is_ok())).ok()
+}
+
+#[test]
+fn corrupted_real_classes_never_panic() {
+    // cafebabe's own panics on damaged input are expected: keep them out of the log.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !info.location().is_some_and(|l| l.file().contains("cafebabe")) {
+            default_hook(info);
+        }
+    }));
+    let dir = scratch("corrupt");
+    let src = dir.join("js");
+    extract_jar(Path::new("/usr/share/java/js.jar"), &src);
+    let mut files = Vec::new();
+    class_files(&src, &mut files);
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let (mut changed, mut unchanged, mut errors) = (0, 0, 0);
+    for f in files.iter().step_by(4) {
+        let input = std::fs::read(f).unwrap();
+        for k in 0..40 {
+            let mut v = input.clone();
+            if k % 8 == 0 {
+                v.truncate((next() % v.len() as u64) as usize);
+            } else {
+                for _ in 0..(1 + next() % 3) {
+                    let i = (next() % v.len() as u64) as usize;
+                    v[i] ^= 1 << (next() % 8);
+                }
+            }
+            let bba = if k % 2 == 0 { Bba::Default } else { Bba::Precise };
+            match rewrite_class(&v, &RewriteOptions { bba }, &mut Ids(0)) {
+                Ok(Rewritten::Changed { bytes, .. }) => {
+                    changed += 1;
+                    // When the damaged input still parses for cafebabe, so must our output
+                    // (cafebabe itself panics on some damaged inputs: those are skipped).
+                    if oracle_parses(&v) == Some(true) {
+                        assert_eq!(oracle_parses(&bytes), Some(true), "{}: output of a parseable input", f.display());
+                    }
+                }
+                Ok(Rewritten::Unchanged { .. }) => unchanged += 1,
+                Err(_) => errors += 1,
+            }
+        }
+    }
+    println!("corrupted inputs: {changed} rewritten, {unchanged} unchanged, {errors} rejected with an error");
+    assert!(changed > 0 && errors > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
