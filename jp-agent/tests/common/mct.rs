@@ -28,10 +28,16 @@ pub fn show_path(p: &[String]) -> String {
 impl Mct {
     /// Parses and validates a `jp-mct/1` document (structure, types, no duplicate children).
     pub fn parse(text: &str) -> Result<Mct, String> {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+        let mut de = serde_json::Deserializer::from_str(text);
+        de.disable_recursion_limit();
+        let v = <serde_json::Value as serde::Deserialize>::deserialize(&mut de)
+            .and_then(|v| de.end().map(|_| v))
+            .map_err(|e| format!("not valid JSON: {e}"))?;
         if v.get("format").and_then(|f| f.as_str()) != Some("jp-mct/1") {
-            return Err(format!("\"format\" is not \"jp-mct/1\": {:?}", v.get("format")));
+            return Err(format!(
+                "\"format\" is not \"jp-mct/1\": {:?}",
+                v.get("format")
+            ));
         }
         let bba = v
             .get("bba")
@@ -108,7 +114,10 @@ fn walk(
             .ok_or_else(|| format!("a child of {} has no string \"method\"", show_path(path)))?;
         let num = |key: &str| {
             k.get(key).and_then(|n| n.as_u64()).ok_or_else(|| {
-                format!("node {} → {method}: \"{key}\" is not an unsigned integer", show_path(path))
+                format!(
+                    "node {} → {method}: \"{key}\" is not an unsigned integer",
+                    show_path(path)
+                )
             })
         };
         let counts = Counts {
@@ -158,7 +167,11 @@ pub fn compare(expected: &Mct, actual: &Mct, rule: Rule) -> Vec<String> {
                         show_path(p),
                         e.calls,
                         e.bytecodes,
-                        if e.exc { " (exception: agent may over-count under bba=default)" } else { "" },
+                        if e.exc {
+                            " (exception: agent may over-count under bba=default)"
+                        } else {
+                            ""
+                        },
                         a.calls,
                         a.bytecodes
                     ));

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod mct;
+pub mod tree;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -35,7 +36,9 @@ impl Jdk {
             Jdk::J17 => ("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64"),
             Jdk::J25 => ("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64"),
         };
-        let home = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| default.into());
+        let home = std::env::var_os(var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| default.into());
         for tool in ["bin/java", "bin/javac", "include/jvmti.h"] {
             assert!(
                 home.join(tool).exists(),
@@ -97,7 +100,10 @@ pub fn programs() -> &'static Path {
         files.sort();
         let javac = Jdk::J17.home().join("bin/javac");
         run_checked(
-            Command::new(javac).args(["--release", "17", "-d"]).arg(&out).args(&files),
+            Command::new(javac)
+                .args(["--release", "17", "-d"])
+                .arg(&out)
+                .args(&files),
             "javac of tests/programs",
         );
         out
@@ -123,7 +129,12 @@ pub fn oracle_lib(jdk: Jdk) -> PathBuf {
         .arg("-o")
         .arg(&lib)
         .arg(crate_dir().join("oracle/jporacle.c"));
-    if Command::new(&cc).arg("--version").stdout(Stdio::null()).status().is_err() {
+    if Command::new(&cc)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_err()
+    {
         panic!("\n\n*** no C compiler `{cc}`: install gcc (Debian package `gcc`) to build the oracle ***\n");
     }
     run_checked(&mut cmd, "compiling the C oracle");
@@ -147,7 +158,11 @@ fn find_artifact(var: &str, file: &str) -> PathBuf {
     let mut tried = Vec::new();
     if let Some(p) = std::env::var_os(var) {
         let p = PathBuf::from(p);
-        assert!(p.exists(), "\n\n*** ${var} = {} does not exist. Run `cargo xtask build`. ***\n", p.display());
+        assert!(
+            p.exists(),
+            "\n\n*** ${var} = {} does not exist. Run `cargo xtask build`. ***\n",
+            p.display()
+        );
         return p;
     }
     tried.push(format!("${var} (unset)"));
@@ -256,7 +271,11 @@ pub fn run_oracle(jdk: Jdk, main: &str, dir: &Path) -> (Mct, String) {
     let args = vec![
         "-Xint".to_string(),
         "-Xverify:all".to_string(),
-        format!("-agentpath:{}=out={}", oracle_lib(jdk).display(), out.display()),
+        format!(
+            "-agentpath:{}=out={}",
+            oracle_lib(jdk).display(),
+            out.display()
+        ),
         "-cp".to_string(),
         programs().display().to_string(),
         main.to_string(),
@@ -303,14 +322,20 @@ pub fn run_agent(jdk: Jdk, main: &str, opts: &str, out: &Path, dir: &Path) -> (S
     let run = java(jdk, &args, dir, LIMIT);
     run.assert_ok();
     let text = std::fs::read_to_string(out).unwrap_or_else(|e| {
-        panic!("the agent wrote no profile {}: {e}\n{}\n{}", out.display(), run.cmdline, run.stderr)
+        panic!(
+            "the agent wrote no profile {}: {e}\n{}\n{}",
+            out.display(),
+            run.cmdline,
+            run.stderr
+        )
     });
     (text, run.stdout)
 }
 
 /// Parses agent JSON and checks its "bba" field.
 pub fn parse_agent(text: &str, bba: &str, what: &str) -> Mct {
-    let m = Mct::parse(text).unwrap_or_else(|e| panic!("{what}: invalid agent profile: {e}\n{text}"));
+    let m =
+        Mct::parse(text).unwrap_or_else(|e| panic!("{what}: invalid agent profile: {e}\n{text}"));
     assert_eq!(m.bba, bba, "{what}: profile says bba={}", m.bba);
     m
 }
