@@ -30,7 +30,10 @@ const ASM: &str = "/usr/share/java/asm.jar";
 
 #[test]
 fn jsr_ret_fixture_verifies_and_counts() {
-    assert!(Path::new(ASM).exists(), "{ASM} missing: apt-get install libasm-java");
+    assert!(
+        Path::new(ASM).exists(),
+        "{ASM} missing: apt-get install libasm-java"
+    );
     let jdks = jdks();
     let dir = scratch("jsr");
     let (h, stubs) = compile_harness(&dir);
@@ -48,7 +51,11 @@ fn jsr_ret_fixture_verifies_and_counts() {
     let expected_out = "10\n-1\n4\n8\n";
     for (jname, home) in &jdks {
         let java = home.join("bin/java");
-        let out = run(Command::new(&java).arg("-Xverify:all").arg("-cp").arg(format!("{}:{}", h.display(), orig.display())).arg("JsrFixture"));
+        let out = run(Command::new(&java)
+            .arg("-Xverify:all")
+            .arg("-cp")
+            .arg(format!("{}:{}", h.display(), orig.display()))
+            .arg("JsrFixture"));
         assert_eq!(out, expected_out, "JDK {jname}: the original fixture");
         for (bba, bname) in [(Bba::Default, "default"), (Bba::Precise, "precise")] {
             let Rewritten::Changed { bytes, stats } =
@@ -62,13 +69,21 @@ fn jsr_ret_fixture_verifies_and_counts() {
             std::fs::create_dir_all(&new).unwrap();
             std::fs::write(new.join("JsrFixture.class"), &bytes).unwrap();
             let cp = format!("{}:{}:{}", h.display(), stubs.display(), new.display());
-            let out = run(Command::new(&java).arg("-Xverify:all").arg("-cp").arg(&cp).arg("RunMain").arg("JsrFixture"));
+            let out = run(Command::new(&java)
+                .arg("-Xverify:all")
+                .arg("-cp")
+                .arg(&cp)
+                .arg("RunMain")
+                .arg("JsrFixture"));
             assert_eq!(
                 out,
                 format!("{expected_out}RT enters=5 exits=5 counts={} bytecodes=115 ticks=13 caughts=1\n", counts(bba)),
                 "JDK {jname} bba={bname}"
             );
-            println!("JDK {jname} bba={bname}: JsrFixture verified and ran: {}", out.lines().last().unwrap_or(""));
+            println!(
+                "JDK {jname} bba={bname}: JsrFixture verified and ran: {}",
+                out.lines().last().unwrap_or("")
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

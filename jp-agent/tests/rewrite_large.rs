@@ -65,12 +65,17 @@ fn source() -> String {
 
 fn has_wide_goto(bytes: &[u8], method: &str) -> bool {
     let class = cafebabe::parse_class(bytes).expect("parses");
-    let m = class.methods.iter().find(|m| m.name == method).expect("method");
+    let m = class
+        .methods
+        .iter()
+        .find(|m| m.name == method)
+        .expect("method");
     m.attributes.iter().any(|a| match &a.data {
-        cafebabe::attributes::AttributeData::Code(c) => c
-            .bytecode
-            .as_ref()
-            .is_some_and(|b| b.opcodes.iter().any(|(_, op)| matches!(op, cafebabe::bytecode::Opcode::Goto(o) if o.abs() > 32767))),
+        cafebabe::attributes::AttributeData::Code(c) => c.bytecode.as_ref().is_some_and(|b| {
+            b.opcodes
+                .iter()
+                .any(|(_, op)| matches!(op, cafebabe::bytecode::Opcode::Goto(o) if o.abs() > 32767))
+        }),
         _ => false,
     })
 }
@@ -79,7 +84,11 @@ fn has_wide_goto(bytes: &[u8], method: &str) -> bool {
 fn far_branches_are_widened_or_counted() {
     let jdks = jdks();
     let asm = Path::new("/usr/share/java/asm.jar");
-    assert!(asm.exists(), "{} missing: apt-get install libasm-java", asm.display());
+    assert!(
+        asm.exists(),
+        "{} missing: apt-get install libasm-java",
+        asm.display()
+    );
     let dir = scratch("large");
     let (h, stubs) = compile_harness(&dir);
     let src = dir.join("Big.java");
@@ -88,7 +97,12 @@ fn far_branches_are_widened_or_counted() {
     javac(&[src], &v52, None, "8");
     // The same code as version 49 without frames.
     let tools = dir.join("tools");
-    javac(&[verify_src().join("Downgrade.java")], &tools, Some(&asm.display().to_string()), "17");
+    javac(
+        &[verify_src().join("Downgrade.java")],
+        &tools,
+        Some(&asm.display().to_string()),
+        "17",
+    );
     let v49 = dir.join("v49");
     std::fs::create_dir_all(&v49).unwrap();
     run(Command::new(Path::new(JDK17).join("bin/java"))
@@ -103,18 +117,33 @@ fn far_branches_are_widened_or_counted() {
         assert_eq!(u16::from_be_bytes([input[6], input[7]]), version);
         let mut bytecodes = Vec::new();
         for (bba, bname) in [(Bba::Default, "default"), (Bba::Precise, "precise")] {
-            let Rewritten::Changed { bytes, stats } = rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap()
+            let Rewritten::Changed { bytes, stats } =
+                rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap()
             else {
                 panic!("unchanged")
             };
             if version == 52 {
-                assert_eq!((stats.methods_instrumented, stats.methods_unwidenable), (3, 1), "v{version} {bname}");
+                assert_eq!(
+                    (stats.methods_instrumented, stats.methods_unwidenable),
+                    (3, 1),
+                    "v{version} {bname}"
+                );
             } else {
-                assert_eq!((stats.methods_instrumented, stats.methods_unwidenable), (4, 0), "v{version} {bname}");
+                assert_eq!(
+                    (stats.methods_instrumented, stats.methods_unwidenable),
+                    (4, 0),
+                    "v{version} {bname}"
+                );
             }
-            assert!(has_wide_goto(&bytes, "gotoFar"), "gotoFar's back edge became a goto_w");
+            assert!(
+                has_wide_goto(&bytes, "gotoFar"),
+                "gotoFar's back edge became a goto_w"
+            );
             if version == 49 {
-                assert!(has_wide_goto(&bytes, "condFar"), "condFar's exit test goes through a goto_w");
+                assert!(
+                    has_wide_goto(&bytes, "condFar"),
+                    "condFar's exit test goes through a goto_w"
+                );
             }
             let new = dir.join(format!("new{version}-{bname}"));
             std::fs::create_dir_all(&new).unwrap();
@@ -122,23 +151,44 @@ fn far_branches_are_widened_or_counted() {
             for (jname, home) in &jdks {
                 let java = home.join("bin/java");
                 let cp = format!("{}:{}:{}", h.display(), stubs.display(), new.display());
-                let out = run(Command::new(&java).arg("-Xverify:all").arg("-cp").arg(&cp).arg("RunMain").arg("Big"));
-                assert!(out.starts_with(&expected), "JDK {jname} v{version} {bname}: {out}");
+                let out = run(Command::new(&java)
+                    .arg("-Xverify:all")
+                    .arg("-cp")
+                    .arg(&cp)
+                    .arg("RunMain")
+                    .arg("Big"));
+                assert!(
+                    out.starts_with(&expected),
+                    "JDK {jname} v{version} {bname}: {out}"
+                );
                 let rt = out.lines().last().unwrap_or("").to_string();
                 // main, gotoFar and (v49) condFar: balanced entries and exits.
                 let enters = if version == 52 { 2 } else { 3 };
-                assert!(rt.starts_with(&format!("RT enters={enters} exits={enters} ")), "{rt}");
+                assert!(
+                    rt.starts_with(&format!("RT enters={enters} exits={enters} ")),
+                    "{rt}"
+                );
                 let b: u64 = rt
                     .split(' ')
                     .find_map(|kv| kv.strip_prefix("bytecodes="))
                     .and_then(|v| v.parse().ok())
                     .expect("bytecodes");
-                assert_eq!(b, if version == 52 { BYTECODES_V52 } else { BYTECODES_V52 + BYTECODES_COND_FAR });
+                assert_eq!(
+                    b,
+                    if version == 52 {
+                        BYTECODES_V52
+                    } else {
+                        BYTECODES_V52 + BYTECODES_COND_FAR
+                    }
+                );
                 bytecodes.push(b);
                 println!("JDK {jname} v{version} bba={bname}: {rt}");
             }
         }
-        assert!(bytecodes.windows(2).all(|w| w[0] == w[1]), "v{version}: both BBAs count the same: {bytecodes:?}");
+        assert!(
+            bytecodes.windows(2).all(|w| w[0] == w[1]),
+            "v{version}: both BBAs count the same: {bytecodes:?}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

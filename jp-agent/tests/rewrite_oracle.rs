@@ -39,7 +39,10 @@ fn variant(op: &Opcode) -> String {
         | Opcode::Ifnull(_) => d.split('(').next().unwrap_or_default().to_string(),
         Opcode::Tableswitch(t) => format!("Tableswitch {} {} {}", t.low, t.high, t.jumps.len()),
         Opcode::Lookupswitch(t) => {
-            format!("Lookupswitch {:?}", t.match_offsets.iter().map(|(k, _)| *k).collect::<Vec<_>>())
+            format!(
+                "Lookupswitch {:?}",
+                t.match_offsets.iter().map(|(k, _)| *k).collect::<Vec<_>>()
+            )
         }
         _ => d,
     }
@@ -64,7 +67,9 @@ fn int_arg(op: &Opcode) -> Option<i64> {
 
 fn rt_call(op: &Opcode) -> Option<String> {
     match op {
-        Opcode::Invokestatic(m) if m.class_name == "jp/rt/Rt" => Some(m.name_and_type.name.to_string()),
+        Opcode::Invokestatic(m) if m.class_name == "jp/rt/Rt" => {
+            Some(m.name_and_type.name.to_string())
+        }
         _ => None,
     }
 }
@@ -89,14 +94,19 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
     let mut count_sum = 0i64;
     let mut enters = 0;
     for i in 0..ops.len() {
-        let Some(call) = rt_call(ops[i]) else { continue };
+        let Some(call) = rt_call(ops[i]) else {
+            continue;
+        };
         injected[i] = true;
         let aload_l = |j: usize| matches!(ops[j], Opcode::Aload(x) if *x == l);
         match call.as_str() {
             "enter" => {
                 assert_eq!(i, 2, "{name}: enter first");
                 assert!(int_arg(ops[0]).is_some() && int_arg(ops[1]).is_some());
-                assert!(matches!(ops[3], Opcode::Astore(x) if *x == l), "{name}: astore L");
+                assert!(
+                    matches!(ops[3], Opcode::Astore(x) if *x == l),
+                    "{name}: astore L"
+                );
                 injected[0] = true;
                 injected[1] = true;
                 injected[3] = true;
@@ -127,12 +137,25 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
         injected[ops.len() - 1] = true;
         let h = new.exception_table.last().unwrap();
         assert!(h.catch_type.is_none(), "{name}: catch-all is last");
-        assert_eq!(h.handler_pc as usize, nb.opcodes[ops.len() - 3].0, "{name}: catch-all handler");
+        assert_eq!(
+            h.handler_pc as usize,
+            nb.opcodes[ops.len() - 3].0,
+            "{name}: catch-all handler"
+        );
     }
-    let kept: Vec<String> = ops.iter().zip(&injected).filter(|(_, &j)| !j).map(|(o, _)| variant(o)).collect();
+    let kept: Vec<String> = ops
+        .iter()
+        .zip(&injected)
+        .filter(|(_, &j)| !j)
+        .map(|(o, _)| variant(o))
+        .collect();
     let want: Vec<String> = ob.opcodes.iter().map(|(_, o)| variant(o)).collect();
     assert_eq!(kept, want, "{name}: original instructions");
-    assert_eq!(count_sum as usize, want.len(), "{name}: counts add up to the instructions");
+    assert_eq!(
+        count_sum as usize,
+        want.len(),
+        "{name}: counts add up to the instructions"
+    );
     for (a, b) in orig.exception_table.iter().zip(&new.exception_table) {
         assert_eq!(a.catch_type, b.catch_type, "{name}: handler order");
     }
@@ -151,7 +174,10 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
         c.attributes
             .iter()
             .flat_map(|a| match &a.data {
-                AttributeData::LocalVariableTable(t) => t.iter().map(|e| format!("{} {}", e.name, e.index)).collect(),
+                AttributeData::LocalVariableTable(t) => t
+                    .iter()
+                    .map(|e| format!("{} {}", e.name, e.index))
+                    .collect(),
                 _ => Vec::new(),
             })
             .collect()
@@ -168,28 +194,48 @@ fn rewritten_classes_match_the_originals() {
     let mut instructions = 0;
     for jar in ["js", "h2"] {
         let src = dir.join(jar);
-        extract_jar(&Path::new("/usr/share/java").join(format!("{jar}.jar")), &src);
+        extract_jar(
+            &Path::new("/usr/share/java").join(format!("{jar}.jar")),
+            &src,
+        );
         let mut files = Vec::new();
         class_files(&src, &mut files);
         for f in files {
             let input = std::fs::read(&f).unwrap();
             let orig = cafebabe::parse_class(&input).expect("original parses");
             for bba in [Bba::Default, Bba::Precise] {
-                let out = match rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap() {
+                let out = match rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap()
+                {
                     Rewritten::Changed { bytes, .. } => bytes,
                     Rewritten::Unchanged { .. } => continue,
                 };
-                let new = cafebabe::parse_class(&out).unwrap_or_else(|e| panic!("{}: output does not parse: {e}", f.display()));
-                assert_eq!(format!("{:?}", orig.this_class), format!("{:?}", new.this_class));
+                let new = cafebabe::parse_class(&out)
+                    .unwrap_or_else(|e| panic!("{}: output does not parse: {e}", f.display()));
+                assert_eq!(
+                    format!("{:?}", orig.this_class),
+                    format!("{:?}", new.this_class)
+                );
                 assert_eq!(format!("{:?}", orig.fields), format!("{:?}", new.fields));
-                assert_eq!(format!("{:?}", orig.attributes), format!("{:?}", new.attributes));
+                assert_eq!(
+                    format!("{:?}", orig.attributes),
+                    format!("{:?}", new.attributes)
+                );
                 assert_eq!(orig.methods.len(), new.methods.len());
                 classes += 1;
                 for (om, nm) in orig.methods.iter().zip(&new.methods) {
-                    assert_eq!((&om.name, format!("{:?}", om.descriptor)), (&nm.name, format!("{:?}", nm.descriptor)));
+                    assert_eq!(
+                        (&om.name, format!("{:?}", om.descriptor)),
+                        (&nm.name, format!("{:?}", nm.descriptor))
+                    );
                     assert_eq!(om.access_flags, nm.access_flags);
                     let other = |m: &cafebabe::MethodInfo| -> String {
-                        format!("{:?}", m.attributes.iter().filter(|a| a.name != "Code").collect::<Vec<_>>())
+                        format!(
+                            "{:?}",
+                            m.attributes
+                                .iter()
+                                .filter(|a| a.name != "Code")
+                                .collect::<Vec<_>>()
+                        )
                     };
                     assert_eq!(other(om), other(nm), "{}: non-code attributes", om.name);
                     match (code(&om.attributes), code(&nm.attributes)) {
@@ -212,7 +258,10 @@ fn rewritten_classes_match_the_originals() {
 
 /// Some(parses) or None if the oracle panicked.
 fn oracle_parses(bytes: &[u8]) -> Option<bool> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cafebabe::parse_class(bytes).is_ok())).ok()
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cafebabe::parse_class(bytes).is_ok()
+    }))
+    .ok()
 }
 
 #[test]
@@ -220,7 +269,10 @@ fn corrupted_real_classes_never_panic() {
     // cafebabe's own panics on damaged input are expected: keep them out of the log.
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if !info.location().is_some_and(|l| l.file().contains("cafebabe")) {
+        if !info
+            .location()
+            .is_some_and(|l| l.file().contains("cafebabe"))
+        {
             default_hook(info);
         }
     }));
@@ -249,14 +301,23 @@ fn corrupted_real_classes_never_panic() {
                     v[i] ^= 1 << (next() % 8);
                 }
             }
-            let bba = if k % 2 == 0 { Bba::Default } else { Bba::Precise };
+            let bba = if k % 2 == 0 {
+                Bba::Default
+            } else {
+                Bba::Precise
+            };
             match rewrite_class(&v, &RewriteOptions { bba }, &mut Ids(0)) {
                 Ok(Rewritten::Changed { bytes, .. }) => {
                     changed += 1;
                     // When the damaged input still parses for cafebabe, so must our output
                     // (cafebabe itself panics on some damaged inputs: those are skipped).
                     if oracle_parses(&v) == Some(true) {
-                        assert_eq!(oracle_parses(&bytes), Some(true), "{}: output of a parseable input", f.display());
+                        assert_eq!(
+                            oracle_parses(&bytes),
+                            Some(true),
+                            "{}: output of a parseable input",
+                            f.display()
+                        );
                     }
                 }
                 Ok(Rewritten::Unchanged { .. }) => unchanged += 1,

@@ -74,13 +74,40 @@ fn expected(bba: Bba) -> Shape {
         Bba::Default => vec![
             ("<init>", 3, vec![(0, 3, false, 3)]),
             ("main", 5, vec![(0, 5, false, 5)]),
-            ("f", 2, vec![(0, 2, false, 2), (2, 3, true, 10), (8, 7, false, 7), (23, 1, false, 1)]),
-            ("g", 2, vec![(0, 2, false, 2), (2, 3, true, 7), (7, 4, false, 4), (17, 1, false, 1)]),
+            (
+                "f",
+                2,
+                vec![
+                    (0, 2, false, 2),
+                    (2, 3, true, 10),
+                    (8, 7, false, 7),
+                    (23, 1, false, 1),
+                ],
+            ),
+            (
+                "g",
+                2,
+                vec![
+                    (0, 2, false, 2),
+                    (2, 3, true, 7),
+                    (7, 4, false, 4),
+                    (17, 1, false, 1),
+                ],
+            ),
             ("h", 1, vec![(0, 1, false, 1)]),
         ],
         Bba::Precise => vec![
             ("<init>", 3, vec![(0, 2, false, 3), (4, 1, false, 1)]),
-            ("main", 5, vec![(0, 1, false, 5), (3, 2, false, 4), (7, 1, false, 2), (10, 1, false, 1)]),
+            (
+                "main",
+                5,
+                vec![
+                    (0, 1, false, 5),
+                    (3, 2, false, 4),
+                    (7, 1, false, 2),
+                    (10, 1, false, 1),
+                ],
+            ),
             (
                 "f",
                 2,
@@ -93,7 +120,17 @@ fn expected(bba: Bba) -> Shape {
                     (23, 1, false, 1),
                 ],
             ),
-            ("g", 2, vec![(0, 2, false, 2), (2, 3, true, 7), (7, 2, false, 4), (11, 2, false, 2), (17, 1, false, 1)]),
+            (
+                "g",
+                2,
+                vec![
+                    (0, 2, false, 2),
+                    (2, 3, true, 7),
+                    (7, 2, false, 4),
+                    (11, 2, false, 2),
+                    (17, 1, false, 1),
+                ],
+            ),
             ("h", 1, vec![(0, 1, false, 1)]),
         ],
     }
@@ -115,11 +152,19 @@ fn paper_example_blocks_and_counts() {
             .into_iter()
             .map(|m| {
                 let name: &'static str = Box::leak(m.name.into_boxed_str());
-                (name, m.entry_ticks, m.blocks.iter().map(|b| (b.offset, b.instructions, b.loop_head, b.ticks)).collect())
+                (
+                    name,
+                    m.entry_ticks,
+                    m.blocks
+                        .iter()
+                        .map(|b| (b.offset, b.instructions, b.loop_head, b.ticks))
+                        .collect(),
+                )
             })
             .collect();
         assert_eq!(got, expected(bba), "bba={bname}");
-        let Rewritten::Changed { bytes, stats } = rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap()
+        let Rewritten::Changed { bytes, stats } =
+            rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap()
         else {
             panic!("unchanged")
         };
@@ -129,7 +174,12 @@ fn paper_example_blocks_and_counts() {
         std::fs::write(new.join("Paper.class"), bytes).unwrap();
         for (jname, home) in &jdks {
             let cp = format!("{}:{}:{}", h.display(), stubs.display(), new.display());
-            let out = run(Command::new(home.join("bin/java")).arg("-Xverify:all").arg("-cp").arg(&cp).arg("RunMain").arg("Paper"));
+            let out = run(Command::new(home.join("bin/java"))
+                .arg("-Xverify:all")
+                .arg("-cp")
+                .arg(&cp)
+                .arg("RunMain")
+                .arg("Paper"));
             let calls = if bba == Bba::Default {
                 // main 1, <init> 1, f 1 + 11 heads + 10 bodies + 1, g over its 10 calls:
                 // 10 entries + 65 heads + 55 bodies + 10 returns, h 65.

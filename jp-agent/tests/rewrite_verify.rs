@@ -20,17 +20,32 @@ const BBAS: [(Bba, &str); 2] = [(Bba::Default, "default"), (Bba::Precise, "preci
 
 fn harness(java: &Path, pre: &[String], h: &Path, args: &[String]) -> Linked {
     let mut c = Command::new(java);
-    c.arg("-Xverify:all").args(pre).arg("-cp").arg(h).arg("VerifyHarness").args(args);
+    c.arg("-Xverify:all")
+        .args(pre)
+        .arg("-cp")
+        .arg(h)
+        .arg("VerifyHarness")
+        .args(args);
     parse_harness(&run(&mut c))
 }
 
 fn assert_broken_rejected(l: &Linked, what: &str) {
-    let hit = l.fails.iter().any(|((_, c), (e, _))| c == "jp.rt.Broken" && e == "java.lang.VerifyError");
-    assert!(hit, "{what}: the deliberately broken class was not rejected: the harness does not verify");
+    let hit = l
+        .fails
+        .iter()
+        .any(|((_, c), (e, _))| c == "jp.rt.Broken" && e == "java.lang.VerifyError");
+    assert!(
+        hit,
+        "{what}: the deliberately broken class was not rejected: the harness does not verify"
+    );
 }
 
 fn ok_count(l: &Linked) -> u64 {
-    l.summary.iter().filter(|(d, _)| !d.ends_with("/broken")).map(|(_, (_, ok))| ok).sum()
+    l.summary
+        .iter()
+        .filter(|(d, _)| !d.ends_with("/broken"))
+        .map(|(_, (_, ok))| ok)
+        .sum()
 }
 
 #[test]
@@ -41,17 +56,31 @@ fn real_jars_verify_on_both_jdks() {
     let (h, _) = compile_harness(&dir);
     let mut jars = vec!["js", "h2"];
     if full_sweep() {
-        jars.extend(["jython", "xalan2", "serializer", "xercesImpl", "guava", "icu4j", "asm-all"]);
+        jars.extend([
+            "jython",
+            "xalan2",
+            "serializer",
+            "xercesImpl",
+            "guava",
+            "icu4j",
+            "asm-all",
+        ]);
     }
     let orig = dir.join("orig");
     let broken = orig.join("broken/jp/rt");
     std::fs::create_dir_all(&broken).unwrap();
     std::fs::write(broken.join("Broken.class"), broken_class()).unwrap();
     for j in &jars {
-        extract_jar(&Path::new("/usr/share/java").join(format!("{j}.jar")), &orig.join(j));
+        extract_jar(
+            &Path::new("/usr/share/java").join(format!("{j}.jar")),
+            &orig.join(j),
+        );
     }
     let dirs = |root: &Path| -> Vec<String> {
-        let mut v: Vec<String> = jars.iter().map(|j| root.join(j).display().to_string()).collect();
+        let mut v: Vec<String> = jars
+            .iter()
+            .map(|j| root.join(j).display().to_string())
+            .collect();
         v.push(root.join("broken").display().to_string());
         v
     };
@@ -61,7 +90,11 @@ fn real_jars_verify_on_both_jdks() {
         let mut total = TreeStats::default();
         for j in &jars {
             let t = rewrite_tree(&orig.join(j), &root.join(j), bba, &|_| false);
-            assert!(t.errors.is_empty(), "{j}: classes the rewriter rejected: {:?}", &t.errors[..t.errors.len().min(10)]);
+            assert!(
+                t.errors.is_empty(),
+                "{j}: classes the rewriter rejected: {:?}",
+                &t.errors[..t.errors.len().min(10)]
+            );
             total.classes += t.classes;
             total.changed += t.changed;
             total.unchanged += t.unchanged;
@@ -82,8 +115,20 @@ fn real_jars_verify_on_both_jdks() {
             let new = harness(&java, &[], &h, &dirs(&dir.join(bname)));
             assert_broken_rejected(&new, "rewritten classes");
             let bad = new_failures(&base, &new);
-            assert!(bad.is_empty(), "JDK {jname} bba={bname}: {} classes fail only when rewritten:\n{}", bad.len(), bad.join("\n"));
-            let verify_errors = new.fails.iter().filter(|((_, c), (e, _))| c != "jp.rt.Broken" && (e.contains("VerifyError") || e.contains("ClassFormatError"))).count();
+            assert!(
+                bad.is_empty(),
+                "JDK {jname} bba={bname}: {} classes fail only when rewritten:\n{}",
+                bad.len(),
+                bad.join("\n")
+            );
+            let verify_errors = new
+                .fails
+                .iter()
+                .filter(|((_, c), (e, _))| {
+                    c != "jp.rt.Broken"
+                        && (e.contains("VerifyError") || e.contains("ClassFormatError"))
+                })
+                .count();
             assert_eq!(verify_errors, 0);
             report.push(format!(
                 "JDK {jname} bba={bname}: {} classes linked with -Xverify:all (originals: {}), {} fail as the originals do (missing dependencies)",
@@ -123,10 +168,18 @@ fn jdk_modules_verify_on_their_own_jdk() {
         modules.sort();
         assert!(modules.contains(&"java.base".to_string()));
         let java = home.join("bin/java");
-        let base_dirs: Vec<String> = modules.iter().map(|m| orig.join(m).display().to_string()).collect();
+        let base_dirs: Vec<String> = modules
+            .iter()
+            .map(|m| orig.join(m).display().to_string())
+            .collect();
         let mut base_args = vec!["-boot".to_string()];
         base_args.extend(base_dirs);
-        let base = harness(&java, &["--add-modules".into(), "ALL-SYSTEM".into()], &h, &base_args);
+        let base = harness(
+            &java,
+            &["--add-modules".into(), "ALL-SYSTEM".into()],
+            &h,
+            &base_args,
+        );
         for (bba, bname) in BBAS {
             let new_root = dir.join(format!("jdk{jname}-{bname}"));
             let mut total = TreeStats::default();
@@ -134,7 +187,11 @@ fn jdk_modules_verify_on_their_own_jdk() {
                 let t = rewrite_tree(&orig.join(m), &new_root.join(m), bba, &|rel: &Path| {
                     rel == Path::new("java/lang/Object.class")
                 });
-                assert!(t.errors.is_empty(), "{m}: classes the rewriter rejected: {:?}", &t.errors[..t.errors.len().min(10)]);
+                assert!(
+                    t.errors.is_empty(),
+                    "{m}: classes the rewriter rejected: {:?}",
+                    &t.errors[..t.errors.len().min(10)]
+                );
                 total.classes += t.classes;
                 total.changed += t.changed;
                 total.unchanged += t.unchanged;
@@ -157,8 +214,16 @@ fn jdk_modules_verify_on_their_own_jdk() {
             let new = harness(&java, &pre, &h, &args);
             assert_broken_rejected(&new, "patched JDK classes");
             let bad = new_failures(&base, &new);
-            let bad: Vec<String> = bad.into_iter().filter(|l| !l.contains(" jp.rt.Broken:")).collect();
-            assert!(bad.is_empty(), "JDK {jname} bba={bname}: {} classes fail only when rewritten:\n{}", bad.len(), bad.join("\n"));
+            let bad: Vec<String> = bad
+                .into_iter()
+                .filter(|l| !l.contains(" jp.rt.Broken:"))
+                .collect();
+            assert!(
+                bad.is_empty(),
+                "JDK {jname} bba={bname}: {} classes fail only when rewritten:\n{}",
+                bad.len(),
+                bad.join("\n")
+            );
             let linked: u64 = new.summary.values().map(|(_, ok)| ok).sum::<u64>() - 2; // minus Rt, Node
             report.push(format!(
                 "JDK {jname} bba={bname}: {} modules, {} classes ({} rewritten, {} unchanged); methods {} instrumented, {} too large, {} unwidenable, {} <init> without catch-all, {} type annotation attributes dropped; {} classes linked with -Xverify:all while running on the rewritten JDK (originals: {})",

@@ -38,7 +38,7 @@ pub(crate) fn may_throw(insn: &Insn, code: &[u8], cp: &ConstPool) -> bool {
         | 0xb6..=0xba // invoke*
         | 0xbb..=0xbf // new newarray anewarray arraylength athrow
         | 0xc0 | 0xc1 | 0xc2 | 0xc3 | 0xc5 => true,
-        0x12 | 0x13 | 0x14 => {
+        0x12..=0x14 => {
             let off = insn.off as usize;
             let idx = if insn.op == 0x12 {
                 code.get(off + 1).map(|&b| b as u16)
@@ -148,13 +148,8 @@ pub(crate) fn split(
                 *best = (*best).max(longest[tb]);
             }
         };
-        match last.flow {
-            Flow::Next | Flow::Cond => {
-                if (blk.end as usize) < n {
-                    consider(blk.end, &mut best);
-                }
-            }
-            _ => {}
+        if matches!(last.flow, Flow::Next | Flow::Cond) && (blk.end as usize) < n {
+            consider(blk.end, &mut best);
         }
         if last.flow == Flow::Ret {
             for &t in &ret_targets {

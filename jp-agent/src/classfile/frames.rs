@@ -52,11 +52,14 @@ impl VType {
     }
 }
 
-/// All frames of a method, expanded. Types of frame `i` are
-/// `types[locals.0..locals.1]` and `types[stack.0..stack.1]`.
+/// A range of `Frames::types`.
+pub(crate) type Span = (u32, u32);
+
+/// All frames of a method, expanded: (original offset, locals, stack), the types of a
+/// frame being `types[locals.0..locals.1]` and `types[stack.0..stack.1]`.
 #[derive(Default)]
 pub(crate) struct Frames {
-    pub frames: Vec<(u32, (u32, u32), (u32, u32))>,
+    pub frames: Vec<(u32, Span, Span)>,
     pub types: Vec<VType>,
 }
 

@@ -87,7 +87,7 @@ fn effect(ins: &Insn, code: &[u8], cp: &ConstPool) -> Result<Option<(u32, u32)>,
         0x57 => (1, 0),
         0x58 => (2, 0),
         0x60..=0x73 => {
-            if (ins.op - 0x60) % 2 == 0 {
+            if (ins.op - 0x60).is_multiple_of(2) {
                 (2, 1)
             } else {
                 (4, 2)

@@ -105,7 +105,7 @@ fn invert(op: u8) -> u8 {
     match op {
         0xc6 => 0xc7,
         0xc7 => 0xc6,
-        _ if (op - 0x99) % 2 == 0 => op + 1,
+        _ if (op - 0x99).is_multiple_of(2) => op + 1,
         _ => op - 1,
     }
 }

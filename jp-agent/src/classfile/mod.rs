@@ -13,9 +13,9 @@ mod insn;
 mod method;
 mod reader;
 #[cfg(test)]
-mod testutil;
-#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod testutil;
 
 pub use error::RewriteError;
 

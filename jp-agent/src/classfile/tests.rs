@@ -45,7 +45,11 @@ fn int_of(ins: &Insn, code: &[u8], bytes: &[u8]) -> Option<i32> {
         0x10 => Some(code[o + 1] as i8 as i32),
         0x11 => Some(i16::from_be_bytes([code[o + 1], code[o + 2]]) as i32),
         0x12 | 0x13 => {
-            let idx = if ins.op == 0x12 { code[o + 1] as u16 } else { u16::from_be_bytes([code[o + 1], code[o + 2]]) };
+            let idx = if ins.op == 0x12 {
+                code[o + 1] as u16
+            } else {
+                u16::from_be_bytes([code[o + 1], code[o + 2]])
+            };
             let class = ClassInfo::parse(bytes).unwrap();
             let body = class.cp.tag(idx).unwrap();
             assert_eq!(body, cpool::INTEGER);
@@ -64,13 +68,18 @@ fn split(bytes: &[u8], method: &str) -> Split {
         if ins.op != insn::INVOKESTATIC {
             return None;
         }
-        let idx = u16::from_be_bytes([cv.code[ins.off as usize + 1], cv.code[ins.off as usize + 2]]);
+        let idx =
+            u16::from_be_bytes([cv.code[ins.off as usize + 1], cv.code[ins.off as usize + 2]]);
         let (owner, name, _) = class.cp.member(idx).unwrap();
-        let owner = class.cp.utf8(class.cp.class_name_index(owner).unwrap()).unwrap();
+        let owner = class
+            .cp
+            .utf8(class.cp.class_name_index(owner).unwrap())
+            .unwrap();
         (owner == "jp/rt/Rt").then(|| String::from_utf8(name.to_vec()).unwrap())
     };
     let is_aload_l = |ins: &Insn| {
-        (l < 4 && ins.op == insn::ALOAD_0 + l as u8) || (ins.op == insn::ALOAD && cv.code[ins.off as usize + 1] as u32 == l)
+        (l < 4 && ins.op == insn::ALOAD_0 + l as u8)
+            || (ins.op == insn::ALOAD && cv.code[ins.off as usize + 1] as u32 == l)
     };
     let mut injected = vec![false; insns.len()];
     let mut calls = Vec::new();
@@ -120,22 +129,38 @@ fn split(bytes: &[u8], method: &str) -> Split {
         prefix_start.push(group.take().unwrap_or(ins.off));
         index_of_new.insert(*prefix_start.last().unwrap(), orig.len());
         index_of_new.insert(ins.off, orig.len());
-        orig.push((ins.off, ins.op, targets[ins.t0 as usize..(ins.t0 + ins.tn) as usize].iter().map(|&t| insns[t as usize].off as usize).collect::<Vec<_>>()));
+        orig.push((
+            ins.off,
+            ins.op,
+            targets[ins.t0 as usize..(ins.t0 + ins.tn) as usize]
+                .iter()
+                .map(|&t| insns[t as usize].off as usize)
+                .collect::<Vec<_>>(),
+        ));
         orig_end = ins.off + ins.len;
     }
     // Branch targets: new offsets -> original instruction index, and they must land on
     // the start of the target's prefix.
-    for k in 0..orig.len() {
-        let ts: Vec<usize> = orig[k].2.clone();
+    for o in orig.iter_mut() {
         let mut idx = Vec::new();
-        for t in ts {
-            let j = *index_of_new.get(&(t as u32)).expect("target is a known instruction");
-            assert_eq!(prefix_start[j], t as u32, "branch lands on the prefix start");
+        for &t in &o.2 {
+            let j = *index_of_new
+                .get(&(t as u32))
+                .expect("target is a known instruction");
+            assert_eq!(
+                prefix_start[j], t as u32,
+                "branch lands on the prefix start"
+            );
             idx.push(j);
         }
-        orig[k].2 = idx;
+        o.2 = idx;
     }
-    Split { calls, orig, prefix_start, orig_end }
+    Split {
+        calls,
+        orig,
+        prefix_start,
+        orig_end,
+    }
 }
 
 fn orig_ops(code: &[u8]) -> Vec<u8> {
@@ -159,7 +184,16 @@ fn loop_class(major: u16) -> Vec<u8> {
     ];
     // Frames at 1 (loop head, locals [int]), 11 and 12.
     let frames = [0, 3, 0x01, 0x09, 0x00];
-    b.method(0x0009, "m", "(I)I", 2, 1, &code, &[], (major >= 50).then_some(&frames[..]));
+    b.method(
+        0x0009,
+        "m",
+        "(I)I",
+        2,
+        1,
+        &code,
+        &[],
+        (major >= 50).then_some(&frames[..]),
+    );
     b.build()
 }
 
@@ -167,24 +201,46 @@ fn loop_class(major: u16) -> Vec<u8> {
 fn blocks_default_bba() {
     let m = describe_blocks(&loop_class(49), Bba::Default).unwrap();
     assert_eq!(m.len(), 1);
-    let got: Vec<(u32, u32, bool, u32)> =
-        m[0].blocks.iter().map(|b| (b.offset, b.instructions, b.loop_head, b.ticks)).collect();
+    let got: Vec<(u32, u32, bool, u32)> = m[0]
+        .blocks
+        .iter()
+        .map(|b| (b.offset, b.instructions, b.loop_head, b.ticks))
+        .collect();
     // Leaders: 0, 1 (goto target), 4 (after ifeq), 11 (after goto), 12 (ifeq target).
     // Ticks: longest path to the next checkpoint: block 12 = 2, nop = 1 + 2, body = 5 (its
     // successor is the loop head), head = 1 + max(5, 2) = 6; entry = 1 (then the head).
-    assert_eq!(got, vec![(0, 1, false, 1), (1, 1, true, 6), (4, 5, false, 5), (11, 1, false, 3), (12, 2, false, 2)]);
+    assert_eq!(
+        got,
+        vec![
+            (0, 1, false, 1),
+            (1, 1, true, 6),
+            (4, 5, false, 5),
+            (11, 1, false, 3),
+            (12, 2, false, 2)
+        ]
+    );
     assert_eq!(m[0].entry_ticks, 1);
 }
 
 #[test]
 fn blocks_precise_bba() {
     let m = describe_blocks(&loop_class(49), Bba::Precise).unwrap();
-    let got: Vec<(u32, u32, bool, u32)> =
-        m[0].blocks.iter().map(|b| (b.offset, b.instructions, b.loop_head, b.ticks)).collect();
+    let got: Vec<(u32, u32, bool, u32)> = m[0]
+        .blocks
+        .iter()
+        .map(|b| (b.offset, b.instructions, b.loop_head, b.ticks))
+        .collect();
     // idiv may throw: the block 4..8 is split after it.
     assert_eq!(
         got,
-        vec![(0, 1, false, 1), (1, 1, true, 6), (4, 3, false, 5), (7, 2, false, 2), (11, 1, false, 3), (12, 2, false, 2)]
+        vec![
+            (0, 1, false, 1),
+            (1, 1, true, 6),
+            (4, 3, false, 5),
+            (7, 2, false, 2),
+            (11, 1, false, 3),
+            (12, 2, false, 2)
+        ]
     );
 }
 
@@ -195,7 +251,8 @@ fn injected_code_follows_the_contract() {
         let (out, stats) = rewrite(&input, Bba::Default);
         assert_eq!(stats.methods_instrumented, 1);
         let s = split(&out, "m");
-        let calls: Vec<(&str, Option<i32>)> = s.calls.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let calls: Vec<(&str, Option<i32>)> =
+            s.calls.iter().map(|(n, v)| (n.as_str(), *v)).collect();
         assert_eq!(
             calls,
             vec![
@@ -210,19 +267,41 @@ fn injected_code_follows_the_contract() {
                 ("exit", None), // the catch-all
             ]
         );
-        assert_eq!(s.orig.iter().map(|o| o.1).collect::<Vec<_>>(), orig_ops(&code_of(&input, "m").code));
+        assert_eq!(
+            s.orig.iter().map(|o| o.1).collect::<Vec<_>>(),
+            orig_ops(&code_of(&input, "m").code)
+        );
         // ifeq -> iload_0 at 12 (index 8); goto -> ifeq (index 1).
         assert_eq!(s.orig[1].2, vec![8]);
         assert_eq!(s.orig[6].2, vec![1]);
         let cv = code_of(&out, "m");
         assert_eq!((cv.max_stack, cv.max_locals), (4, 2));
         // The catch-all: from after the entry sequence to the end of the original code.
-        assert_eq!(cv.exc, vec![(s.prefix_start[0] as u16, s.orig_end as u16, s.orig_end as u16, 0)]);
+        assert_eq!(
+            cv.exc,
+            vec![(
+                s.prefix_start[0] as u16,
+                s.orig_end as u16,
+                s.orig_end as u16,
+                0
+            )]
+        );
         if major >= 50 {
             let mut f = Frames::default();
-            f.parse(cv.frames.as_ref().unwrap(), &mut |_| panic!("only full frames")).unwrap();
+            f.parse(cv.frames.as_ref().unwrap(), &mut |_| {
+                panic!("only full frames")
+            })
+            .unwrap();
             let offs: Vec<u32> = f.frames.iter().map(|x| x.0).collect();
-            assert_eq!(offs, vec![s.prefix_start[1], s.prefix_start[7], s.prefix_start[8], s.orig_end]);
+            assert_eq!(
+                offs,
+                vec![
+                    s.prefix_start[1],
+                    s.prefix_start[7],
+                    s.prefix_start[8],
+                    s.orig_end
+                ]
+            );
             let node = |t: &VType| matches!(t, VType::Object(_));
             for (k, (_, loc, stk)) in f.frames.iter().enumerate() {
                 let locals = &f.types[loc.0 as usize..loc.1 as usize];
@@ -261,9 +340,13 @@ fn handlers_get_caught_and_tick() {
         let s = split(&out, "m");
         let calls: Vec<&str> = s.calls.iter().map(|(n, _)| n.as_str()).collect();
         let expect: &[&str] = if bba == Bba::Default {
-            &["enter", "count", "exit", "caught", "tick", "count", "exit", "exit"]
+            &[
+                "enter", "count", "exit", "caught", "tick", "count", "exit", "exit",
+            ]
         } else {
-            &["enter", "count", "count", "exit", "caught", "tick", "count", "exit", "exit"]
+            &[
+                "enter", "count", "count", "exit", "caught", "tick", "count", "exit", "exit",
+            ]
         };
         assert_eq!(calls, expect);
         let cv = code_of(&out, "m");
@@ -294,7 +377,6 @@ fn switch_padding_is_recomputed() {
     assert_eq!(code.len(), 44);
     // Fix the lookupswitch offsets relative to 25: 36 -> 11, 37 -> 12. Tableswitch at 1:
     // 36 -> 35... the code below ends at 44: retarget both switches to 44 and 45.
-    let mut code = code;
     code[4..8].copy_from_slice(&43i32.to_be_bytes());
     code[16..20].copy_from_slice(&43i32.to_be_bytes());
     code[20..24].copy_from_slice(&44i32.to_be_bytes());
@@ -324,9 +406,18 @@ fn switch_padding_is_recomputed() {
         for &(off, op, ref ts) in &s.orig {
             if op == insn::TABLESWITCH || op == insn::LOOKUPSWITCH {
                 let pad = insn::switch_pad(off) as usize;
-                assert!(cv.code[off as usize + 1..off as usize + 1 + pad].iter().all(|&b| b == 0));
+                assert!(cv.code[off as usize + 1..off as usize + 1 + pad]
+                    .iter()
+                    .all(|&b| b == 0));
                 assert_eq!((off as usize + 1 + pad) % 4, 0);
-                assert_eq!(ts, &if op == insn::TABLESWITCH { vec![4, 4, 5] } else { vec![4, 5] });
+                assert_eq!(
+                    ts,
+                    &if op == insn::TABLESWITCH {
+                        vec![4, 4, 5]
+                    } else {
+                        vec![4, 5]
+                    }
+                );
             }
         }
     }
@@ -357,9 +448,7 @@ fn far_loop(major: u16, blocks: usize, conditional: bool) -> Vec<u8> {
         let n = 1 + blocks + usize::from(conditional) + 1;
         f.extend_from_slice(&(n as u16).to_be_bytes());
         f.extend_from_slice(&[255, 0, head as u8, 0, 1, 1, 0, 0]);
-        for _ in 0..blocks {
-            f.push(6);
-        }
+        f.extend(std::iter::repeat_n(6, blocks));
         if conditional {
             f.push(1);
             f.push(4);
@@ -384,7 +473,10 @@ fn far_branches_are_widened() {
         let (out, stats) = rewrite(&input, Bba::Default);
         assert_eq!(stats.methods_instrumented, 1);
         let cv = code_of(&out, "m");
-        assert!(cv.code.len() > 65536 / 2 + 1000, "the method grew past 32 KiB");
+        assert!(
+            cv.code.len() > 65536 / 2 + 1000,
+            "the method grew past 32 KiB"
+        );
         let s = split(&out, "m");
         let ops: Vec<u8> = s.orig.iter().map(|o| o.1).collect();
         let mut expect = orig_ops(&orig.code);
@@ -400,7 +492,11 @@ fn far_branches_are_widened() {
         let w = if conditional { back + 1 } else { back };
         assert_eq!(s.orig[w].2, vec![2], "goto_w goes to the loop head");
         if conditional {
-            assert_eq!(s.orig[back].2, vec![back + 2], "the inverted branch skips the goto_w");
+            assert_eq!(
+                s.orig[back].2,
+                vec![back + 2],
+                "the inverted branch skips the goto_w"
+            );
         }
     }
 }
@@ -410,12 +506,17 @@ fn far_conditional_with_frames_is_left_unchanged() {
     let input = far_loop(52, 4000, true);
     match rewrite_class(&input, &RewriteOptions::default(), &mut Ids).unwrap() {
         Rewritten::Unchanged { .. } => {}
-        Rewritten::Changed { .. } => panic!("a far conditional branch needs a frame we cannot infer"),
+        Rewritten::Changed { .. } => {
+            panic!("a far conditional branch needs a frame we cannot infer")
+        }
     }
     // An unconditional far branch is fine with frames.
     let input = far_loop(52, 4000, false);
     let (out, stats) = rewrite(&input, Bba::Default);
-    assert_eq!((stats.methods_instrumented, stats.methods_unwidenable), (1, 0));
+    assert_eq!(
+        (stats.methods_instrumented, stats.methods_unwidenable),
+        (1, 0)
+    );
     let s = split(&out, "m");
     assert_eq!(s.orig[s.orig.len() - 2].1, insn::GOTO_W);
 }
@@ -433,8 +534,15 @@ fn too_large_methods_are_counted() {
     b.method(0x0009, "small", "(I)V", 1, 1, &[0xb1], &[], None);
     let input = b.build();
     let (out, stats) = rewrite(&input, Bba::Default);
-    assert_eq!((stats.methods_instrumented, stats.methods_too_large), (1, 1));
-    assert_eq!(code_of(&out, "big").code, code, "left byte for byte as it was");
+    assert_eq!(
+        (stats.methods_instrumented, stats.methods_too_large),
+        (1, 1)
+    );
+    assert_eq!(
+        code_of(&out, "big").code,
+        code,
+        "left byte for byte as it was"
+    );
     let mut b = ClassBuilder::new(49);
     b.method(0x0009, "big", "(I)V", 1, 1, &code, &[], None);
     match rewrite_class(&b.build(), &RewriteOptions::default(), &mut Ids).unwrap() {
@@ -470,7 +578,8 @@ fn compressed_frames_become_full_frames() {
     let raw = cv.frames.unwrap();
     // Every frame is a full_frame (255).
     let mut f = Frames::default();
-    f.parse(&raw, &mut |_| panic!("full frames need no initial locals")).unwrap();
+    f.parse(&raw, &mut |_| panic!("full frames need no initial locals"))
+        .unwrap();
     assert_eq!(f.frames.len(), 5);
     let types = |r: (u32, u32)| f.types[r.0 as usize..r.1 as usize].to_vec();
     let is_node = |t: &VType| matches!(t, VType::Object(_));
@@ -501,25 +610,47 @@ fn uninitialized_offsets_follow_their_new() {
     let mut b = ClassBuilder::new(52);
     let init = b.methodref("T", "<init>", "()V");
     let code = [
-        0xbb, 0x00, 0x02, // 0: new T
+        0xbb,
+        0x00,
+        0x02, // 0: new T
         0x59, // 3: dup
         0x04, // 4: iconst_1
-        0x99, 0x00, 0x03, // 5: ifeq 8
-        0xb7, (init >> 8) as u8, init as u8, // 8: invokespecial
-        0xb0, // 11: areturn
+        0x99,
+        0x00,
+        0x03, // 5: ifeq 8
+        0xb7,
+        (init >> 8) as u8,
+        init as u8, // 8: invokespecial
+        0xb0,       // 11: areturn
     ];
     let frames = [0, 1, 255, 0, 8, 0, 0, 0, 2, 8, 0, 0, 8, 0, 0];
-    b.method(0x0009, "m", "()Ljava/lang/Object;", 3, 0, &code, &[], Some(&frames));
+    b.method(
+        0x0009,
+        "m",
+        "()Ljava/lang/Object;",
+        3,
+        0,
+        &code,
+        &[],
+        Some(&frames),
+    );
     let input = b.build();
     for bba in [Bba::Default, Bba::Precise] {
         let (out, _) = rewrite(&input, bba);
         let s = split(&out, "m");
         let cv = code_of(&out, "m");
         let mut f = Frames::default();
-        f.parse(cv.frames.as_ref().unwrap(), &mut |_| panic!()).unwrap();
+        f.parse(cv.frames.as_ref().unwrap(), &mut |_| panic!())
+            .unwrap();
         let stack = &f.types[f.frames[0].2 .0 as usize..f.frames[0].2 .1 as usize];
         // Uninitialized points at the `new` itself, not at the prefix before it.
-        assert_eq!(stack, &[VType::Uninitialized(s.orig[0].0), VType::Uninitialized(s.orig[0].0)]);
+        assert_eq!(
+            stack,
+            &[
+                VType::Uninitialized(s.orig[0].0),
+                VType::Uninitialized(s.orig[0].0)
+            ]
+        );
         assert_ne!(s.orig[0].0, s.prefix_start[0]);
         assert_eq!(f.frames[0].0, s.prefix_start[4]);
     }
@@ -534,12 +665,16 @@ fn constructors_catch_all_starts_after_super() {
     let code = [
         0x2a, // 0: aload_0
         0x1b, // 1: iload_1
-        0x99, 0x00, 0x04, // 2: ifeq 6
+        0x99,
+        0x00,
+        0x04, // 2: ifeq 6
         0x00, // 5: nop
-        0xb7, (sup >> 8) as u8, sup as u8, // 6: invokespecial
-        0x2a, // 9: aload_0
-        0x57, // 10: pop
-        0xb1, // 11: return
+        0xb7,
+        (sup >> 8) as u8,
+        sup as u8, // 6: invokespecial
+        0x2a,      // 9: aload_0
+        0x57,      // 10: pop
+        0xb1,      // 11: return
     ];
     b.method(0x0001, "<init>", "(I)V", 2, 2, &code, &[], None);
     let input = b.build();
@@ -547,14 +682,36 @@ fn constructors_catch_all_starts_after_super() {
     assert_eq!(stats.methods_without_catch_all, 0);
     let cv = code_of(&out, "<init>");
     let s = split(&out, "<init>");
-    assert_eq!(cv.exc, vec![(s.prefix_start[5] as u16, s.orig_end as u16, s.orig_end as u16, 0)]);
+    assert_eq!(
+        cv.exc,
+        vec![(
+            s.prefix_start[5] as u16,
+            s.orig_end as u16,
+            s.orig_end as u16,
+            0
+        )]
+    );
 }
 
 #[test]
 fn corrupt_inputs_never_panic() {
-    let mut inputs = vec![loop_class(49), loop_class(52), far_loop(52, 40, true), far_loop(49, 40, false)];
+    let mut inputs = vec![
+        loop_class(49),
+        loop_class(52),
+        far_loop(52, 40, true),
+        far_loop(49, 40, false),
+    ];
     let mut b = ClassBuilder::new(49);
-    b.method(0x0009, "m", "(I)I", 2, 1, &[0x03, 0x6c, 0xac, 0x57, 0x03, 0xac], &[(0, 3, 3, 0)], None);
+    b.method(
+        0x0009,
+        "m",
+        "(I)I",
+        2,
+        1,
+        &[0x03, 0x6c, 0xac, 0x57, 0x03, 0xac],
+        &[(0, 3, 3, 0)],
+        None,
+    );
     inputs.push(b.build());
     let mut rng = 0x2545F4914F6CDD1Du64;
     let mut next = || {

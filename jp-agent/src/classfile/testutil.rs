@@ -14,7 +14,13 @@ pub(crate) type Exc = (u16, u16, u16, u16);
 
 impl ClassBuilder {
     pub fn new(major: u16) -> Self {
-        let mut b = ClassBuilder { major, cp: Vec::new(), count: 1, methods: Vec::new(), n_methods: 0 };
+        let mut b = ClassBuilder {
+            major,
+            cp: Vec::new(),
+            count: 1,
+            methods: Vec::new(),
+            n_methods: 0,
+        };
         b.class("T"); // #2 = Class T (#1 its name)
         b.class("java/lang/Object"); // #4
         b
@@ -139,7 +145,14 @@ pub(crate) fn code_of(bytes: &[u8], name: &str) -> CodeView {
     let code = r.bytes(len).unwrap().to_vec();
     let n = r.u16().unwrap();
     let exc = (0..n)
-        .map(|_| (r.u16().unwrap(), r.u16().unwrap(), r.u16().unwrap(), r.u16().unwrap()))
+        .map(|_| {
+            (
+                r.u16().unwrap(),
+                r.u16().unwrap(),
+                r.u16().unwrap(),
+                r.u16().unwrap(),
+            )
+        })
         .collect();
     let mut frames = None;
     for _ in 0..r.u16().unwrap() {
@@ -150,5 +163,11 @@ pub(crate) fn code_of(bytes: &[u8], name: &str) -> CodeView {
             frames = Some(data.to_vec());
         }
     }
-    CodeView { max_stack, max_locals, code, exc, frames }
+    CodeView {
+        max_stack,
+        max_locals,
+        code,
+        exc,
+        frames,
+    }
 }

@@ -39,14 +39,19 @@ pub fn verify_src() -> PathBuf {
 
 /// Runs a command, panicking with its output if it fails; returns stdout.
 pub fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         panic!(
             "{cmd:?} failed ({}):\n{}\n{}",
             out.status,
             stdout.chars().take(4000).collect::<String>(),
-            String::from_utf8_lossy(&out.stderr).chars().take(4000).collect::<String>()
+            String::from_utf8_lossy(&out.stderr)
+                .chars()
+                .take(4000)
+                .collect::<String>()
         );
     }
     stdout
@@ -55,7 +60,11 @@ pub fn run(cmd: &mut Command) -> String {
 /// javac 17 (`--release 17` unless `release` is given) of `files` into `out`.
 pub fn javac(files: &[PathBuf], out: &Path, classpath: Option<&str>, release: &str) {
     let mut c = Command::new(Path::new(JDK17).join("bin/javac"));
-    c.arg("-nowarn").arg("--release").arg(release).arg("-d").arg(out);
+    c.arg("-nowarn")
+        .arg("--release")
+        .arg(release)
+        .arg("-d")
+        .arg(out);
     if let Some(cp) = classpath {
         c.arg("-cp").arg(cp);
     }
@@ -70,12 +79,22 @@ pub fn compile_harness(dir: &Path) -> (PathBuf, PathBuf) {
     let h = dir.join("h");
     let stubs = dir.join("stubs");
     javac(
-        &[v.join("VerifyHarness.java"), v.join("RunMain.java"), v.join("jp/rt/Rt.java"), v.join("jp/rt/Node.java")],
+        &[
+            v.join("VerifyHarness.java"),
+            v.join("RunMain.java"),
+            v.join("jp/rt/Rt.java"),
+            v.join("jp/rt/Node.java"),
+        ],
         &h,
         None,
         "17",
     );
-    javac(&[v.join("jp/rt/Rt.java"), v.join("jp/rt/Node.java")], &stubs, None, "17");
+    javac(
+        &[v.join("jp/rt/Rt.java"), v.join("jp/rt/Node.java")],
+        &stubs,
+        None,
+        "17",
+    );
     (h, stubs)
 }
 
@@ -108,7 +127,10 @@ pub fn add_stats(a: &mut ClassStats, b: &ClassStats) {
 }
 
 pub fn class_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("read dir").map(|e| e.expect("entry").path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
     entries.sort();
     for p in entries {
         if p.is_dir() {
@@ -159,7 +181,11 @@ pub fn rewrite_tree(src: &Path, dst: &Path, bba: Bba, keep: &dyn Fn(&Path) -> bo
 
 /// Extracts the classes of a jar (needs `unzip`).
 pub fn extract_jar(jar: &Path, dir: &Path) {
-    assert!(jar.exists(), "{} missing: install the Debian package that provides it", jar.display());
+    assert!(
+        jar.exists(),
+        "{} missing: install the Debian package that provides it",
+        jar.display()
+    );
     std::fs::create_dir_all(dir).expect("mkdir");
     let st = Command::new("unzip")
         .arg("-q")
@@ -198,7 +224,9 @@ pub fn parse_harness(out: &str) -> Linked {
             Some("SUMMARY") => {
                 let dir = it.next().unwrap_or_default().to_string();
                 let num = |s: Option<&str>| -> u64 {
-                    s.and_then(|s| s.split('=').nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
+                    s.and_then(|s| s.split('=').nth(1))
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0)
                 };
                 let classes = num(it.next());
                 let ok = num(it.next());
@@ -214,8 +242,11 @@ pub fn parse_harness(out: &str) -> Linked {
 /// Keys are compared by class name and the last component of the directory.
 pub fn new_failures(base: &Linked, new: &Linked) -> Vec<String> {
     let leaf = |d: &str| d.rsplit('/').next().unwrap_or(d).to_string();
-    let base_by_class: BTreeMap<(String, &str), &str> =
-        base.fails.iter().map(|((d, c), (e, _))| ((leaf(d), c.as_str()), e.as_str())).collect();
+    let base_by_class: BTreeMap<(String, &str), &str> = base
+        .fails
+        .iter()
+        .map(|((d, c), (e, _))| ((leaf(d), c.as_str()), e.as_str()))
+        .collect();
     let mut v = Vec::new();
     for ((dir, class), (exc, msg)) in &new.fails {
         if base_by_class.get(&(leaf(dir), class.as_str())) != Some(&exc.as_str()) {
@@ -229,7 +260,12 @@ pub fn new_failures(base: &Linked, new: &Linked) -> Vec<String> {
 /// verifier must reject it. Proves that a harness run really verifies.
 pub fn broken_class() -> Vec<u8> {
     let mut b = vec![0xCA, 0xFE, 0xBA, 0xBE, 0, 0, 0, 52, 0, 8];
-    for (tag, s) in [(1u8, "jp/rt/Broken"), (7, "#1"), (1, "java/lang/Object"), (7, "#3")] {
+    for (tag, s) in [
+        (1u8, "jp/rt/Broken"),
+        (7, "#1"),
+        (1, "java/lang/Object"),
+        (7, "#3"),
+    ] {
         push_cp(&mut b, tag, s);
     }
     for s in ["m", "()Ljava/lang/Object;", "Code"] {
@@ -237,7 +273,9 @@ pub fn broken_class() -> Vec<u8> {
     }
     b.extend_from_slice(&[0x00, 0x21, 0x00, 0x02, 0x00, 0x04, 0, 0, 0, 0, 0, 1]);
     b.extend_from_slice(&[0x00, 0x09, 0x00, 0x05, 0x00, 0x06, 0x00, 0x01]);
-    b.extend_from_slice(&[0x00, 0x07, 0, 0, 0, 14, 0, 1, 0, 0, 0, 0, 0, 2, 0x03, 0xb0, 0, 0, 0, 0]);
+    b.extend_from_slice(&[
+        0x00, 0x07, 0, 0, 0, 14, 0, 1, 0, 0, 0, 0, 0, 2, 0x03, 0xb0, 0, 0, 0, 0,
+    ]);
     b.extend_from_slice(&[0, 0]);
     b
 }
