@@ -4,6 +4,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 
+mod jvm;
 mod kernel;
 mod report;
 
@@ -11,6 +12,8 @@ mod report;
 pub enum Which {
     /// jp's kernel sampling cost against `perf record -e cpu-clock -a`.
     Kernel,
+    /// The JVM agent's slowdown on real programs, both JDKs and BBAs; class rewriting speed.
+    Jvm,
 }
 
 pub fn run(which: Which) -> Result<()> {
@@ -18,5 +21,6 @@ pub fn run(which: Which) -> Result<()> {
     let out = crate::build::run()?;
     match which {
         Which::Kernel => kernel::run(&out),
+        Which::Jvm => jvm::run(&out),
     }
 }

@@ -1,0 +1,311 @@
+//! `cargo xtask bench jvm`: the agent's slowdown on real programs from Debian
+//! packages, instrumented against uninstrumented, side by side in one run, on both
+//! JDKs and both BBAs; and how fast classes are rewritten at start-up.
+//!
+//! Each round runs every program in every mode (no agent, bba=default,
+//! bba=precise) in rotating order, so that drifts of a shared machine hit all
+//! modes alike; the table holds medians over rounds and their ratios.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use super::report::{median, write_section};
+use crate::build::Deliverables;
+use crate::cmd::root;
+use crate::setup::{JDK17, JDK25};
+
+const ROUNDS: usize = 5;
+const SHARE: &str = "/usr/share/java";
+const MODES: [Mode; 3] = [Mode::Off, Mode::Default, Mode::Precise];
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Mode {
+    Off,
+    Default,
+    Precise,
+}
+
+struct Program {
+    name: &'static str,
+    args: Vec<String>,
+}
+
+/// Start-up rewriting, as the agent's `stats=true` line reports it.
+#[derive(Default, Clone)]
+struct RewriteStats {
+    classes: f64,
+    rewrite_ms: f64,
+    classes_per_s: f64,
+}
+
+#[derive(Default)]
+struct Cell {
+    seconds: Vec<f64>,
+    rewrites: Vec<RewriteStats>,
+}
+
+pub fn run(out: &Deliverables) -> Result<()> {
+    let dir = prepare()?;
+    let programs = programs(&dir)?;
+    let mut sections = String::new();
+    for (label, jdk) in [("JDK 17", JDK17), ("JDK 25", JDK25)] {
+        let java = Path::new(jdk).join("bin/java");
+        if !java.exists() {
+            sections.push_str(&format!(
+                "\n**{label} is missing ({jdk}): not measured.**\n"
+            ));
+            eprintln!("xtask: WARNING: {label} missing at {jdk}: its benchmark is NOT run");
+            continue;
+        }
+        let mut cells: BTreeMap<(usize, Mode), Cell> = BTreeMap::new();
+        for round in 0..ROUNDS {
+            for (p, program) in programs.iter().enumerate() {
+                for i in 0..MODES.len() {
+                    let mode = MODES[(i + round + p) % MODES.len()];
+                    let (secs, stats) = run_once(&java, out, &dir, program, mode)?;
+                    let cell = cells.entry((p, mode)).or_default();
+                    cell.seconds.push(secs);
+                    cell.rewrites.extend(stats);
+                }
+            }
+            eprintln!(
+                "xtask: bench jvm {label}: round {}/{ROUNDS} done",
+                round + 1
+            );
+        }
+        sections.push_str(&table(label, &programs, &mut cells));
+    }
+    let body = format!(
+        "## JVM agent overhead (`cargo xtask bench jvm`)\n\n\
+Real programs from Debian packages (inputs in `xtask/bench-inputs/jvm/`), each run without \
+the agent and with `-agentpath:libjpagent.so=bba=…,stats=true` writing a JSON profile at exit; \
+{ROUNDS} rounds, modes in rotating order within a round; wall time of the whole JVM run \
+(start-up, class rewriting, the run, writing the profile), median over rounds. Slowdown = \
+median with the agent / median without. Goal: geometric mean ≤ 1.5× with bba=default and \
+≤ 2.5× with bba=precise.\n{sections}"
+    );
+    write_section("jvm", &body)
+}
+
+fn table(label: &str, programs: &[Program], cells: &mut BTreeMap<(usize, Mode), Cell>) -> String {
+    let mut s = format!(
+        "\n### {label}\n\n| program | no agent (s) | default (s) | precise (s) | slowdown default | slowdown precise | classes rewritten | rewrite at start-up (ms) | classes/s |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+    );
+    let (mut log_d, mut log_p) = (0.0, 0.0);
+    for (p, program) in programs.iter().enumerate() {
+        let mut med = |m: Mode| {
+            cells
+                .get_mut(&(p, m))
+                .map(|c| median(&mut c.seconds))
+                .unwrap_or(f64::NAN)
+        };
+        let (off, d, pr) = (med(Mode::Off), med(Mode::Default), med(Mode::Precise));
+        let rw = cells
+            .get(&(p, Mode::Default))
+            .map(|c| c.rewrites.clone())
+            .unwrap_or_default();
+        let mut classes: Vec<f64> = rw.iter().map(|r| r.classes).collect();
+        let mut ms: Vec<f64> = rw.iter().map(|r| r.rewrite_ms).collect();
+        let mut cps: Vec<f64> = rw.iter().map(|r| r.classes_per_s).collect();
+        log_d += (d / off).ln();
+        log_p += (pr / off).ln();
+        s.push_str(&format!(
+            "| {} | {off:.2} | {d:.2} | {pr:.2} | {:.2}× | {:.2}× | {:.0} | {:.0} | {:.0} |\n",
+            program.name,
+            d / off,
+            pr / off,
+            median(&mut classes),
+            median(&mut ms),
+            median(&mut cps),
+        ));
+    }
+    let n = programs.len() as f64;
+    s.push_str(&format!(
+        "| **geometric mean** | | | | **{:.2}×** | **{:.2}×** | | | |\n",
+        (log_d / n).exp(),
+        (log_p / n).exp()
+    ));
+    s
+}
+
+fn run_once(
+    java: &Path,
+    out: &Deliverables,
+    dir: &Path,
+    p: &Program,
+    mode: Mode,
+) -> Result<(f64, Option<RewriteStats>)> {
+    let mut c = Command::new(java);
+    c.current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    let bba = match mode {
+        Mode::Off => None,
+        Mode::Default => Some("default"),
+        Mode::Precise => Some("precise"),
+    };
+    if let Some(bba) = bba {
+        let profile = dir.join(format!("{}-{bba}.json", p.name));
+        c.arg(format!(
+            "-agentpath:{}=bba={bba},stats=true,out={}",
+            out.agent_lib.display(),
+            profile.display()
+        ));
+    }
+    c.args(&p.args);
+    let t0 = Instant::now();
+    let o = c
+        .stderr(Stdio::piped())
+        .output()
+        .with_context(|| format!("cannot run {}", java.display()))?;
+    let secs = t0.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    if !o.status.success() {
+        bail!("{} ({mode:?}) failed with {}:\n{stderr}", p.name, o.status);
+    }
+    Ok((secs, bba.and_then(|_| parse_stats(&stderr))))
+}
+
+fn parse_stats(stderr: &str) -> Option<RewriteStats> {
+    let line = stderr.lines().find(|l| l.contains("rewrite_ms="))?;
+    let get = |k: &str| {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    Some(RewriteStats {
+        classes: get("classes_rewritten")?,
+        rewrite_ms: get("rewrite_ms")?,
+        classes_per_s: get("classes_per_s")?,
+    })
+}
+
+fn jar(name: &str) -> Result<String> {
+    let p = Path::new(SHARE).join(name);
+    if !p.exists() {
+        bail!("{} is missing: run `cargo xtask setup`", p.display());
+    }
+    Ok(p.display().to_string())
+}
+
+/// A scratch directory with the inputs, a generated XML document and LuceneBench compiled.
+fn prepare() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("jp-bench-jvm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let inputs = root().join("xtask/bench-inputs/jvm");
+    for e in
+        std::fs::read_dir(&inputs).with_context(|| format!("cannot read {}", inputs.display()))?
+    {
+        let e = e?;
+        std::fs::copy(e.path(), dir.join(e.file_name()))?;
+    }
+    let mut xml = String::from("<?xml version=\"1.0\"?>\n<items>\n");
+    for i in 0..20000u32 {
+        xml.push_str(&format!(
+            "<item price=\"{}\"><name>item{}</name><desc>{}</desc></item>\n",
+            i * 7919 % 1009,
+            i * 31 % 5003,
+            "x".repeat((i % 17) as usize)
+        ));
+    }
+    xml.push_str("</items>\n");
+    std::fs::write(dir.join("items.xml"), xml)?;
+    let javac = Path::new(JDK17).join("bin/javac");
+    crate::cmd::run(Command::new(javac).current_dir(&dir).args([
+        "--release",
+        "17",
+        "-cp",
+        &lucene_cp()?,
+        "-d",
+        ".",
+        "LuceneBench.java",
+    ]))?;
+    Ok(dir)
+}
+
+fn lucene_cp() -> Result<String> {
+    Ok([
+        jar("lucene-core-8.7.0.jar")?,
+        jar("lucene-analyzers-common-8.7.0.jar")?,
+    ]
+    .join(":"))
+}
+
+fn programs(dir: &Path) -> Result<Vec<Program>> {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let mut javac_sources: Vec<String> = Vec::new();
+    for sub in ["jp-agent/tests/programs", "xtask/bench-inputs/jvm"] {
+        for e in std::fs::read_dir(root().join(sub))? {
+            let p = e?.path();
+            if p.extension().is_some_and(|x| x == "java") && !p.ends_with("LuceneBench.java") {
+                javac_sources.push(p.display().to_string());
+            }
+        }
+    }
+    javac_sources.sort();
+    let mut javac = s(&[
+        "-m",
+        "jdk.compiler/com.sun.tools.javac.Main",
+        "--release",
+        "17",
+        "-d",
+    ]);
+    javac.push(dir.join("javac-out").display().to_string());
+    javac.extend(javac_sources);
+    Ok(vec![
+        Program {
+            name: "rhino (JavaScript)",
+            args: s(&[
+                "-cp",
+                &jar("rhino.jar")?,
+                "org.mozilla.javascript.tools.shell.Main",
+                "work.js",
+            ]),
+        },
+        Program {
+            name: "jython (Python)",
+            args: s(&[
+                "-Dpython.cachedir.skip=true",
+                "-cp",
+                &jar("jython.jar")?,
+                "org.python.util.jython",
+                "work.py",
+            ]),
+        },
+        Program {
+            name: "H2 (SQL)",
+            args: s(&[
+                "-cp",
+                &jar("h2.jar")?,
+                "org.h2.tools.RunScript",
+                "-url",
+                "jdbc:h2:mem:bench",
+                "-script",
+                "work.sql",
+            ]),
+        },
+        Program {
+            name: "Xalan (XSLT)",
+            args: s(&[
+                "-cp",
+                &format!("{}:{}", jar("xalan2.jar")?, jar("serializer.jar")?),
+                "org.apache.xalan.xslt.Process",
+                "-IN",
+                "items.xml",
+                "-XSL",
+                "sort.xsl",
+            ]),
+        },
+        Program {
+            name: "Lucene (index + search)",
+            args: s(&["-cp", &format!("{}:.", lucene_cp()?), "LuceneBench"]),
+        },
+        Program {
+            name: "javac (compile)",
+            args: javac,
+        },
+    ])
+}
