@@ -70,6 +70,7 @@ pub(crate) fn split(
     leader: &mut Vec<bool>,
     blocks: &mut Vec<Block>,
     block_of: &mut Vec<u32>,
+    longest: &mut Vec<u32>,
 ) -> Result<u32, RewriteError> {
     let n = insns.len();
     leader.clear();
@@ -137,7 +138,8 @@ pub(crate) fn split(
     // (backward edges end at loop heads, exception edges at handlers), so one pass from the
     // last block to the first sees every successor before its predecessors.
     let nb = blocks.len();
-    let mut longest: Vec<u32> = vec![0; nb];
+    longest.clear();
+    longest.resize(nb, 0);
     for b in (0..nb).rev() {
         let blk = blocks[b];
         let last = &insns[blk.end as usize - 1];

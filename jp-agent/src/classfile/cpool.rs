@@ -86,7 +86,7 @@ impl<'a> ConstPool<'a> {
             .get(index as usize)
             .filter(|e| e.0 != 0)
             .map(|e| e.0)
-            .ok_or(RewriteError::BadCpIndex {
+            .ok_or_else(|| RewriteError::BadCpIndex {
                 index,
                 count: self.count(),
             })
@@ -183,6 +183,8 @@ pub(crate) struct CpAppender {
     classes: Vec<(Vec<u8>, u16)>,
     ints: Vec<(i32, u16)>,
     methods: Vec<(&'static str, u16)>,
+    /// The Utf8 "StackMapTable" once looked up (original or appended).
+    pub stack_map_table_name: Option<u16>,
 }
 
 impl CpAppender {
@@ -194,6 +196,7 @@ impl CpAppender {
             classes: Vec::new(),
             ints: Vec::new(),
             methods: Vec::new(),
+            stack_map_table_name: None,
         }
     }
 

@@ -49,6 +49,7 @@ pub(crate) struct Scratch {
     ins_off: Vec<u32>,
     wide: Vec<bool>,
     block_starts: Vec<u32>,
+    longest: Vec<u32>,
 }
 
 struct Refs {
@@ -135,6 +136,7 @@ pub(crate) fn describe(
         &mut s.leader,
         &mut s.blocks,
         &mut s.block_of,
+        &mut s.longest,
     )?;
     let infos = s
         .blocks
@@ -258,6 +260,7 @@ pub(crate) fn rewrite_code(
         &mut s.leader,
         &mut s.blocks,
         &mut s.block_of,
+        &mut s.longest,
     )?;
 
     // Which instructions the catch-all covers.
@@ -571,9 +574,16 @@ pub(crate) fn rewrite_code(
         n_attr_out += 1;
     }
     if m.major >= 50 && !had_frames && catch_all {
-        let name_idx = match cp.find_utf8(b"StackMapTable") {
+        let name_idx = match cpa.stack_map_table_name {
             Some(i) => i,
-            None => cpa.utf8(b"StackMapTable")?,
+            None => {
+                let i = match cp.find_utf8(b"StackMapTable") {
+                    Some(i) => i,
+                    None => cpa.utf8(b"StackMapTable")?,
+                };
+                cpa.stack_map_table_name = Some(i);
+                i
+            }
         };
         let hdr = out.len();
         put_u16(&mut out, name_idx);

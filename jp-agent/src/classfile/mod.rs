@@ -232,6 +232,25 @@ pub fn rewrite_class(
             reason: "profiler runtime class".into(),
         });
     }
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut s) => rewrite_methods(bytes, opts, ids, class, &mut s),
+        Err(_) => rewrite_methods(bytes, opts, ids, class, &mut method::Scratch::default()),
+    })
+}
+
+thread_local! {
+    /// Buffers reused by every rewrite on this thread (no allocation per instruction, and
+    /// few per class).
+    static SCRATCH: std::cell::RefCell<method::Scratch> = std::cell::RefCell::new(method::Scratch::default());
+}
+
+fn rewrite_methods(
+    bytes: &[u8],
+    opts: &RewriteOptions,
+    ids: &mut dyn MethodIds,
+    class: ClassInfo<'_>,
+    scratch: &mut method::Scratch,
+) -> Result<Rewritten, RewriteError> {
     let ClassInfo {
         cp,
         major,
@@ -242,7 +261,6 @@ pub fn rewrite_class(
     } = class;
     let mut stats = ClassStats::default();
     let mut cpa = CpAppender::new(cp.count());
-    let mut scratch = method::Scratch::default();
     // (Code attribute start, end, new Code attribute body)
     let mut replaced: Vec<(usize, usize, Vec<u8>)> = Vec::new();
     for &MethodInfo {
@@ -274,7 +292,7 @@ pub fn rewrite_class(
             &bytes[start + 6..end],
             &input,
             &mut cpa,
-            &mut scratch,
+            scratch,
             &mut stats,
         )? {
             method::Outcome::Rewritten(body) => {
