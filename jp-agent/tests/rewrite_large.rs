@@ -63,6 +63,18 @@ fn source() -> String {
     )
 }
 
+/// A method with 281 local slots: the context local is loaded with `wide aload`.
+fn locals_source() -> String {
+    let decls: String = (0..140)
+        .map(|k| format!("        long a{k} = n + {k};\n"))
+        .collect();
+    let sum: Vec<String> = (0..140).map(|k| format!("a{k}")).collect();
+    format!(
+        "public class Locals {{\n    static long many(int n) {{\n{decls}        for (int r = 0; r < 2; r++) a0 += r;\n        return {};\n    }}\n\n    public static void main(String[] args) {{\n        System.out.println(many(1));\n    }}\n}}\n",
+        sum.join(" + ")
+    )
+}
+
 fn has_wide_goto(bytes: &[u8], method: &str) -> bool {
     let class = cafebabe::parse_class(bytes).expect("parses");
     let m = class
@@ -93,8 +105,10 @@ fn far_branches_are_widened_or_counted() {
     let (h, stubs) = compile_harness(&dir);
     let src = dir.join("Big.java");
     std::fs::write(&src, source()).unwrap();
+    let locals = dir.join("Locals.java");
+    std::fs::write(&locals, locals_source()).unwrap();
     let v52 = dir.join("v52");
-    javac(&[src], &v52, None, "8");
+    javac(&[src, locals], &v52, None, "8");
     // The same code as version 49 without frames.
     let tools = dir.join("tools");
     javac(
@@ -110,7 +124,8 @@ fn far_branches_are_widened_or_counted() {
         .arg(format!("{}:{}", tools.display(), asm.display()))
         .arg("Downgrade")
         .arg(&v49)
-        .arg(v52.join("Big.class")));
+        .arg(v52.join("Big.class"))
+        .arg(v52.join("Locals.class")));
     let expected = format!("{0}\n{0}\n", (K * (K - 1) / 2));
     for (version, orig) in [(52u16, &v52), (49, &v49)] {
         let input = std::fs::read(orig.join("Big.class")).unwrap();
@@ -148,6 +163,36 @@ fn far_branches_are_widened_or_counted() {
             let new = dir.join(format!("new{version}-{bname}"));
             std::fs::create_dir_all(&new).unwrap();
             std::fs::write(new.join("Big.class"), &bytes).unwrap();
+            let Rewritten::Changed { bytes: lb, .. } = rewrite_class(
+                &std::fs::read(orig.join("Locals.class")).unwrap(),
+                &RewriteOptions { bba },
+                &mut Ids(0),
+            )
+            .unwrap() else {
+                panic!("unchanged")
+            };
+            // The context local is past 255: `wide aload L` is in the code.
+            let class = cafebabe::parse_class(&lb).expect("parses");
+            let many = class
+                .methods
+                .iter()
+                .find(|m| m.name == "many")
+                .expect("many");
+            let l = many
+                .attributes
+                .iter()
+                .find_map(|a| match &a.data {
+                    cafebabe::attributes::AttributeData::Code(c) => Some(c.max_locals - 1),
+                    _ => None,
+                })
+                .expect("code");
+            assert!(l > 255);
+            let [hi, lo] = l.to_be_bytes();
+            assert!(
+                lb.windows(4).any(|w| w == [0xc4, 0x19, hi, lo]),
+                "wide aload of local {l}"
+            );
+            std::fs::write(new.join("Locals.class"), &lb).unwrap();
             for (jname, home) in &jdks {
                 let java = home.join("bin/java");
                 let cp = format!("{}:{}:{}", h.display(), stubs.display(), new.display());
@@ -162,6 +207,17 @@ fn far_branches_are_widened_or_counted() {
                     "JDK {jname} v{version} {bname}: {out}"
                 );
                 let rt = out.lines().last().unwrap_or("").to_string();
+                // 140 x 1 + (0 + ... + 139) + (0 + 1) from the loop.
+                let lout = run(Command::new(&java)
+                    .arg("-Xverify:all")
+                    .arg("-cp")
+                    .arg(&cp)
+                    .arg("RunMain")
+                    .arg("Locals"));
+                assert!(
+                    lout.starts_with("9871\nRT enters=2 exits=2 "),
+                    "JDK {jname} v{version} {bname}: {lout}"
+                );
                 // main, gotoFar and (v49) condFar: balanced entries and exits.
                 let enters = if version == 52 { 2 } else { 3 };
                 assert!(

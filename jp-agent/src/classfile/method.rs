@@ -506,8 +506,22 @@ pub(crate) fn rewrite_code(
 
     // Attributes of the Code attribute.
     let mut frames = std::mem::take(&mut s.frames);
-    let new_of = |off: usize, allow_end: bool| -> Result<u32, RewriteError> {
-        Ok(s.new_off[index_of(s, off, allow_end, m.label)? as usize])
+    // Debug tables only need offsets inside the code (the JVM checks no more): one that is
+    // not at an instruction maps to the instruction containing it (or the next one).
+    let lenient = |off: usize, round_up: bool| -> u32 {
+        let n = s.insns.len();
+        if off >= code_len {
+            return s.new_off[n];
+        }
+        let mut o = off;
+        while s.map[o] == u32::MAX {
+            if round_up {
+                o += 1;
+            } else {
+                o -= 1;
+            }
+        }
+        s.new_off[s.map[o] as usize]
     };
     let attr_count_at = out.len();
     put_u16(&mut out, 0);
@@ -529,7 +543,7 @@ pub(crate) fn rewrite_code(
                 put_u16(&mut out, k);
                 for _ in 0..k {
                     let pc = a.u16()? as usize;
-                    put_u16(&mut out, new_of(pc, false)? as u16);
+                    put_u16(&mut out, lenient(pc, false) as u16);
                     put_u16(&mut out, a.u16()?);
                 }
             }
@@ -540,8 +554,8 @@ pub(crate) fn rewrite_code(
                 for _ in 0..k {
                     let pc = a.u16()? as usize;
                     let len = a.u16()? as usize;
-                    let ns = new_of(pc, false)?;
-                    let ne = new_of(pc + len, true)?;
+                    let ns = lenient(pc, false);
+                    let ne = lenient(pc + len, true).max(ns);
                     put_u16(&mut out, ns as u16);
                     put_u16(&mut out, (ne - ns) as u16);
                     out.extend_from_slice(a.bytes(6)?);

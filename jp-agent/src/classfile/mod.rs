@@ -227,6 +227,12 @@ pub fn rewrite_class(
     ids: &mut dyn MethodIds,
 ) -> Result<Rewritten, RewriteError> {
     let class = ClassInfo::parse(bytes)?;
+    if class.major == 45 && u16_at(bytes, 4)? < 3 {
+        // Before 45.3, Code attributes have 1-byte max_stack/max_locals and 2-byte lengths.
+        return Ok(Rewritten::Unchanged {
+            reason: "class file older than 45.3".into(),
+        });
+    }
     if class.name.starts_with("jp/rt/") {
         return Ok(Rewritten::Unchanged {
             reason: "profiler runtime class".into(),
