@@ -341,13 +341,26 @@ fn run(prog: &Program, jdk: Jdk) {
     for (opts, bba) in CONFIGS {
         let what = format!("{} on {} with {opts}", prog.name, jdk.name());
         let out = dir.join(format!("{}.json", opts.replace([',', '='], "_")));
-        let mut args = vec![format!("-agentpath:{}={opts},format=json,out={}", agent_lib().display(), out.display())];
+        let mut args =
+            vec![format!("-agentpath:{}={opts},format=json,stats=true,out={}", agent_lib().display(), out.display())];
         args.extend((prog.args)(&dir));
         let r = java(jdk, &args, &dir, limit);
         timings.push(format!("{opts} {:.1}s", r.elapsed.as_secs_f64()));
         if !r.status.success() {
             failures.push(format!("{what}: JVM failed ({})\n{}\n{}", r.status, r.cmdline, r.stderr));
             continue;
+        }
+        // Every class the agent was given must have been rewritten or deliberately skipped.
+        match r.stderr.lines().find_map(|l| l.strip_prefix("jp-agent: stats: ")) {
+            None => failures.push(format!("{what}: no `jp-agent: stats:` line on stderr\n{}", r.stderr)),
+            Some(stats) => {
+                if !stats.split_whitespace().any(|kv| kv == "classes_failed=0") {
+                    let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.contains("warning")).take(20).collect();
+                    failures.push(format!("{what}: classes failed to rewrite: {stats}\n{}", warnings.join("\n")));
+                }
+                let rewritten = stats.split_whitespace().find(|kv| kv.starts_with("classes_rewritten="));
+                timings.push(format!("  ({})", rewritten.unwrap_or("?")));
+            }
         }
         if r.stdout != base.stdout {
             failures.push(format!(
