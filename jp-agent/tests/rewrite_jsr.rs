@@ -86,7 +86,6 @@ fn jsr_ret_fixture_verifies_and_counts() {
             );
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Blocks entered (calls of Rt.count), by hand along the same paths as the module doc.

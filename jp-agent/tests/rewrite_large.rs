@@ -246,5 +246,4 @@ fn far_branches_are_widened_or_counted() {
             "v{version}: both BBAs count the same: {bytecodes:?}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -196,5 +196,4 @@ fn paper_example_blocks_and_counts() {
             println!("JDK {jname} bba={bname}: {}", out.trim());
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

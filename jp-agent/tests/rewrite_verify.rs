@@ -137,7 +137,6 @@ fn real_jars_verify_on_both_jdks() {
         }
     }
     println!("{}\n(in {:?})", report.join("\n"), t0.elapsed());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Rewritten JDK classes are put in front of the JDK's with --patch-module (java.* cannot
@@ -236,6 +235,5 @@ fn jdk_modules_verify_on_their_own_jdk() {
         let _ = std::fs::remove_dir_all(&orig);
     }
     println!("{}\n(in {:?})", report.join("\n"), t0.elapsed());
-    let _ = std::fs::remove_dir_all(&dir);
     let _: Option<PathBuf> = None;
 }

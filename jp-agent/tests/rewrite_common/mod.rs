@@ -25,12 +25,28 @@ pub fn jdks() -> Vec<(&'static str, PathBuf)> {
     v
 }
 
-/// A fresh, empty scratch directory for one test.
-pub fn scratch(name: &str) -> PathBuf {
+/// A fresh, empty scratch directory for one test, removed when dropped (also when the
+/// test fails).
+pub struct ScratchDir(PathBuf);
+
+impl std::ops::Deref for ScratchDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn scratch(name: &str) -> ScratchDir {
     let d = std::env::temp_dir().join(format!("jp-rewrite-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create scratch dir");
-    d
+    ScratchDir(d)
 }
 
 pub fn verify_src() -> PathBuf {
