@@ -24,7 +24,7 @@ pub const FREQUENCY_RANGE: std::ops::RangeInclusive<u64> = 1..=100_000;
 pub const SHIFT_RANGE: std::ops::RangeInclusive<u32> = 0..=16;
 pub const READ_INTERVAL_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=60_000;
 
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub server: ServerConfig,
@@ -79,16 +79,6 @@ impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             level: "info".into(),
-        }
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            server: ServerConfig::default(),
-            kernel: KernelConfig::default(),
-            log: LogConfig::default(),
         }
     }
 }

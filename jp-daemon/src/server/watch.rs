@@ -216,11 +216,13 @@ ffffffffc0001100 t e1000_other\t[e1000]
 ";
 
     fn counts(zero: u64, clear: u64, e1000: u64, irq: u64, timer: u64) -> KernelCounts {
-        let mut c = KernelCounts::default();
-        c.modes = ModeCounts {
-            kernel: zero + clear + e1000,
-            user: 5,
-            idle: 50,
+        let mut c = KernelCounts {
+            modes: ModeCounts {
+                kernel: zero + clear + e1000,
+                user: 5,
+                idle: 50,
+            },
+            ..KernelCounts::default()
         };
         c.buckets.insert(0, zero); // read_iter_zero
         c.buckets.insert(0x10, clear); // clear_user_rep_good
