@@ -1,5 +1,170 @@
 //! Types shared by the eBPF programs (`jp-ebpf`) and user space (`jp-daemon`).
 //!
 //! Everything here is `#[repr(C)]` and `no_std`: the same bytes are written by the
-//! kernel side and read by jpd.
-#![no_std]
+//! kernel side and read by jpd. Structs have no implicit padding (explicit `_pad`
+//! fields instead) so that they can be `aya::Pod` and hash-map keys compare by value.
+#![cfg_attr(not(test), no_std)]
+
+/// Name of the load-time configuration global in the eBPF object (`.rodata`).
+pub const CONFIG_GLOBAL: &str = "JP_CONFIG";
+
+/// Load-time configuration of the probes, written by jpd with
+/// `EbpfLoader::override_global` before the programs are loaded. Offsets come from
+/// the running kernel's BTF, addresses from `/proc/kallsyms`: nothing about the kernel
+/// is hard-coded in the programs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProbeConfig {
+    /// `_stext`: first address of core kernel text.
+    pub text_start: u64,
+    /// `_etext`: end (exclusive) of core kernel text.
+    pub text_end: u64,
+    /// `[irq_entry_start, irq_entry_end)`: the device-interrupt entry stub
+    /// (`asm_common_interrupt`). In a kernel stack trace taken inside a hard-IRQ
+    /// handler, the frame after the one in this range is the interrupted IP.
+    pub irq_entry_start: u64,
+    pub irq_entry_end: u64,
+    /// readprofile bucket size is `1 << shift` bytes.
+    pub shift: u32,
+    /// `offsetof(struct irqaction, handler)`.
+    pub irqaction_handler_off: u32,
+    /// `offsetof(struct irqaction, name)`.
+    pub irqaction_name_off: u32,
+    pub _pad: u32,
+}
+
+impl ProbeConfig {
+    /// All zero: with `text_end == 0` every kernel IP lands in the exact-address map,
+    /// so an object loaded without configuration still records honestly.
+    pub const ZERO: ProbeConfig = ProbeConfig {
+        text_start: 0,
+        text_end: 0,
+        irq_entry_start: 0,
+        irq_entry_end: 0,
+        shift: 0,
+        irqaction_handler_off: 0,
+        irqaction_name_off: 0,
+        _pad: 0,
+    };
+}
+
+/// Slots of the per-CPU mode counters (`JP_MODES` for the `cpu-clock` sampler,
+/// `JP_IRQ_MODES` for the interrupted IP at device-interrupt entry).
+pub mod mode {
+    /// The CPU was in user mode.
+    pub const USER: u32 = 0;
+    /// Kernel mode, not the idle task. Every such sample is either in a histogram or in
+    /// `LOST`: `sum(buckets) + sum(other_ips) + LOST == KERNEL`.
+    pub const KERNEL: u32 = 1;
+    /// Kernel mode in the idle task (pid 0).
+    pub const IDLE: u32 = 2;
+    /// Kernel samples that could not be recorded (histogram full).
+    pub const LOST: u32 = 3;
+    /// `JP_IRQ_MODES` only: handler invocations whose statistics could not be recorded.
+    pub const LOST_IRQ_STATS: u32 = 4;
+    /// `JP_IRQ_MODES` only: `irq_handler_exit` without the matching entry (e.g. the
+    /// handler was already running when the probes were attached): counted, not timed.
+    pub const UNTIMED: u32 = 5;
+    /// `JP_IRQ_MODES` only: the interrupted IP could not be found (no kernel stack, or
+    /// no interrupt-entry frame in it, or the trace was cut at its maximum depth).
+    pub const READ_FAILED: u32 = 6;
+    pub const COUNT: u32 = 7;
+}
+
+/// Number of softirq vectors (`NR_SOFTIRQS`: HI … RCU). A vector number at or above it
+/// is counted in slot `NR_SOFTIRQS` of `JP_SIRQ_STATS`, never dropped silently.
+pub const NR_SOFTIRQS: u32 = 10;
+
+/// Names of the softirq vectors, by number, as the kernel's `softirq_to_name`.
+pub const SOFTIRQ_NAMES: [&str; NR_SOFTIRQS as usize] = [
+    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
+];
+
+/// Frames of kernel stack read at hard-IRQ handler entry to find the interrupted IP;
+/// the handler path (tracepoint → flow handler → `__common_interrupt` →
+/// `common_interrupt` → `asm_common_interrupt`) is about ten frames.
+pub const IRQ_STACK_DEPTH: usize = 32;
+
+/// Bytes of an IRQ handler's name (`irqaction->name`) kept, NUL-terminated.
+pub const IRQ_NAME_LEN: usize = 32;
+
+/// Key of `JP_IRQ_STATS`: one hard-IRQ handler on one IRQ line. The `irqaction`
+/// pointer tells apart the handlers sharing a line.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct IrqKey {
+    pub irq: u32,
+    pub _pad: u32,
+    /// `struct irqaction *`.
+    pub action: u64,
+}
+
+/// Value of `JP_IRQ_STATS` (per CPU).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IrqStats {
+    /// Invocations that returned IRQ_HANDLED or IRQ_WAKE_THREAD.
+    pub handled: u64,
+    /// Invocations that returned IRQ_NONE (a shared line, or a spurious interrupt).
+    pub unhandled: u64,
+    /// Time in the handler, entry to exit, all invocations (ns).
+    pub time_ns: u64,
+    /// `irqaction->handler`; 0 until this CPU filled it in.
+    pub handler: u64,
+    /// `irqaction->name`, NUL-terminated (empty until this CPU filled it in).
+    pub name: [u8; IRQ_NAME_LEN],
+}
+
+impl IrqStats {
+    pub const ZERO: IrqStats =
+        IrqStats { handled: 0, unhandled: 0, time_ns: 0, handler: 0, name: [0; IRQ_NAME_LEN] };
+}
+
+/// Per-CPU slot written at `irq_handler_entry`, read at `irq_handler_exit`. Hard-IRQ
+/// handlers do not nest on one CPU, so one slot per CPU is enough.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IrqStart {
+    pub ts_ns: u64,
+    pub action: u64,
+}
+
+/// Value of `JP_SIRQ_STATS` (per CPU, indexed by vector).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoftirqStats {
+    /// `softirq_entry` events.
+    pub count: u64,
+    /// Entry to exit, summed (ns).
+    pub time_ns: u64,
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: all of these are repr(C), made only of integers and byte arrays, without
+    // implicit padding, so every bit pattern is a valid value.
+    unsafe impl aya::Pod for super::ProbeConfig {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::IrqKey {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::IrqStats {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::IrqStart {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::SoftirqStats {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::size_of;
+
+    #[test]
+    fn shared_types_have_no_implicit_padding() {
+        assert_eq!(size_of::<ProbeConfig>(), 4 * 8 + 4 * 4);
+        assert_eq!(size_of::<IrqKey>(), 16);
+        assert_eq!(size_of::<IrqStats>(), 4 * 8 + IRQ_NAME_LEN);
+        assert_eq!(size_of::<IrqStart>(), 16);
+        assert_eq!(size_of::<SoftirqStats>(), 16);
+    }
+}

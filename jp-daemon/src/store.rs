@@ -38,6 +38,9 @@ impl ModeCounts {
 pub struct IrqHandlerCounts {
     /// Invocations that returned IRQ_HANDLED (or WAKE_THREAD); IRQ_NONE ones are not hits.
     pub count: u64,
+    /// Invocations that returned IRQ_NONE. `count + unhandled` is every invocation, which
+    /// is what `/proc/interrupts` counts for a line with one handler.
+    pub unhandled: u64,
     /// Time spent in the handler, all invocations (ns).
     pub time_ns: u64,
     /// The handler's function address (`irqaction->handler`), 0 if unknown.
@@ -73,6 +76,9 @@ pub struct KernelCounts {
     pub irq_buckets: HashMap<u64, u64>,
     /// As `other_ips`, for the interrupted IP at hard-IRQ handler entry.
     pub irq_other_ips: HashMap<u64, u64>,
+    /// The interrupted context's mode at device-interrupt entry (as `modes`; `kernel`
+    /// samples are the ones in `irq_buckets`/`irq_other_ips`).
+    pub irq_modes: ModeCounts,
     /// (irq number, handler name) → counts.
     pub irqs: HashMap<(u32, String), IrqHandlerCounts>,
     /// softirq vector number (0 = HI … 9 = RCU) → counts.
@@ -181,6 +187,7 @@ fn subtract(now: &KernelCounts, base: &KernelCounts) -> KernelCounts {
         other_ips: subtract_map(&now.other_ips, &base.other_ips),
         irq_buckets: subtract_map(&now.irq_buckets, &base.irq_buckets),
         irq_other_ips: subtract_map(&now.irq_other_ips, &base.irq_other_ips),
+        irq_modes: now.irq_modes.saturating_sub(&base.irq_modes),
         irqs: now
             .irqs
             .iter()
@@ -188,6 +195,7 @@ fn subtract(now: &KernelCounts, base: &KernelCounts) -> KernelCounts {
                 let b = base.irqs.get(k).cloned().unwrap_or_default();
                 let d = IrqHandlerCounts {
                     count: v.count.saturating_sub(b.count),
+                    unhandled: v.unhandled.saturating_sub(b.unhandled),
                     time_ns: v.time_ns.saturating_sub(b.time_ns),
                     function_addr: v.function_addr,
                 };
@@ -221,20 +229,31 @@ mod tests {
         c.buckets.insert(7, 4);
         c.irqs.insert(
             (11, "virtio0-requests".into()),
-            IrqHandlerCounts { count: 5, time_ns: 100, function_addr: 0xffff_1000 },
+            IrqHandlerCounts {
+                count: 5,
+                unhandled: 1,
+                time_ns: 100,
+                function_addr: 0xffff_1000,
+            },
         );
         store.publish(c.clone(), CollectorStatus::default());
         store.reset();
         c.modes.kernel = 13;
         c.buckets.insert(7, 6);
         c.buckets.insert(9, 1);
-        c.irqs.get_mut(&(11, "virtio0-requests".into())).unwrap().count = 8;
+        c.irqs
+            .get_mut(&(11, "virtio0-requests".into()))
+            .unwrap()
+            .count = 8;
         store.publish(c, CollectorStatus::default());
         let v = store.kernel_view();
         assert_eq!(v.counts.modes.kernel, 3);
         assert_eq!(v.counts.buckets.get(&7), Some(&2));
         assert_eq!(v.counts.buckets.get(&9), Some(&1));
         let irq = &v.counts.irqs[&(11, "virtio0-requests".to_string())];
-        assert_eq!((irq.count, irq.time_ns, irq.function_addr), (3, 0, 0xffff_1000));
+        assert_eq!(
+            (irq.count, irq.time_ns, irq.function_addr),
+            (3, 0, 0xffff_1000)
+        );
     }
 }

@@ -1,6 +1,26 @@
+//! jp's eBPF programs (`jp-probes`), one module per probe family:
+//! - `sampler`: `cpu-clock` perf_event sampling of the kernel IP (readprofile buckets),
+//! - `irq`: hard-IRQ handler hits and time, and the interrupted IP at device-interrupt entry,
+//! - `softirq`: softirq count and time per vector.
+//!
+//! Every map is per-CPU and every program only touches its own CPU's slots, so there are
+//! no locks and no atomics; hash maps are preallocated (no allocation on the hot path).
+//! Kernel-specific numbers (text range, struct offsets) come from user space through
+//! the `JP_CONFIG` global (see `jp_common::ProbeConfig`).
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
 
+#[cfg(target_arch = "bpf")]
+mod common;
+#[cfg(target_arch = "bpf")]
+mod irq;
+#[cfg(target_arch = "bpf")]
+mod sampler;
+#[cfg(target_arch = "bpf")]
+mod softirq;
+
+// Host builds (`cargo build --workspace`, clippy) get an empty binary; the real object
+// is only built for the BPF target by jp-daemon's build script.
 #[cfg(not(target_arch = "bpf"))]
 fn main() {}
 
@@ -9,3 +29,9 @@ fn main() {}
 fn panic(_info: &core::panic::PanicInfo) -> ! {
     loop {}
 }
+
+// The kernel refuses GPL-only helpers (bpf_probe_read_kernel…) to non-GPL programs.
+#[cfg(target_arch = "bpf")]
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

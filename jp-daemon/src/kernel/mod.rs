@@ -4,9 +4,34 @@
 //! [`Store`](crate::store::Store) every `read_interval`; `symbols` reads
 //! `/proc/kallsyms`; `profile` turns buckets into readprofile-style per-function
 //! counts and loads.
+//!
+//! # Use from `main.rs`
+//! ```no_run
+//! # fn main() -> anyhow::Result<()> {
+//! use jp_daemon::{kernel::{KernelCollector, KernelOptions}, store::Store};
+//! let store = Store::new();
+//! // Loads and attaches everything (root), publishes a first reading, then a reader
+//! // thread publishes every `read_interval`. No async runtime needed: call it from
+//! // `main` or inside `tokio::task::spawn_blocking`.
+//! let collector = KernelCollector::start(KernelOptions::default(), store.clone())?;
+//! // … serve `store` …
+//! collector.shutdown(); // on SIGINT/SIGTERM: stops the thread, detaches every link
+//! # Ok(()) }
+//! ```
+//! Dropping the collector also detaches. `refresh()` reads the maps immediately
+//! (useful before answering a request that must be current, and in tests).
+//!
+//! Symbolizing: `store.kernel_view().symbols` is the current [`symbols::Symbols`];
+//! [`profile::aggregate`] turns `buckets`/`other_ips` (or `irq_buckets`/`irq_other_ips`)
+//! into per-function samples and loads; `Symbols::name_of(function_addr)` names an IRQ
+//! handler function.
+mod batch;
+mod btf;
 pub mod collector;
 pub mod profile;
 pub mod symbols;
+
+pub use collector::KernelCollector;
 
 use std::time::Duration;
 
@@ -23,6 +48,10 @@ pub struct KernelOptions {
 
 impl Default for KernelOptions {
     fn default() -> Self {
-        KernelOptions { frequency_hz: 997, shift: 4, read_interval: Duration::from_secs(1) }
+        KernelOptions {
+            frequency_hz: 997,
+            shift: 4,
+            read_interval: Duration::from_secs(1),
+        }
     }
 }

@@ -1,0 +1,611 @@
+//! Loads and attaches jp's eBPF programs, follows CPU hotplug, and copies the maps
+//! into the [`Store`] every `read_interval`.
+//!
+//! Life cycle: [`KernelCollector::start`] loads everything and starts a reader thread
+//! (no async runtime needed); [`KernelCollector::refresh`] reads the maps right now;
+//! [`KernelCollector::shutdown`] (or drop) stops the thread and detaches every link by
+//! closing the eBPF object.
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Instant, SystemTime};
+
+use anyhow::{bail, Context as _};
+use aya::maps::{Map, MapData, PerCpuArray};
+use aya::programs::perf_event::{
+    PerfEventConfig, PerfEventLinkId, PerfEventScope, SamplePolicy, SoftwareEvent,
+};
+use aya::programs::{PerfEvent, RawTracePoint};
+use aya::{Ebpf, EbpfLoader, Pod};
+use jp_common::{mode, IrqKey, IrqStats, ProbeConfig, SoftirqStats, CONFIG_GLOBAL, NR_SOFTIRQS};
+
+use super::batch::read_percpu;
+use super::btf::Btf;
+use super::symbols::{Symbols, SymbolsStamp};
+use super::KernelOptions;
+use crate::store::{
+    CollectorStatus, IrqHandlerCounts, KernelCounts, ModeCounts, ProgramStats, SoftirqCounts, Store,
+};
+
+/// The eBPF object built by `build.rs` from `jp-ebpf`.
+static PROBES: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/jp-probes"));
+
+const SAMPLER: &str = "jp_sample";
+const IRQ_ENTRY: &str = "jp_irq_entry";
+const IRQ_EXIT: &str = "jp_irq_exit";
+const SIRQ_ENTRY: &str = "jp_sirq_entry";
+const SIRQ_EXIT: &str = "jp_sirq_exit";
+/// x86-64's device-interrupt entry stub: in a stack trace taken in a hard-IRQ handler,
+/// the frame after it is the interrupted IP (see jp-ebpf's `irq.rs`).
+const IRQ_ENTRY_STUB: &str = "asm_common_interrupt";
+
+/// Handle on the running collector.
+pub struct KernelCollector {
+    state: Arc<Mutex<State>>,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl KernelCollector {
+    /// Loads and attaches every program (root needed), publishes a first reading and
+    /// starts reading every `opts.read_interval`. Fails with the verifier's full log if
+    /// a program is rejected.
+    pub fn start(opts: KernelOptions, store: Arc<Store>) -> anyhow::Result<KernelCollector> {
+        if opts.frequency_hz == 0 {
+            bail!("sampling frequency must be at least 1 Hz");
+        }
+        if opts.shift > 31 {
+            bail!("shift {} is too large (at most 31)", opts.shift);
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            bail!("the kernel collector must run as root (it loads eBPF programs)");
+        }
+        let state = State::attach(opts.clone(), store)?;
+        let state = Arc::new(Mutex::new(state));
+        lock(&state).read_and_publish();
+
+        let (stop, stop_rx) = mpsc::channel::<()>();
+        let reader = Arc::clone(&state);
+        let interval = opts.read_interval;
+        let thread = std::thread::Builder::new()
+            .name("jp-kernel".into())
+            .spawn(move || loop {
+                match stop_rx.recv_timeout(interval) {
+                    Err(RecvTimeoutError::Timeout) => lock(&reader).read_and_publish(),
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+                }
+            })
+            .context("cannot start the kernel reader thread")?;
+        Ok(KernelCollector {
+            state,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Reads every map now and publishes the result (the reader thread does this every
+    /// `read_interval`).
+    pub fn refresh(&self) {
+        lock(&self.state).read_and_publish();
+    }
+
+    /// The attached programs and CPUs, as last published.
+    pub fn status(&self) -> CollectorStatus {
+        lock(&self.state).status.clone()
+    }
+
+    /// Stops the reader thread and detaches everything.
+    pub fn shutdown(mut self) {
+        self.stop_thread();
+    }
+
+    fn stop_thread(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                log::error!("kernel reader thread panicked");
+            }
+        }
+        // Detach the links now rather than whenever the last Arc goes away.
+        lock(&self.state).detach_all();
+    }
+}
+
+impl Drop for KernelCollector {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
+
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    // A panic mid-read leaves plain counters behind: keep going.
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+struct State {
+    /// `None` once detached.
+    ebpf: Option<Ebpf>,
+    opts: KernelOptions,
+    store: Arc<Store>,
+    /// Number of possible CPUs: the layout of per-CPU map values.
+    ncpus: usize,
+    /// perf_event link per online CPU.
+    sampler_links: BTreeMap<u32, PerfEventLinkId>,
+    /// Program name → what it is attached to (or why not).
+    attached: Vec<(&'static str, String)>,
+    symbols: Arc<Symbols>,
+    symbols_stamp: SymbolsStamp,
+    cfg: ProbeConfig,
+    /// Keeps `kernel.bpf_stats_enabled` on while we run.
+    _stats: Option<OwnedFd>,
+    logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+    /// Failed map reads and attach errors since start.
+    read_errors: u64,
+    status: CollectorStatus,
+    last_error_log: Option<Instant>,
+}
+
+impl State {
+    fn attach(opts: KernelOptions, store: Arc<Store>) -> anyhow::Result<State> {
+        let symbols = Symbols::load().context("cannot read kernel symbols")?;
+        let symbols_stamp = SymbolsStamp::current();
+        let btf = Btf::load_vmlinux()?;
+        let irq_entry = symbols
+            .by_name(IRQ_ENTRY_STUB)
+            .filter(|s| s.len > 0)
+            .with_context(|| format!("no {IRQ_ENTRY_STUB} in /proc/kallsyms (not x86-64?)"))?
+            .clone();
+        let cfg = ProbeConfig {
+            text_start: symbols.text_start,
+            text_end: symbols.text_end,
+            irq_entry_start: irq_entry.addr,
+            irq_entry_end: irq_entry.addr + irq_entry.len,
+            shift: opts.shift,
+            irqaction_handler_off: btf.member_offset("irqaction", "handler")?,
+            irqaction_name_off: btf.member_offset("irqaction", "name")?,
+            _pad: 0,
+        };
+        let ncpus =
+            aya::util::nr_cpus().map_err(|(path, e)| anyhow::anyhow!("cannot read {path}: {e}"))?;
+
+        let mut ebpf = EbpfLoader::new()
+            .override_global(CONFIG_GLOBAL, &cfg, true)
+            .load(PROBES)
+            .map_err(|e| anyhow::anyhow!("cannot load jp's eBPF object: {e}"))?;
+        let logger = match aya_log::EbpfLogger::init(&mut ebpf) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                log::warn!("eBPF log messages unavailable: {e}");
+                None
+            }
+        };
+        let stats = match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                log::warn!("cannot enable BPF run-time statistics: {e}");
+                None
+            }
+        };
+
+        let mut attached = Vec::new();
+        for (prog, tp) in [
+            (IRQ_ENTRY, "irq_handler_entry"),
+            (IRQ_EXIT, "irq_handler_exit"),
+            (SIRQ_ENTRY, "softirq_entry"),
+            (SIRQ_EXIT, "softirq_exit"),
+        ] {
+            let p: &mut RawTracePoint = program_mut(&mut ebpf, prog)?;
+            p.load().map_err(|e| load_error(prog, e))?;
+            p.attach(tp)
+                .with_context(|| format!("cannot attach {prog} to {tp}"))?;
+            let what = if prog == IRQ_ENTRY {
+                format!("raw_tracepoint {tp} (+ interrupted IP via kernel stack)")
+            } else {
+                format!("raw_tracepoint {tp}")
+            };
+            attached.push((prog, what));
+        }
+        let p: &mut PerfEvent = program_mut(&mut ebpf, SAMPLER)?;
+        p.load().map_err(|e| load_error(SAMPLER, e))?;
+
+        let mut state = State {
+            ebpf: Some(ebpf),
+            opts,
+            store,
+            ncpus,
+            sampler_links: BTreeMap::new(),
+            attached,
+            symbols: Arc::new(symbols),
+            symbols_stamp,
+            cfg,
+            _stats: stats,
+            logger,
+            read_errors: 0,
+            status: CollectorStatus::default(),
+            last_error_log: None,
+        };
+        state.follow_cpus()?;
+        if state.sampler_links.is_empty() {
+            bail!("could not attach the sampler to any CPU");
+        }
+        state.store.publish_symbols(Arc::clone(&state.symbols));
+        Ok(state)
+    }
+
+    /// Attaches the sampler to CPUs that came online and detaches it from CPUs that
+    /// went away.
+    fn follow_cpus(&mut self) -> anyhow::Result<()> {
+        let online = aya::util::online_cpus()
+            .map_err(|(path, e)| anyhow::anyhow!("cannot read {path}: {e}"))?;
+        let Some(ebpf) = self.ebpf.as_mut() else {
+            return Ok(());
+        };
+        let p: &mut PerfEvent = program_mut(ebpf, SAMPLER)?;
+        let (add, remove) = cpu_changes(self.sampler_links.keys().copied(), &online);
+        for cpu in remove {
+            if let Some(link) = self.sampler_links.remove(&cpu) {
+                log::info!("CPU {cpu} went offline: sampler detached");
+                if let Err(e) = p.detach(link) {
+                    log::warn!("detaching the sampler from CPU {cpu}: {e}");
+                }
+            }
+        }
+        for cpu in add {
+            match p.attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu },
+                SamplePolicy::Frequency(self.opts.frequency_hz),
+                false,
+            ) {
+                Ok(link) => {
+                    self.sampler_links.insert(cpu, link);
+                }
+                Err(e) => {
+                    // A CPU that is going offline right now fails here; the next read
+                    // tries again.
+                    self.read_errors += 1;
+                    log::warn!("cannot attach the sampler to CPU {cpu}: {e}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_and_publish(&mut self) {
+        if self.ebpf.is_none() {
+            return;
+        }
+        if let Some(l) = self.logger.as_mut() {
+            l.flush();
+        }
+        if let Err(e) = self.follow_cpus() {
+            self.read_errors += 1;
+            self.log_error(&e);
+        }
+        self.reload_symbols_if_changed();
+        match self.read() {
+            Ok((counts, lost)) => {
+                self.status = self.make_status(lost);
+                self.store.publish(counts, self.status.clone());
+            }
+            Err(e) => {
+                self.read_errors += 1;
+                self.log_error(&e);
+            }
+        }
+    }
+
+    fn log_error(&mut self, e: &anyhow::Error) {
+        // At most one message a minute: a persistent failure must not flood the log.
+        if self
+            .last_error_log
+            .is_none_or(|t| t.elapsed().as_secs() >= 60)
+        {
+            log::error!("kernel collector: {e:#}");
+            self.last_error_log = Some(Instant::now());
+        }
+    }
+
+    fn reload_symbols_if_changed(&mut self) {
+        let stamp = SymbolsStamp::current();
+        if stamp == self.symbols_stamp {
+            return;
+        }
+        match Symbols::load() {
+            Ok(s) => {
+                self.symbols = Arc::new(s);
+                self.symbols_stamp = stamp;
+                self.store.publish_symbols(Arc::clone(&self.symbols));
+                log::debug!("kernel symbols reloaded (modules or BPF programs changed)");
+            }
+            Err(e) => {
+                self.read_errors += 1;
+                self.log_error(&e.context("reloading /proc/kallsyms"));
+            }
+        }
+    }
+
+    /// Reads every map; returns the counts and the events lost on the eBPF side.
+    fn read(&self) -> anyhow::Result<(KernelCounts, u64)> {
+        let ebpf = self.ebpf.as_ref().context("not attached")?;
+        let n = self.ncpus;
+        let modes = sum_array(ebpf, "JP_MODES")?;
+        let irq_modes = sum_array(ebpf, "JP_IRQ_MODES")?;
+        let at = |v: &[u64], i: u32| v.get(i as usize).copied().unwrap_or(0);
+
+        let mut irqs: HashMap<(u32, String), IrqHandlerCounts> = HashMap::new();
+        for (key, per_cpu) in read_percpu::<IrqKey, IrqStats>(map_fd(ebpf, "JP_IRQ_STATS")?, n)
+            .context("reading JP_IRQ_STATS")?
+        {
+            let merged = merge_irq(&per_cpu);
+            let e = irqs.entry((key.irq, merged.name)).or_default();
+            e.count += merged.handled;
+            e.unhandled += merged.unhandled;
+            e.time_ns += merged.time_ns;
+            if e.function_addr == 0 {
+                e.function_addr = merged.handler;
+            }
+        }
+
+        let sirq = per_cpu_array::<SoftirqStats>(ebpf, "JP_SIRQ_STATS")?;
+        let mut softirqs = HashMap::new();
+        let mut bad_vectors = 0;
+        for (i, per_cpu) in sirq.iter().enumerate() {
+            let count = per_cpu.iter().map(|s| s.count).sum();
+            let time_ns = per_cpu.iter().map(|s| s.time_ns).sum();
+            match u32::try_from(i) {
+                Ok(v) if v < NR_SOFTIRQS => {
+                    softirqs.insert(v, SoftirqCounts { count, time_ns });
+                }
+                _ => bad_vectors += count,
+            }
+        }
+        if bad_vectors > 0 {
+            log::debug!("{bad_vectors} softirqs with a vector number out of range");
+        }
+
+        let counts = KernelCounts {
+            modes: ModeCounts {
+                kernel: at(&modes, mode::KERNEL),
+                user: at(&modes, mode::USER),
+                idle: at(&modes, mode::IDLE),
+            },
+            buckets: sum_hash::<u32>(ebpf, "JP_BUCKETS", n)?,
+            other_ips: sum_hash::<u64>(ebpf, "JP_OTHER_IPS", n)?,
+            irq_buckets: sum_hash::<u32>(ebpf, "JP_IRQ_BUCKETS", n)?,
+            irq_other_ips: sum_hash::<u64>(ebpf, "JP_IRQ_OTHERS", n)?,
+            irq_modes: ModeCounts {
+                kernel: at(&irq_modes, mode::KERNEL),
+                user: at(&irq_modes, mode::USER),
+                idle: at(&irq_modes, mode::IDLE),
+            },
+            irqs,
+            softirqs,
+        };
+        let lost = at(&modes, mode::LOST)
+            + at(&irq_modes, mode::LOST)
+            + at(&irq_modes, mode::LOST_IRQ_STATS)
+            + at(&irq_modes, mode::READ_FAILED);
+        Ok((counts, lost))
+    }
+
+    fn make_status(&self, lost: u64) -> CollectorStatus {
+        let mut programs = Vec::new();
+        if let Some(ebpf) = self.ebpf.as_ref() {
+            let cpus: Vec<u32> = self.sampler_links.keys().copied().collect();
+            let sampler_target = format!(
+                "perf_event cpu-clock {} Hz on CPUs {}",
+                self.opts.frequency_hz,
+                cpu_list(&cpus)
+            );
+            let targets = std::iter::once((SAMPLER, sampler_target))
+                .chain(self.attached.iter().map(|(n, t)| (*n, t.clone())));
+            for (name, attached_to) in targets {
+                let info = ebpf.program(name).and_then(|p| p.info().ok());
+                programs.push(ProgramStats {
+                    name: name.to_string(),
+                    attached_to,
+                    run_count: info.as_ref().map_or(0, |i| i.run_count()),
+                    run_time_ns: info.as_ref().map_or(0, |i| {
+                        u64::try_from(i.run_time().as_nanos()).unwrap_or(u64::MAX)
+                    }),
+                });
+            }
+        }
+        CollectorStatus {
+            programs,
+            cpus: self.sampler_links.keys().copied().collect(),
+            frequency_hz: self.opts.frequency_hz,
+            shift: self.opts.shift,
+            text_start: self.cfg.text_start,
+            text_end: self.cfg.text_end,
+            events_lost: lost + self.read_errors,
+            last_read: Some(SystemTime::now()),
+        }
+    }
+
+    fn detach_all(&mut self) {
+        self.sampler_links.clear();
+        self.logger = None;
+        // Dropping the object closes every program, link and map fd.
+        self.ebpf = None;
+    }
+}
+
+fn program_mut<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut T>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    let p = ebpf
+        .program_mut(name)
+        .with_context(|| format!("program {name} missing from the object"))?;
+    p.try_into()
+        .with_context(|| format!("program {name} has an unexpected type"))
+}
+
+/// Keeps the verifier log: `ProgramError`'s Display includes it for load failures.
+fn load_error(name: &str, e: aya::programs::ProgramError) -> anyhow::Error {
+    anyhow::anyhow!("the kernel rejected eBPF program {name}: {e}")
+}
+
+fn map_data<'a>(ebpf: &'a Ebpf, name: &str) -> anyhow::Result<&'a MapData> {
+    match ebpf.map(name) {
+        Some(Map::PerCpuHashMap(d)) | Some(Map::PerCpuArray(d)) => Ok(d),
+        Some(_) => bail!("map {name} is not a per-CPU map"),
+        None => bail!("map {name} missing from the object"),
+    }
+}
+
+fn map_fd<'a>(ebpf: &'a Ebpf, name: &str) -> anyhow::Result<std::os::fd::BorrowedFd<'a>> {
+    Ok(map_data(ebpf, name)?.fd().as_fd())
+}
+
+/// Sum over CPUs of a per-CPU `u64` histogram.
+fn sum_hash<K: Pod + Into<u64>>(
+    ebpf: &Ebpf,
+    name: &str,
+    ncpus: usize,
+) -> anyhow::Result<HashMap<u64, u64>> {
+    let entries = read_percpu::<K, u64>(map_fd(ebpf, name)?, ncpus)
+        .with_context(|| format!("reading {name}"))?;
+    Ok(entries
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.iter().sum::<u64>()))
+        .filter(|&(_, v)| v > 0)
+        .collect())
+}
+
+/// Every slot of a per-CPU array, with its per-CPU values.
+fn per_cpu_array<V: Pod>(ebpf: &Ebpf, name: &str) -> anyhow::Result<Vec<Vec<V>>> {
+    let map = ebpf
+        .map(name)
+        .with_context(|| format!("map {name} missing from the object"))?;
+    let arr: PerCpuArray<&MapData, V> =
+        PerCpuArray::try_from(map).with_context(|| format!("map {name}"))?;
+    arr.iter()
+        .map(|v| v.map(|v| v.iter().copied().collect()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("reading {name}"))
+}
+
+fn sum_array(ebpf: &Ebpf, name: &str) -> anyhow::Result<Vec<u64>> {
+    Ok(per_cpu_array::<u64>(ebpf, name)?
+        .iter()
+        .map(|v| v.iter().sum())
+        .collect())
+}
+
+/// One handler's statistics, summed over CPUs; identity from any CPU that filled it in.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct MergedIrq {
+    handled: u64,
+    unhandled: u64,
+    time_ns: u64,
+    handler: u64,
+    name: String,
+}
+
+fn merge_irq(per_cpu: &[IrqStats]) -> MergedIrq {
+    let mut m = MergedIrq::default();
+    for s in per_cpu {
+        m.handled += s.handled;
+        m.unhandled += s.unhandled;
+        m.time_ns += s.time_ns;
+        if m.handler == 0 && s.handler != 0 {
+            m.handler = s.handler;
+        }
+        if m.name.is_empty() {
+            let end = s.name.iter().position(|&b| b == 0).unwrap_or(s.name.len());
+            m.name = String::from_utf8_lossy(&s.name[..end]).into_owned();
+        }
+    }
+    if m.name.is_empty() {
+        m.name = "?".to_string();
+    }
+    m
+}
+
+/// CPUs to attach to and to detach from.
+fn cpu_changes(attached: impl Iterator<Item = u32>, online: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    let attached: Vec<u32> = attached.collect();
+    let add = online
+        .iter()
+        .copied()
+        .filter(|c| !attached.contains(c))
+        .collect();
+    let remove = attached
+        .into_iter()
+        .filter(|c| !online.contains(c))
+        .collect();
+    (add, remove)
+}
+
+/// `0-3,6` style, as in `/sys/devices/system/cpu/online`.
+fn cpu_list(cpus: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        let mut end = start;
+        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
+            i += 1;
+            end = cpus[i];
+        }
+        out.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    out.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_changes_attach_new_and_detach_gone() {
+        let (add, remove) = cpu_changes([0, 1, 2].into_iter(), &[0, 2, 3]);
+        assert_eq!(add, vec![3]);
+        assert_eq!(remove, vec![1]);
+        let (add, remove) = cpu_changes(std::iter::empty(), &[0, 1]);
+        assert_eq!((add, remove), (vec![0, 1], vec![]));
+    }
+
+    #[test]
+    fn cpu_list_is_compact() {
+        assert_eq!(cpu_list(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8-9");
+        assert_eq!(cpu_list(&[1]), "1");
+        assert_eq!(cpu_list(&[]), "");
+    }
+
+    #[test]
+    fn irq_stats_merge_sums_counts_and_takes_identity_from_any_cpu() {
+        let mut a = IrqStats::ZERO;
+        a.handled = 3;
+        a.unhandled = 1;
+        a.time_ns = 100;
+        let mut b = IrqStats::ZERO;
+        b.handled = 4;
+        b.time_ns = 50;
+        b.handler = 0xffff_ffff_8100_1000;
+        b.name[..13].copy_from_slice(b"virtio1-req.0");
+        let m = merge_irq(&[a, b]);
+        assert_eq!(
+            m,
+            MergedIrq {
+                handled: 7,
+                unhandled: 1,
+                time_ns: 150,
+                handler: 0xffff_ffff_8100_1000,
+                name: "virtio1-req.0".into()
+            }
+        );
+        assert_eq!(merge_irq(&[IrqStats::ZERO]).name, "?");
+    }
+}

@@ -1,0 +1,103 @@
+//! Helpers shared by the probe families: configuration, counters, histograms.
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    maps::{PerCpuArray, PerCpuHashMap},
+    Global,
+};
+use jp_common::ProbeConfig;
+
+/// Set by jpd at load time (`EbpfLoader::override_global`); see `ProbeConfig`.
+#[unsafe(no_mangle)]
+pub static JP_CONFIG: Global<ProbeConfig> = Global::new(ProbeConfig::ZERO);
+
+#[inline(always)]
+pub fn config() -> ProbeConfig {
+    JP_CONFIG.load()
+}
+
+/// Adds one to this CPU's slot `idx` of a counter array.
+#[inline(always)]
+pub fn bump(counters: &PerCpuArray<u64>, idx: u32) -> u64 {
+    match counters.get_ptr_mut(idx) {
+        Some(p) => {
+            // SAFETY: the pointer is this CPU's slot of a per-CPU array, valid for the
+            // program's run; only this program family writes this slot on this CPU and
+            // such programs do not nest on one CPU, so the read-modify-write is not torn.
+            unsafe {
+                *p += 1;
+                *p
+            }
+        }
+        None => 0,
+    }
+}
+
+/// Adds one to `key`'s count on this CPU. Returns false when the sample could not be
+/// recorded (the map is full).
+#[inline(always)]
+pub fn hist_add<K>(map: &PerCpuHashMap<K, u64>, key: &K) -> bool {
+    if let Some(p) = map.get_ptr_mut(key) {
+        // SAFETY: this CPU's value slot, see `bump`. Entries are never deleted, so the
+        // preallocated element cannot be reused under us.
+        unsafe { *p += 1 };
+        return true;
+    }
+    if map.insert(key, 1u64, u64::from(BPF_NOEXIST)).is_ok() {
+        return true;
+    }
+    // Another CPU may have created the key between our lookup and insert (EEXIST);
+    // our own slot of it is then zero and ours to increment.
+    match map.get_ptr_mut(key) {
+        Some(p) => {
+            // SAFETY: as above.
+            unsafe { *p += 1 };
+            true
+        }
+        None => false,
+    }
+}
+
+/// A kernel IP goes to the readprofile histogram if it is in core text, else to the
+/// exact-address map (modules, BPF JIT, trampolines) so that user space can symbolize
+/// it. Returns false if it could not be recorded.
+#[inline(always)]
+pub fn record_kernel_ip(
+    cfg: &ProbeConfig,
+    ip: u64,
+    buckets: &PerCpuHashMap<u32, u64>,
+    others: &PerCpuHashMap<u64, u64>,
+) -> bool {
+    if ip >= cfg.text_start && ip < cfg.text_end {
+        let bucket = ((ip - cfg.text_start) >> (cfg.shift & 63)) as u32;
+        hist_add(buckets, &bucket)
+    } else {
+        hist_add(others, &ip)
+    }
+}
+
+/// The idle task is pid 0 (one "swapper" per CPU).
+#[inline(always)]
+pub fn in_idle_task() -> bool {
+    bpf_get_current_pid_tgid() as u32 == 0
+}
+
+/// x86-64: the interrupted context was user mode if the low two bits of CS (the
+/// privilege level) are non-zero.
+#[inline(always)]
+pub fn user_mode(cs: u64) -> bool {
+    cs & 3 != 0
+}
+
+/// True for 1, 2, 4, 8…: used to rate-limit log messages on rare paths.
+#[inline(always)]
+pub fn power_of_two(n: u64) -> bool {
+    n != 0 && n & (n - 1) == 0
+}
+
+/// Monotonic time (ns).
+#[inline(always)]
+pub fn now_ns() -> u64 {
+    // SAFETY: bpf_ktime_get_ns takes no arguments and cannot fail.
+    unsafe { bpf_ktime_get_ns() }
+}

@@ -1,0 +1,203 @@
+//! Hard-IRQ handlers (seed 002's improvement): timer sampling never lands inside a
+//! hard-IRQ handler (interrupts are off there), so handler hits are counted directly,
+//! and the interrupted IP is sampled at handler entry.
+//!
+//! Finding the interrupted IP: the raw tracepoint's own registers are those of the
+//! tracepoint call site, not of the interrupted context. The kernel's stack unwinder
+//! (what `bpf_get_stack` uses) walks from the handler through the IRQ stack and the
+//! entry stub's `pt_regs` frame into the interrupted context: the frame right after
+//! the return address inside `asm_common_interrupt` is `regs->ip`. When the interrupted
+//! context was user mode the unwinder stops at that `pt_regs` frame, so the trace ends
+//! right after the entry stub. (fentry on `__common_interrupt`, whose argument is the
+//! `pt_regs`, would be cheaper, but BPF tracing programs are refused on this kernel.)
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    helpers::{bpf_get_stack, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
+    macros::{map, raw_tracepoint},
+    maps::{PerCpuArray, PerCpuHashMap},
+    programs::RawTracePointContext,
+    EbpfContext as _,
+};
+use aya_log_ebpf::warn;
+use jp_common::{mode, IrqKey, IrqStart, IrqStats, ProbeConfig, IRQ_NAME_LEN, IRQ_STACK_DEPTH};
+
+use crate::common::{bump, config, in_idle_task, now_ns, power_of_two, record_kernel_ip};
+
+/// Scratch space for the kernel stack at handler entry (too big for the BPF stack).
+#[map]
+static JP_IRQ_TRACE: PerCpuArray<[u64; IRQ_STACK_DEPTH]> = PerCpuArray::with_max_entries(1, 0);
+
+/// Interrupted-IP samples by mode, plus the IRQ-side loss counters (`jp_common::mode`).
+#[map]
+static JP_IRQ_MODES: PerCpuArray<u64> = PerCpuArray::with_max_entries(mode::COUNT, 0);
+
+/// Interrupted kernel IP at hard-IRQ handler entry, bucketed like `JP_BUCKETS`.
+#[map]
+static JP_IRQ_BUCKETS: PerCpuHashMap<u32, u64> = PerCpuHashMap::with_max_entries(1 << 15, 0);
+
+/// As `JP_OTHER_IPS`, for the interrupted IP.
+#[map]
+static JP_IRQ_OTHERS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(1 << 12, 0);
+
+/// Handler entry time on this CPU.
+#[map]
+static JP_IRQ_START: PerCpuArray<IrqStart> = PerCpuArray::with_max_entries(1, 0);
+
+/// (irq, irqaction) → hits, time, handler address and name.
+#[map]
+static JP_IRQ_STATS: PerCpuHashMap<IrqKey, IrqStats> = PerCpuHashMap::with_max_entries(1024, 0);
+
+// TP_PROTO(int irq, struct irqaction *action)
+#[raw_tracepoint(tracepoint = "irq_handler_entry")]
+pub fn jp_irq_entry(ctx: RawTracePointContext) -> i32 {
+    let action: u64 = ctx.arg(1);
+    sample_interrupted_ip(&ctx);
+    // Timestamp last, so that the unwinding above is not counted as handler time.
+    if let Some(s) = JP_IRQ_START.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot; hard-IRQ handlers (and so these programs) do not
+        // nest on one CPU.
+        unsafe {
+            (*s).ts_ns = now_ns();
+            (*s).action = action;
+        }
+    }
+    0
+}
+
+/// irqreturn_t: IRQ_NONE = 0, IRQ_HANDLED = 1, IRQ_WAKE_THREAD = 2.
+const IRQ_HANDLED_OR_WAKE: i32 = 1 | 2;
+
+// TP_PROTO(int irq, struct irqaction *action, int ret)
+#[raw_tracepoint(tracepoint = "irq_handler_exit")]
+pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
+    let now = now_ns();
+    let irq: u32 = ctx.arg(0);
+    let action: u64 = ctx.arg(1);
+    let ret: i32 = ctx.arg(2);
+    let handled = ret & IRQ_HANDLED_OR_WAKE != 0;
+
+    let mut elapsed = 0u64;
+    let mut timed = false;
+    if let Some(s) = JP_IRQ_START.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot, see `jp_irq_entry`.
+        unsafe {
+            if (*s).action == action && (*s).ts_ns != 0 {
+                elapsed = now.saturating_sub((*s).ts_ns);
+                timed = true;
+            }
+            (*s).ts_ns = 0;
+            (*s).action = 0;
+        }
+    }
+    if !timed {
+        bump(&JP_IRQ_MODES, mode::UNTIMED);
+    }
+
+    let key = IrqKey { irq, _pad: 0, action };
+    let mut v = JP_IRQ_STATS.get_ptr_mut(&key);
+    if v.is_none() {
+        // Another CPU's insert (EEXIST) between lookup and insert is fine: the lookup
+        // below then finds the key with this CPU's slot zeroed.
+        let _ = JP_IRQ_STATS.insert(&key, IrqStats::ZERO, u64::from(BPF_NOEXIST));
+        v = JP_IRQ_STATS.get_ptr_mut(&key);
+    }
+    let Some(v) = v else {
+        let lost = bump(&JP_IRQ_MODES, mode::LOST_IRQ_STATS);
+        if power_of_two(lost) {
+            warn!(&ctx, "irq handler map full: {} invocations lost on this CPU", lost);
+        }
+        return 0;
+    };
+    // SAFETY: this CPU's value slot of a preallocated entry that is never deleted.
+    unsafe {
+        if handled {
+            (*v).handled += 1;
+        } else {
+            (*v).unhandled += 1;
+        }
+        (*v).time_ns += elapsed;
+        if (*v).handler == 0 {
+            fill_identity(&mut *v, action);
+        }
+    }
+    0
+}
+
+/// Copies `action->handler` and `action->name` into this CPU's value, once.
+#[inline(always)]
+fn fill_identity(v: &mut IrqStats, action: u64) {
+    let cfg = config();
+    // SAFETY: bpf_probe_read_kernel copes with any address (it returns an error rather
+    // than faulting); the offsets are from the running kernel's BTF.
+    unsafe {
+        if let Ok(h) = bpf_probe_read_kernel((action + u64::from(cfg.irqaction_handler_off)) as *const u64) {
+            v.handler = h;
+        }
+        if let Ok(name) = bpf_probe_read_kernel((action + u64::from(cfg.irqaction_name_off)) as *const u64) {
+            let mut buf = [0u8; IRQ_NAME_LEN];
+            // Leave room for the terminating NUL the helper writes.
+            if bpf_probe_read_kernel_str_bytes(name as *const u8, &mut buf[..IRQ_NAME_LEN]).is_ok() {
+                v.name = buf;
+            }
+        }
+    }
+}
+
+/// Records where the CPU was when the device interrupt arrived (see module docs).
+#[inline(always)]
+fn sample_interrupted_ip(ctx: &RawTracePointContext) {
+    let cfg = config();
+    let Some(trace) = JP_IRQ_TRACE.get_ptr_mut(0) else { return };
+    // SAFETY: `trace` is this CPU's scratch slot, IRQ_STACK_DEPTH u64s long; the helper
+    // writes at most the size we pass; hard-IRQ programs do not nest on one CPU.
+    let trace = unsafe { &mut *trace };
+    let size = (IRQ_STACK_DEPTH * 8) as u32;
+    // SAFETY: as above; flags 0 = kernel stack, no frames skipped.
+    let bytes = unsafe { bpf_get_stack(ctx.as_ptr(), trace.as_mut_ptr().cast(), size, 0) };
+    if bytes <= 0 {
+        bump(&JP_IRQ_MODES, mode::READ_FAILED);
+        return;
+    }
+    let frames = (bytes as usize / 8).min(IRQ_STACK_DEPTH);
+    let mut entry = None;
+    for i in 0..IRQ_STACK_DEPTH {
+        if i >= frames {
+            break;
+        }
+        let a = trace.get(i).copied().unwrap_or(0);
+        if a >= cfg.irq_entry_start && a < cfg.irq_entry_end {
+            entry = Some(i);
+            break;
+        }
+    }
+    let Some(entry) = entry else {
+        bump(&JP_IRQ_MODES, mode::READ_FAILED);
+        return;
+    };
+    if entry + 1 >= frames {
+        if frames == IRQ_STACK_DEPTH {
+            // Cut at the maximum depth: we cannot tell user mode from a deep stack.
+            bump(&JP_IRQ_MODES, mode::READ_FAILED);
+        } else {
+            bump(&JP_IRQ_MODES, mode::USER);
+        }
+        return;
+    }
+    let ip = trace.get(entry + 1).copied().unwrap_or(0);
+    record_interrupted_kernel_ip(ctx, &cfg, ip);
+}
+
+#[inline(always)]
+fn record_interrupted_kernel_ip(ctx: &RawTracePointContext, cfg: &ProbeConfig, ip: u64) {
+    if in_idle_task() {
+        bump(&JP_IRQ_MODES, mode::IDLE);
+        return;
+    }
+    bump(&JP_IRQ_MODES, mode::KERNEL);
+    if !record_kernel_ip(cfg, ip, &JP_IRQ_BUCKETS, &JP_IRQ_OTHERS) {
+        let lost = bump(&JP_IRQ_MODES, mode::LOST);
+        if power_of_two(lost) {
+            warn!(ctx, "interrupted-IP histogram full: {} samples lost on this CPU", lost);
+        }
+    }
+}
