@@ -1,9 +1,8 @@
 //! Methods that grow past 32 KiB once counted: far branches are widened (goto -> goto_w;
-//! in version-49 classes a conditional becomes an inverted branch over a goto_w), and a
-//! far conditional branch in a class with stack map frames is left unchanged and counted
-//! (it would need a new frame, which needs a type checker). Run with -Xverify:all on
-//! both JDKs: same output as the original, and both BBAs count the same bytecodes (no
-//! exception is thrown, so both are exact).
+//! a conditional becomes an inverted branch over a goto_w; in a class with stack map
+//! frames the instruction after it gets a frame inferred from the previous frame). Run
+//! with -Xverify:all on both JDKs (version 52 with frames, and the same code as version
+//! 49 without): same output as the original, exact bytecode counts under both BBAs.
 
 mod rewrite_common;
 
@@ -137,29 +136,19 @@ fn far_branches_are_widened_or_counted() {
             else {
                 panic!("unchanged")
             };
-            if version == 52 {
-                assert_eq!(
-                    (stats.methods_instrumented, stats.methods_unwidenable),
-                    (3, 1),
-                    "v{version} {bname}"
-                );
-            } else {
-                assert_eq!(
-                    (stats.methods_instrumented, stats.methods_unwidenable),
-                    (4, 0),
-                    "v{version} {bname}"
-                );
-            }
+            assert_eq!(
+                (stats.methods_instrumented, stats.methods_unwidenable),
+                (4, 0),
+                "v{version} {bname}"
+            );
             assert!(
                 has_wide_goto(&bytes, "gotoFar"),
                 "gotoFar's back edge became a goto_w"
             );
-            if version == 49 {
-                assert!(
-                    has_wide_goto(&bytes, "condFar"),
-                    "condFar's exit test goes through a goto_w"
-                );
-            }
+            assert!(
+                has_wide_goto(&bytes, "condFar"),
+                "condFar's exit test goes through a goto_w"
+            );
             let new = dir.join(format!("new{version}-{bname}"));
             std::fs::create_dir_all(&new).unwrap();
             std::fs::write(new.join("Big.class"), &bytes).unwrap();
@@ -218,8 +207,8 @@ fn far_branches_are_widened_or_counted() {
                     lout.starts_with("9871\nRT enters=2 exits=2 "),
                     "JDK {jname} v{version} {bname}: {lout}"
                 );
-                // main, gotoFar and (v49) condFar: balanced entries and exits.
-                let enters = if version == 52 { 2 } else { 3 };
+                // main, gotoFar and condFar: balanced entries and exits.
+                let enters = 3;
                 assert!(
                     rt.starts_with(&format!("RT enters={enters} exits={enters} ")),
                     "{rt}"
@@ -229,14 +218,7 @@ fn far_branches_are_widened_or_counted() {
                     .find_map(|kv| kv.strip_prefix("bytecodes="))
                     .and_then(|v| v.parse().ok())
                     .expect("bytecodes");
-                assert_eq!(
-                    b,
-                    if version == 52 {
-                        BYTECODES_V52
-                    } else {
-                        BYTECODES_V52 + BYTECODES_COND_FAR
-                    }
-                );
+                assert_eq!(b, BYTECODES_V52 + BYTECODES_COND_FAR);
                 bytecodes.push(b);
                 println!("JDK {jname} v{version} bba={bname}: {rt}");
             }

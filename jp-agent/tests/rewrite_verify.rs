@@ -3,6 +3,8 @@
 //! and JDK 25. Classes must link exactly as well as the originals do (a class whose
 //! dependency is missing fails the same way in both), with zero VerifyErrors.
 //!
+//! Modes: both BBAs, and the default BBA with every branch widened as if out of reach
+//! (goto_w everywhere, and a frame inferred after every conditional branch).
 //! Default: rhino (js.jar) and h2 and the `java.base` module. `JP_REWRITE_FULL=1`: more
 //! jars (jython, xalan, xerces, guava, icu4j, asm) and every JDK module.
 //! Needs: both JDKs, `unzip`, the Debian jars (librhino-java, libh2-java, ...).
@@ -13,10 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use jpagent::classfile::Bba;
 use rewrite_common::*;
-
-const BBAS: [(Bba, &str); 2] = [(Bba::Default, "default"), (Bba::Precise, "precise")];
 
 fn harness(java: &Path, pre: &[String], h: &Path, args: &[String]) -> Linked {
     let mut c = Command::new(java);
@@ -85,11 +84,12 @@ fn real_jars_verify_on_both_jdks() {
         v
     };
     let mut report = Vec::new();
-    for (bba, bname) in BBAS {
+    for mode in MODES {
+        let bname = mode.name;
         let root = dir.join(bname);
         let mut total = TreeStats::default();
         for j in &jars {
-            let t = rewrite_tree(&orig.join(j), &root.join(j), bba, &|_| false);
+            let t = rewrite_tree(&orig.join(j), &root.join(j), mode, &|_| false);
             assert!(
                 t.errors.is_empty(),
                 "{j}: classes the rewriter rejected: {:?}",
@@ -100,9 +100,9 @@ fn real_jars_verify_on_both_jdks() {
             total.unchanged += t.unchanged;
             add_stats(&mut total.stats, &t.stats);
         }
-        rewrite_tree(&orig.join("broken"), &root.join("broken"), bba, &|_| true);
+        rewrite_tree(&orig.join("broken"), &root.join("broken"), mode, &|_| true);
         report.push(format!(
-            "bba={bname}: {} classes, {} rewritten, {} unchanged; methods {} instrumented, {} too large, {} unwidenable, {} <init> without catch-all, {} type annotation attributes dropped",
+            "mode={bname}: {} classes, {} rewritten, {} unchanged; methods {} instrumented, {} too large, {} unwidenable, {} <init> without catch-all, {} type annotation attributes dropped",
             total.classes, total.changed, total.unchanged, total.stats.methods_instrumented, total.stats.methods_too_large,
             total.stats.methods_unwidenable, total.stats.methods_without_catch_all, total.stats.type_annotations_dropped
         ));
@@ -111,13 +111,13 @@ fn real_jars_verify_on_both_jdks() {
         let java = home.join("bin/java");
         let base = harness(&java, &[], &h, &dirs(&orig));
         assert_broken_rejected(&base, "original classes");
-        for (_, bname) in BBAS {
+        for Mode { name: bname, .. } in MODES {
             let new = harness(&java, &[], &h, &dirs(&dir.join(bname)));
             assert_broken_rejected(&new, "rewritten classes");
             let bad = new_failures(&base, &new);
             assert!(
                 bad.is_empty(),
-                "JDK {jname} bba={bname}: {} classes fail only when rewritten:\n{}",
+                "JDK {jname} mode={bname}: {} classes fail only when rewritten:\n{}",
                 bad.len(),
                 bad.join("\n")
             );
@@ -131,7 +131,7 @@ fn real_jars_verify_on_both_jdks() {
                 .count();
             assert_eq!(verify_errors, 0);
             report.push(format!(
-                "JDK {jname} bba={bname}: {} classes linked with -Xverify:all (originals: {}), {} fail as the originals do (missing dependencies)",
+                "JDK {jname} mode={bname}: {} classes linked with -Xverify:all (originals: {}), {} fail as the originals do (missing dependencies)",
                 ok_count(&new), ok_count(&base), new.fails.len() - 1
             ));
         }
@@ -179,11 +179,12 @@ fn jdk_modules_verify_on_their_own_jdk() {
             &h,
             &base_args,
         );
-        for (bba, bname) in BBAS {
+        for mode in MODES {
+            let bname = mode.name;
             let new_root = dir.join(format!("jdk{jname}-{bname}"));
             let mut total = TreeStats::default();
             for m in &modules {
-                let t = rewrite_tree(&orig.join(m), &new_root.join(m), bba, &|rel: &Path| {
+                let t = rewrite_tree(&orig.join(m), &new_root.join(m), mode, &|rel: &Path| {
                     rel == Path::new("java/lang/Object.class")
                 });
                 assert!(
@@ -219,13 +220,13 @@ fn jdk_modules_verify_on_their_own_jdk() {
                 .collect();
             assert!(
                 bad.is_empty(),
-                "JDK {jname} bba={bname}: {} classes fail only when rewritten:\n{}",
+                "JDK {jname} mode={bname}: {} classes fail only when rewritten:\n{}",
                 bad.len(),
                 bad.join("\n")
             );
             let linked: u64 = new.summary.values().map(|(_, ok)| ok).sum::<u64>() - 2; // minus Rt, Node
             report.push(format!(
-                "JDK {jname} bba={bname}: {} modules, {} classes ({} rewritten, {} unchanged); methods {} instrumented, {} too large, {} unwidenable, {} <init> without catch-all, {} type annotation attributes dropped; {} classes linked with -Xverify:all while running on the rewritten JDK (originals: {})",
+                "JDK {jname} mode={bname}: {} modules, {} classes ({} rewritten, {} unchanged); methods {} instrumented, {} too large, {} unwidenable, {} <init> without catch-all, {} type annotation attributes dropped; {} classes linked with -Xverify:all while running on the rewritten JDK (originals: {})",
                 modules.len(), total.classes, total.changed, total.unchanged, total.stats.methods_instrumented,
                 total.stats.methods_too_large, total.stats.methods_unwidenable, total.stats.methods_without_catch_all,
                 total.stats.type_annotations_dropped, linked, base.summary.values().map(|(_, ok)| ok).sum::<u64>()

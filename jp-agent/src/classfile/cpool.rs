@@ -255,6 +255,14 @@ impl CpAppender {
         Ok(i)
     }
 
+    /// The name of an appended Class entry.
+    pub fn class_name(&self, index: u16) -> Option<&[u8]> {
+        self.classes
+            .iter()
+            .find(|(_, i)| *i == index)
+            .map(|(n, _)| n.as_slice())
+    }
+
     /// A Methodref `jp/rt/Rt.name:desc`.
     pub fn rt_method(
         &mut self,

@@ -294,8 +294,8 @@ pub(crate) fn analyze(
                         return Ok(false);
                     }
                     let at = len - nd - under;
-                    for k in 0..nd {
-                        let v = st.stack[len - nd + k];
+                    let top = [st.stack[len - nd], st.stack[len - 1]];
+                    for (k, &v) in top[2 - nd..].iter().enumerate() {
                         st.stack.insert(at + k, v);
                     }
                 }

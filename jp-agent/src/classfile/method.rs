@@ -4,6 +4,7 @@
 use super::blocks::{self, Block};
 use super::cpool::{ConstPool, CpAppender};
 use super::frames::{self, Frames, VType};
+use super::infer;
 use super::initthis;
 use super::insn::{self, Flow, Insn};
 use super::reader::{put_u16, put_u32, Reader};
@@ -29,6 +30,8 @@ pub(crate) struct MethodInput<'a> {
     pub label: &'a dyn Fn() -> String,
     pub bba: Bba,
     pub mid: u32,
+    /// Test only: widen every branch (exercises goto_w and the inferred frames everywhere).
+    pub force_wide: bool,
 }
 
 /// Buffers reused across methods (no allocation per instruction).
@@ -330,11 +333,18 @@ pub(crate) fn rewrite_code(
 
     // Layout, widening branches until every offset fits.
     s.wide.clear();
-    s.wide.resize(n, false);
+    s.wide.clear();
+    s.wide.extend(
+        s.insns
+            .iter()
+            .map(|ins| m.force_wide && ins.len == 3 && ins.tn == 1),
+    );
     s.new_off.clear();
     s.new_off.resize(n + 1, 0);
     s.ins_off.clear();
     s.ins_off.resize(n, 0);
+    // Frames for the instructions after widened conditional branches.
+    let mut extra: Vec<Extra> = Vec::new();
     let end = loop {
         let mut pos = entry.len() as u64;
         for (i, ins) in s.insns.iter().enumerate() {
@@ -378,7 +388,10 @@ pub(crate) fn rewrite_code(
             .zip(&s.wide)
             .any(|(ins, &w)| w && ins.flow == Flow::Cond)
     {
-        return Ok(Outcome::Unwidenable);
+        match fallthrough_frames(body, attrs_start, n_attrs, code, m, s, cpa)? {
+            Some(f) => extra = f,
+            None => return Ok(Outcome::Unwidenable),
+        }
     }
     let catch_all_code = if catch_all {
         4 + if l < 4 {
@@ -568,6 +581,7 @@ pub(crate) fn rewrite_code(
                     m,
                     s,
                     &mut frames,
+                    &extra,
                     &refs,
                     cpa,
                     catch_all,
@@ -587,7 +601,7 @@ pub(crate) fn rewrite_code(
         out[hdr + 2..hdr + 6].copy_from_slice(&alen.to_be_bytes());
         n_attr_out += 1;
     }
-    if m.major >= 50 && !had_frames && catch_all {
+    if m.major >= 50 && !had_frames && (catch_all || !extra.is_empty()) {
         let name_idx = match cpa.stack_map_table_name {
             Some(i) => i,
             None => {
@@ -607,6 +621,7 @@ pub(crate) fn rewrite_code(
             m,
             s,
             &mut frames,
+            &extra,
             &refs,
             cpa,
             catch_all,
@@ -625,6 +640,90 @@ pub(crate) fn rewrite_code(
     Ok(Outcome::Rewritten(out))
 }
 
+/// A frame to add: (new offset, locals, stack).
+type Extra = (u32, Vec<VType>, Vec<VType>);
+
+/// The frames needed after widened conditional branches (a class with frames), at the
+/// instruction that followed each branch, unless the original already has one there.
+/// None if the types there cannot be inferred.
+fn fallthrough_frames(
+    body: &[u8],
+    attrs_start: usize,
+    n_attrs: u16,
+    code: &[u8],
+    m: &MethodInput,
+    s: &Scratch,
+    cpa: &mut CpAppender,
+) -> Result<Option<Vec<Extra>>, RewriteError> {
+    let mut smt: &[u8] = &[0, 0];
+    let mut r = Reader::new(body, attrs_start);
+    for _ in 0..n_attrs {
+        let name = r.u16()?;
+        let len = r.u32()? as usize;
+        let data = r.bytes(len)?;
+        if m.cp.utf8_bytes(name)? == b"StackMapTable" {
+            smt = data;
+        }
+    }
+    let mut fr = Frames::default();
+    let mut initial_types = Vec::new();
+    frames::initial_locals(
+        m.desc,
+        m.is_static,
+        m.is_init,
+        m.this_class,
+        m.this_is_object,
+        cpa,
+        &mut initial_types,
+    )?;
+    let init = initial_types.clone();
+    fr.parse(smt, &mut |v: &mut Vec<VType>| {
+        v.extend_from_slice(&init);
+        Ok(())
+    })?;
+    // Instruction index of every frame.
+    let mut at: Vec<usize> = Vec::with_capacity(fr.frames.len());
+    for &(off, _, _) in &fr.frames {
+        match s.map.get(off as usize) {
+            Some(&i) if (i as usize) < s.insns.len() => at.push(i as usize),
+            _ => return Ok(None),
+        }
+    }
+    let mut extra = Vec::new();
+    let mut ctx = infer::Ctx {
+        cp: m.cp,
+        cpa,
+        code,
+        this_class: m.this_class,
+    };
+    for (i, ins) in s.insns.iter().enumerate() {
+        if !(s.wide[i] && ins.flow == Flow::Cond) || i + 1 >= s.insns.len() || at.contains(&(i + 1))
+        {
+            continue;
+        }
+        // The nearest frame at or before the branch (or the method's entry).
+        let k = at.partition_point(|&a| a <= i);
+        let inferred = if k == 0 {
+            infer::after(&mut ctx, &s.insns, 0, &initial_types, &[], i)?
+        } else {
+            let (_, loc, stk) = fr.frames[k - 1];
+            infer::after(
+                &mut ctx,
+                &s.insns,
+                at[k - 1],
+                &fr.types[loc.0 as usize..loc.1 as usize],
+                &fr.types[stk.0 as usize..stk.1 as usize],
+                i,
+            )?
+        };
+        match inferred {
+            Some((locals, stack)) => extra.push((s.new_off[i + 1], locals, stack)),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(extra))
+}
+
 /// Writes a StackMapTable body: every original frame as a full_frame at its new
 /// offset, then the catch-all handler's frame.
 #[allow(clippy::too_many_arguments)]
@@ -633,6 +732,7 @@ fn write_frames(
     m: &MethodInput,
     s: &Scratch,
     fr: &mut Frames,
+    extra: &[Extra],
     refs: &Refs,
     cpa: &mut CpAppender,
     catch_all: bool,
@@ -663,12 +763,13 @@ fn write_frames(
             ))),
         }
     };
-    let count = fr.frames.len() + usize::from(catch_all);
+    let count = fr.frames.len() + extra.len() + usize::from(catch_all);
     if count > 0xFFFF {
         return Err(RewriteError::Malformed("too many stack map frames".into()));
     }
     put_u16(out, count as u16);
     let mut prev: i64 = -1;
+    let mut extra = extra.iter().peekable();
     for &(off, loc, stk) in &fr.frames {
         let i = match map.get(off as usize) {
             Some(&i) if (i as usize) < n => i as usize,
@@ -679,6 +780,15 @@ fn write_frames(
             }
         };
         let no = s.new_off[i] as i64;
+        while let Some(e) = extra.next_if(|e| (e.0 as i64) < no) {
+            let delta = if prev < 0 {
+                e.0 as i64
+            } else {
+                e.0 as i64 - prev - 1
+            };
+            prev = e.0 as i64;
+            frames::write_full_frame(out, delta as u16, &e.1, &e.2, l, refs.node, &remap_uninit)?;
+        }
         if no <= prev {
             return Err(RewriteError::Malformed(
                 "stack map frames out of order".into(),
@@ -695,6 +805,15 @@ fn write_frames(
             refs.node,
             &remap_uninit,
         )?;
+    }
+    for e in extra {
+        let delta = if prev < 0 {
+            e.0 as i64
+        } else {
+            e.0 as i64 - prev - 1
+        };
+        prev = e.0 as i64;
+        frames::write_full_frame(out, delta as u16, &e.1, &e.2, l, refs.node, &remap_uninit)?;
     }
     if catch_all {
         let throwable = cpa.class(b"java/lang/Throwable")?;

@@ -8,6 +8,7 @@ mod blocks;
 mod cpool;
 mod error;
 mod frames;
+mod infer;
 mod initthis;
 mod insn;
 mod method;
@@ -226,6 +227,26 @@ pub fn rewrite_class(
     opts: &RewriteOptions,
     ids: &mut dyn MethodIds,
 ) -> Result<Rewritten, RewriteError> {
+    rewrite(bytes, opts, ids, false)
+}
+
+/// Test only: like [`rewrite_class`], but every 16-bit branch is widened as if it were
+/// out of reach (goto_w, inverted conditional over a goto_w with an inferred frame).
+#[doc(hidden)]
+pub fn rewrite_class_widening_all(
+    bytes: &[u8],
+    opts: &RewriteOptions,
+    ids: &mut dyn MethodIds,
+) -> Result<Rewritten, RewriteError> {
+    rewrite(bytes, opts, ids, true)
+}
+
+fn rewrite(
+    bytes: &[u8],
+    opts: &RewriteOptions,
+    ids: &mut dyn MethodIds,
+    force_wide: bool,
+) -> Result<Rewritten, RewriteError> {
     let class = ClassInfo::parse(bytes)?;
     if class.major == 45 && u16_at(bytes, 4)? < 3 {
         // Before 45.3, Code attributes have 1-byte max_stack/max_locals and 2-byte lengths.
@@ -239,8 +260,15 @@ pub fn rewrite_class(
         });
     }
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut s) => rewrite_methods(bytes, opts, ids, class, &mut s),
-        Err(_) => rewrite_methods(bytes, opts, ids, class, &mut method::Scratch::default()),
+        Ok(mut s) => rewrite_methods(bytes, opts, ids, class, &mut s, force_wide),
+        Err(_) => rewrite_methods(
+            bytes,
+            opts,
+            ids,
+            class,
+            &mut method::Scratch::default(),
+            force_wide,
+        ),
     })
 }
 
@@ -256,6 +284,7 @@ fn rewrite_methods(
     ids: &mut dyn MethodIds,
     class: ClassInfo<'_>,
     scratch: &mut method::Scratch,
+    force_wide: bool,
 ) -> Result<Rewritten, RewriteError> {
     let ClassInfo {
         cp,
@@ -293,6 +322,7 @@ fn rewrite_methods(
             label: &label,
             bba: opts.bba,
             mid,
+            force_wide,
         };
         match method::rewrite_code(
             &bytes[start + 6..end],

@@ -445,14 +445,12 @@ fn far_loop(major: u16, blocks: usize, conditional: bool) -> Vec<u8> {
         // A same frame at the head and after every ifeq (delta 6 each), full frames at the
         // branch and at the return are not needed beyond the head for this test's goto.
         let mut f = Vec::new();
-        let n = 1 + blocks + usize::from(conditional) + 1;
+        // The head, every block start, and (after a goto) the return.
+        let n = 1 + blocks + usize::from(!conditional);
         f.extend_from_slice(&(n as u16).to_be_bytes());
         f.extend_from_slice(&[255, 0, head as u8, 0, 1, 1, 0, 0]);
         f.extend(std::iter::repeat_n(6, blocks));
-        if conditional {
-            f.push(1);
-            f.push(4);
-        } else {
+        if !conditional {
             f.push(2);
         }
         Some(f)
@@ -502,14 +500,34 @@ fn far_branches_are_widened() {
 }
 
 #[test]
-fn far_conditional_with_frames_is_left_unchanged() {
+fn far_conditional_with_frames_gets_an_inferred_frame() {
     let input = far_loop(52, 4000, true);
-    match rewrite_class(&input, &RewriteOptions::default(), &mut Ids).unwrap() {
-        Rewritten::Unchanged { .. } => {}
-        Rewritten::Changed { .. } => {
-            panic!("a far conditional branch needs a frame we cannot infer")
-        }
-    }
+    let (out, stats) = rewrite(&input, Bba::Default);
+    assert_eq!(
+        (stats.methods_instrumented, stats.methods_unwidenable),
+        (1, 0)
+    );
+    let s = split(&out, "m");
+    let n = s.orig.len();
+    // iload_0; ifeq over the goto_w; goto_w head; return.
+    assert_eq!(
+        s.orig[n - 4..].iter().map(|o| o.1).collect::<Vec<_>>(),
+        vec![0x1a, 0x99, insn::GOTO_W, 0xb1]
+    );
+    assert_eq!(s.orig[n - 3].2, vec![n - 1]);
+    let cv = code_of(&out, "m");
+    let mut f = Frames::default();
+    f.parse(cv.frames.as_ref().unwrap(), &mut |_| panic!("full frames"))
+        .unwrap();
+    let (_, loc, stk) = *f
+        .frames
+        .iter()
+        .find(|fr| fr.0 == s.prefix_start[n - 1])
+        .expect("a frame where the inverted branch lands");
+    let locals = &f.types[loc.0 as usize..loc.1 as usize];
+    assert_eq!(locals[0], VType::Integer);
+    assert!(matches!(locals[1], VType::Object(_)));
+    assert_eq!(stk.0, stk.1, "empty stack");
     // An unconditional far branch is fine with frames.
     let input = far_loop(52, 4000, false);
     let (out, stats) = rewrite(&input, Bba::Default);

@@ -6,7 +6,38 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use jpagent::classfile::{rewrite_class, Bba, ClassStats, MethodIds, RewriteOptions, Rewritten};
+use jpagent::classfile::{
+    rewrite_class, rewrite_class_widening_all, Bba, ClassStats, MethodIds, RewriteOptions,
+    Rewritten,
+};
+
+/// How a tree is rewritten in a test.
+#[derive(Clone, Copy, Debug)]
+pub struct Mode {
+    pub name: &'static str,
+    pub bba: Bba,
+    /// Widen every branch (goto_w everywhere, an inferred frame after every conditional).
+    pub widen_all: bool,
+}
+
+/// Both BBAs, and the default BBA with every branch widened.
+pub const MODES: [Mode; 3] = [
+    Mode {
+        name: "default",
+        bba: Bba::Default,
+        widen_all: false,
+    },
+    Mode {
+        name: "precise",
+        bba: Bba::Precise,
+        widen_all: false,
+    },
+    Mode {
+        name: "widened",
+        bba: Bba::Default,
+        widen_all: true,
+    },
+];
 
 pub const JDK17: &str = "/usr/lib/jvm/java-17-openjdk-amd64";
 pub const JDK25: &str = "/usr/lib/jvm/temurin-25-jdk-amd64";
@@ -159,7 +190,8 @@ pub fn class_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// Rewrites every class under `src` into the same path under `dst`; classes that are
 /// unchanged, fail to rewrite or match `keep` are copied as they are.
-pub fn rewrite_tree(src: &Path, dst: &Path, bba: Bba, keep: &dyn Fn(&Path) -> bool) -> TreeStats {
+pub fn rewrite_tree(src: &Path, dst: &Path, mode: Mode, keep: &dyn Fn(&Path) -> bool) -> TreeStats {
+    let Mode { bba, widen_all, .. } = mode;
     let mut files = Vec::new();
     class_files(src, &mut files);
     let mut t = TreeStats::default();
@@ -174,7 +206,13 @@ pub fn rewrite_tree(src: &Path, dst: &Path, bba: Bba, keep: &dyn Fn(&Path) -> bo
             t.unchanged += 1;
             bytes
         } else {
-            match rewrite_class(&bytes, &RewriteOptions { bba }, &mut ids) {
+            let opts = RewriteOptions { bba };
+            let r = if widen_all {
+                rewrite_class_widening_all(&bytes, &opts, &mut ids)
+            } else {
+                rewrite_class(&bytes, &opts, &mut ids)
+            };
+            match r {
                 Ok(Rewritten::Changed { bytes, stats }) => {
                     t.changed += 1;
                     add_stats(&mut t.stats, &stats);

@@ -1,0 +1,455 @@
+//! The verification types after one instruction, found by simulating the instructions
+//! from the nearest stack map frame before it (the type checker's own linear walk: after
+//! an unconditional jump a frame must follow, so that frame's types are exact).
+//!
+//! Only needed to widen a far conditional branch in a class with frames: the inverted
+//! branch jumps over a `goto_w` to the instruction that followed the original branch,
+//! which then needs a frame of its own.
+
+use super::cpool::{ConstPool, CpAppender, CLASS, DYNAMIC, INTEGER, METHOD_HANDLE, METHOD_TYPE};
+use super::frames::VType;
+use super::insn::{Flow, Insn};
+use super::reader::{u16_at, u8_at};
+use super::RewriteError;
+
+/// Everything the simulation reads.
+pub(crate) struct Ctx<'a, 'c> {
+    pub cp: &'a ConstPool<'a>,
+    pub cpa: &'c mut CpAppender,
+    pub code: &'a [u8],
+    pub this_class: u16,
+}
+
+fn two(t: VType) -> bool {
+    matches!(t, VType::Long | VType::Double)
+}
+
+/// Verification type of a field descriptor (or a method's return type).
+fn of_desc(d: &[u8], cpa: &mut CpAppender) -> Result<Option<VType>, RewriteError> {
+    Ok(Some(match d.first() {
+        Some(b'B' | b'C' | b'I' | b'S' | b'Z') => VType::Integer,
+        Some(b'F') => VType::Float,
+        Some(b'J') => VType::Long,
+        Some(b'D') => VType::Double,
+        Some(b'L') if d.len() > 2 => VType::Object(cpa.class(&d[1..d.len() - 1])?),
+        Some(b'[') => VType::Object(cpa.class(d)?),
+        _ => return Ok(None),
+    }))
+}
+
+/// A class name (Class entry of the original or the appended pool).
+fn class_name(ctx: &Ctx, idx: u16) -> Option<Vec<u8>> {
+    if idx < ctx.cp.count() {
+        ctx.cp
+            .utf8_bytes(ctx.cp.class_name_index(idx).ok()?)
+            .ok()
+            .map(|b| b.to_vec())
+    } else {
+        ctx.cpa.class_name(idx).map(|b| b.to_vec())
+    }
+}
+
+/// (locals, stack) of a frame.
+pub(crate) type Types = (Vec<VType>, Vec<VType>);
+
+struct State {
+    locals: Vec<VType>,
+    stack: Vec<VType>,
+}
+
+impl State {
+    fn push(&mut self, t: VType) {
+        self.stack.push(t);
+        if two(t) {
+            self.stack.push(VType::Top);
+        }
+    }
+    fn pop(&mut self, slots: usize) -> Option<()> {
+        let n = self.stack.len().checked_sub(slots)?;
+        self.stack.truncate(n);
+        Some(())
+    }
+    fn set_local(&mut self, i: usize, t: VType) {
+        let need = i + if two(t) { 2 } else { 1 };
+        if self.locals.len() < need {
+            self.locals.resize(need, VType::Top);
+        }
+        if i > 0 && two(self.locals[i - 1]) {
+            self.locals[i - 1] = VType::Top;
+        }
+        self.locals[i] = t;
+        if two(t) {
+            self.locals[i + 1] = VType::Top;
+        }
+    }
+    fn local(&self, i: usize) -> VType {
+        self.locals.get(i).copied().unwrap_or(VType::Top)
+    }
+}
+
+/// Expands frame types (long/double as one entry) to slots.
+fn expand(types: &[VType], out: &mut Vec<VType>) {
+    for &t in types {
+        out.push(t);
+        if two(t) {
+            out.push(VType::Top);
+        }
+    }
+}
+
+/// Compresses slots back to frame types.
+fn compress(slots: &[VType]) -> Vec<VType> {
+    let mut v = Vec::with_capacity(slots.len());
+    let mut i = 0;
+    while i < slots.len() {
+        v.push(slots[i]);
+        i += if two(slots[i]) { 2 } else { 1 };
+    }
+    while v.last() == Some(&VType::Top) {
+        v.pop();
+    }
+    v
+}
+
+/// (locals, stack) as frame types after instruction `upto`, simulating from instruction
+/// `from` whose incoming types are `locals`/`stack`. None if the simulation cannot tell.
+pub(crate) fn after(
+    ctx: &mut Ctx,
+    insns: &[Insn],
+    from: usize,
+    locals: &[VType],
+    stack: &[VType],
+    upto: usize,
+) -> Result<Option<Types>, RewriteError> {
+    let mut st = State {
+        locals: Vec::new(),
+        stack: Vec::new(),
+    };
+    expand(locals, &mut st.locals);
+    expand(stack, &mut st.stack);
+    for (i, ins) in insns.iter().enumerate().take(upto + 1).skip(from) {
+        if i < upto && !matches!(ins.flow, Flow::Next | Flow::Cond) {
+            return Ok(None);
+        }
+        if step(ctx, ins, &mut st)?.is_none() {
+            return Ok(None);
+        }
+    }
+    Ok(Some((compress(&st.locals), compress(&st.stack))))
+}
+
+fn step(ctx: &mut Ctx, ins: &Insn, st: &mut State) -> Result<Option<()>, RewriteError> {
+    use VType::*;
+    let code = ctx.code;
+    let off = ins.off as usize;
+    let op = ins.op;
+    let idx8 = || u8_at(code, off + 1).map(|v| v as usize);
+    let idx16 = || u16_at(code, off + 1);
+    macro_rules! pop {
+        ($n:expr) => {
+            if st.pop($n).is_none() {
+                return Ok(None);
+            }
+        };
+    }
+    match op {
+        0x00 => {}
+        0x01 => st.push(Null),
+        0x02..=0x08 | 0x10 | 0x11 => st.push(Integer),
+        0x09 | 0x0a => st.push(Long),
+        0x0b..=0x0d => st.push(Float),
+        0x0e | 0x0f => st.push(Double),
+        0x12..=0x14 => {
+            let i = if op == 0x12 { idx8()? as u16 } else { idx16()? };
+            let t = match ctx.cp.tag(i)? {
+                INTEGER => Integer,
+                4 => Float,
+                5 => Long,
+                6 => Double,
+                8 => Object(ctx.cpa.class(b"java/lang/String")?),
+                CLASS => Object(ctx.cpa.class(b"java/lang/Class")?),
+                METHOD_TYPE => Object(ctx.cpa.class(b"java/lang/invoke/MethodType")?),
+                METHOD_HANDLE => Object(ctx.cpa.class(b"java/lang/invoke/MethodHandle")?),
+                DYNAMIC => {
+                    let (_, _, d) = ctx.cp.member(i)?;
+                    match of_desc(d, ctx.cpa)? {
+                        Some(t) => t,
+                        None => return Ok(None),
+                    }
+                }
+                _ => return Ok(None),
+            };
+            st.push(t);
+        }
+        0x15 | 0x1a..=0x1d => st.push(Integer),
+        0x16 | 0x1e..=0x21 => st.push(Long),
+        0x17 | 0x22..=0x25 => st.push(Float),
+        0x18 | 0x26..=0x29 => st.push(Double),
+        0x19 | 0x2a..=0x2d => {
+            let i = if op == 0x19 {
+                idx8()?
+            } else {
+                (op - 0x2a) as usize
+            };
+            let t = st.local(i);
+            st.push(t);
+        }
+        0x2e | 0x33..=0x35 => {
+            pop!(2);
+            st.push(Integer);
+        }
+        0x2f => {
+            pop!(2);
+            st.push(Long);
+        }
+        0x30 => {
+            pop!(2);
+            st.push(Float);
+        }
+        0x31 => {
+            pop!(2);
+            st.push(Double);
+        }
+        0x32 => {
+            let Some(&arr) = st.stack.len().checked_sub(2).and_then(|i| st.stack.get(i)) else {
+                return Ok(None);
+            };
+            pop!(2);
+            let t = match arr {
+                Null => Null,
+                Object(c) => {
+                    let Some(name) = class_name(ctx, c) else {
+                        return Ok(None);
+                    };
+                    match name.get(1) {
+                        Some(b'L') if name.len() > 3 => {
+                            Object(ctx.cpa.class(&name[2..name.len() - 1])?)
+                        }
+                        Some(b'[') => Object(ctx.cpa.class(&name[1..])?),
+                        _ => return Ok(None),
+                    }
+                }
+                _ => return Ok(None),
+            };
+            st.push(t);
+        }
+        0x36..=0x4e => {
+            let (i, kind) = if op <= 0x3a {
+                (idx8()?, op - 0x36)
+            } else {
+                (((op - 0x3b) % 4) as usize, (op - 0x3b) / 4)
+            };
+            let t = match kind {
+                0 => Integer,
+                1 => Long,
+                2 => Float,
+                3 => Double,
+                _ => match st.stack.last() {
+                    Some(&t) => t,
+                    None => return Ok(None),
+                },
+            };
+            pop!(if two(t) { 2 } else { 1 });
+            st.set_local(i, t);
+        }
+        0x4f | 0x51 | 0x53..=0x56 => pop!(3),
+        0x50 | 0x52 => pop!(4),
+        0x57 => pop!(1),
+        0x58 => pop!(2),
+        0x59..=0x5e => {
+            let (nd, under) = match op {
+                0x59 => (1, 0),
+                0x5a => (1, 1),
+                0x5b => (1, 2),
+                0x5c => (2, 0),
+                0x5d => (2, 1),
+                _ => (2, 2),
+            };
+            let len = st.stack.len();
+            if len < nd + under {
+                return Ok(None);
+            }
+            let at = len - nd - under;
+            let top = [st.stack[len - nd], st.stack[len - 1]];
+            for (k, &v) in top[2 - nd..].iter().enumerate() {
+                st.stack.insert(at + k, v);
+            }
+        }
+        0x5f => {
+            let len = st.stack.len();
+            if len < 2 {
+                return Ok(None);
+            }
+            st.stack.swap(len - 1, len - 2);
+        }
+        0x60..=0x77 => {
+            let t = [Integer, Long, Float, Double][((op - 0x60) % 4) as usize];
+            let operands = if op >= 0x74 { 1 } else { 2 };
+            pop!(operands * if two(t) { 2 } else { 1 });
+            st.push(t);
+        }
+        0x78..=0x7d => {
+            let long = (op - 0x78) % 2 == 1;
+            pop!(if long { 3 } else { 2 });
+            st.push(if long { Long } else { Integer });
+        }
+        0x7e..=0x83 => {
+            let long = (op - 0x7e) % 2 == 1;
+            pop!(if long { 4 } else { 2 });
+            st.push(if long { Long } else { Integer });
+        }
+        0x84 => {}
+        0x85..=0x93 => {
+            let (from, to) = match op {
+                0x85 => (1, Long),
+                0x86 => (1, Float),
+                0x87 => (1, Double),
+                0x88 => (2, Integer),
+                0x89 => (2, Float),
+                0x8a => (2, Double),
+                0x8b => (1, Integer),
+                0x8c => (1, Long),
+                0x8d => (1, Double),
+                0x8e => (2, Integer),
+                0x8f => (2, Long),
+                0x90 => (2, Float),
+                _ => (1, Integer),
+            };
+            pop!(from);
+            st.push(to);
+        }
+        0x94 | 0x97 | 0x98 => {
+            pop!(4);
+            st.push(Integer);
+        }
+        0x95 | 0x96 => {
+            pop!(2);
+            st.push(Integer);
+        }
+        0x99..=0x9e | 0xc6 | 0xc7 => pop!(1),
+        0x9f..=0xa6 => pop!(2),
+        0xb2..=0xb5 => {
+            let (_, _, d) = ctx.cp.member(idx16()?)?;
+            let Some(t) = of_desc(d, ctx.cpa)? else {
+                return Ok(None);
+            };
+            let size = if two(t) { 2 } else { 1 };
+            match op {
+                0xb2 => st.push(t),
+                0xb3 => pop!(size),
+                0xb4 => {
+                    pop!(1);
+                    st.push(t);
+                }
+                _ => pop!(size + 1),
+            }
+        }
+        0xb6..=0xba => {
+            let (_, name, d) = ctx.cp.member(idx16()?)?;
+            let Some((args, _)) = super::initthis::method_slots(d) else {
+                return Ok(None);
+            };
+            pop!(args as usize);
+            if op != 0xb8 && op != 0xba {
+                let Some(recv) = st.stack.pop() else {
+                    return Ok(None);
+                };
+                if op == 0xb7 && name == b"<init>" {
+                    let init = match recv {
+                        UninitializedThis => Object(ctx.this_class),
+                        Uninitialized(at) => Object(u16_at(code, at as usize + 1)?),
+                        _ => recv,
+                    };
+                    for t in st.locals.iter_mut().chain(st.stack.iter_mut()) {
+                        if *t == recv {
+                            *t = init;
+                        }
+                    }
+                }
+            }
+            let ret = &d[d.iter().position(|&b| b == b')').map_or(d.len(), |p| p + 1)..];
+            if ret != b"V" {
+                let Some(t) = of_desc(ret, ctx.cpa)? else {
+                    return Ok(None);
+                };
+                st.push(t);
+            }
+        }
+        0xbb => st.push(Uninitialized(ins.off)),
+        0xbc => {
+            pop!(1);
+            let name: &[u8] = match u8_at(code, off + 1)? {
+                4 => b"[Z",
+                5 => b"[C",
+                6 => b"[F",
+                7 => b"[D",
+                8 => b"[B",
+                9 => b"[S",
+                10 => b"[I",
+                11 => b"[J",
+                _ => return Ok(None),
+            };
+            st.push(Object(ctx.cpa.class(name)?));
+        }
+        0xbd => {
+            pop!(1);
+            let Some(elem) = class_name(ctx, idx16()?) else {
+                return Ok(None);
+            };
+            let mut name = vec![b'['];
+            if elem.first() == Some(&b'[') {
+                name.extend_from_slice(&elem);
+            } else {
+                name.push(b'L');
+                name.extend_from_slice(&elem);
+                name.push(b';');
+            }
+            st.push(Object(ctx.cpa.class(&name)?));
+        }
+        0xbe | 0xc1 => {
+            pop!(1);
+            st.push(Integer);
+        }
+        0xc0 => {
+            pop!(1);
+            st.push(Object(idx16()?));
+        }
+        0xc2 | 0xc3 => pop!(1),
+        0xc4 => {
+            let inner = u8_at(code, off + 1)?;
+            let i = u16_at(code, off + 2)? as usize;
+            match inner {
+                0x15 => st.push(Integer),
+                0x16 => st.push(Long),
+                0x17 => st.push(Float),
+                0x18 => st.push(Double),
+                0x19 => {
+                    let t = st.local(i);
+                    st.push(t);
+                }
+                0x36..=0x3a => {
+                    let t = match inner {
+                        0x36 => Integer,
+                        0x37 => Long,
+                        0x38 => Float,
+                        0x39 => Double,
+                        _ => match st.stack.last() {
+                            Some(&t) => t,
+                            None => return Ok(None),
+                        },
+                    };
+                    pop!(if two(t) { 2 } else { 1 });
+                    st.set_local(i, t);
+                }
+                0x84 => {}
+                _ => return Ok(None),
+            }
+        }
+        0xc5 => {
+            pop!(u8_at(code, off + 3)? as usize);
+            st.push(Object(idx16()?));
+        }
+        _ => return Ok(None),
+    }
+    Ok(Some(()))
+}
