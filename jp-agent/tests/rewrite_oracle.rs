@@ -327,3 +327,122 @@ fn corrupted_real_classes_never_panic() {
     println!("corrupted inputs: {changed} rewritten, {unchanged} unchanged, {errors} rejected with an error");
     assert!(changed > 0 && errors > 0);
 }
+
+const ANN: &str = r#"
+import java.lang.annotation.*;
+
+@Target(ElementType.TYPE_USE)
+@Retention(RetentionPolicy.RUNTIME)
+@interface TA {
+    int value() default 0;
+}
+
+public class Ann {
+    static Object m(Object o, int n) {
+        @TA(1) String s = (@TA(2) String) o;
+        Object x = new @TA(3) StringBuilder(s);
+        for (int i = 0; i < n; i++) {
+            @TA(4) Object y = x;
+            if (y instanceof @TA(5) CharSequence) {
+                x = new @TA(6) StringBuilder((CharSequence) y);
+            }
+        }
+        try {
+            return java.util.List.<@TA(7) Object>of(x);
+        } catch (@TA(8) RuntimeException e) {
+            return s;
+        }
+    }
+}
+"#;
+
+/// (annotation value, what it points at): the opcode at an offset target, the opcode
+/// starting a local variable's range (its first instruction), or a catch index.
+fn type_annotation_targets(bytes: &[u8]) -> Vec<(String, String)> {
+    use cafebabe::attributes::TypeAnnotationTarget as T;
+    let class = cafebabe::parse_class(bytes).expect("parses");
+    let m = class.methods.iter().find(|m| m.name == "m").expect("m");
+    let c = code(&m.attributes).expect("code");
+    let bc = c.bytecode.as_ref().expect("bytecode");
+    // The first original instruction at or after an offset: skip injected code.
+    let first_original_from = |off: u16| -> String {
+        let mut i = bc.opcodes.partition_point(|(o, _)| *o < off as usize);
+        while i < bc.opcodes.len() {
+            let op = &bc.opcodes[i].1;
+            let injected = rt_call(op).is_some()
+                || bc
+                    .opcodes
+                    .get(i + 1)
+                    .is_some_and(|(_, n)| rt_call(n).is_some())
+                || bc.opcodes.get(i + 2).is_some_and(|(_, n)| {
+                    rt_call(n).is_some_and(|c| c == "count" || c == "tick" || c == "enter")
+                });
+            if !injected {
+                return variant(op);
+            }
+            i += 1;
+        }
+        "end".into()
+    };
+    let at = |off: u16| -> String {
+        let i = bc.opcodes.partition_point(|(o, _)| *o < off as usize);
+        match bc.opcodes.get(i) {
+            Some((o, op)) if *o == off as usize => variant(op),
+            _ => "not an instruction".into(),
+        }
+    };
+    let mut v = Vec::new();
+    for a in &c.attributes {
+        if let AttributeData::RuntimeVisibleTypeAnnotations(list) = &a.data {
+            for t in list {
+                let value = format!("{:?}", t.annotation.elements);
+                let what = match &t.target_type {
+                    T::Offset { offset } => at(*offset),
+                    T::TypeArgument { offset, .. } => at(*offset),
+                    T::LocalVar(entries) => entries
+                        .iter()
+                        .map(|e| format!("{} {}", first_original_from(e.start_pc), e.index))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    T::Catch {
+                        exception_table_index,
+                    } => format!("catch {exception_table_index}"),
+                    other => format!("{other:?}"),
+                };
+                v.push((value, what));
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn type_annotations_follow_their_instructions() {
+    let dir = scratch("typeann");
+    let src = dir.join("Ann.java");
+    std::fs::write(&src, ANN).unwrap();
+    let out = dir.join("out");
+    javac(&[src], &out, None, "17");
+    let input = std::fs::read(out.join("Ann.class")).unwrap();
+    let want = type_annotation_targets(&input);
+    assert_eq!(
+        want.len(),
+        8,
+        "javac wrote a type annotation per use: {want:?}"
+    );
+    for bba in [Bba::Default, Bba::Precise] {
+        let Rewritten::Changed { bytes, stats } =
+            rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap()
+        else {
+            panic!("unchanged")
+        };
+        assert_eq!(
+            (
+                stats.type_annotations_remapped,
+                stats.type_annotations_dropped
+            ),
+            (1, 0)
+        );
+        assert_eq!(type_annotation_targets(&bytes), want, "{bba:?}");
+    }
+}

@@ -102,9 +102,10 @@ fn real_jars_verify_on_both_jdks() {
         }
         rewrite_tree(&orig.join("broken"), &root.join("broken"), mode, &|_| true);
         report.push(format!(
-            "mode={bname}: {} classes, {} rewritten, {} unchanged; methods {} instrumented, {} too large, {} unwidenable, {} <init> without catch-all, {} type annotation attributes dropped",
+            "mode={bname}: {} classes, {} rewritten, {} unchanged; methods {} instrumented, {} too large, {} unwidenable, {} <init> without catch-all, {} type annotation attributes remapped, {} dropped",
             total.classes, total.changed, total.unchanged, total.stats.methods_instrumented, total.stats.methods_too_large,
-            total.stats.methods_unwidenable, total.stats.methods_without_catch_all, total.stats.type_annotations_dropped
+            total.stats.methods_unwidenable, total.stats.methods_without_catch_all, total.stats.type_annotations_remapped,
+                total.stats.type_annotations_dropped
         ));
     }
     for (jname, home) in &jdks {
@@ -226,9 +227,10 @@ fn jdk_modules_verify_on_their_own_jdk() {
             );
             let linked: u64 = new.summary.values().map(|(_, ok)| ok).sum::<u64>() - 2; // minus Rt, Node
             report.push(format!(
-                "JDK {jname} mode={bname}: {} modules, {} classes ({} rewritten, {} unchanged); methods {} instrumented, {} too large, {} unwidenable, {} <init> without catch-all, {} type annotation attributes dropped; {} classes linked with -Xverify:all while running on the rewritten JDK (originals: {})",
+                "JDK {jname} mode={bname}: {} modules, {} classes ({} rewritten, {} unchanged); methods {} instrumented, {} too large, {} unwidenable, {} <init> without catch-all, {} type annotation attributes remapped, {} dropped; {} classes linked with -Xverify:all while running on the rewritten JDK (originals: {})",
                 modules.len(), total.classes, total.changed, total.unchanged, total.stats.methods_instrumented,
                 total.stats.methods_too_large, total.stats.methods_unwidenable, total.stats.methods_without_catch_all,
+                total.stats.type_annotations_remapped,
                 total.stats.type_annotations_dropped, linked, base.summary.values().map(|(_, ok)| ok).sum::<u64>()
             ));
             let _ = std::fs::remove_dir_all(&new_root);

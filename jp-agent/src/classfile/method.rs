@@ -8,6 +8,7 @@ use super::infer;
 use super::initthis;
 use super::insn::{self, Flow, Insn};
 use super::reader::{put_u16, put_u32, Reader};
+use super::typeann;
 use super::{Bba, ClassStats, RewriteError};
 
 /// What one method became.
@@ -591,9 +592,17 @@ pub(crate) fn rewrite_code(
                 )?;
             }
             b"RuntimeVisibleTypeAnnotations" | b"RuntimeInvisibleTypeAnnotations" => {
-                out.truncate(hdr);
-                stats.type_annotations_dropped += 1;
-                continue;
+                let insn_at = |off: usize| match s.map.get(off) {
+                    Some(&i) if (i as usize) < s.insns.len() => Some(s.ins_off[i as usize]),
+                    _ => None,
+                };
+                if typeann::remap(data, &mut out, &lenient, &insn_at).is_err() {
+                    // Unreadable: dropped (the JVM does not need them to run the code).
+                    out.truncate(hdr);
+                    stats.type_annotations_dropped += 1;
+                    continue;
+                }
+                stats.type_annotations_remapped += 1;
             }
             _ => out.extend_from_slice(data),
         }

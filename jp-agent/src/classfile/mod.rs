@@ -17,6 +17,7 @@ mod reader;
 mod tests;
 #[cfg(test)]
 mod testutil;
+mod typeann;
 
 pub use error::RewriteError;
 
@@ -74,7 +75,10 @@ pub struct ClassStats {
     pub methods_unwidenable: u32,
     /// `<init>` methods whose catch-all handler was omitted (uninitializedThis undecidable).
     pub methods_without_catch_all: u32,
+    /// Type annotation attributes of `Code` that could not be read (dropped).
     pub type_annotations_dropped: u32,
+    /// Type annotation attributes of `Code` whose offsets were moved to the new code.
+    pub type_annotations_remapped: u32,
     /// Bytes of original code and of rewritten code of the instrumented methods.
     pub code_bytes_before: u64,
     pub code_bytes_after: u64,

@@ -169,6 +169,7 @@ pub fn add_stats(a: &mut ClassStats, b: &ClassStats) {
     a.methods_unwidenable += b.methods_unwidenable;
     a.methods_without_catch_all += b.methods_without_catch_all;
     a.type_annotations_dropped += b.type_annotations_dropped;
+    a.type_annotations_remapped += b.type_annotations_remapped;
     a.code_bytes_before += b.code_bytes_before;
     a.code_bytes_after += b.code_bytes_after;
 }
