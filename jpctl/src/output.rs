@@ -197,7 +197,7 @@ pub fn percent(part: u64, whole: u64) -> f64 {
 
 fn modes_line(m: &ModeSamples) -> String {
     format!(
-        "{} samples: kernel {:.1}%, user {:.1}%, idle {:.1}%",
+        "{} (kernel {:.1}%, user {:.1}%, idle {:.1}%)",
         m.total,
         percent(m.kernel, m.total),
         percent(m.user, m.total),
@@ -209,7 +209,7 @@ fn modes_line(m: &ModeSamples) -> String {
 pub fn kernel_text(p: &KernelProfile) -> String {
     let m = p.samples.unwrap_or_default();
     let busy = m.kernel + m.user;
-    let mut out = format!("{} (shift {})\n", modes_line(&m), p.shift);
+    let mut out = format!("samples {}, shift {}\n", modes_line(&m), p.shift);
     let _ = writeln!(
         out,
         "{:>9} {:>6} {:>9}  function",
@@ -252,6 +252,15 @@ pub fn duration_ns(ns: u64) -> String {
         format!("{:.2} ms", x / 1e6)
     } else {
         format!("{:.2} s", x / 1e9)
+    }
+}
+
+/// `name`, `name [module]`, or `?` when jpd could not symbolize the handler.
+pub fn irq_function(name: &str, module: Option<&str>) -> String {
+    match (name, module) {
+        ("", _) => "?".to_string(),
+        (n, Some(m)) => format!("{n} [{m}]"),
+        (n, None) => n.to_string(),
     }
 }
 
@@ -365,21 +374,22 @@ pub fn status_text(s: &Status) -> String {
     );
     let _ = writeln!(out, "  lost     {} events", k.events_lost);
     if !k.programs.is_empty() {
+        // What each eBPF program attaches to can be long: it goes last.
         let _ = writeln!(
             out,
-            "  {:<24} {:<36} {:>12} {:>10} {:>8}",
-            "program", "attached to", "runs", "run time", "per run"
+            "  {:<16} {:>10} {:>10} {:>9}  attached to",
+            "program", "runs", "run time", "per run"
         );
         for p in &k.programs {
             let per = p.run_time_ns.checked_div(p.run_count).unwrap_or(0);
             let _ = writeln!(
                 out,
-                "  {:<24} {:<36} {:>12} {:>10} {:>8}",
+                "  {:<16} {:>10} {:>10} {:>9}  {}",
                 p.name,
-                p.attached_to,
                 p.run_count,
                 duration_ns(p.run_time_ns),
-                duration_ns(per)
+                duration_ns(per),
+                p.attached_to
             );
         }
     }
@@ -473,6 +483,8 @@ mod tests {
                 function_address: 0xffff_ffff_8160_0000,
                 count: 42,
                 time_ns: 123_456,
+                function_module: Some("virtio_ring".into()),
+                unhandled: 3,
             }],
             softirqs: vec![Softirq {
                 name: "NET_RX".into(),
@@ -515,7 +527,7 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(
             lines[0],
-            "1000 samples: kernel 30.0%, user 10.0%, idle 60.0% (shift 4)"
+            "samples 1000 (kernel 30.0%, user 10.0%, idle 60.0%), shift 4"
         );
         assert_eq!(lines[1], "  samples  share      load  function");
         assert_eq!(lines[2], "      200  50.0%    3.1250  clear_user_rep_good");
@@ -524,6 +536,51 @@ mod tests {
             "       15   3.8%    0.0293  vring_interrupt [virtio_ring]"
         );
         assert_eq!(lines[5], "        5   1.2%         -  *unknown*");
+    }
+
+    #[test]
+    fn status_text_is_exact() {
+        use jp_proto::v1::{KernelStatus, ProgramStats};
+        let s = Status {
+            version: "0.1.0".into(),
+            uptime_ms: 65_000,
+            kernel: Some(KernelStatus {
+                attached: true,
+                programs: vec![ProgramStats {
+                    name: "jp_sample".into(),
+                    attached_to: "perf_event cpu-clock 997 Hz on CPUs 0-1".into(),
+                    run_count: 11_581,
+                    run_time_ns: 7_570_000,
+                }],
+                cpus: vec![0, 1],
+                frequency_hz: 997,
+                shift: 4,
+                text_start: 0xffff_ffff_8100_0000,
+                text_end: 0xffff_ffff_8220_bb08,
+                samples: Some(ModeSamples {
+                    total: 200,
+                    kernel: 100,
+                    user: 50,
+                    idle: 50,
+                }),
+                events_lost: 0,
+                last_read_unix_ms: 1,
+                reset_unix_ms: 0,
+            }),
+        };
+        let expected = concat!(
+            "jpd 0.1.0, up 1m 5s\n",
+            "kernel: 2 CPUs (0-1), cpu-clock at 997 Hz, shift 4 (16-byte buckets)\n",
+            "  text     0xffffffff81000000-0xffffffff8220bb08\n",
+            "  samples  200 (kernel 50.0%, user 25.0%, idle 25.0%) since start\n",
+            "  lost     0 events\n",
+            "  program                runs   run time   per run  attached to\n",
+            "  jp_sample             11581    7.57 ms    653 ns  perf_event cpu-clock 997 Hz on CPUs 0-1\n",
+        );
+        assert_eq!(status_text(&s), expected);
+        let v = status_json(&s);
+        assert_eq!(v["kernel"]["programs"][0]["run_time_ns"], 7_570_000);
+        assert_eq!(v["kernel"]["samples"]["idle"], 50);
     }
 
     #[test]

@@ -57,6 +57,7 @@ fn update() -> WatchUpdate {
                 irq: 11,
                 handler: "virtio1-req.0".into(),
                 function: "vring_interrupt".into(),
+                function_module: None,
             }],
             irqs: vec![IrqHandlerDelta {
                 id: 0,

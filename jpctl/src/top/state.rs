@@ -330,11 +330,13 @@ impl TopState {
             let idx = match self.irq_by_key.get(&key) {
                 Some(&x) => x,
                 None => {
-                    let search = format!("{} {} {}", i.irq, i.handler, i.function).to_lowercase();
+                    let function =
+                        crate::output::irq_function(&i.function, i.function_module.as_deref());
+                    let search = format!("{} {} {}", i.irq, i.handler, function).to_lowercase();
                     self.irqs.push(IrqRow {
                         irq: i.irq,
                         handler: i.handler.clone(),
-                        function: i.function.clone(),
+                        function,
                         search,
                         ..Default::default()
                     });
@@ -696,6 +698,7 @@ mod tests {
                     irq: 11,
                     handler: "virtio1-req.0".into(),
                     function: "vring_interrupt".into(),
+                    function_module: None,
                 }],
                 irqs: vec![IrqHandlerDelta {
                     id: 0,

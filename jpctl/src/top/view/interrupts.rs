@@ -39,11 +39,7 @@ fn handlers(frame: &mut Frame<'_>, area: Rect, s: &TopState, focused: bool) {
                 Cell::from(r.handler.as_str()),
             ];
             if wide {
-                cells.push(Cell::from(if r.function.is_empty() {
-                    "?"
-                } else {
-                    r.function.as_str()
-                }));
+                cells.push(Cell::from(r.function.as_str()));
             }
             Some(Row::new(cells))
         });
