@@ -764,3 +764,31 @@ fn corrupt_inputs_never_panic() {
     }
     assert!(outcomes[0] > 0 && outcomes[2] > 0, "{outcomes:?}");
 }
+
+#[test]
+fn undecidable_constructors_have_no_catch_all() {
+    // T() { aload_0; astore_1; aload_1; invokespecial Object.<init>; return }: `this` is
+    // copied to another local before the super call: the analysis gives up.
+    let mut b = ClassBuilder::new(52);
+    let sup = b.methodref("java/lang/Object", "<init>", "()V");
+    let code = [0x2a, 0x4c, 0x2b, 0xb7, (sup >> 8) as u8, sup as u8, 0xb1];
+    b.method(0x0001, "<init>", "()V", 1, 2, &code, &[], None);
+    let input = b.build();
+    let (out, stats) = rewrite(&input, Bba::Default);
+    assert_eq!(
+        (stats.methods_instrumented, stats.methods_without_catch_all),
+        (1, 1)
+    );
+    let cv = code_of(&out, "<init>");
+    assert!(cv.exc.is_empty());
+    assert!(
+        cv.frames.is_none(),
+        "no handler, no branch: no frame needed"
+    );
+    let calls: Vec<String> = split(&out, "<init>")
+        .calls
+        .into_iter()
+        .map(|c| c.0)
+        .collect();
+    assert_eq!(calls, vec!["enter", "count", "exit"]);
+}
