@@ -1,8 +1,23 @@
 //! The bytecode rewriter of the jp agent (see `notes/agent-contract.md`).
 //!
-//! Every byte of the input class is copied as it is; the constant pool is only appended
-//! to, and only the `Code` attributes of instrumented methods are rebuilt. A class we cannot
-//! parse gives an error (the caller then loads it unchanged): no input may panic.
+//! Our own code rather than a class-file crate: an agent must never damage what it does
+//! not touch, and the whole-class re-serializers available here silently corrupt some
+//! classes (see `shared/docs/CLASSFILES.md`). So every byte of the input class is copied
+//! as it is; the constant pool is only appended to, and only the `Code` attributes of
+//! instrumented methods are rebuilt. A class we cannot parse gives an error (the caller
+//! then loads it unchanged): no input may panic.
+//!
+//! One method, in order: decode the instructions (`insn`), split them into blocks and
+//! compute the activation ticks (`blocks`), in constructors find where `this` is
+//! initialized (`initthis`), generate the position-independent injected code, lay the
+//! code out widening branches until every offset fits, then emit the code, the exception
+//! table (originals, then the catch-all), the debug tables, the type annotations
+//! (`typeann`) and every stack map frame as a full frame (`frames`; a frame after a
+//! widened conditional branch is inferred by `infer`).
+//!
+//! Left unchanged (and counted in [`ClassStats`]): methods whose code would exceed 65535
+//! bytes, methods needing a frame `infer` cannot compute (none in the JDKs and jars
+//! tested), classes older than 45.3 and the profiler's own `jp/rt/` classes.
 
 mod blocks;
 mod cpool;
