@@ -33,7 +33,14 @@ impl TerminalGuard {
         }
         // ratatui::try_init also installs a panic hook that restores the terminal
         // before the panic message is printed.
-        let terminal = ratatui::try_init().context("cannot set up the terminal")?;
+        let terminal = match ratatui::try_init() {
+            Ok(t) => t,
+            Err(e) => {
+                // Raw mode may already be on when the alternate screen failed.
+                let _ = ratatui::try_restore();
+                return Err(e).context("cannot set up the terminal");
+            }
+        };
         Ok(TerminalGuard { terminal })
     }
 }
