@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use jp_proto::v1::{GetIrqStatsRequest, GetKernelProfileRequest, GetStatusRequest, ResetRequest};
+use jp_proto::v1::{
+    GetIrqStatsRequest, GetKernelProfileRequest, GetStatusRequest, ProfileSource, ResetRequest,
+};
 use jpctl::client::{self, DEFAULT_SOCKET};
 use jpctl::output;
 
@@ -34,6 +36,10 @@ enum Command {
         json: bool,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// timer: where the CPUs spend kernel time (cpu-clock samples);
+        /// irq-entry: what kernel code hard IRQs interrupt.
+        #[arg(long, value_enum, default_value_t = Source::Timer)]
+        source: Source,
     },
     /// Hard-IRQ handler hits and softirqs since the last reset.
     Irq {
@@ -48,6 +54,12 @@ enum Command {
         #[arg(long, default_value_t = 1000, value_name = "MS")]
         interval: u32,
     },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+enum Source {
+    Timer,
+    IrqEntry,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -93,10 +105,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 output::status_text(&s)
             }
         }
-        Command::Kernel { top, json, format } => {
+        Command::Kernel {
+            top,
+            json,
+            format,
+            source,
+        } => {
+            let source = match source {
+                Source::Timer => ProfileSource::Timer,
+                Source::IrqEntry => ProfileSource::IrqEntry,
+            };
             let req = GetKernelProfileRequest {
                 top_n: top.unwrap_or(0),
-                ..Default::default()
+                include_buckets: false,
+                source: source as i32,
             };
             let p = c.get_kernel_profile(req).await.map_err(rpc)?.into_inner();
             if json {

@@ -16,6 +16,7 @@ struct Fake {
     /// top_n of every GetKernelProfile call.
     top_n: Mutex<Vec<u32>>,
     resets: Mutex<u32>,
+    sources: Mutex<Vec<i32>>,
 }
 
 fn function(
@@ -93,8 +94,10 @@ impl Jp for FakeSvc {
         &self,
         r: Request<pb::GetKernelProfileRequest>,
     ) -> Result<Response<pb::KernelProfile>, Status> {
-        let top_n = r.into_inner().top_n;
+        let r = r.into_inner();
+        let top_n = r.top_n;
         self.0.top_n.lock().unwrap().push(top_n);
+        self.0.sources.lock().unwrap().push(r.source);
         Ok(Response::new(profile(top_n)))
     }
     async fn get_irq_stats(
@@ -224,7 +227,10 @@ fn kernel_json_is_exact_and_top_is_passed_on() {
 "#;
     assert_eq!(out, expected);
     stdout_ok(&d.socket, &["kernel"]);
-    assert_eq!(*d.fake.top_n.lock().unwrap(), [2, 0]);
+    stdout_ok(&d.socket, &["kernel", "--source", "irq-entry"]);
+    assert_eq!(*d.fake.top_n.lock().unwrap(), [2, 0, 0]);
+    let irq_entry = pb::ProfileSource::IrqEntry as i32;
+    assert_eq!(*d.fake.sources.lock().unwrap(), [0, 0, irq_entry]);
     drop(d.rt);
 }
 
