@@ -10,7 +10,8 @@ pub fn write_json(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
     write_str(w, &t.bba)?;
     write!(w, ", \"root\": {{\"children\": [")?;
     // (sorted children of an open node, next position); iterative for deep trees.
-    let mut stack: Vec<(Vec<usize>, usize)> = vec![(t.sorted_children(0), 0)];
+    let ranks = t.name_ranks();
+    let mut stack: Vec<(Vec<usize>, usize)> = vec![(t.sorted_children_ranked(0, &ranks), 0)];
     while let Some(top) = stack.last_mut() {
         if let Some(&i) = top.0.get(top.1) {
             w.write_all(if top.1 == 0 { b"\n" } else { b",\n" })?;
@@ -23,7 +24,7 @@ pub fn write_json(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
                 ", \"calls\": {}, \"bytecodes\": {}, \"children\": [",
                 n.calls, n.bytecodes
             )?;
-            let kids = t.sorted_children(i);
+            let kids = t.sorted_children_ranked(i, &ranks);
             if kids.is_empty() {
                 w.write_all(b"]}")?;
             } else {

@@ -130,6 +130,28 @@ impl Mct {
 
     /// Children of `i` in the deterministic output order: by method name, then by counts.
     pub fn sorted_children(&self, i: usize) -> Vec<usize> {
+        self.sorted_children_ranked(i, &self.name_ranks())
+    }
+
+    /// Per node, the rank of its method name among all names (for sorting with integer
+    /// compares: names of big trees share long prefixes).
+    pub fn name_ranks(&self) -> Vec<u32> {
+        let mut names: Vec<&str> = self.nodes.iter().map(|n| &*n.method).collect();
+        names.sort_unstable();
+        names.dedup();
+        let index: HashMap<&str, u32> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (*n, i as u32))
+            .collect();
+        self.nodes
+            .iter()
+            .map(|n| index.get(&*n.method).copied().unwrap_or(0))
+            .collect()
+    }
+
+    /// [`Mct::sorted_children`] with ranks from [`Mct::name_ranks`].
+    pub fn sorted_children_ranked(&self, i: usize, ranks: &[u32]) -> Vec<usize> {
         let mut c = self
             .nodes
             .get(i)
@@ -137,8 +159,8 @@ impl Mct {
             .unwrap_or_default();
         c.sort_by(|&a, &b| {
             let (x, y) = (&self.nodes[a], &self.nodes[b]);
-            x.method
-                .cmp(&y.method)
+            ranks[a]
+                .cmp(&ranks[b])
                 .then(x.calls.cmp(&y.calls))
                 .then(x.bytecodes.cmp(&y.bytecodes))
                 .then(a.cmp(&b))
@@ -161,15 +183,16 @@ impl Mct {
     /// Pre-order walk in output order, calling `f(node, depth)` (the root is not visited).
     /// Iterative: trees of deep recursions are deep.
     pub fn walk(&self, mut f: impl FnMut(usize, usize)) {
+        let ranks = self.name_ranks();
         let mut stack: Vec<(usize, usize)> = self
-            .sorted_children(0)
+            .sorted_children_ranked(0, &ranks)
             .into_iter()
             .rev()
             .map(|c| (c, 0))
             .collect();
         while let Some((i, d)) = stack.pop() {
             f(i, d);
-            for c in self.sorted_children(i).into_iter().rev() {
+            for c in self.sorted_children_ranked(i, &ranks).into_iter().rev() {
                 stack.push((c, d + 1));
             }
         }
