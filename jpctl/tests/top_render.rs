@@ -85,12 +85,16 @@ fn update() -> WatchUpdate {
 }
 
 fn screen(state: &TopState) -> Vec<String> {
-    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    screen_of(state, 80, 24)
+}
+
+fn screen_of(state: &TopState, w: u16, h: u16) -> Vec<String> {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     t.draw(|f| view::render(f, state)).unwrap();
     let buf = t.backend().buffer().clone();
-    (0..24)
+    (0..h)
         .map(|y| {
-            (0..80)
+            (0..w)
                 .map(|x| buf[(x, y)].symbol().to_string())
                 .collect::<String>()
         })
@@ -225,4 +229,23 @@ fn pause_and_zero_are_shown() {
         !sc.iter().any(|l| l.contains("clear_user_rep_good")),
         "zero empties the table"
     );
+}
+
+#[test]
+fn wide_terminal_shows_the_handler_function_and_tiny_one_does_not_panic() {
+    let mut s = TopState::new(1000);
+    s.apply(&update());
+    let sc = screen_of(&s, 120, 40);
+    let l = line_with(&sc, "virtio1-req.0");
+    assert!(
+        l.contains("virtio1-req.0") && l.contains("vring_interrupt"),
+        "{l}"
+    );
+    assert!(sc.iter().all(|l| l.chars().count() == 120));
+    // Too small to be useful, but drawing must not fail.
+    for (w, h) in [(20, 5), (1, 1), (80, 3)] {
+        screen_of(&s, w, h);
+    }
+    s.handle_key(key('?'));
+    screen_of(&s, 30, 8);
 }
