@@ -3,7 +3,7 @@
 //! [`state`] turns deltas and keys into totals, rates and UI settings; [`view`]
 //! draws a frame from the state; this module owns the terminal and the event
 //! loop. The terminal is restored on every way out: normal quit, an error (the
-//! guard's `Drop`), a panic (the hook), and SIGTERM/SIGHUP/SIGINT (the loop exits).
+//! guard's `Drop`), a panic (the hook), and SIGTERM/SIGHUP/SIGINT/SIGQUIT (the loop exits).
 
 pub mod state;
 pub mod view;
@@ -93,6 +93,7 @@ pub async fn run(mut client: Client, interval_ms: u32) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut hup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
     let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    let mut quit = signal(SignalKind::quit()).context("SIGQUIT handler")?;
     let mut guard = TerminalGuard::enter()?;
     let mut input = spawn_input_thread();
     loop {
@@ -123,6 +124,7 @@ pub async fn run(mut client: Client, interval_ms: u32) -> anyhow::Result<()> {
             _ = term.recv() => break,
             _ = hup.recv() => break,
             _ = int.recv() => break,
+            _ = quit.recv() => break,
         }
     }
     drop(guard);
