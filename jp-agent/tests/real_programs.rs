@@ -1,6 +1,6 @@
 //! Real programs from Debian packages, unchanged output: each runs without the
-//! agent and then with it (bba=default, bba=precise, and bba=default with
-//! jdk=true) on JDK 17 and JDK 25. With the agent, stdout (and for javac the
+//! agent and then with it (bba=default and bba=precise, each with jdk=false and
+//! jdk=true, always with -Xverify:all) on JDK 17 and JDK 25. With the agent, stdout (and for javac the
 //! class files it writes) must be byte-identical, and the profile complete:
 //! valid jp-mct/1 JSON, the program's main method among the root's children, and
 //! methods whose call counts the input fixes exactly appear with exactly those
@@ -258,7 +258,12 @@ const JAVAC: Program = Program {
 };
 
 /// The agent configurations: (options, expected "bba" in the profile).
-const CONFIGS: &[(&str, &str)] = &[("bba=default", "default"), ("bba=precise", "precise"), ("bba=default,jdk=true", "default")];
+const CONFIGS: &[(&str, &str)] = &[
+    ("bba=default", "default"),
+    ("bba=precise", "precise"),
+    ("bba=default,jdk=true", "default"),
+    ("bba=precise,jdk=true", "precise"),
+];
 
 fn read_tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
@@ -341,8 +346,11 @@ fn run(prog: &Program, jdk: Jdk) {
     for (opts, bba) in CONFIGS {
         let what = format!("{} on {} with {opts}", prog.name, jdk.name());
         let out = dir.join(format!("{}.json", opts.replace([',', '='], "_")));
-        let mut args =
-            vec![format!("-agentpath:{}={opts},format=json,stats=true,out={}", agent_lib().display(), out.display())];
+        // -Xverify:all: every rewritten class (the JDK's too with jdk=true) is verified.
+        let mut args = vec![
+            "-Xverify:all".to_string(),
+            format!("-agentpath:{}={opts},format=json,stats=true,out={}", agent_lib().display(), out.display()),
+        ];
         args.extend((prog.args)(&dir));
         let r = java(jdk, &args, &dir, limit);
         timings.push(format!("{opts} {:.1}s", r.elapsed.as_secs_f64()));
