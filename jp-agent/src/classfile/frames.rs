@@ -122,13 +122,16 @@ pub(crate) fn initial_locals(
                 } else {
                     i
                 };
+                if end >= desc.len() {
+                    return Err(bad());
+                }
                 // Array class names keep the descriptor form; plain classes lose the L;.
                 let name = if c == b'L' {
                     &desc[start + 1..end]
                 } else {
                     &desc[start..=end]
                 };
-                if name.is_empty() || end >= desc.len() {
+                if name.is_empty() {
                     return Err(bad());
                 }
                 out.push(VType::Object(cp.class(name)?));

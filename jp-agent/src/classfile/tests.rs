@@ -792,3 +792,15 @@ fn undecidable_constructors_have_no_catch_all() {
         .collect();
     assert_eq!(calls, vec!["enter", "count", "exit"]);
 }
+
+#[test]
+fn bad_descriptors_are_errors() {
+    // A compressed frame makes the rewriter read the descriptor's types.
+    for desc in ["([", "(L", "(Lx", "([[", "(I", "(Q)V"] {
+        let mut b = ClassBuilder::new(52);
+        let code = [0x03, 0x99, 0x00, 0x03, 0xb1];
+        b.method(0x0009, "m", desc, 1, 4, &code, &[], Some(&[0, 1, 4]));
+        let r = rewrite_class(&b.build(), &RewriteOptions::default(), &mut Ids);
+        assert!(r.is_err(), "{desc}: {r:?}");
+    }
+}
