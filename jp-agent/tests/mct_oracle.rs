@@ -22,6 +22,7 @@ const NO_EXCEPTIONS: &[&str] = &[
     "Reflect",
     "LongDouble",
     "Wide",
+    "Hot",
 ];
 
 fn check(main: &str, jdk: Jdk) {
@@ -101,6 +102,7 @@ programs! {
     LongDouble => long_double_jdk17, long_double_jdk25;
     Wide => wide_jdk17, wide_jdk25;
     Threads => threads_jdk17, threads_jdk25;
+    Hot => hot_jdk17, hot_jdk25;
 }
 
 /// Deterministic programs give byte-identical JSON on every run.
@@ -165,11 +167,20 @@ fn comparison_detects_differences() {
     // Over-counting is allowed under bba=default only where an exception passed...
     assert!(compare(&oracle, &agent(11, 2, 4, ""), Rule::ExactUnlessException).is_empty());
     // ...never under-counting, and never elsewhere.
-    assert_eq!(compare(&oracle, &agent(9, 2, 4, ""), Rule::ExactUnlessException).len(), 1);
-    assert_eq!(compare(&oracle, &agent(10, 2, 5, ""), Rule::ExactUnlessException).len(), 1);
+    assert_eq!(
+        compare(&oracle, &agent(9, 2, 4, ""), Rule::ExactUnlessException).len(),
+        1
+    );
+    assert_eq!(
+        compare(&oracle, &agent(10, 2, 5, ""), Rule::ExactUnlessException).len(),
+        1
+    );
     assert_eq!(compare(&oracle, &agent(10, 3, 4, ""), Rule::Exact).len(), 1);
     let d = compare(&oracle, &agent(10, 2, 4, extra), Rule::Exact);
-    assert!(d.len() == 1 && d[0].contains("extra in agent: A.m()V → A.x()V"), "{d:?}");
+    assert!(
+        d.len() == 1 && d[0].contains("extra in agent: A.m()V → A.x()V"),
+        "{d:?}"
+    );
     let d = compare(&agent(10, 2, 4, extra), &oracle, Rule::Exact);
     assert!(d.len() == 1 && d[0].contains("missing in agent"), "{d:?}");
     // Malformed documents are rejected.

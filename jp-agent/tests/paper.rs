@@ -61,9 +61,18 @@ fn assert_paper(what: &str, m: &Mct) {
         }
     }
     if m.nodes.len() != expected().len() {
-        errors.push(format!("expected exactly {} nodes, got {}", expected().len(), m.nodes.len()));
+        errors.push(format!(
+            "expected exactly {} nodes, got {}",
+            expected().len(),
+            m.nodes.len()
+        ));
     }
-    assert!(errors.is_empty(), "{what}:\n  {}\n--- tree ---\n{}", errors.join("\n  "), m.render());
+    assert!(
+        errors.is_empty(),
+        "{what}:\n  {}\n--- tree ---\n{}",
+        errors.join("\n  "),
+        m.render()
+    );
 }
 
 /// Validates the oracle itself against the hand derivation.
@@ -112,7 +121,11 @@ fn javaagent(jdk: Jdk) {
         let out = dir.join(format!("paper-{bba}.json"));
         let args = vec![
             "-Xverify:all".to_string(),
-            format!("-javaagent:{}={}", agent_jar().display(), agent_opts(bba, None, &out, "")),
+            format!(
+                "-javaagent:{}={}",
+                agent_jar().display(),
+                agent_opts(bba, None, &out, "")
+            ),
             "-cp".to_string(),
             programs().display().to_string(),
             "Paper".to_string(),

@@ -59,12 +59,26 @@ fn helpers() -> &'static Path {
     DIR.get_or_init(|| {
         let out = scratch("real-helpers");
         let src = crate_dir().join("tests/real");
-        let files: Vec<String> = ["JpH2Fn.java", "JpXalanFn.java", "LuceneDemo.java", "JpProcessor.java"]
+        let files: Vec<String> = [
+            "JpH2Fn.java",
+            "JpXalanFn.java",
+            "LuceneDemo.java",
+            "JpProcessor.java",
+        ]
+        .iter()
+        .map(|f| src.join(f).display().to_string())
+        .collect();
+        let cp: Vec<String> = LUCENE_JARS
             .iter()
-            .map(|f| src.join(f).display().to_string())
+            .map(|j| jar(j, "liblucene8-java"))
             .collect();
-        let cp: Vec<String> = LUCENE_JARS.iter().map(|j| jar(j, "liblucene8-java")).collect();
-        let mut args = vec!["--release".into(), "17".into(), "-cp".into(), cp.join(":"), "-d".into()];
+        let mut args = vec![
+            "--release".into(),
+            "17".into(),
+            "-cp".into(),
+            cp.join(":"),
+            "-d".into(),
+        ];
         args.push(out.display().to_string());
         args.extend(files);
         let javac = Jdk::J17.home().join("bin/javac");
@@ -146,7 +160,10 @@ fn xalan_args(_: &Path) -> Vec<String> {
 }
 
 fn lucene_args(_: &Path) -> Vec<String> {
-    let mut cp: Vec<String> = LUCENE_JARS.iter().map(|j| jar(j, "liblucene8-java")).collect();
+    let mut cp: Vec<String> = LUCENE_JARS
+        .iter()
+        .map(|j| jar(j, "liblucene8-java"))
+        .collect();
     cp.push(helpers().display().to_string());
     vec!["-cp".into(), cp.join(":"), "LuceneDemo".into()]
 }
@@ -185,9 +202,21 @@ const RHINO: Program = Program {
     main: Some("org.mozilla.javascript.tools.shell.Main.main([Ljava/lang/String;)V"),
     main_jdk: "org.mozilla.javascript.tools.shell.Main.main([Ljava/lang/String;)V",
     known: &[
-        Known { parts: &["org.mozilla.javascript.gen.fib_js_", "._c_fib_1("], calls: 3177, bytecodes: None },
-        Known { parts: &["org.mozilla.javascript.gen.fib_js_", "._c_anonymous_2("], calls: 9, bytecodes: None },
-        Known { parts: &["org.mozilla.javascript.gen.fib_js_", "._c_anonymous_3("], calls: 8, bytecodes: None },
+        Known {
+            parts: &["org.mozilla.javascript.gen.fib_js_", "._c_fib_1("],
+            calls: 3177,
+            bytecodes: None,
+        },
+        Known {
+            parts: &["org.mozilla.javascript.gen.fib_js_", "._c_anonymous_2("],
+            calls: 9,
+            bytecodes: None,
+        },
+        Known {
+            parts: &["org.mozilla.javascript.gen.fib_js_", "._c_anonymous_3("],
+            calls: 8,
+            bytecodes: None,
+        },
     ],
     output_dir: None,
 };
@@ -199,7 +228,10 @@ const JYTHON: Program = Program {
     main: Some("org.python.util.jython.main([Ljava/lang/String;)V"),
     main_jdk: "org.python.util.jython.main([Ljava/lang/String;)V",
     known: &[Known {
-        parts: &["org.python.pycode.", ".fact$1(Lorg/python/core/PyFrame;Lorg/python/core/ThreadState;)"],
+        parts: &[
+            "org.python.pycode.",
+            ".fact$1(Lorg/python/core/PyFrame;Lorg/python/core/ThreadState;)",
+        ],
         calls: 46,
         bytecodes: None,
     }],
@@ -212,7 +244,11 @@ const H2: Program = Program {
     files: &["h2.sql"],
     main: Some("org.h2.tools.RunScript.main([Ljava/lang/String;)V"),
     main_jdk: "org.h2.tools.RunScript.main([Ljava/lang/String;)V",
-    known: &[Known { parts: &["JpH2Fn.twice(I)I"], calls: 7, bytecodes: Some(28) }],
+    known: &[Known {
+        parts: &["JpH2Fn.twice(I)I"],
+        calls: 7,
+        bytecodes: Some(28),
+    }],
     output_dir: None,
 };
 
@@ -236,7 +272,11 @@ const LUCENE: Program = Program {
     files: &[],
     main: Some("LuceneDemo.main([Ljava/lang/String;)V"),
     main_jdk: "LuceneDemo.main([Ljava/lang/String;)V",
-    known: &[Known { parts: &["LuceneDemo$LowerFilter.incrementToken()Z"], calls: 38, bytecodes: Some(2551) }],
+    known: &[Known {
+        parts: &["LuceneDemo$LowerFilter.incrementToken()Z"],
+        calls: 38,
+        bytecodes: Some(2551),
+    }],
     output_dir: None,
 };
 
@@ -291,11 +331,22 @@ fn check_profile(prog: &Program, doc: &Doc, bba: &str, jdk_true: bool) -> Vec<St
     if doc.root.children.is_empty() {
         errs.push("the profile is empty".into());
     }
-    let main = if jdk_true { Some(prog.main_jdk) } else { prog.main };
+    let main = if jdk_true {
+        Some(prog.main_jdk)
+    } else {
+        prog.main
+    };
     if let Some(main) = main {
         if !doc.root.children.iter().any(|n| n.method == main) {
-            let roots: Vec<&str> = doc.root.children.iter().map(|n| n.method.as_str()).collect();
-            errs.push(format!("{main} is not a child of the root; root children: {roots:?}"));
+            let roots: Vec<&str> = doc
+                .root
+                .children
+                .iter()
+                .map(|n| n.method.as_str())
+                .collect();
+            errs.push(format!(
+                "{main} is not a child of the root; root children: {roots:?}"
+            ));
         }
     }
     let mut totals = vec![(0u64, 0u64, 0usize); prog.known.len()];
@@ -339,7 +390,11 @@ fn run(prog: &Program, jdk: Jdk) {
     let mut timings = Vec::new();
     let base = java(jdk, &(prog.args)(&dir), &dir, limit);
     base.assert_ok();
-    assert!(!base.stdout.is_empty() || prog.output_dir.is_some(), "{}: no output without the agent", prog.name);
+    assert!(
+        !base.stdout.is_empty() || prog.output_dir.is_some(),
+        "{}: no output without the agent",
+        prog.name
+    );
     timings.push(format!("none {:.1}s", base.elapsed.as_secs_f64()));
     let base_files = prog.output_dir.map(|d| read_tree(&dir.join(d)));
     let mut failures = Vec::new();
@@ -349,24 +404,48 @@ fn run(prog: &Program, jdk: Jdk) {
         // -Xverify:all: every rewritten class (the JDK's too with jdk=true) is verified.
         let mut args = vec![
             "-Xverify:all".to_string(),
-            format!("-agentpath:{}={opts},format=json,stats=true,out={}", agent_lib().display(), out.display()),
+            format!(
+                "-agentpath:{}={opts},format=json,stats=true,out={}",
+                agent_lib().display(),
+                out.display()
+            ),
         ];
         args.extend((prog.args)(&dir));
         let r = java(jdk, &args, &dir, limit);
         timings.push(format!("{opts} {:.1}s", r.elapsed.as_secs_f64()));
         if !r.status.success() {
-            failures.push(format!("{what}: JVM failed ({})\n{}\n{}", r.status, r.cmdline, r.stderr));
+            failures.push(format!(
+                "{what}: JVM failed ({})\n{}\n{}",
+                r.status, r.cmdline, r.stderr
+            ));
             continue;
         }
         // Every class the agent was given must have been rewritten or deliberately skipped.
-        match r.stderr.lines().find_map(|l| l.strip_prefix("jp-agent: stats: ")) {
-            None => failures.push(format!("{what}: no `jp-agent: stats:` line on stderr\n{}", r.stderr)),
+        match r
+            .stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("jp-agent: stats: "))
+        {
+            None => failures.push(format!(
+                "{what}: no `jp-agent: stats:` line on stderr\n{}",
+                r.stderr
+            )),
             Some(stats) => {
                 if !stats.split_whitespace().any(|kv| kv == "classes_failed=0") {
-                    let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.contains("warning")).take(20).collect();
-                    failures.push(format!("{what}: classes failed to rewrite: {stats}\n{}", warnings.join("\n")));
+                    let warnings: Vec<&str> = r
+                        .stderr
+                        .lines()
+                        .filter(|l| l.contains("warning"))
+                        .take(20)
+                        .collect();
+                    failures.push(format!(
+                        "{what}: classes failed to rewrite: {stats}\n{}",
+                        warnings.join("\n")
+                    ));
                 }
-                let rewritten = stats.split_whitespace().find(|kv| kv.starts_with("classes_rewritten="));
+                let rewritten = stats
+                    .split_whitespace()
+                    .find(|kv| kv.starts_with("classes_rewritten="));
                 timings.push(format!("  ({})", rewritten.unwrap_or("?")));
             }
         }
@@ -392,7 +471,11 @@ fn run(prog: &Program, jdk: Jdk) {
             Ok(doc) => {
                 let errs = check_profile(prog, &doc, bba, opts.contains("jdk=true"));
                 if !errs.is_empty() {
-                    failures.push(format!("{what}: incomplete profile {}:\n  {}", out.display(), errs.join("\n  ")));
+                    failures.push(format!(
+                        "{what}: incomplete profile {}:\n  {}",
+                        out.display(),
+                        errs.join("\n  ")
+                    ));
                 }
             }
         }
@@ -401,7 +484,12 @@ fn run(prog: &Program, jdk: Jdk) {
             let _ = std::fs::remove_file(&out);
         }
     }
-    eprintln!("timing {} {}: {}", prog.name, jdk.name(), timings.join(", "));
+    eprintln!(
+        "timing {} {}: {}",
+        prog.name,
+        jdk.name(),
+        timings.join(", ")
+    );
     assert!(failures.is_empty(), "\n{}", failures.join("\n\n"));
 }
 
