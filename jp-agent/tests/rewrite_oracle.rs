@@ -294,6 +294,10 @@ fn corrupted_real_classes_never_panic() {
             let mut v = input.clone();
             if k % 8 == 0 {
                 v.truncate((next() % v.len() as u64) as usize);
+            } else if k % 8 == 1 {
+                // A small number where an offset, index or count may be.
+                let i = (next() % (v.len() as u64 - 1)) as usize;
+                v[i..i + 2].copy_from_slice(&((next() % 300) as u16).to_be_bytes());
             } else {
                 for _ in 0..(1 + next() % 3) {
                     let i = (next() % v.len() as u64) as usize;
