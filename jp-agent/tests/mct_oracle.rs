@@ -103,6 +103,7 @@ programs! {
     Wide => wide_jdk17, wide_jdk25;
     Threads => threads_jdk17, threads_jdk25;
     Hot => hot_jdk17, hot_jdk25;
+    CtorThrow => ctor_throw_jdk17, ctor_throw_jdk25;
 }
 
 /// Deterministic programs give byte-identical JSON on every run.

@@ -1,0 +1,238 @@
+//! Edge cases outside the node-by-node suite: a StackOverflowError (depth is not
+//! reproducible, so only the contexts around it are compared with the oracle),
+//! granularity=1 (the profiler runs at every check), and the `-javaagent` way in
+//! compared with the oracle.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+const MAIN: &str = "Overflow.main([Ljava/lang/String;)V";
+const AFTER: &str = "Overflow.after(I)I";
+const DOWN: &str = "Overflow.down(I)V";
+
+/// What the Overflow checks need from a (possibly tens of thousands deep) profile.
+#[derive(Debug, Default)]
+struct Summary {
+    bba: String,
+    roots: Vec<String>,
+    main: Option<(u64, u64)>,
+    after: Option<(u64, u64)>,
+    down_calls: Option<u64>,
+    misplaced_after: Vec<usize>,
+    odd: Vec<String>,
+}
+
+/// Reads the profile on a thread with a large stack (the parser recurses per level).
+fn summarize(path: &Path) -> Summary {
+    let path = path.to_path_buf();
+    std::thread::Builder::new()
+        .stack_size(2 << 30)
+        .spawn(move || {
+            let doc = tree::Doc::read(&path).unwrap_or_else(|e| panic!("{e}"));
+            let mut s = Summary {
+                bba: doc.bba.clone(),
+                ..Default::default()
+            };
+            s.roots = doc.root.children.iter().map(|n| n.method.clone()).collect();
+            for m in doc.root.children.iter().filter(|n| n.method == MAIN) {
+                s.main = Some((m.calls, m.bytecodes));
+                for c in &m.children {
+                    if c.method == AFTER {
+                        s.after = Some((c.calls, c.bytecodes));
+                    }
+                    if c.method == DOWN {
+                        s.down_calls = Some(c.calls);
+                    }
+                }
+            }
+            // Below main → down only down() may appear, never with more calls than its parent.
+            let mut stack: Vec<(&tree::Node, usize, u64, bool)> = doc
+                .root
+                .children
+                .iter()
+                .map(|n| (n, 1, u64::MAX, false))
+                .collect();
+            while let Some((n, depth, parent_calls, in_down)) = stack.pop() {
+                if n.method == AFTER && depth != 2 {
+                    s.misplaced_after.push(depth);
+                }
+                if in_down && (n.method != DOWN || n.calls > parent_calls) && s.odd.len() < 5 {
+                    s.odd
+                        .push(format!("depth {depth}: {} calls={}", n.method, n.calls));
+                }
+                let down = in_down || (depth == 2 && n.method == DOWN);
+                stack.extend(n.children.iter().map(|c| (c, depth + 1, n.calls, down)));
+            }
+            // Dropping the tree recurses per level too: keep it on this thread.
+            drop(doc);
+            s
+        })
+        .expect("spawn")
+        .join()
+        .expect("profile summary")
+}
+
+fn overflow(jdk: Jdk) {
+    let dir = scratch(&format!("overflow-{}", jdk.name()));
+    let (oracle_file, oracle_out) = run_oracle_file(jdk, "Overflow", &dir);
+    let o = summarize(&oracle_file);
+    let (o_main_calls, o_main_bc) = o.main.expect("oracle: main");
+    assert_eq!(o_main_calls, 1);
+    // after(x): iload_0 iconst_2 imul iconst_1 iadd ireturn, called for r = 0, 1, 2.
+    assert_eq!(o.after, Some((3, 18)), "oracle main → after");
+    assert_eq!(o.down_calls, Some(3), "oracle main → down");
+    assert!(
+        o.odd.is_empty() && o.misplaced_after.is_empty(),
+        "oracle: {o:?}"
+    );
+    for bba in ["precise", "default"] {
+        for gran in [None, Some(1)] {
+            let out = dir.join(format!("overflow-{bba}-{gran:?}.json"));
+            let (_, stdout) = run_agent(
+                jdk,
+                "Overflow",
+                &agent_opts(bba, gran, &out, ""),
+                &out,
+                &dir,
+            );
+            let what = format!("Overflow on {} bba={bba} granularity={gran:?}", jdk.name());
+            assert_eq!(stdout, oracle_out, "{what}: stdout");
+            let a = summarize(&out);
+            let mut errs = Vec::new();
+            if a.bba != bba {
+                errs.push(format!("bba={}", a.bba));
+            }
+            // main's own bytecodes do not depend on the depth; the catch blocks cut
+            // blocks short, so bba=default may over-count main only.
+            let main_ok = a.main.is_some_and(|(calls, bc)| {
+                calls == 1
+                    && if bba == "precise" {
+                        bc == o_main_bc
+                    } else {
+                        bc >= o_main_bc
+                    }
+            });
+            if !main_ok {
+                errs.push(format!(
+                    "main: oracle calls=1 bytecodes={o_main_bc}, agent {:?}",
+                    a.main
+                ));
+            }
+            if a.after != Some((3, 18)) {
+                errs.push(format!(
+                    "main → after: expected (3 calls, 18 bytecodes), got {:?}",
+                    a.after
+                ));
+            }
+            if a.down_calls != Some(3) {
+                errs.push(format!(
+                    "main → down: expected 3 calls, got {:?}",
+                    a.down_calls
+                ));
+            }
+            if !a.misplaced_after.is_empty() {
+                errs.push(format!(
+                    "after() outside main (a stale context after the overflow) at depths {:?}",
+                    a.misplaced_after
+                ));
+            }
+            if !a.odd.is_empty() {
+                errs.push(format!("odd contexts below main → down: {:?}", a.odd));
+            }
+            if a.roots != [MAIN] {
+                errs.push(format!("root children: {:?}", a.roots));
+            }
+            assert!(
+                errs.is_empty(),
+                "{what} ({}):\n  {}",
+                out.display(),
+                errs.join("\n  ")
+            );
+        }
+    }
+}
+
+#[test]
+fn overflow_jdk17() {
+    overflow(Jdk::J17);
+}
+
+#[test]
+fn overflow_jdk25() {
+    overflow(Jdk::J25);
+}
+
+/// granularity=1: the profiler's report runs at every check; counts must not change.
+fn granularity_one(jdk: Jdk) {
+    for main in ["Paper", "Exceptions", "Threads", "Lambdas", "StaticInit"] {
+        let dir = scratch(&format!("gran1-{main}-{}", jdk.name()));
+        let (oracle, _) = run_oracle(jdk, main, &dir);
+        for bba in ["precise", "default"] {
+            let out = dir.join(format!("{main}-{bba}.json"));
+            let (text, _) = run_agent(jdk, main, &agent_opts(bba, Some(1), &out, ""), &out, &dir);
+            let what = format!("{main} on {} bba={bba} granularity=1", jdk.name());
+            let agent = parse_agent(&text, bba, &what);
+            let rule = if bba == "precise" {
+                Rule::Exact
+            } else {
+                Rule::ExactUnlessException
+            };
+            assert_same(&what, &oracle, &agent, &compare(&oracle, &agent, rule));
+        }
+    }
+}
+
+#[test]
+fn granularity_one_jdk17() {
+    granularity_one(Jdk::J17);
+}
+
+#[test]
+fn granularity_one_jdk25() {
+    granularity_one(Jdk::J25);
+}
+
+/// `-javaagent:jp-agent.jar` on programs that load classes late, use lambdas and threads.
+fn javaagent(jdk: Jdk) {
+    for main in ["StaticInit", "Lambdas", "Threads", "Reflect"] {
+        let dir = scratch(&format!("javaagent-{main}-{}", jdk.name()));
+        let (oracle, oracle_out) = run_oracle(jdk, main, &dir);
+        let out = dir.join(format!("{main}.json"));
+        let args = vec![
+            "-Xverify:all".to_string(),
+            format!(
+                "-javaagent:{}={}",
+                agent_jar().display(),
+                agent_opts("precise", None, &out, "")
+            ),
+            "-cp".to_string(),
+            programs().display().to_string(),
+            main.to_string(),
+        ];
+        let run = java(jdk, &args, &dir, LIMIT);
+        run.assert_ok();
+        let what = format!("{main} with -javaagent on {}", jdk.name());
+        assert_eq!(run.stdout, oracle_out, "{what}: stdout");
+        let text = std::fs::read_to_string(&out)
+            .unwrap_or_else(|e| panic!("{what}: no profile: {e}\n{}", run.stderr));
+        let agent = parse_agent(&text, "precise", &what);
+        assert_same(
+            &what,
+            &oracle,
+            &agent,
+            &compare(&oracle, &agent, Rule::Exact),
+        );
+    }
+}
+
+#[test]
+fn javaagent_jdk17() {
+    javaagent(Jdk::J17);
+}
+
+#[test]
+fn javaagent_jdk25() {
+    javaagent(Jdk::J25);
+}
