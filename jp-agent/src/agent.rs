@@ -622,3 +622,49 @@ unsafe extern "system" fn native_agent_stats(raw: RawEnv, _cls: JClass) -> JStri
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mct::MethodInfo;
+
+    #[test]
+    fn write_file_writes_every_format_and_leaves_no_temporary() {
+        let dir = std::env::temp_dir().join(format!("jp-write-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut t = Mct::new("default");
+        let info = MethodInfo {
+            name: "A.main([Ljava/lang/String;)V".into(),
+            file: Some("A.java".into()),
+        };
+        t.add(0, info, 1, 5);
+        for (format, start) in [
+            (Format::Json, &b"{\"format\": \"jp-mct/1\""[..]),
+            (Format::Pprof, &b"\x1f\x8b"[..]),
+            (Format::Folded, &b"A.main(java.lang.String[]) 5\n"[..]),
+            (Format::Tree, &b"# jp method call tree"[..]),
+        ] {
+            let path = dir.join(format.name());
+            let p = path.to_str().unwrap();
+            write_file(&t, format, p).unwrap();
+            assert!(
+                std::fs::read(p).unwrap().starts_with(start),
+                "{}",
+                format.name()
+            );
+        }
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 4, "{names:?}");
+        assert!(write_file(
+            &t,
+            Format::Json,
+            dir.join("no/such/dir/x").to_str().unwrap()
+        )
+        .is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -78,6 +78,41 @@ mod tests {
         assert!(has(b"jp/rt/Node.class"));
     }
 
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("jp-bootjar-test-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn private_dir_is_created_0700() {
+        let base = scratch("new");
+        let d = private_dir(&base).unwrap();
+        assert_eq!(
+            fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        assert_eq!(private_dir(&base).unwrap(), d); // existing and fine: reused
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn private_dir_refuses_shared_or_symlinked_dirs() {
+        let base = scratch("bad");
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        let d = base.join(format!("jp-agent-{uid}"));
+        fs::create_dir(&d).unwrap();
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = private_dir(&base).unwrap_err();
+        assert!(e.contains("not a private directory"), "{e}");
+        fs::remove_dir(&d).unwrap();
+        std::os::unix::fs::symlink(&base, &d).unwrap();
+        assert!(private_dir(&base).is_err());
+        fs::remove_dir_all(&base).unwrap();
+    }
+
     #[test]
     fn install_is_idempotent() {
         let a = install().unwrap();
