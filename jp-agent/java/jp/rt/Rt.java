@@ -129,12 +129,53 @@ public final class Rt {
             if (p != null) {
                 p.register(t, s.root);
             }
+            sweepIfDue();
         } catch (Throwable e) {
             // A failing profiler must not break the application; the thread is still profiled.
         } finally {
             s.busy = false;
         }
         return s;
+    }
+
+    /** Live-list size at which the next sweep runs (doubles, so sweeping is amortized O(1)). */
+    private static int sweepAt = 64;
+
+    /**
+     * Hands the trees of threads that died without a JVMTI ThreadEnd (virtual threads, which
+     * get none) to the profiler, so that they do not pile up until VM death. Runs on an
+     * attaching thread, which is busy (its own instrumented callees go to the sink).
+     */
+    private static void sweepIfDue() {
+        ThreadState[] dead;
+        int n = 0;
+        synchronized (LOCK) {
+            if (nLive < sweepAt) {
+                return;
+            }
+            dead = new ThreadState[nLive];
+            for (int i = 0; i < nLive; i++) {
+                Thread t = live[i].thread;
+                if (t != null && !t.isAlive()) {
+                    dead[n++] = live[i];
+                }
+            }
+            for (int i = 0; i < n; i++) {
+                unregister(dead[i]); // re-entrant LOCK
+            }
+            sweepAt = Math.max(64, nLive * 2);
+        }
+        Profiler p = profiler;
+        for (int i = 0; i < n; i++) {
+            dead[i].busy = true;
+            if (p != null) {
+                try {
+                    p.threadEnded(dead[i].thread, dead[i].root);
+                } catch (Throwable e) {
+                    // ignore: see attach
+                }
+            }
+        }
     }
 
     private static boolean unregister(ThreadState s) {
