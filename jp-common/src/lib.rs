@@ -5,6 +5,8 @@
 //! fields instead) so that they can be `aya::Pod` and hash-map keys compare by value.
 #![cfg_attr(not(test), no_std)]
 
+pub mod usdt;
+
 /// Name of the load-time configuration global in the eBPF object (`.rodata`).
 pub const CONFIG_GLOBAL: &str = "JP_CONFIG";
 

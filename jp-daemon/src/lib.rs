@@ -5,3 +5,4 @@ pub mod config;
 pub mod kernel;
 pub mod server;
 pub mod store;
+pub mod usdt;
