@@ -71,9 +71,11 @@ impl Mct {
         }
     }
 
-    /// Adds a child of `parent` and returns its index.
+    /// Adds a child of `parent` (the root if `parent` is not a node) and returns its index.
     pub fn add(&mut self, parent: usize, info: MethodInfo, calls: u64, bytecodes: u64) -> usize {
         let i = self.nodes.len();
+        // Keeps the invariant the writers rely on: a parent comes before its children.
+        let parent = if parent < i { parent } else { 0 };
         self.nodes.push(MctNode {
             method: info.name,
             file: info.file,
