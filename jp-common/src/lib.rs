@@ -85,7 +85,7 @@ pub const SOFTIRQ_NAMES: [&str; NR_SOFTIRQS as usize] = [
 /// Frames of kernel stack read at hard-IRQ handler entry to find the interrupted IP;
 /// the handler path (tracepoint → flow handler → `__common_interrupt` →
 /// `common_interrupt` → `asm_common_interrupt`) is about ten frames.
-pub const IRQ_STACK_DEPTH: usize = 32;
+pub const IRQ_STACK_DEPTH: usize = 16;
 
 /// Bytes of an IRQ handler's name (`irqaction->name`) kept, NUL-terminated.
 pub const IRQ_NAME_LEN: usize = 32;
@@ -118,8 +118,13 @@ pub struct IrqStats {
 }
 
 impl IrqStats {
-    pub const ZERO: IrqStats =
-        IrqStats { handled: 0, unhandled: 0, time_ns: 0, handler: 0, name: [0; IRQ_NAME_LEN] };
+    pub const ZERO: IrqStats = IrqStats {
+        handled: 0,
+        unhandled: 0,
+        time_ns: 0,
+        handler: 0,
+        name: [0; IRQ_NAME_LEN],
+    };
 }
 
 /// Per-CPU slot written at `irq_handler_entry`, read at `irq_handler_exit`. Hard-IRQ

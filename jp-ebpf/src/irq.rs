@@ -93,7 +93,11 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
         bump(&JP_IRQ_MODES, mode::UNTIMED);
     }
 
-    let key = IrqKey { irq, _pad: 0, action };
+    let key = IrqKey {
+        irq,
+        _pad: 0,
+        action,
+    };
     let mut v = JP_IRQ_STATS.get_ptr_mut(&key);
     if v.is_none() {
         // Another CPU's insert (EEXIST) between lookup and insert is fine: the lookup
@@ -104,7 +108,10 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
     let Some(v) = v else {
         let lost = bump(&JP_IRQ_MODES, mode::LOST_IRQ_STATS);
         if power_of_two(lost) {
-            warn!(&ctx, "irq handler map full: {} invocations lost on this CPU", lost);
+            warn!(
+                &ctx,
+                "irq handler map full: {} invocations lost on this CPU", lost
+            );
         }
         return 0;
     };
@@ -130,13 +137,18 @@ fn fill_identity(v: &mut IrqStats, action: u64) {
     // SAFETY: bpf_probe_read_kernel copes with any address (it returns an error rather
     // than faulting); the offsets are from the running kernel's BTF.
     unsafe {
-        if let Ok(h) = bpf_probe_read_kernel((action + u64::from(cfg.irqaction_handler_off)) as *const u64) {
+        if let Ok(h) =
+            bpf_probe_read_kernel((action + u64::from(cfg.irqaction_handler_off)) as *const u64)
+        {
             v.handler = h;
         }
-        if let Ok(name) = bpf_probe_read_kernel((action + u64::from(cfg.irqaction_name_off)) as *const u64) {
+        if let Ok(name) =
+            bpf_probe_read_kernel((action + u64::from(cfg.irqaction_name_off)) as *const u64)
+        {
             let mut buf = [0u8; IRQ_NAME_LEN];
             // Leave room for the terminating NUL the helper writes.
-            if bpf_probe_read_kernel_str_bytes(name as *const u8, &mut buf[..IRQ_NAME_LEN]).is_ok() {
+            if bpf_probe_read_kernel_str_bytes(name as *const u8, &mut buf[..IRQ_NAME_LEN]).is_ok()
+            {
                 v.name = buf;
             }
         }
@@ -147,7 +159,9 @@ fn fill_identity(v: &mut IrqStats, action: u64) {
 #[inline(always)]
 fn sample_interrupted_ip(ctx: &RawTracePointContext) {
     let cfg = config();
-    let Some(trace) = JP_IRQ_TRACE.get_ptr_mut(0) else { return };
+    let Some(trace) = JP_IRQ_TRACE.get_ptr_mut(0) else {
+        return;
+    };
     // SAFETY: `trace` is this CPU's scratch slot, IRQ_STACK_DEPTH u64s long; the helper
     // writes at most the size we pass; hard-IRQ programs do not nest on one CPU.
     let trace = unsafe { &mut *trace };
@@ -197,7 +211,10 @@ fn record_interrupted_kernel_ip(ctx: &RawTracePointContext, cfg: &ProbeConfig, i
     if !record_kernel_ip(cfg, ip, &JP_IRQ_BUCKETS, &JP_IRQ_OTHERS) {
         let lost = bump(&JP_IRQ_MODES, mode::LOST);
         if power_of_two(lost) {
-            warn!(ctx, "interrupted-IP histogram full: {} samples lost on this CPU", lost);
+            warn!(
+                ctx,
+                "interrupted-IP histogram full: {} samples lost on this CPU", lost
+            );
         }
     }
 }

@@ -39,7 +39,10 @@ pub fn jp_sample(ctx: PerfEventContext) -> u32 {
     if !record_kernel_ip(&cfg, ip, &JP_BUCKETS, &JP_OTHER_IPS) {
         let lost = bump(&JP_MODES, mode::LOST);
         if power_of_two(lost) {
-            warn!(&ctx, "kernel sample histogram full: {} samples lost on this CPU", lost);
+            warn!(
+                &ctx,
+                "kernel sample histogram full: {} samples lost on this CPU", lost
+            );
         }
     }
     0

@@ -14,8 +14,7 @@ static JP_SIRQ_START: PerCpuArray<u64> = PerCpuArray::with_max_entries(NR_SOFTIR
 
 /// Per vector; slot `NR_SOFTIRQS` counts vector numbers out of range.
 #[map]
-static JP_SIRQ_STATS: PerCpuArray<SoftirqStats> =
-    PerCpuArray::with_max_entries(NR_SOFTIRQS + 1, 0);
+static JP_SIRQ_STATS: PerCpuArray<SoftirqStats> = PerCpuArray::with_max_entries(NR_SOFTIRQS + 1, 0);
 
 // TP_PROTO(unsigned int vec_nr)
 #[raw_tracepoint(tracepoint = "softirq_entry")]
@@ -41,7 +40,9 @@ pub fn jp_sirq_exit(ctx: RawTracePointContext) -> i32 {
     if vec >= NR_SOFTIRQS {
         return 0;
     }
-    let Some(t) = JP_SIRQ_START.get_ptr_mut(vec) else { return 0 };
+    let Some(t) = JP_SIRQ_START.get_ptr_mut(vec) else {
+        return 0;
+    };
     // SAFETY: this CPU's slots; softirq programs do not nest on one CPU.
     unsafe {
         let start = *t;

@@ -58,14 +58,24 @@ impl Btf {
         let str_off = r.u32(16)? as usize;
         let str_len = r.u32(20)? as usize;
         let types_start = hdr_len.checked_add(type_off).context("header overflow")?;
-        let types_end = types_start.checked_add(type_len).context("header overflow")?;
+        let types_end = types_start
+            .checked_add(type_len)
+            .context("header overflow")?;
         let strs_start = hdr_len.checked_add(str_off).context("header overflow")?;
         let strs_end = strs_start.checked_add(str_len).context("header overflow")?;
-        ensure!(types_end <= data.len() && strs_end <= data.len(), "sections past end of data");
+        ensure!(
+            types_end <= data.len() && strs_end <= data.len(),
+            "sections past end of data"
+        );
         let strings = &data[strs_start..strs_end];
         let name = |off: u32| -> anyhow::Result<&str> {
-            let s = strings.get(off as usize..).context("string offset out of range")?;
-            let end = s.iter().position(|&b| b == 0).context("unterminated string")?;
+            let s = strings
+                .get(off as usize..)
+                .context("string offset out of range")?;
+            let end = s
+                .iter()
+                .position(|&b| b == 0)
+                .context("unterminated string")?;
             std::str::from_utf8(&s[..end]).context("string is not UTF-8")
         };
 
@@ -105,7 +115,9 @@ impl Btf {
                         }
                     }
                     if kind == KIND_STRUCT && name_off != 0 {
-                        btf.struct_ids.entry(name(name_off)?.to_string()).or_insert(id);
+                        btf.struct_ids
+                            .entry(name(name_off)?.to_string())
+                            .or_insert(id);
                     }
                     btf.composites.insert(id, c);
                 }
@@ -117,14 +129,20 @@ impl Btf {
             }
             pos = body + extra;
         }
-        ensure!(pos == types_end, "type section does not end on a record boundary");
+        ensure!(
+            pos == types_end,
+            "type section does not end on a record boundary"
+        );
         Ok(btf)
     }
 
     /// Byte offset of `member` in `struct name`, looking through anonymous struct and
     /// union members (e.g. x86's `pt_regs.cs`, inside a union since FRED).
     pub fn member_offset(&self, name: &str, member: &str) -> anyhow::Result<u32> {
-        let id = self.struct_ids.get(name).with_context(|| format!("no struct {name} in BTF"))?;
+        let id = self
+            .struct_ids
+            .get(name)
+            .with_context(|| format!("no struct {name} in BTF"))?;
         self.find_member(*id, member, 0)
             .with_context(|| format!("no member {member} in struct {name}"))
     }
@@ -153,7 +171,6 @@ impl Btf {
         }
         id
     }
-
 }
 
 struct Reader<'a> {
@@ -197,7 +214,20 @@ mod tests {
         // [1] int: name, info(kind INT), size, int encoding
         rec(&[s_int, KIND_INT << 24, 4, 32]);
         // [2] struct s, 3 members, size 24: members (name, type, bit offset)
-        rec(&[s_s, (KIND_STRUCT << 24) | 3, 24, s_a, 1, 0, s_b, 1, 64, 0, 5, 128]);
+        rec(&[
+            s_s,
+            (KIND_STRUCT << 24) | 3,
+            24,
+            s_a,
+            1,
+            0,
+            s_b,
+            1,
+            64,
+            0,
+            5,
+            128,
+        ]);
         // [3] func proto, 0 params; [4] func f
         rec(&[0, KIND_FUNC_PROTO << 24, 0]);
         rec(&[s_f, 12 << 24, 3]);
@@ -227,7 +257,11 @@ mod tests {
         let btf = Btf::parse(&fixture()).unwrap();
         assert_eq!(btf.member_offset("s", "a").unwrap(), 0);
         assert_eq!(btf.member_offset("s", "b").unwrap(), 8);
-        assert_eq!(btf.member_offset("s", "c").unwrap(), 16, "through const + anonymous union");
+        assert_eq!(
+            btf.member_offset("s", "c").unwrap(),
+            16,
+            "through const + anonymous union"
+        );
         assert_eq!(btf.member_offset("s", "d").unwrap(), 16);
         assert!(btf.member_offset("s", "e").is_err());
         assert!(btf.member_offset("t", "a").is_err());

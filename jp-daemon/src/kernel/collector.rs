@@ -72,10 +72,10 @@ impl KernelCollector {
         let interval = opts.read_interval;
         let thread = std::thread::Builder::new()
             .name("jp-kernel".into())
-            .spawn(move || loop {
-                match stop_rx.recv_timeout(interval) {
-                    Err(RecvTimeoutError::Timeout) => lock(&reader).read_and_publish(),
-                    Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+            .spawn(move || {
+                // A message or a dropped sender both mean stop.
+                while let Err(RecvTimeoutError::Timeout) = stop_rx.recv_timeout(interval) {
+                    lock(&reader).read_and_publish();
                 }
             })
             .context("cannot start the kernel reader thread")?;

@@ -248,7 +248,10 @@ ffffffffc0001000 t bpf_prog_6deef7357e7b4530_jp_sample\t[bpf]
         let s = Symbols::parse(FIXTURE).unwrap();
         let name = |a| s.lookup(a).map(|f| f.name.clone());
         assert_eq!(name(0xffffffff80ffffff), None);
-        assert_eq!(s.by_name("read_zero").map(|f| f.addr), Some(0xffffffff81000100));
+        assert_eq!(
+            s.by_name("read_zero").map(|f| f.addr),
+            Some(0xffffffff81000100)
+        );
         assert!(s.by_name("nope").is_none());
         assert_eq!(name(0xffffffff81000000).as_deref(), Some("startup_64"));
         assert_eq!(name(0xffffffff8100003f).as_deref(), Some("startup_64"));
