@@ -555,6 +555,59 @@ mod tests {
     }
 
     #[test]
+    fn mutated_specs_never_panic() {
+        // Specs come from any ELF file on the host: valid specs with random characters
+        // replaced, inserted or deleted (some non-ASCII) give an answer, never a panic.
+        let seeds = [
+            "-8@%rax",
+            "4@%r9d",
+            "8@-16(%rbp)",
+            "-4@$-5",
+            "8@(%rsp)",
+            "8@sym+8(%rip)",
+            "-4@-1204(%rbp,%rax,4)",
+            "1@%sil",
+            "8@$0x10",
+        ];
+        let alphabet: Vec<char> = "-+@$%(),0123456789abcdefxlrspdiwq .é€".chars().collect();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let (mut parsed, mut refused) = (0, 0);
+        for _ in 0..100_000 {
+            let mut text: Vec<char> = seeds[next(seeds.len())].chars().collect();
+            for _ in 0..next(4) {
+                let at = next(text.len() + 1);
+                let c = alphabet[next(alphabet.len())];
+                match next(3) {
+                    0 if at < text.len() => text[at] = c,
+                    1 if at < text.len() => {
+                        text.remove(at);
+                    }
+                    _ => text.insert(at, c),
+                }
+            }
+            let text: String = text.into_iter().collect();
+            match parse_arg(&text) {
+                Ok(arg) => {
+                    parsed += 1;
+                    let _ = arg.to_usdt_arg();
+                }
+                Err(_) => refused += 1,
+            }
+            let _ = parse_args(&text);
+        }
+        assert!(
+            parsed > 0 && refused > 0,
+            "{parsed} parsed, {refused} refused"
+        );
+    }
+
+    #[test]
     fn map_form() {
         let spec = usdt_spec("-4@%r9d 8@-16(%rbp) -2@$-3 8@4(%rax,%rdx,8) 8@%al", 77).unwrap();
         assert_eq!(spec.arg_count, 5);
