@@ -6,8 +6,8 @@
 //! semaphore's file offset in the `config` bits the PMU's `ref_ctr_offset` format names.
 //! The kernel increments the semaphore in each process where the probe is installed and
 //! decrements it when the event is closed, even if jpd dies, so no target is left
-//! believing someone listens. A BPF program can then be attached to the event with
-//! `PERF_EVENT_IOC_SET_BPF`.
+//! believing someone listens. A BPF program is attached to the event through a BPF
+//! link, which carries the attach cookie.
 
 use std::ffi::CString;
 use std::fs;
@@ -51,6 +51,8 @@ pub enum AttachError {
     RefCtrTooLarge { offset: u64, bits: u32 },
     #[error("path {0:?} contains a NUL byte")]
     Path(String),
+    #[error("BPF_LINK_CREATE on a uprobe event: {0}")]
+    Link(io::Error),
     #[error("perf_event_open(uprobe {path}+{offset:#x}): {source}")]
     Open {
         path: String,
@@ -207,6 +209,76 @@ impl UprobeEvent {
     }
 }
 
+/// `BPF_LINK_CREATE` command of the `bpf` syscall.
+const BPF_LINK_CREATE: libc::c_int = 28;
+/// `BPF_PERF_EVENT` attach type: a program on a perf event, with a cookie.
+const BPF_PERF_EVENT: u32 = 41;
+
+/// The `link_create` member of the kernel's `union bpf_attr`, for perf events, padded
+/// with zeros (the kernel accepts a shorter attribute than its own if the rest is 0).
+#[repr(C)]
+#[derive(Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_fd: u32,
+    attach_type: u32,
+    flags: u32,
+    /// `perf_event.bpf_cookie`: what `bpf_get_attach_cookie` returns in the program.
+    bpf_cookie: u64,
+    _zero: [u64; 4],
+}
+
+/// A BPF program attached to a [`UprobeEvent`]. Closing it (drop) detaches the
+/// program; the link holds the event, so the probe (and its semaphore count) lives
+/// until both are closed.
+#[derive(Debug)]
+pub struct BpfLink {
+    fd: OwnedFd,
+}
+
+impl AsFd for BpfLink {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl UprobeEvent {
+    /// Attaches `program` (a kprobe-type program, which uprobes run) with `cookie`, which
+    /// the program reads with `bpf_get_attach_cookie` — for USDT, the key of the
+    /// probe's argument spec. `PERF_EVENT_IOC_SET_BPF` has no cookie; a BPF link has.
+    pub fn attach_bpf(&self, program: BorrowedFd<'_>, cookie: u64) -> Result<BpfLink, AttachError> {
+        let to_u32 = |fd: BorrowedFd<'_>| u32::try_from(fd.as_raw_fd()).unwrap_or(u32::MAX);
+        let attr = LinkCreateAttr {
+            prog_fd: to_u32(program),
+            target_fd: to_u32(self.fd.as_fd()),
+            attach_type: BPF_PERF_EVENT,
+            bpf_cookie: cookie,
+            ..LinkCreateAttr::default()
+        };
+        // SAFETY: `attr` is a valid, fully initialised `bpf_attr` prefix of the size
+        // passed; both fds are open for the duration of the call (borrowed).
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_LINK_CREATE,
+                &attr as *const LinkCreateAttr,
+                std::mem::size_of::<LinkCreateAttr>() as libc::c_uint,
+            )
+        };
+        if ret < 0 {
+            return Err(AttachError::Link(io::Error::last_os_error()));
+        }
+        let raw = libc::c_int::try_from(ret).map_err(|_| {
+            AttachError::Link(io::Error::other(
+                "BPF_LINK_CREATE returned an out-of-range fd",
+            ))
+        })?;
+        // SAFETY: `raw` is a new file descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        Ok(BpfLink { fd })
+    }
+}
+
 impl AsFd for UprobeEvent {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -235,5 +307,7 @@ mod tests {
         );
         assert_eq!(std::mem::offset_of!(PerfEventAttr, config1), 56);
         assert_eq!(std::mem::offset_of!(PerfEventAttr, config2), 64);
+        // `link_create.perf_event.bpf_cookie` follows four u32 in the kernel's union.
+        assert_eq!(std::mem::offset_of!(LinkCreateAttr, bpf_cookie), 16);
     }
 }
