@@ -98,12 +98,12 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
         _pad: 0,
         action,
     };
-    let mut v = JP_IRQ_STATS.get_ptr_mut(&key);
+    let mut v = JP_IRQ_STATS.get_ptr_mut(key);
     if v.is_none() {
         // Another CPU's insert (EEXIST) between lookup and insert is fine: the lookup
         // below then finds the key with this CPU's slot zeroed.
-        let _ = JP_IRQ_STATS.insert(&key, IrqStats::ZERO, u64::from(BPF_NOEXIST));
-        v = JP_IRQ_STATS.get_ptr_mut(&key);
+        let _ = JP_IRQ_STATS.insert(key, IrqStats::ZERO, u64::from(BPF_NOEXIST));
+        v = JP_IRQ_STATS.get_ptr_mut(key);
     }
     let Some(v) = v else {
         let lost = bump(&JP_IRQ_MODES, mode::LOST_IRQ_STATS);

@@ -97,6 +97,23 @@ impl KernelCollector {
         lock(&self.state).status.clone()
     }
 
+    /// `cpu-clock` samples taken on each CPU since attach (user + kernel + idle), by
+    /// CPU number (possible CPUs; offline ones keep what they had).
+    pub fn samples_per_cpu(&self) -> anyhow::Result<Vec<u64>> {
+        let state = lock(&self.state);
+        let ebpf = state.ebpf.as_ref().context("not attached")?;
+        let slots = per_cpu_array::<u64>(ebpf, "JP_MODES")?;
+        let mut per_cpu = vec![0u64; state.ncpus];
+        for slot in [mode::USER, mode::KERNEL, mode::IDLE] {
+            for (cpu, n) in slots.get(slot as usize).into_iter().flatten().enumerate() {
+                if let Some(total) = per_cpu.get_mut(cpu) {
+                    *total += n;
+                }
+            }
+        }
+        Ok(per_cpu)
+    }
+
     /// Stops the reader thread and detaches everything.
     pub fn shutdown(mut self) {
         self.stop_thread();
