@@ -224,3 +224,73 @@ fn semaphore_is_cleared_when_the_holder_is_killed() {
     target.kill().unwrap();
     target.wait().unwrap();
 }
+
+/// Starts the probe program, returns it, its stdout and its tick semaphore's address.
+fn start_target(
+    bin: &std::path::Path,
+    iterations: u32,
+) -> (
+    std::process::Child,
+    BufReader<std::process::ChildStdout>,
+    u64,
+) {
+    let mut child = Command::new(bin)
+        .arg(iterations.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let printed = line.trim().strip_prefix("semaphore 0x").unwrap();
+    (child, stdout, u64::from_str_radix(printed, 16).unwrap())
+}
+
+/// Events on every CPU without a pid (what jpd needs to see JVMs it has not found yet)
+/// install the probe in every process mapping the file, now or later.
+#[test]
+fn system_wide_events_reach_processes_started_later() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "perf_event_open of a uprobe needs root"
+    );
+    let pmu = UprobePmu::from_sysfs().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_probe_program(dir.path(), "pie", &["-O2"]);
+    let probes = notes::read_file(&bin).unwrap();
+    let tick = probes.iter().find(|p| p.name == "tick").unwrap();
+    let (mut early, _early_out, early_sema) = start_target(&bin, 4000);
+    let early_mem = std::fs::File::open(format!("/proc/{}/mem", early.id())).unwrap();
+    let cpus = std::thread::available_parallelism().unwrap().get() as i32;
+    let events: Vec<UprobeEvent> = (0..cpus)
+        .map(|cpu| {
+            UprobeEvent::open(
+                &pmu,
+                &bin,
+                tick.file_offset,
+                tick.semaphore_offset,
+                None,
+                cpu,
+            )
+            .unwrap()
+        })
+        .collect();
+    // One event per CPU, but the kernel counts the semaphore once per process.
+    wait_semaphore(&early_mem, early_sema, 1, "process running at attach");
+    let (mut late, _late_out, late_sema) = start_target(&bin, 4000);
+    let late_mem = std::fs::File::open(format!("/proc/{}/mem", late.id())).unwrap();
+    wait_semaphore(&late_mem, late_sema, 1, "process started after attach");
+    std::thread::sleep(Duration::from_millis(100));
+    let total: u64 = events.iter().map(|e| e.count().unwrap()).sum();
+    assert!(total > 0, "no hits");
+    drop(events);
+    wait_semaphore(&early_mem, early_sema, 0, "early process after close");
+    wait_semaphore(&late_mem, late_sema, 0, "late process after close");
+    println!("{cpus} per-CPU events: semaphore 1 in both processes, {total} hits, 0 after close");
+    early.kill().unwrap();
+    late.kill().unwrap();
+    early.wait().unwrap();
+    late.wait().unwrap();
+}
