@@ -100,6 +100,41 @@ impl UsdtArg {
     }
 }
 
+/// [`UsdtArg::fetch`] met a `kind` it does not know (a corrupted or newer map entry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnknownArgKind(pub u32);
+
+impl UsdtArg {
+    /// The argument's value, sign- or zero-extended to 64 bits: the reference semantics
+    /// of the spec, for the eBPF program and for user-space tests alike. `reg(i)` reads
+    /// slot `i` of `pt_regs` (in eBPF: `bpf_probe_read_kernel` of `ctx + 8 * i`, bounds
+    /// checked against [`x86_64_reg::COUNT`]); `mem(addr, size)` reads `size` bytes of the
+    /// traced process's memory, little-endian, zero-extended.
+    #[inline(always)]
+    pub fn fetch<E: From<UnknownArgKind>>(
+        &self,
+        mut reg: impl FnMut(u16) -> Result<u64, E>,
+        mut mem: impl FnMut(u64, u8) -> Result<u64, E>,
+    ) -> Result<u64, E> {
+        let raw = match self.kind {
+            USDT_ARG_CONST => self.val_off,
+            USDT_ARG_REG => reg(self.reg)?,
+            USDT_ARG_REG_DEREF => mem(reg(self.reg)?.wrapping_add(self.val_off), self.size)?,
+            USDT_ARG_SIB => {
+                let index = reg(self.index_reg)? << (self.scale_shift & 3);
+                mem(
+                    reg(self.reg)?
+                        .wrapping_add(index)
+                        .wrapping_add(self.val_off),
+                    self.size,
+                )?
+            }
+            other => return Err(UnknownArgKind(other).into()),
+        };
+        Ok(self.extend(raw))
+    }
+}
+
 /// Value of the spec map: every argument of one probe site.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +185,52 @@ mod tests {
             signed: u8::from(signed),
             ..UsdtArg::ZERO
         }
+    }
+
+    #[test]
+    fn fetch_by_kind() {
+        // Registers hold 100 + slot; memory holds the address itself.
+        let reg = |i: u16| Ok::<u64, UnknownArgKind>(100 + u64::from(i));
+        let mem = |addr: u64, size: u8| {
+            assert!(matches!(size, 1 | 2 | 4 | 8));
+            Ok::<u64, UnknownArgKind>(addr)
+        };
+        let base = UsdtArg {
+            size: 8,
+            ..UsdtArg::ZERO
+        };
+        let konst = UsdtArg {
+            kind: USDT_ARG_CONST,
+            val_off: -5i64 as u64,
+            size: 4,
+            signed: 1,
+            ..base
+        };
+        assert_eq!(konst.fetch(reg, mem), Ok(-5i64 as u64));
+        let register = UsdtArg {
+            kind: USDT_ARG_REG,
+            reg: x86_64_reg::RDI,
+            ..base
+        };
+        assert_eq!(register.fetch(reg, mem), Ok(114));
+        let deref = UsdtArg {
+            kind: USDT_ARG_REG_DEREF,
+            reg: x86_64_reg::RBP,
+            val_off: -16i64 as u64,
+            ..base
+        };
+        assert_eq!(deref.fetch(reg, mem), Ok(104 - 16));
+        let sib = UsdtArg {
+            kind: USDT_ARG_SIB,
+            reg: x86_64_reg::RBP,
+            index_reg: x86_64_reg::RAX,
+            scale_shift: 2,
+            val_off: 8,
+            ..base
+        };
+        assert_eq!(sib.fetch(reg, mem), Ok(104 + 110 * 4 + 8));
+        let bad = UsdtArg { kind: 9, ..base };
+        assert_eq!(bad.fetch(reg, mem), Err(UnknownArgKind(9)));
     }
 
     #[test]

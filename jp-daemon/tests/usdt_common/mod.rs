@@ -10,6 +10,8 @@ pub const LIBJVM: &str = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.s
 /// Probes with semaphores (`_SDT_HAS_SEMAPHORES` makes every probe of the unit
 /// reference `PROVIDER_NAME_semaphore`). `tick` fires on every iteration; `wide` only
 /// while someone listens, and the program prints how often it saw the semaphore set.
+/// In iteration `i` (from 1) the arguments are: tick `i, -2, -5`; wide `-1000 i, -2,
+/// -3, -4, 250, &r.a, 1234567890123`; plain `i, i`; noargs none.
 const MAIN_C: &str = r#"
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
@@ -40,8 +42,8 @@ int main(int argc, char **argv) {
     long seen = 0;
     printf("semaphore %p\n", (void *)&jp_test_tick_semaphore);
     fflush(stdout);
-    for (long i = 0; i < n; i++) {
-        r.a = i;
+    for (long i = 1; i <= n; i++) {
+        r.a = -1000 * i;
         seen += fire(i, &r);
         usleep(1000);
     }
