@@ -163,3 +163,14 @@ fn probe_outside_any_segment_is_an_error() {
     let err = notes::parse(&data).unwrap_err().to_string();
     assert!(err.contains("semaphore"), "{err}");
 }
+
+#[test]
+fn huge_files_are_refused_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.so");
+    // Sparse: nothing is written, the size alone must stop the parser.
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(notes::MAX_FILE_SIZE + 1).unwrap();
+    let err = notes::read_file(&path).unwrap_err();
+    assert!(matches!(err, notes::NoteError::TooLarge { .. }), "{err}");
+}
