@@ -33,11 +33,11 @@ static JP_IRQ_MODES: PerCpuArray<u64> = PerCpuArray::with_max_entries(mode::COUN
 
 /// Interrupted kernel IP at hard-IRQ handler entry, bucketed like `JP_BUCKETS`.
 #[map]
-static JP_IRQ_BUCKETS: PerCpuHashMap<u32, u64> = PerCpuHashMap::with_max_entries(1 << 15, 0);
+static JP_IRQ_BUCKETS: PerCpuHashMap<u32, u64> = PerCpuHashMap::with_max_entries(1 << 13, 0);
 
 /// As `JP_OTHER_IPS`, for the interrupted IP.
 #[map]
-static JP_IRQ_OTHERS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(1 << 12, 0);
+static JP_IRQ_OTHERS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(1 << 11, 0);
 
 /// Handler entry time on this CPU.
 #[map]
@@ -45,7 +45,7 @@ static JP_IRQ_START: PerCpuArray<IrqStart> = PerCpuArray::with_max_entries(1, 0)
 
 /// (irq, irqaction) → hits, time, handler address and name.
 #[map]
-static JP_IRQ_STATS: PerCpuHashMap<IrqKey, IrqStats> = PerCpuHashMap::with_max_entries(1024, 0);
+static JP_IRQ_STATS: PerCpuHashMap<IrqKey, IrqStats> = PerCpuHashMap::with_max_entries(512, 0);
 
 // TP_PROTO(int irq, struct irqaction *action)
 #[raw_tracepoint(tracepoint = "irq_handler_entry")]

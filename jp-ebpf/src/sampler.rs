@@ -13,13 +13,15 @@ use crate::common::{bump, config, in_idle_task, power_of_two, record_kernel_ip, 
 #[map]
 static JP_MODES: PerCpuArray<u64> = PerCpuArray::with_max_entries(mode::COUNT, 0);
 
-/// readprofile histogram: `(ip - _stext) >> shift` → samples. Sized by user space.
+/// readprofile histogram: `(ip - _stext) >> shift` → samples. 64 Ki distinct buckets
+/// (1 MiB of hot kernel text at shift 4); reading walks every hash bucket, so bigger
+/// costs jpd CPU on every read. A full map is counted as lost, never silent.
 #[map]
-static JP_BUCKETS: PerCpuHashMap<u32, u64> = PerCpuHashMap::with_max_entries(1 << 17, 0);
+static JP_BUCKETS: PerCpuHashMap<u32, u64> = PerCpuHashMap::with_max_entries(1 << 16, 0);
 
 /// Kernel IPs outside `[_stext, _etext)` → samples, by exact address.
 #[map]
-static JP_OTHER_IPS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(1 << 14, 0);
+static JP_OTHER_IPS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(1 << 13, 0);
 
 #[perf_event]
 pub fn jp_sample(ctx: PerfEventContext) -> u32 {

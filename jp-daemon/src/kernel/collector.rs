@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
-use aya::maps::{Map, MapData, PerCpuArray};
+use aya::maps::{Map, MapData};
 use aya::programs::perf_event::{
     PerfEventConfig, PerfEventLinkId, PerfEventScope, SamplePolicy, SoftwareEvent,
 };
@@ -102,7 +102,7 @@ impl KernelCollector {
     pub fn samples_per_cpu(&self) -> anyhow::Result<Vec<u64>> {
         let state = lock(&self.state);
         let ebpf = state.ebpf.as_ref().context("not attached")?;
-        let slots = per_cpu_array::<u64>(ebpf, "JP_MODES")?;
+        let slots = per_cpu_array::<u64>(ebpf, "JP_MODES", state.ncpus)?;
         let mut per_cpu = vec![0u64; state.ncpus];
         for slot in [mode::USER, mode::KERNEL, mode::IDLE] {
             for (cpu, n) in slots.get(slot as usize).into_iter().flatten().enumerate() {
@@ -349,8 +349,8 @@ impl State {
     fn read(&self) -> anyhow::Result<(KernelCounts, u64)> {
         let ebpf = self.ebpf.as_ref().context("not attached")?;
         let n = self.ncpus;
-        let modes = sum_array(ebpf, "JP_MODES")?;
-        let irq_modes = sum_array(ebpf, "JP_IRQ_MODES")?;
+        let modes = sum_array(ebpf, "JP_MODES", n)?;
+        let irq_modes = sum_array(ebpf, "JP_IRQ_MODES", n)?;
         let at = |v: &[u64], i: u32| v.get(i as usize).copied().unwrap_or(0);
 
         let mut irqs: HashMap<(u32, String), IrqHandlerCounts> = HashMap::new();
@@ -367,7 +367,7 @@ impl State {
             }
         }
 
-        let sirq = per_cpu_array::<SoftirqStats>(ebpf, "JP_SIRQ_STATS")?;
+        let sirq = per_cpu_array::<SoftirqStats>(ebpf, "JP_SIRQ_STATS", n)?;
         let mut softirqs = HashMap::new();
         let mut bad_vectors = 0;
         for (i, per_cpu) in sirq.iter().enumerate() {
@@ -495,21 +495,16 @@ fn sum_hash<K: Pod + Into<u64>>(
         .collect())
 }
 
-/// Every slot of a per-CPU array, with its per-CPU values.
-fn per_cpu_array<V: Pod>(ebpf: &Ebpf, name: &str) -> anyhow::Result<Vec<Vec<V>>> {
-    let map = ebpf
-        .map(name)
-        .with_context(|| format!("map {name} missing from the object"))?;
-    let arr: PerCpuArray<&MapData, V> =
-        PerCpuArray::try_from(map).with_context(|| format!("map {name}"))?;
-    arr.iter()
-        .map(|v| v.map(|v| v.iter().copied().collect()))
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("reading {name}"))
+/// Every slot of a per-CPU array, with its per-CPU values (one batch syscall).
+fn per_cpu_array<V: Pod>(ebpf: &Ebpf, name: &str, ncpus: usize) -> anyhow::Result<Vec<Vec<V>>> {
+    let mut entries = read_percpu::<u32, V>(map_fd(ebpf, name)?, ncpus)
+        .with_context(|| format!("reading {name}"))?;
+    entries.sort_by_key(|(k, _)| *k);
+    Ok(entries.into_iter().map(|(_, v)| v).collect())
 }
 
-fn sum_array(ebpf: &Ebpf, name: &str) -> anyhow::Result<Vec<u64>> {
-    Ok(per_cpu_array::<u64>(ebpf, name)?
+fn sum_array(ebpf: &Ebpf, name: &str, ncpus: usize) -> anyhow::Result<Vec<u64>> {
+    Ok(per_cpu_array::<u64>(ebpf, name, ncpus)?
         .iter()
         .map(|v| v.iter().sum())
         .collect())

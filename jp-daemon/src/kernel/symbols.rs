@@ -179,14 +179,47 @@ pub struct SymbolsStamp {
 impl SymbolsStamp {
     pub fn current() -> SymbolsStamp {
         let modules = std::fs::read_to_string("/proc/modules").ok();
-        let mut bpf_programs: Vec<u32> = aya::programs::loaded_programs()
-            .filter_map(|p| p.ok().map(|p| p.id()))
-            .collect();
-        bpf_programs.sort_unstable();
         SymbolsStamp {
             modules,
-            bpf_programs,
+            bpf_programs: bpf_program_ids(),
         }
+    }
+}
+
+/// Ids of every loaded BPF program, ascending: one `BPF_PROG_GET_NEXT_ID` per program
+/// (aya's `loaded_programs` also opens each program and reads its info).
+fn bpf_program_ids() -> Vec<u32> {
+    const BPF_PROG_GET_NEXT_ID: libc::c_long = 11;
+    #[repr(C)]
+    struct NextIdAttr {
+        start_id: u32,
+        next_id: u32,
+        open_flags: u32,
+    }
+    let mut ids = Vec::new();
+    let mut attr = NextIdAttr {
+        start_id: 0,
+        next_id: 0,
+        open_flags: 0,
+    };
+    loop {
+        // SAFETY: `attr` is a valid bpf_attr prefix of the size we pass; the kernel only
+        // writes `next_id`.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_GET_NEXT_ID,
+                &mut attr as *mut NextIdAttr,
+                std::mem::size_of::<NextIdAttr>() as libc::c_uint,
+            )
+        };
+        // ENOENT ends the list; another error leaves it as far as it got (the stamp then
+        // differs and symbols are reloaded, which is harmless).
+        if rc != 0 || ids.len() > 1 << 20 {
+            return ids;
+        }
+        ids.push(attr.next_id);
+        attr.start_id = attr.next_id;
     }
 }
 

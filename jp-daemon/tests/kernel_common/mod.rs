@@ -208,3 +208,8 @@ pub fn delta<K: Ord + Clone>(
         .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
         .collect()
 }
+
+/// Ids of the loaded BPF programs: a change means some tracer attached or detached.
+pub fn bpf_programs() -> Vec<u32> {
+    jp_daemon::kernel::symbols::SymbolsStamp::current().bpf_programs
+}
