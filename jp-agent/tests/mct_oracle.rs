@@ -25,9 +25,129 @@ const NO_EXCEPTIONS: &[&str] = &[
     "Hot",
 ];
 
+/// Contexts (with call counts) that must exist: lambda bodies under the method that
+/// called the stream operation, <clinit> under the triggering context, reflective and
+/// thread-pool calls under the nearest instrumented caller (or the thread's root).
+fn required_contexts(main: &str) -> &'static [(&'static [&'static str], u64)] {
+    match main {
+        "Lambdas" => &[
+            (
+                &[
+                    "Lambdas.main([Ljava/lang/String;)V",
+                    "Lambdas.streamSum()I",
+                    "Lambdas.lambda$streamSum$0(I)I",
+                    "Lambdas.square(I)I",
+                ],
+                10,
+            ),
+            (
+                &[
+                    "Lambdas.main([Ljava/lang/String;)V",
+                    "Lambdas.streamSum()I",
+                    "Lambdas.odd(I)Z",
+                ],
+                20,
+            ),
+            (
+                &[
+                    "Lambdas.main([Ljava/lang/String;)V",
+                    "Lambdas.names()Ljava/util/List;",
+                    "Lambdas.lambda$names$1(Ljava/lang/String;Ljava/lang/String;)I",
+                    "Lambdas.compareLen(Ljava/lang/String;Ljava/lang/String;)I",
+                ],
+                8,
+            ),
+            (
+                &["Lambdas.main([Ljava/lang/String;)V", "Lambdas.square(I)I"],
+                10,
+            ),
+        ],
+        "StaticInit" => &[
+            (
+                &[
+                    "StaticInit.main([Ljava/lang/String;)V",
+                    "StaticInit$A.<clinit>()V",
+                    "StaticInit$A.compute(I)I",
+                ],
+                1,
+            ),
+            (
+                &[
+                    "StaticInit.main([Ljava/lang/String;)V",
+                    "StaticInit.trigger()I",
+                    "StaticInit$B.<clinit>()V",
+                ],
+                1,
+            ),
+            (
+                &[
+                    "StaticInit.main([Ljava/lang/String;)V",
+                    "StaticInit$Base.<clinit>()V",
+                ],
+                1,
+            ),
+            (
+                &[
+                    "StaticInit.main([Ljava/lang/String;)V",
+                    "StaticInit$ByReflection.<clinit>()V",
+                ],
+                1,
+            ),
+        ],
+        "Reflect" => &[
+            (
+                &["Reflect.main([Ljava/lang/String;)V", "Reflect.add(I)I"],
+                20,
+            ),
+            (
+                &[
+                    "Reflect.main([Ljava/lang/String;)V",
+                    "Reflect.twice(I)I",
+                    "Reflect.helper(I)I",
+                ],
+                20,
+            ),
+            (
+                &["Reflect.main([Ljava/lang/String;)V", "Reflect.<init>(I)V"],
+                20,
+            ),
+        ],
+        "Threads" => &[
+            (
+                &[
+                    "Threads$Worker.run()V",
+                    "Threads.work(I)I",
+                    "Threads.step(I)I",
+                ],
+                1000,
+            ),
+            (
+                &[
+                    "Threads.lambda$main$2()Ljava/lang/Integer;",
+                    "Threads.work(I)I",
+                ],
+                1,
+            ),
+        ],
+        "Fib" => &[(&["Fib.main([Ljava/lang/String;)V", "Fib.fib(I)I"], 1)],
+        _ => &[],
+    }
+}
+
 fn check(main: &str, jdk: Jdk) {
     let dir = scratch(&format!("{main}-{}", jdk.name()));
     let (oracle, oracle_stdout) = run_oracle(jdk, main, &dir);
+    // The oracle's placement rules, stated explicitly for the cases the issue names.
+    for (path, calls) in required_contexts(main) {
+        let got = oracle.get(path).map(|c| c.calls);
+        assert_eq!(
+            got,
+            Some(*calls),
+            "{main}: oracle has {got:?} calls for {}\n{}",
+            path.join(" → "),
+            oracle.render()
+        );
+    }
     let exc_free = NO_EXCEPTIONS.contains(&main);
     if exc_free {
         let with_exc: Vec<_> = oracle
