@@ -61,14 +61,37 @@ pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A fresh scratch directory for one test, kept after the run for inspection.
+/// A fresh scratch directory for one test, kept after the run for inspection
+/// (until a later test process finds its owner gone and removes it).
 pub fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+    static CLEAN: OnceLock<()> = OnceLock::new();
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    CLEAN.get_or_init(|| remove_stale_scratch(&base));
+    let d = base
         .join(format!("jp-agent-tests-{}", std::process::id()))
         .join(name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create scratch dir");
     d
+}
+
+/// Removes the scratch directories of test processes that no longer exist.
+fn remove_stale_scratch(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("jp-agent-tests-"))
+        else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 fn run_checked(cmd: &mut Command, what: &str) {
