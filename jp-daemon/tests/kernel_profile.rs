@@ -57,6 +57,39 @@ fn disk_irq_cpu() -> Option<u32> {
     cpus.trim().split([',', '-']).next()?.parse().ok()
 }
 
+/// Dropping the collector detaches and unloads every program it loaded.
+#[test]
+fn shutdown_unloads_every_program() {
+    let before = bpf_programs();
+    let (c, _store) = start();
+    let during = bpf_programs();
+    let ours: Vec<u32> = during
+        .iter()
+        .copied()
+        .filter(|id| !before.contains(id))
+        .collect();
+    assert!(
+        ours.len() >= 5,
+        "expected our 5 programs among the new ones: {ours:?}"
+    );
+    c.shutdown();
+    let t0 = std::time::Instant::now();
+    loop {
+        let left: Vec<u32> = bpf_programs()
+            .into_iter()
+            .filter(|id| ours.contains(id))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "programs {left:?} still loaded after shutdown"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn dev_zero_reads_are_the_top_kernel_functions_and_every_sample_is_accounted() {
     let (c, store) = start();

@@ -163,7 +163,11 @@ struct State {
     read_errors: u64,
     status: CollectorStatus,
     last_error_log: Option<Instant>,
+    symbols_loaded_at: Instant,
 }
+
+/// Minimum time between two reloads of `/proc/kallsyms`.
+const SYMBOLS_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl State {
     fn attach(opts: KernelOptions, store: Arc<Store>) -> anyhow::Result<State> {
@@ -243,6 +247,7 @@ impl State {
             read_errors: 0,
             status: CollectorStatus::default(),
             last_error_log: None,
+            symbols_loaded_at: Instant::now(),
         };
         state.follow_cpus()?;
         if state.sampler_links.is_empty() {
@@ -327,10 +332,16 @@ impl State {
     }
 
     fn reload_symbols_if_changed(&mut self) {
+        // Parsing kallsyms takes tens of ms: when BPF programs come and go all the time,
+        // reload at most every SYMBOLS_MIN_AGE (the change is still seen next time).
+        if self.symbols_loaded_at.elapsed() < SYMBOLS_MIN_AGE {
+            return;
+        }
         let stamp = SymbolsStamp::current();
         if stamp == self.symbols_stamp {
             return;
         }
+        self.symbols_loaded_at = Instant::now();
         match Symbols::load() {
             Ok(s) => {
                 self.symbols = Arc::new(s);

@@ -30,6 +30,13 @@ pub struct Running {
     _turn: std::sync::MutexGuard<'static, ()>,
 }
 
+impl Running {
+    /// `KernelCollector::shutdown`, then the next test may start its collector.
+    pub fn shutdown(self) {
+        self.collector.shutdown();
+    }
+}
+
 impl std::ops::Deref for Running {
     type Target = KernelCollector;
     fn deref(&self) -> &KernelCollector {
