@@ -224,6 +224,7 @@ programs! {
     Threads => threads_jdk17, threads_jdk25;
     Hot => hot_jdk17, hot_jdk25;
     CtorThrow => ctor_throw_jdk17, ctor_throw_jdk25;
+    Misc => misc_jdk17, misc_jdk25;
 }
 
 /// Deterministic programs give byte-identical JSON on every run.
