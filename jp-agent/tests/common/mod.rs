@@ -178,6 +178,23 @@ pub fn agent_jar() -> PathBuf {
 }
 
 fn find_artifact(var: &str, file: &str) -> PathBuf {
+    let p = locate_artifact(var, file);
+    // Once per artifact and process: which build the tests ran against.
+    static SHOWN: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
+    if !shown.contains(&p) {
+        let age = std::fs::metadata(&p)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .map_or("?".to_string(), |d| format!("{}s", d.as_secs()));
+        eprintln!("jp-agent tests: using {} (built {age} ago)", p.display());
+        shown.push(p.clone());
+    }
+    p
+}
+
+fn locate_artifact(var: &str, file: &str) -> PathBuf {
     let mut tried = Vec::new();
     if let Some(p) = std::env::var_os(var) {
         let p = PathBuf::from(p);
