@@ -1,7 +1,7 @@
 //! Edge cases outside the node-by-node suite: a StackOverflowError (depth is not
 //! reproducible, so only the contexts around it are compared with the oracle),
 //! granularity=1 (the profiler runs at every check), and the `-javaagent` way in
-//! compared with the oracle.
+//! compared with the oracle, and bad options stopping the JVM.
 
 mod common;
 
@@ -235,4 +235,53 @@ fn javaagent_jdk17() {
 #[test]
 fn javaagent_jdk25() {
     javaagent(Jdk::J25);
+}
+
+/// A bad option stops the JVM at start with a message naming it (both ways in).
+fn bad_options(jdk: Jdk) {
+    let dir = scratch(&format!("bad-options-{}", jdk.name()));
+    for opt in [
+        "bba=fast",
+        "colour=red",
+        "granularity=0",
+        "granularity=x",
+        "format=xml",
+        "jdk=maybe",
+    ] {
+        for javaagent in [false, true] {
+            let agent = if javaagent {
+                format!("-javaagent:{}={opt}", agent_jar().display())
+            } else {
+                format!("-agentpath:{}={opt}", agent_lib().display())
+            };
+            let args = vec![
+                agent,
+                "-cp".into(),
+                programs().display().to_string(),
+                "Paper".into(),
+            ];
+            let r = java(jdk, &args, &dir, LIMIT);
+            let what = format!("{} with {}", jdk.name(), args[0]);
+            assert!(
+                !r.status.success(),
+                "{what}: the JVM ran despite a bad option"
+            );
+            let key = opt.split('=').next().unwrap_or(opt);
+            assert!(
+                r.stderr.contains(opt) || r.stderr.contains(key),
+                "{what}: the message does not name the option:\n{}",
+                r.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_options_jdk17() {
+    bad_options(Jdk::J17);
+}
+
+#[test]
+fn bad_options_jdk25() {
+    bad_options(Jdk::J25);
 }

@@ -23,6 +23,7 @@ const NO_EXCEPTIONS: &[&str] = &[
     "LongDouble",
     "Wide",
     "Hot",
+    "Unicode",
 ];
 
 /// Contexts (with call counts) that must exist: lambda bodies under the method that
@@ -130,6 +131,20 @@ fn required_contexts(main: &str) -> &'static [(&'static [&'static str], u64)] {
             ),
         ],
         "Fib" => &[(&["Fib.main([Ljava/lang/String;)V", "Fib.fib(I)I"], 1)],
+        "Unicode" => &[
+            (
+                &[
+                    "Unicode.main([Ljava/lang/String;)V",
+                    "Unicode$Grüße.zähle(I)I",
+                    "Unicode$Grüße.naïve(I)I",
+                ],
+                4,
+            ),
+            (
+                &["Unicode.main([Ljava/lang/String;)V", "Unicode.計算(I)I"],
+                1,
+            ),
+        ],
         _ => &[],
     }
 }
@@ -225,6 +240,7 @@ programs! {
     Hot => hot_jdk17, hot_jdk25;
     CtorThrow => ctor_throw_jdk17, ctor_throw_jdk25;
     Misc => misc_jdk17, misc_jdk25;
+    Unicode => unicode_jdk17, unicode_jdk25;
 }
 
 /// Deterministic programs give byte-identical JSON on every run.

@@ -124,7 +124,7 @@ pub fn programs() -> &'static Path {
         let javac = Jdk::J17.home().join("bin/javac");
         run_checked(
             Command::new(javac)
-                .args(["--release", "17", "-d"])
+                .args(["--release", "17", "-encoding", "UTF-8", "-d"])
                 .arg(&out)
                 .args(&files),
             "javac of tests/programs",
