@@ -18,6 +18,16 @@ fn disk_virtio_device() -> String {
         .into_owned()
 }
 
+/// `/proc/irq/N/effective_affinity_list` of each line.
+fn effective_affinity(irqs: &[u32]) -> Vec<String> {
+    irqs.iter()
+        .map(|i| {
+            std::fs::read_to_string(format!("/proc/irq/{i}/effective_affinity_list"))
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 #[test]
 fn disk_irq_and_softirq_counts_equal_the_kernels_exactly() {
     let (c, store) = start();
@@ -63,11 +73,14 @@ fn disk_irq_and_softirq_counts_equal_the_kernels_exactly() {
     // count was measured to make the kernel drop or repeat tracepoint calls (its
     // tracepoint-transition races; see the report). Exactness is therefore asserted
     // over a window in which the set of loaded BPF programs did not change; a
-    // disturbed window is measured again.
+    // disturbed window is measured again. So is one during which an IRQ moved to
+    // another CPU (e.g. right after a CPU came back online), as a vector migration can
+    // deliver an interrupt twice or on the old vector.
     let mut attempt = 0;
     let (kernel_irq, jp_irq, view0, view1, kernel_sirq, jp_sirq) = loop {
         attempt += 1;
         let programs_before = bpf_programs();
+        let affinity_before = effective_affinity(&irqs);
         let (proc_irq0, ours_irq0) = quiet_snapshot(&c, || proc_interrupts(&irqs), ours_irq);
         // Softirqs are too frequent for quiet moments on a busy machine: bracket
         // instead (ours, then the kernel's, before; the kernel's, then ours, after).
@@ -89,7 +102,7 @@ fn disk_irq_and_softirq_counts_equal_the_kernels_exactly() {
         let ours_sirq1 = ours_softirq();
         let (proc_irq1, ours_irq1) = quiet_snapshot(&c, || proc_interrupts(&irqs), ours_irq);
         let view1 = store.kernel_view();
-        if bpf_programs() == programs_before {
+        if bpf_programs() == programs_before && effective_affinity(&irqs) == affinity_before {
             break (
                 delta(&proc_irq0, &proc_irq1),
                 delta(&ours_irq0, &ours_irq1),
@@ -103,7 +116,7 @@ fn disk_irq_and_softirq_counts_equal_the_kernels_exactly() {
             attempt < 10,
             "BPF programs kept changing during 10 measurements"
         );
-        println!("another tracer loaded or unloaded BPF programs during the measurement; again");
+        println!("BPF programs or IRQ affinity changed during the measurement; again");
     };
     println!("IRQ deltas: /proc/interrupts {kernel_irq:?}, jp {jp_irq:?}");
     assert_eq!(
