@@ -12,14 +12,16 @@
  *  - count=step: one SingleStep event per executed instruction. Kept as a
  *    cross-check only: HotSpot hides single steps while the interpreter resolves
  *    a constant-pool entry (JvmtiHideSingleStepping), so the bytecodes of a
- *    <clinit> triggered by getstatic/putstatic/invokestatic are lost; also two
- *    consecutive steps at the same (method, bci) are reported once.
- *    Breakpoints have neither problem.
+ *    <clinit> triggered by getstatic/putstatic/invokestatic are lost (with
+ *    ClassPrepare events enabled, even more steps vanished); also two consecutive
+ *    steps at the same (method, bci) are reported once. Breakpoints have none
+ *    of these problems.
  *
  * Semantics (the same rules as the agent's contract, decided here from events):
  *  - only methods of instrumented classes get a node; a class is instrumented
- *    unless it is a JDK class (is_jdk_class: the agent's rule), a jp/ class or a hidden class
- *    (hidden classes never reach a ClassFileLoadHook, so no agent can rewrite them);
+ *    unless it is a JDK class (is_jdk_class: the agent's rule), a jp/ class or a
+ *    hidden class (hidden classes never reach a ClassFileLoadHook, so no agent
+ *    can rewrite them);
  *  - native methods get no node;
  *  - a frame of an uninstrumented or native method inherits the context of the
  *    frame below it, so an instrumented method called through JDK code, native
@@ -36,9 +38,10 @@
  *
  * Options: out=PATH (required), count=bp|step (default bp). JDK classes are never
  * instrumented (the agent's jdk=false); breakpoints can only be set on classes
- * prepared in the live phase, which holds for every application class. Output: jp-mct/1 JSON with "bba":"oracle", children
- * sorted by method name, plus "oracle_errors": the number of events that did
- * not match the shadow stack (must be 0 for the output to be trusted).
+ * prepared in the live phase, which holds for every application class.
+ * Output: jp-mct/1 JSON with "bba":"oracle", children sorted by method name,
+ * plus "oracle_errors": the number of events that did not match the shadow
+ * stack (must be 0 for the output to be trusted).
  */
 #include <jvmti.h>
 #include <pthread.h>
@@ -249,7 +252,7 @@ static void JNICALL on_method_exit(jvmtiEnv *j, JNIEnv *env, jthread th, jmethod
     if (by_exc && t->n > 0) {
         /* The caller's invoke instruction completed abruptly. */
         Frame *caller = &t->frames[t->n - 1];
-        if (caller->info->instrumented) caller->node->exc = 1;
+        if (caller->info->instrumented) __atomic_store_n(&caller->node->exc, 1, __ATOMIC_RELAXED);
     }
 }
 
@@ -274,7 +277,7 @@ static void JNICALL on_exception(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID
     TState *t = state();
     if (t->n > 0 && t->frames[t->n - 1].method == m) {
         Frame *top = &t->frames[t->n - 1];
-        if (top->info->instrumented) top->node->exc = 1;
+        if (top->info->instrumented) __atomic_store_n(&top->node->exc, 1, __ATOMIC_RELAXED);
     } else if (method_info(env, m)->instrumented) {
         err_event("Exception", method_info(env, m)->name);
     }
@@ -401,7 +404,7 @@ static void write_children(FILE *f, Node *n) {
         write_str(f, c->m->name);
         fprintf(f, ",\"calls\":%llu,\"bytecodes\":%llu,", (unsigned long long)c->calls,
                 (unsigned long long)__atomic_load_n(&c->bytecodes, __ATOMIC_RELAXED));
-        if (c->exc) fputs("\"exc\":true,", f);
+        if (__atomic_load_n(&c->exc, __ATOMIC_RELAXED)) fputs("\"exc\":true,", f);
         write_children(f, c);
         fputc('}', f);
     }
@@ -479,8 +482,10 @@ JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *reserved) {
     cb.VMDeath = on_death;
     cb.VMInit = on_vm_init;
     check((*g_jvmti)->SetEventCallbacks(g_jvmti, &cb, sizeof cb), "SetEventCallbacks");
+    /* In count=step mode ClassPrepare stays off: enabling it suppressed single steps. */
     jvmtiEvent evs[] = {g_step ? JVMTI_EVENT_SINGLE_STEP : JVMTI_EVENT_BREAKPOINT,
-                        g_step ? JVMTI_EVENT_VM_DEATH : JVMTI_EVENT_CLASS_PREPARE, JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT,
+                        g_step ? JVMTI_EVENT_VM_INIT : JVMTI_EVENT_CLASS_PREPARE,
+                        JVMTI_EVENT_METHOD_ENTRY, JVMTI_EVENT_METHOD_EXIT,
                         JVMTI_EVENT_EXCEPTION, JVMTI_EVENT_VM_DEATH, JVMTI_EVENT_VM_INIT};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         check((*g_jvmti)->SetEventNotificationMode(g_jvmti, JVMTI_ENABLE, evs[i], NULL), "enable event");
