@@ -51,7 +51,7 @@ impl ProbeConfig {
 }
 
 /// Slots of the per-CPU mode counters (`JP_MODES` for the `cpu-clock` sampler,
-/// `JP_IRQ_MODES` for the interrupted IP at device-interrupt entry).
+/// `JP_IRQ_MODES` for the interrupted IP at hard-IRQ handler entry).
 pub mod mode {
     /// The CPU was in user mode.
     pub const USER: u32 = 0;

@@ -76,7 +76,7 @@ pub struct KernelCounts {
     pub irq_buckets: HashMap<u64, u64>,
     /// As `other_ips`, for the interrupted IP at hard-IRQ handler entry.
     pub irq_other_ips: HashMap<u64, u64>,
-    /// The interrupted context's mode at device-interrupt entry (as `modes`; `kernel`
+    /// The interrupted context's mode at hard-IRQ handler entry (as `modes`; `kernel`
     /// samples are the ones in `irq_buckets`/`irq_other_ips`).
     pub irq_modes: ModeCounts,
     /// (irq number, handler name) → counts.

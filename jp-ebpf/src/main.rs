@@ -1,6 +1,6 @@
 //! jp's eBPF programs (`jp-probes`), one module per probe family:
 //! - `sampler`: `cpu-clock` perf_event sampling of the kernel IP (readprofile buckets),
-//! - `irq`: hard-IRQ handler hits and time, and the interrupted IP at device-interrupt entry,
+//! - `irq`: hard-IRQ handler hits and time, and the interrupted IP at handler entry,
 //! - `softirq`: softirq count and time per vector.
 //!
 //! Every map is per-CPU and every program only touches its own CPU's slots, so there are
