@@ -365,7 +365,14 @@ fn disk_interrupts_match_proc_interrupts_and_softirqs_move() {
         proc_delta > 0,
         "the disk I/O raised no interrupt on IRQ {irq} ({name})"
     );
-    assert_eq!(jp_delta, proc_delta, "IRQ {irq} ({name}): jp counted {jp_delta} handled interrupts, /proc/interrupts {proc_delta}");
+    // /proc/interrupts counts every call, jpctl only the calls that handled the
+    // interrupt (vring_interrupt says IRQ_NONE when the ring had nothing new). That
+    // handled + unhandled equals /proc/interrupts exactly is checked where both are
+    // visible (tests/kernel_interrupts.rs); here: never more, and nearly all.
+    assert!(
+        jp_delta <= proc_delta && jp_delta * 10 >= proc_delta * 9,
+        "IRQ {irq} ({name}): jp counted {jp_delta} handled interrupts, /proc/interrupts {proc_delta} calls"
+    );
     let entry = j1["irqs"]
         .as_array()
         .expect("irqs")
