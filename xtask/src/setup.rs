@@ -31,9 +31,18 @@ const PACKAGES: &[(&str, &str)] = &[
     ("libxalan2-java", "real-program test: XSLT"),
     ("liblucene8-java", "real-program test: indexing and search"),
     ("linux-perf", "benchmark: perf record side by side with jp"),
-    ("systemtap-sdt-dev", "test-only: <sys/sdt.h> for the USDT test programs"),
-    ("gcc", "test-only: builds the JVMTI oracle and the USDT test programs"),
-    ("binutils", "test-only: readelf, the independent oracle of the USDT note parser"),
+    (
+        "systemtap-sdt-dev",
+        "test-only: <sys/sdt.h> for the USDT test programs",
+    ),
+    (
+        "gcc",
+        "test-only: builds the JVMTI oracle and the USDT test programs",
+    ),
+    (
+        "binutils",
+        "test-only: readelf, the independent oracle of the USDT note parser",
+    ),
 ];
 
 pub const NIGHTLY: &str = "nightly";
