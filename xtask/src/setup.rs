@@ -40,6 +40,10 @@ const PACKAGES: &[(&str, &str)] = &[
         "test-only: builds the JVMTI oracle and the USDT test programs",
     ),
     (
+        "unzip",
+        "test-only: the rewriter's verification sweep lists jar entries",
+    ),
+    (
         "binutils",
         "test-only: readelf, the independent oracle of the USDT note parser",
     ),
