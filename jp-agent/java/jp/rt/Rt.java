@@ -17,6 +17,14 @@ public final class Rt {
     /** Null until {@link #init}: then every thread finds its state here. */
     private static ThreadLocal<ThreadState> states;
 
+    /**
+     * A cache in front of {@link #states}, indexed by the thread's identity hash: the hit path
+     * is a few loads instead of ThreadLocal's map walk. A slot holds any thread's state; the
+     * {@code thread} check makes a stale or colliding entry a miss (then the ThreadLocal
+     * decides). Two running threads that collide just take turns in the slot.
+     */
+    private static final ThreadState[] BY_THREAD = new ThreadState[256];
+
     static Profiler profiler;
     static int granularity = 10_000_000;
 
@@ -37,9 +45,15 @@ public final class Rt {
         if (tl == null) {
             return SINK;
         }
-        ThreadState s = tl.get();
-        if (s == null && (s = attach()) == null) {
-            return SINK;
+        Thread t = Thread.currentThread();
+        int slot = System.identityHashCode(t) & (BY_THREAD.length - 1);
+        ThreadState s = BY_THREAD[slot];
+        if (s == null || s.thread != t) {
+            s = tl.get();
+            if (s == null && (s = attach()) == null) {
+                return SINK;
+            }
+            BY_THREAD[slot] = s;
         }
         if (s.busy) {
             return SINK;
