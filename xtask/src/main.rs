@@ -56,3 +56,22 @@ fn main() -> anyhow::Result<()> {
         Task::Bench { which } => bench::run(which),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_passes_everything_after_the_separator_to_jpd() {
+        let cli = Cli::try_parse_from(["xtask", "run", "--", "--socket", "/tmp/jp.sock"]).unwrap();
+        match cli.task {
+            Task::Run { args } => assert_eq!(args, ["--socket", "/tmp/jp.sock"]),
+            _ => panic!("not the run task"),
+        }
+        let cli = Cli::try_parse_from(["xtask", "run", "--frequency", "99"]).unwrap();
+        match cli.task {
+            Task::Run { args } => assert_eq!(args, ["--frequency", "99"]),
+            _ => panic!("not the run task"),
+        }
+    }
+}
