@@ -192,6 +192,20 @@ public final class Rt {
         }
     }
 
+    /**
+     * Drops an ended thread's state from {@link #BY_THREAD} so that the cache does not keep its
+     * tree alive. Racy on purpose: clearing another thread's fresh entry only costs it a miss.
+     */
+    private static void forget(ThreadState s) {
+        Thread t = s.thread;
+        if (t != null) {
+            int slot = System.identityHashCode(t) & (BY_THREAD.length - 1);
+            if (BY_THREAD[slot] == s) {
+                BY_THREAD[slot] = null;
+            }
+        }
+    }
+
     private static boolean unregister(ThreadState s) {
         synchronized (LOCK) {
             int i = s.slot;
@@ -203,6 +217,7 @@ public final class Rt {
             last.slot = i;
             live[nLive] = null;
             s.slot = -1;
+            forget(s);
             return true;
         }
     }
