@@ -30,6 +30,8 @@ enum Mode {
 
 struct Program {
     name: &'static str,
+    /// Agent options beyond bba/stats/out (javac is JDK code: it must be included).
+    agent_options: &'static str,
     args: Vec<String>,
 }
 
@@ -81,7 +83,8 @@ pub fn run(out: &Deliverables) -> Result<()> {
     let body = format!(
         "## JVM agent overhead (`cargo xtask bench jvm`)\n\n\
 Real programs from Debian packages (inputs in `xtask/bench-inputs/jvm/`), each run without \
-the agent and with `-agentpath:libjpagent.so=bba=…,stats=true` writing a JSON profile at exit; \
+the agent and with `-agentpath:libjpagent.so=bba=…,stats=true` writing a JSON profile at exit (javac is JDK code, so its run adds \
+`include=com.sun.tools.javac`); \
 {ROUNDS} rounds, modes in rotating order within a round; wall time of the whole JVM run \
 (start-up, class rewriting, the run, writing the profile), median over rounds. Slowdown = \
 median with the agent / median without. Goal: geometric mean ≤ 1.5× with bba=default and \
@@ -150,9 +153,10 @@ fn run_once(
     if let Some(bba) = bba {
         let profile = dir.join(format!("{}-{bba}.json", p.name));
         c.arg(format!(
-            "-agentpath:{}=bba={bba},stats=true,out={}",
+            "-agentpath:{}=bba={bba},stats=true,out={}{}",
             out.agent_lib.display(),
-            profile.display()
+            profile.display(),
+            p.agent_options
         ));
     }
     c.args(&p.args);
@@ -257,6 +261,7 @@ fn programs(dir: &Path) -> Result<Vec<Program>> {
     javac.extend(javac_sources);
     Ok(vec![
         Program {
+            agent_options: "",
             name: "rhino (JavaScript)",
             args: s(&[
                 "-cp",
@@ -266,6 +271,7 @@ fn programs(dir: &Path) -> Result<Vec<Program>> {
             ]),
         },
         Program {
+            agent_options: "",
             name: "jython (Python)",
             args: s(&[
                 "-Dpython.cachedir.skip=true",
@@ -276,6 +282,7 @@ fn programs(dir: &Path) -> Result<Vec<Program>> {
             ]),
         },
         Program {
+            agent_options: "",
             name: "H2 (SQL)",
             args: s(&[
                 "-cp",
@@ -288,6 +295,7 @@ fn programs(dir: &Path) -> Result<Vec<Program>> {
             ]),
         },
         Program {
+            agent_options: "",
             name: "Xalan (XSLT)",
             args: s(&[
                 "-cp",
@@ -300,10 +308,12 @@ fn programs(dir: &Path) -> Result<Vec<Program>> {
             ]),
         },
         Program {
+            agent_options: "",
             name: "Lucene (index + search)",
             args: s(&["-cp", &format!("{}:.", lucene_cp()?), "LuceneBench"]),
         },
         Program {
+            agent_options: ",include=com.sun.tools.javac",
             name: "javac (compile)",
             args: javac,
         },
