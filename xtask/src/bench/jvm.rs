@@ -46,6 +46,8 @@ struct RewriteStats {
 #[derive(Default)]
 struct Cell {
     seconds: Vec<f64>,
+    /// CPU time of the JVM process (all threads: JIT compilers and GC included).
+    cpu_seconds: Vec<f64>,
     rewrites: Vec<RewriteStats>,
 }
 
@@ -67,9 +69,10 @@ pub fn run(out: &Deliverables) -> Result<()> {
             for (p, program) in programs.iter().enumerate() {
                 for i in 0..MODES.len() {
                     let mode = MODES[(i + round + p) % MODES.len()];
-                    let (secs, stats) = run_once(&java, out, &dir, program, mode)?;
+                    let (secs, cpu, stats) = run_once(&java, out, &dir, program, mode)?;
                     let cell = cells.entry((p, mode)).or_default();
                     cell.seconds.push(secs);
+                    cell.cpu_seconds.push(cpu);
                     cell.rewrites.extend(stats);
                 }
             }
@@ -85,9 +88,10 @@ pub fn run(out: &Deliverables) -> Result<()> {
 Real programs from Debian packages (inputs in `xtask/bench-inputs/jvm/`), each run without \
 the agent and with `-agentpath:libjpagent.so=bba=…,stats=true` writing a JSON profile at exit (javac is JDK code, so its run adds \
 `include=com.sun.tools.javac`); \
-{ROUNDS} rounds, modes in rotating order within a round; wall time of the whole JVM run \
-(start-up, class rewriting, the run, writing the profile), median over rounds. Slowdown = \
-median with the agent / median without. Goal: geometric mean ≤ 1.5× with bba=default and \
+{ROUNDS} rounds, modes in rotating order within a round; wall time and CPU time (all the \
+JVM's threads, JIT compilers and GC included) of the whole JVM run (start-up, class \
+rewriting, the run, writing the profile), medians over rounds. Slowdown = median with the \
+agent / median without; CPU time is the steadier of the two on a shared machine. Goal: geometric mean ≤ 1.5× with bba=default and \
 ≤ 2.5× with bba=precise.\n{sections}"
     );
     write_section("jvm", &body)
@@ -95,17 +99,33 @@ median with the agent / median without. Goal: geometric mean ≤ 1.5× with bba=
 
 fn table(label: &str, programs: &[Program], cells: &mut BTreeMap<(usize, Mode), Cell>) -> String {
     let mut s = format!(
-        "\n### {label}\n\n| program | no agent (s) | default (s) | precise (s) | slowdown default | slowdown precise | classes rewritten | rewrite at start-up (ms) | classes/s |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "\n### {label}\n\n| program | wall no agent (s) | wall default | wall precise | CPU no agent (s) | CPU default | CPU precise | classes rewritten | rewrite at start-up (ms) | classes/s |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     );
-    let (mut log_d, mut log_p) = (0.0, 0.0);
+    // Sums of log slowdowns: wall default, wall precise, CPU default, CPU precise.
+    let mut logs = [0.0f64; 4];
     for (p, program) in programs.iter().enumerate() {
-        let mut med = |m: Mode| {
+        let mut med = |m: Mode, cpu: bool| {
             cells
                 .get_mut(&(p, m))
-                .map(|c| median(&mut c.seconds))
+                .map(|c| {
+                    median(if cpu {
+                        &mut c.cpu_seconds
+                    } else {
+                        &mut c.seconds
+                    })
+                })
                 .unwrap_or(f64::NAN)
         };
-        let (off, d, pr) = (med(Mode::Off), med(Mode::Default), med(Mode::Precise));
+        let (off, d, pr) = (
+            med(Mode::Off, false),
+            med(Mode::Default, false),
+            med(Mode::Precise, false),
+        );
+        let (coff, cd, cpr) = (
+            med(Mode::Off, true),
+            med(Mode::Default, true),
+            med(Mode::Precise, true),
+        );
         let rw = cells
             .get(&(p, Mode::Default))
             .map(|c| c.rewrites.clone())
@@ -113,25 +133,45 @@ fn table(label: &str, programs: &[Program], cells: &mut BTreeMap<(usize, Mode), 
         let mut classes: Vec<f64> = rw.iter().map(|r| r.classes).collect();
         let mut ms: Vec<f64> = rw.iter().map(|r| r.rewrite_ms).collect();
         let mut cps: Vec<f64> = rw.iter().map(|r| r.classes_per_s).collect();
-        log_d += (d / off).ln();
-        log_p += (pr / off).ln();
+        for (i, r) in [d / off, pr / off, cd / coff, cpr / coff]
+            .into_iter()
+            .enumerate()
+        {
+            logs[i] += r.ln();
+        }
         s.push_str(&format!(
-            "| {} | {off:.2} | {d:.2} | {pr:.2} | {:.2}× | {:.2}× | {:.0} | {:.0} | {:.0} |\n",
+            "| {} | {off:.2} | {:.2}× | {:.2}× | {coff:.2} | {:.2}× | {:.2}× | {:.0} | {:.0} | {:.0} |\n",
             program.name,
             d / off,
             pr / off,
+            cd / coff,
+            cpr / coff,
             median(&mut classes),
             median(&mut ms),
             median(&mut cps),
         ));
     }
-    let n = programs.len() as f64;
+    let g = |i: usize| (logs[i] / programs.len() as f64).exp();
     s.push_str(&format!(
-        "| **geometric mean** | | | | **{:.2}×** | **{:.2}×** | | | |\n",
-        (log_d / n).exp(),
-        (log_p / n).exp()
+        "| **geometric mean** | | **{:.2}×** | **{:.2}×** | | **{:.2}×** | **{:.2}×** | | | |\n",
+        g(0),
+        g(1),
+        g(2),
+        g(3)
     ));
     s
+}
+
+/// CPU time (user + system) of all children this process has waited for.
+fn children_cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes one rusage into the zeroed struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_CHILDREN is a valid `who`.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 fn run_once(
@@ -140,7 +180,7 @@ fn run_once(
     dir: &Path,
     p: &Program,
     mode: Mode,
-) -> Result<(f64, Option<RewriteStats>)> {
+) -> Result<(f64, f64, Option<RewriteStats>)> {
     let mut c = Command::new(java);
     c.current_dir(dir)
         .stdin(Stdio::null())
@@ -160,17 +200,19 @@ fn run_once(
         ));
     }
     c.args(&p.args);
+    let cpu0 = children_cpu_seconds();
     let t0 = Instant::now();
     let o = c
         .stderr(Stdio::piped())
         .output()
         .with_context(|| format!("cannot run {}", java.display()))?;
     let secs = t0.elapsed().as_secs_f64();
+    let cpu = children_cpu_seconds() - cpu0;
     let stderr = String::from_utf8_lossy(&o.stderr);
     if !o.status.success() {
         bail!("{} ({mode:?}) failed with {}:\n{stderr}", p.name, o.status);
     }
-    Ok((secs, bba.and_then(|_| parse_stats(&stderr))))
+    Ok((secs, cpu, bba.and_then(|_| parse_stats(&stderr))))
 }
 
 fn parse_stats(stderr: &str) -> Option<RewriteStats> {
