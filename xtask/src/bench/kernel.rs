@@ -317,9 +317,29 @@ impl Jpd {
     }
 }
 
+/// A benchmark that fails half-way must not leave jpd sampling (its programs would
+/// disturb every later measurement and test on the machine).
+impl Drop for Jpd {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}
+
 struct Perf {
     child: Child,
     data: std::path::PathBuf,
+}
+
+impl Drop for Perf {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_file(&self.data);
+    }
 }
 
 impl Perf {
