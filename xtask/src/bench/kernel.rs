@@ -160,7 +160,7 @@ perf's in-kernel cost): {}.\n",
         pct(noise),
         if jp_loss > noise {
             format!(
-                "perf's slowdown / jp's slowdown: **{:.0}×**",
+                "perf's slowdown / jp's slowdown: **{:.2}×**",
                 perf_loss / jp_loss
             )
         } else {
