@@ -8,7 +8,7 @@
 
 use super::cpool::{ConstPool, CpAppender, CLASS, DYNAMIC, INTEGER, METHOD_HANDLE, METHOD_TYPE};
 use super::frames::VType;
-use super::insn::{Flow, Insn};
+use super::insn::{dup_or_swap, Flow, Insn};
 use super::reader::{u16_at, u8_at};
 use super::RewriteError;
 
@@ -256,31 +256,10 @@ fn step(ctx: &mut Ctx, ins: &Insn, st: &mut State) -> Result<Option<()>, Rewrite
         0x50 | 0x52 => pop!(4),
         0x57 => pop!(1),
         0x58 => pop!(2),
-        0x59..=0x5e => {
-            let (nd, under) = match op {
-                0x59 => (1, 0),
-                0x5a => (1, 1),
-                0x5b => (1, 2),
-                0x5c => (2, 0),
-                0x5d => (2, 1),
-                _ => (2, 2),
-            };
-            let len = st.stack.len();
-            if len < nd + under {
+        0x59..=0x5f => {
+            if !dup_or_swap(op, &mut st.stack) {
                 return Ok(None);
             }
-            let at = len - nd - under;
-            let top = [st.stack[len - nd], st.stack[len - 1]];
-            for (k, &v) in top[2 - nd..].iter().enumerate() {
-                st.stack.insert(at + k, v);
-            }
-        }
-        0x5f => {
-            let len = st.stack.len();
-            if len < 2 {
-                return Ok(None);
-            }
-            st.stack.swap(len - 1, len - 2);
         }
         0x60..=0x77 => {
             let t = [Integer, Long, Float, Double][((op - 0x60) % 4) as usize];

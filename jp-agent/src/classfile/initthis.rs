@@ -4,7 +4,7 @@
 //! frame's flagThisUninit is set).
 
 use super::cpool::ConstPool;
-use super::insn::{Flow, Insn, INVOKESPECIAL};
+use super::insn::{dup_or_swap, Flow, Insn, INVOKESPECIAL};
 use super::reader::{u16_at, u8_at};
 use super::RewriteError;
 
@@ -280,31 +280,10 @@ pub(crate) fn analyze(
                         }
                     }
                 }
-                0x59..=0x5e => {
-                    let (nd, under) = match op {
-                        0x59 => (1, 0),
-                        0x5a => (1, 1),
-                        0x5b => (1, 2),
-                        0x5c => (2, 0),
-                        0x5d => (2, 1),
-                        _ => (2, 2),
-                    };
-                    let len = st.stack.len();
-                    if len < nd + under {
+                0x59..=0x5f => {
+                    if !dup_or_swap(op, &mut st.stack) {
                         return Ok(false);
                     }
-                    let at = len - nd - under;
-                    let top = [st.stack[len - nd], st.stack[len - 1]];
-                    for (k, &v) in top[2 - nd..].iter().enumerate() {
-                        st.stack.insert(at + k, v);
-                    }
-                }
-                0x5f => {
-                    let len = st.stack.len();
-                    if len < 2 {
-                        return Ok(false);
-                    }
-                    st.stack.swap(len - 1, len - 2);
                 }
                 INVOKESPECIAL => {
                     let (_, name, d) = cp.member(u16_at(code, ins.off as usize + 1)?)?;

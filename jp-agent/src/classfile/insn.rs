@@ -85,6 +85,37 @@ fn fixed_len(op: u8) -> Option<u32> {
     })
 }
 
+/// Applies one of `dup dup_x1 dup_x2 dup2 dup2_x1 dup2_x2 swap` (0x59..=0x5f) to a
+/// stack of one-slot entries (a long or double takes two). False if the stack is too
+/// short for it: the caller gives up on the method.
+pub(crate) fn dup_or_swap<T: Copy>(op: u8, stack: &mut Vec<T>) -> bool {
+    let len = stack.len();
+    if op == 0x5f {
+        if len < 2 {
+            return false;
+        }
+        stack.swap(len - 1, len - 2);
+        return true;
+    }
+    let (nd, under) = match op {
+        0x59 => (1, 0),
+        0x5a => (1, 1),
+        0x5b => (1, 2),
+        0x5c => (2, 0),
+        0x5d => (2, 1),
+        _ => (2, 2),
+    };
+    if len < nd + under {
+        return false;
+    }
+    let at = len - nd - under;
+    let top = [stack[len - nd], stack[len - 1]];
+    for (k, &v) in top[2 - nd..].iter().enumerate() {
+        stack.insert(at + k, v);
+    }
+    true
+}
+
 pub(crate) fn switch_pad(off: u32) -> u32 {
     (4 - (off + 1) % 4) % 4
 }
