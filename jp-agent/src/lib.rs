@@ -3,7 +3,7 @@
 //!
 //! - [`classfile`]: the bytecode rewriter (Rust, no Java library).
 //! - `agent`: JVMTI entry points (`Agent_OnLoad`, the `-javaagent` native), events, natives.
-//! - [`mct`]: the merged tree and its file formats (json, pprof, folded, tree).
+//! - [`mct`]: the merged tree and its file formats, from the `jp-mct` crate (shared with jpd).
 //! - The Java runtime `jp.rt` lives in `java/` and is embedded by `build.rs`.
 //!
 //! See `README-dev.md` for building, options and formats.
@@ -14,7 +14,7 @@ mod agent;
 mod bootjar;
 mod ffi;
 pub mod filter;
-pub mod mct;
+pub use jp_mct as mct;
 pub mod methods;
 pub mod options;
 pub mod stats;

@@ -1,4 +1,4 @@
-//! A merged Method Call Tree with resolved method names, and its file formats.
+//! jp-mct: a merged Method Call Tree with resolved method names, and its file formats.
 //!
 //! Built from the flat arrays the Java runtime hands over at VM death (pre-order: a node's
 //! parent comes before it), independent of JNI so that `jpd` can reuse it.
