@@ -6,6 +6,7 @@
 #![cfg_attr(not(test), no_std)]
 
 pub mod usdt;
+pub mod wire;
 
 /// Name of the load-time configuration global in the eBPF object (`.rodata`).
 pub const CONFIG_GLOBAL: &str = "JP_CONFIG";
@@ -159,6 +160,10 @@ mod pod {
     unsafe impl aya::Pod for super::IrqStart {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::SoftirqStats {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::wire::EventHeader {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::wire::Control {}
 }
 
 #[cfg(test)]
