@@ -1,7 +1,8 @@
 //! jp's eBPF programs (`jp-probes`), one module per probe family:
 //! - `sampler`: `cpu-clock` perf_event sampling of the kernel IP (readprofile buckets),
 //! - `irq`: hard-IRQ handler hits and time, and the interrupted IP at handler entry,
-//! - `softirq`: softirq count and time per vector.
+//! - `softirq`: softirq count and time per vector,
+//! - `usdt`: the `jp:record` USDT probe of the JVM agent, into a ring buffer.
 //!
 //! Every map is per-CPU and every program only touches its own CPU's slots, so there are
 //! no locks and no atomics; hash maps are preallocated (no allocation on the hot path).
@@ -18,6 +19,8 @@ mod irq;
 mod sampler;
 #[cfg(target_arch = "bpf")]
 mod softirq;
+#[cfg(target_arch = "bpf")]
+mod usdt;
 
 // Host builds (`cargo build --workspace`, clippy) get an empty binary; the real object
 // is only built for the BPF target by jp-daemon's build script.

@@ -3,7 +3,13 @@
 //! uprobe events whose USDT semaphore the kernel manages, with a BPF program and an
 //! attach cookie ([`attach`]), and find the processes mapping a library and a path to
 //! it from jpd's mount namespace ([`maps`]).
+//!
+//! On top of these, the JVM agent's record probe: [`program`] loads the eBPF program
+//! and its maps, [`discovery`] finds the processes mapping `libjpagent.so`, [`control`]
+//! writes their control generation, [`ring`] reads the ring buffer and [`collector`]
+//! runs it all and hands the records to a [`collector::RecordSink`] (the JVM store).
 pub mod attach;
 pub mod maps;
 pub mod notes;
+pub mod program;
 pub mod spec;

@@ -1,0 +1,159 @@
+//! jp's USDT record program (`jp_usdt_record` in jp-ebpf's `usdt.rs`) and its maps,
+//! loaded from the same eBPF object as the kernel samplers but as a separate instance:
+//! the USDT collector owns its own ring buffer and can come and go independently.
+//!
+//! Loading the object creates every map it declares, the samplers' too; those are
+//! shrunk to one entry here since this instance never runs their programs.
+use std::os::fd::{AsFd as _, BorrowedFd};
+
+use anyhow::{bail, Context as _};
+use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
+use aya::programs::UProbe;
+use aya::{Ebpf, EbpfLoader};
+use jp_common::usdt::UsdtSpec;
+use jp_common::wire::usdt_stat;
+
+/// The eBPF object built by `build.rs` from `jp-ebpf`.
+static PROBES: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/jp-probes"));
+
+pub const PROGRAM: &str = "jp_usdt_record";
+const SPECS: &str = "JP_USDT_SPECS";
+const STATS: &str = "JP_USDT_STATS";
+const EVENTS: &str = "JP_USDT_EVENTS";
+/// Capacity of `JP_USDT_SPECS` (as declared in jp-ebpf): probe sites attached at once.
+pub const MAX_SITES: usize = 1024;
+
+/// Maps of the kernel samplers, unused by this instance: (name, smallest valid size).
+const UNUSED_MAPS: [(&str, u32); 6] = [
+    ("JP_BUCKETS", 1),
+    ("JP_OTHER_IPS", 1),
+    ("JP_IRQ_BUCKETS", 1),
+    ("JP_IRQ_OTHERS", 1),
+    ("JP_IRQ_STATS", 1),
+    ("AYA_LOGS", 4096),
+];
+
+/// Smallest and largest ring buffer accepted (the kernel needs a power of two times
+/// the page size; the largest keeps a typo from pinning gigabytes).
+pub const MIN_RING_BYTES: u32 = 64 << 10;
+pub const MAX_RING_BYTES: u32 = 1 << 30;
+
+/// eBPF-side counters, summed over CPUs (`jp_common::wire::usdt_stat`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelCounters {
+    pub fired: u64,
+    pub sent: u64,
+    pub ring_full: u64,
+    pub fault: u64,
+    pub too_long: u64,
+}
+
+/// The loaded program and the maps the collector uses.
+pub struct UsdtProgram {
+    ebpf: Ebpf,
+    specs: HashMap<MapData, u64, UsdtSpec>,
+    stats: PerCpuArray<MapData, u64>,
+    ring: Option<RingBuf<MapData>>,
+}
+
+impl UsdtProgram {
+    /// Loads the program (root needed) with a ring buffer of `ring_bytes` (a power of
+    /// two, at least a page). Fails with the verifier's log if the program is rejected.
+    pub fn load(ring_bytes: u32) -> anyhow::Result<UsdtProgram> {
+        if !ring_bytes.is_power_of_two() || !(MIN_RING_BYTES..=MAX_RING_BYTES).contains(&ring_bytes)
+        {
+            bail!(
+                "USDT ring buffer of {ring_bytes} bytes: must be a power of two from {MIN_RING_BYTES} to {MAX_RING_BYTES}"
+            );
+        }
+        let mut loader = EbpfLoader::new();
+        loader.map_max_entries(EVENTS, ring_bytes);
+        for (name, size) in UNUSED_MAPS {
+            loader.map_max_entries(name, size);
+        }
+        let mut ebpf = loader
+            .load(PROBES)
+            .map_err(|e| anyhow::anyhow!("cannot load jp's eBPF object for USDT: {e}"))?;
+        let program: &mut UProbe = ebpf
+            .program_mut(PROGRAM)
+            .with_context(|| format!("program {PROGRAM} missing from the eBPF object"))?
+            .try_into()
+            .with_context(|| format!("program {PROGRAM} is not a uprobe program"))?;
+        program
+            .load()
+            .map_err(|e| anyhow::anyhow!("the kernel rejected eBPF program {PROGRAM}: {e}"))?;
+        let take = |ebpf: &mut Ebpf, name: &str| {
+            ebpf.take_map(name)
+                .with_context(|| format!("map {name} missing from the eBPF object"))
+        };
+        let specs = HashMap::try_from(take(&mut ebpf, SPECS)?)
+            .with_context(|| format!("map {SPECS} has an unexpected type"))?;
+        let stats = PerCpuArray::try_from(take(&mut ebpf, STATS)?)
+            .with_context(|| format!("map {STATS} has an unexpected type"))?;
+        let ring = RingBuf::try_from(take(&mut ebpf, EVENTS)?)
+            .with_context(|| format!("map {EVENTS} has an unexpected type"))?;
+        Ok(UsdtProgram {
+            ebpf,
+            specs,
+            stats,
+            ring: Some(ring),
+        })
+    }
+
+    /// The ring buffer, for the reader (once).
+    pub fn take_ring(&mut self) -> Option<RingBuf<MapData>> {
+        self.ring.take()
+    }
+
+    /// The program, to attach to uprobe events.
+    pub fn fd(&self) -> anyhow::Result<BorrowedFd<'_>> {
+        let p: &UProbe = self
+            .ebpf
+            .program(PROGRAM)
+            .context("program missing")?
+            .try_into()
+            .context("program type")?;
+        Ok(p.fd().context("program not loaded")?.as_fd())
+    }
+
+    /// Makes `cookie` select `spec` (before attaching with that cookie).
+    pub fn set_spec(&mut self, cookie: u64, spec: &UsdtSpec) -> anyhow::Result<()> {
+        self.specs
+            .insert(cookie, spec, 0)
+            .with_context(|| format!("cannot store the USDT spec of cookie {cookie}"))
+    }
+
+    /// Forgets `cookie` (after its links are closed).
+    pub fn remove_spec(&mut self, cookie: u64) {
+        if let Err(e) = self.specs.remove(&cookie) {
+            log::debug!("removing USDT spec {cookie}: {e}");
+        }
+    }
+
+    /// The counters, summed over CPUs.
+    pub fn counters(&self) -> anyhow::Result<KernelCounters> {
+        let slot = |i: u32| -> anyhow::Result<u64> {
+            let values = self
+                .stats
+                .get(&i, 0)
+                .with_context(|| format!("reading {STATS}[{i}]"))?;
+            Ok(values.iter().fold(0u64, |a, v| a.wrapping_add(*v)))
+        };
+        Ok(KernelCounters {
+            fired: slot(usdt_stat::FIRED)?,
+            sent: slot(usdt_stat::SENT)?,
+            ring_full: slot(usdt_stat::RING_FULL)?,
+            fault: slot(usdt_stat::FAULT)?,
+            too_long: slot(usdt_stat::TOO_LONG)?,
+        })
+    }
+
+    /// `(run_count, run_time_ns)` of the program (needs `kernel.bpf_stats_enabled`).
+    pub fn run_stats(&self) -> Option<(u64, u64)> {
+        let info = self.ebpf.program(PROGRAM)?.info().ok()?;
+        Some((
+            info.run_count(),
+            u64::try_from(info.run_time().as_nanos()).unwrap_or(u64::MAX),
+        ))
+    }
+}
