@@ -13,8 +13,9 @@ use crate::ffi::jvmti::{self, Callbacks, Capabilities, Jvmti, RawJvmti};
 use crate::filter::{decide, Decision};
 use crate::mct::{self, Mct};
 use crate::methods::{self, GlobalIds};
-use crate::options::{Format, Options};
+use crate::options::{Format, Options, Profiling};
 use crate::stats::Stats;
+use crate::usdt;
 use std::ffi::{c_char, c_uchar, c_void, CStr};
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -59,6 +60,14 @@ static JAVA: OnceLock<JavaSide> = OnceLock::new();
 static LIVE: AtomicBool = AtomicBool::new(false);
 /// Time spent in VM death (merging the trees and writing the profile), for the statistics.
 static VM_DEATH_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Prints `msg` the first time only (for conditions that would repeat per record).
+pub(crate) fn warn_once(msg: &str) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        say!("jp-agent: warning: {msg}");
+    }
+}
 
 fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {
@@ -204,15 +213,27 @@ fn start(vm: RawVm, options: &str, live_env: Option<Env>) -> Result<(), String> 
     jvmti.enable(jvmti::EVENT_CLASS_FILE_LOAD_HOOK)?;
 
     let o = &agent.opts;
-    let target = if o.profiler == "file" {
-        format!(
-            "profiler=file writes {} to {} at exit",
+    if let Some(tap) = &o.usdt_tap {
+        usdt::start_tap(tap)?;
+    }
+    let mut target = match &o.profiler {
+        Profiling::Custom(class) => format!("profiler={class}"),
+        p => format!("profiler={}", p.java_name()),
+    };
+    if o.profiler.usdt() {
+        target.push_str(" fires USDT jp:record for jpd");
+        if let Some(tap) = &o.usdt_tap {
+            target.push_str(&format!(" (tapped to {tap})"));
+        }
+    }
+    if o.profiler.writes_file() {
+        target.push_str(&format!(
+            "{} writes {} to {} at exit",
+            if o.profiler.usdt() { " and" } else { "" },
             o.format.name(),
             o.out_path()
-        )
-    } else {
-        format!("profiler={}", o.profiler)
-    };
+        ));
+    }
     say!(
         "jp-agent: bba={} granularity={} jdk={} {target}",
         o.bba_name(),
@@ -232,7 +253,7 @@ fn vm_init(env: Env) -> Result<(), String> {
     let rt = env
         .find_class("jp/rt/Rt")
         .ok_or("cannot load jp.rt.Rt from the runtime jar on the boot class path")?;
-    let natives: [(&CStr, &CStr, *mut c_void); 4] = [
+    let natives: [(&CStr, &CStr, *mut c_void); 9] = [
         (
             c"bind",
             c"(Ljp/rt/ThreadState;)V",
@@ -253,6 +274,23 @@ fn vm_init(env: Env) -> Result<(), String> {
             c"()Ljava/lang/String;",
             native_agent_stats as *mut c_void,
         ),
+        (
+            c"usdtSemaphore",
+            c"()Ljava/nio/ByteBuffer;",
+            native_usdt_semaphore as *mut c_void,
+        ),
+        (
+            c"usdtControl",
+            c"()Ljava/nio/ByteBuffer;",
+            native_usdt_control as *mut c_void,
+        ),
+        (
+            c"bufferAddress",
+            c"(Ljava/nio/ByteBuffer;)J",
+            native_buffer_address as *mut c_void,
+        ),
+        (c"fire", c"(JII)V", native_fire as *mut c_void),
+        (c"usdtEnd", c"(I)V", native_usdt_end as *mut c_void),
     ];
     if !env.register_natives(rt, &natives) {
         return Err("RegisterNatives on jp.rt.Rt failed".into());
@@ -286,7 +324,24 @@ fn vm_init(env: Env) -> Result<(), String> {
         platform_loader,
     });
 
-    let name = env.new_string(&agent.opts.profiler);
+    usdt::set_hello_info(usdt::HelloInfo {
+        start_time_ms: usdt::process_start_ms().unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        }),
+        granularity: u64::try_from(agent.opts.granularity).unwrap_or(0),
+        bba: u64::from(agent.opts.bba_name() == "precise"),
+        jdk_version: agent
+            .jvmti
+            .system_property("java.vm.version")
+            .unwrap_or_default(),
+        main: agent
+            .jvmti
+            .system_property("sun.java.command")
+            .unwrap_or_default(),
+    });
+    let name = env.new_string(agent.opts.profiler.java_name());
     if name.is_null() {
         return Err("NewStringUTF failed".into());
     }
@@ -300,7 +355,7 @@ fn vm_init(env: Env) -> Result<(), String> {
         return Err(format!(
             "cannot start profiler '{}' (see the exception above; a custom profiler needs a public \
              no-argument constructor and must implement jp.rt.Profiler)",
-            agent.opts.profiler
+            agent.opts.profiler.java_name()
         ));
     }
     env.delete_local_ref(name);
@@ -620,6 +675,75 @@ unsafe extern "system" fn native_agent_stats(raw: RawEnv, _cls: JClass) -> JStri
             Some(env) => env.new_string(&STATS.summary()),
             None => std::ptr::null_mut(),
         }
+    })
+}
+
+unsafe extern "system" fn native_usdt_semaphore(raw: RawEnv, _cls: JClass) -> JObject {
+    guard(std::ptr::null_mut(), || {
+        // SAFETY: as in native_bind.
+        let Some(env) = (unsafe { Env::from_raw(raw) }) else {
+            return std::ptr::null_mut();
+        };
+        let p = usdt::probe::jp_record_semaphore.as_ptr();
+        // SAFETY: the semaphore is a static u16: valid for the life of the process. Java
+        // only reads it.
+        unsafe { env.new_direct_byte_buffer(p.cast(), 2) }
+    })
+}
+
+unsafe extern "system" fn native_usdt_control(raw: RawEnv, _cls: JClass) -> JObject {
+    guard(std::ptr::null_mut(), || {
+        // SAFETY: as in native_bind.
+        let Some(env) = (unsafe { Env::from_raw(raw) }) else {
+            return std::ptr::null_mut();
+        };
+        let p = usdt::probe::jp_usdt_control.as_mut_ptr();
+        // SAFETY: a static 64-byte block: valid for the life of the process. Java only
+        // reads it.
+        unsafe {
+            env.new_direct_byte_buffer(p.cast(), std::mem::size_of::<jp_common::wire::Control>())
+        }
+    })
+}
+
+unsafe extern "system" fn native_buffer_address(
+    raw: RawEnv,
+    _cls: JClass,
+    buf: JObject,
+) -> jni::JLong {
+    guard(0, || {
+        // SAFETY: as in native_bind.
+        let Some(env) = (unsafe { Env::from_raw(raw) }) else {
+            return 0;
+        };
+        env.direct_buffer_address(buf) as jni::JLong
+    })
+}
+
+/// `Rt.fire(addr, len, liveThreads)`: a thread record serialized by the Java runtime into
+/// its direct buffer at `addr`.
+unsafe extern "system" fn native_fire(
+    _raw: RawEnv,
+    _cls: JClass,
+    addr: jni::JLong,
+    len: JInt,
+    live_threads: JInt,
+) {
+    guard((), || {
+        let (Ok(len), Ok(live)) = (usize::try_from(len), u64::try_from(live_threads)) else {
+            return;
+        };
+        // SAFETY: Java passes the address of its own direct buffer (from bufferAddress),
+        // which it keeps reachable and unchanged during this call; len is within it (the
+        // callee also rejects anything above MAX_RECORD, the buffer's size).
+        unsafe { usdt::fire_thread_record(addr as usize as *const u8, len, live) };
+    })
+}
+
+/// `Rt.usdtEnd(liveThreads)`: VM death, after every thread's last record.
+unsafe extern "system" fn native_usdt_end(_raw: RawEnv, _cls: JClass, live_threads: JInt) {
+    guard((), || {
+        usdt::jvm_end(u64::try_from(live_threads).unwrap_or(0));
     })
 }
 

@@ -3,6 +3,8 @@
 //!
 //! - [`classfile`]: the bytecode rewriter (Rust, no Java library).
 //! - `agent`: JVMTI entry points (`Agent_OnLoad`, the `-javaagent` native), events, natives.
+//! - [`usdt`]: the live view for jpd: the USDT probe `jp:record`, its semaphore, the control
+//!   block, and the JVM stream of the wire format (`jp_common::wire`).
 //! - [`mct`]: the merged tree and its file formats, from the `jp-mct` crate (shared with jpd).
 //! - The Java runtime `jp.rt` lives in `java/` and is embedded by `build.rs`.
 //!
@@ -18,5 +20,6 @@ pub use jp_mct as mct;
 pub mod methods;
 pub mod options;
 pub mod stats;
+pub mod usdt;
 
 pub use agent::{stats_summary, write_file};

@@ -30,14 +30,50 @@ impl Format {
     }
 }
 
+/// Which profiler the runtime runs, resolved from `profiler=` and `out=` together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Profiling {
+    /// The built-in file writer alone (`profiler=file`).
+    File,
+    /// The built-in live view for jpd alone (the default without `out=`): no file.
+    Usdt,
+    /// Both: `out=FILE` without `profiler=`, or `profiler=usdt,out=FILE`.
+    FileAndUsdt,
+    /// A `jp.rt.Profiler` class.
+    Custom(String),
+}
+
+impl Profiling {
+    /// The name `jp.rt.Rt.init` understands.
+    pub fn java_name(&self) -> &str {
+        match self {
+            Profiling::File => "file",
+            Profiling::Usdt => "usdt",
+            Profiling::FileAndUsdt => "file+usdt",
+            Profiling::Custom(c) => c,
+        }
+    }
+
+    pub fn writes_file(&self) -> bool {
+        matches!(self, Profiling::File | Profiling::FileAndUsdt)
+    }
+
+    pub fn usdt(&self) -> bool {
+        matches!(self, Profiling::Usdt | Profiling::FileAndUsdt)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Options {
     pub bba: Bba,
     pub granularity: i32,
-    /// `file` (built-in) or a class name.
-    pub profiler: String,
+    /// Resolved from `profiler=` and `out=` (see [`Profiling`]).
+    pub profiler: Profiling,
     /// Explicit `out=`; see [`Options::out_path`].
     pub out: Option<String>,
+    /// `usdt_tap=FILE`: act as if a tracer were attached and append every record fired to
+    /// FILE (each behind its `u32` little-endian length). A debugging and testing aid.
+    pub usdt_tap: Option<String>,
     pub format: Format,
     /// Internal class name prefixes (slashes).
     pub include: Vec<String>,
@@ -54,8 +90,9 @@ impl Default for Options {
         Options {
             bba: Bba::Default,
             granularity: 10_000_000,
-            profiler: "file".into(),
+            profiler: Profiling::Usdt,
             out: None,
+            usdt_tap: None,
             format: Format::Json,
             include: Vec::new(),
             exclude: Vec::new(),
@@ -100,6 +137,8 @@ fn prefixes(v: &str) -> Vec<String> {
 impl Options {
     pub fn parse(s: &str) -> Result<Options, OptionError> {
         let mut o = Options::default();
+        let mut profiler: Option<String> = None;
+        let mut tap_item = String::new();
         for item in s.split(',') {
             let item = item.trim();
             if item.is_empty() {
@@ -132,9 +171,16 @@ impl Options {
                             .split('.')
                             .all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$'));
                     if !ok {
-                        return Err(bad("expected 'file' or a Java class name"));
+                        return Err(bad("expected 'file', 'usdt' or a Java class name"));
                     }
-                    o.profiler = value.to_string();
+                    profiler = Some(value.to_string());
+                }
+                "usdt_tap" => {
+                    if value.is_empty() {
+                        return Err(bad("expected a file path"));
+                    }
+                    o.usdt_tap = Some(value.to_string());
+                    tap_item = item.to_string();
                 }
                 "out" => {
                     if value.is_empty() {
@@ -158,15 +204,33 @@ impl Options {
                 "warn" => o.warn = bool_value(value).ok_or_else(|| bad("expected true or false"))?,
                 _ => {
                     return Err(bad(
-                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn)",
+                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, usdt_tap)",
                     ))
                 }
             }
         }
+        o.profiler = match profiler.as_deref() {
+            None if o.out.is_some() => Profiling::FileAndUsdt,
+            None => Profiling::Usdt,
+            Some("file") => Profiling::File,
+            Some("usdt") if o.out.is_some() => Profiling::FileAndUsdt,
+            Some("usdt") => Profiling::Usdt,
+            Some(class) => Profiling::Custom(class.to_string()),
+        };
+        if o.usdt_tap.is_some() && !o.profiler.usdt() {
+            return Err(OptionError {
+                option: tap_item,
+                reason: format!(
+                    "needs the usdt profiler (profiler={} does not fire probes)",
+                    o.profiler.java_name()
+                ),
+            });
+        }
         Ok(o)
     }
 
-    /// Where the built-in `file` profiler writes: `out=` or a default file in the cwd.
+    /// Where the built-in `file` profiler (and `Rt.writeProfile`) writes: `out=` or a
+    /// default file in the cwd.
     pub fn out_path(&self) -> String {
         self.out
             .clone()
@@ -191,7 +255,46 @@ mod tests {
         assert_eq!(o, Options::default());
         assert_eq!(o.out_path(), "jp-profile.json");
         assert_eq!(o.granularity, 10_000_000);
-        assert_eq!(o.profiler, "file");
+        // Without out= the agent writes no file: the live view only.
+        assert_eq!(o.profiler, Profiling::Usdt);
+        assert!(!o.profiler.writes_file() && o.profiler.usdt());
+        assert_eq!(o.usdt_tap, None);
+    }
+
+    #[test]
+    fn profiler_and_out_combine() {
+        for (s, want) in [
+            ("out=p.json", Profiling::FileAndUsdt),
+            ("profiler=file", Profiling::File),
+            ("profiler=file,out=p.json", Profiling::File),
+            ("profiler=usdt", Profiling::Usdt),
+            ("profiler=usdt,out=p.json", Profiling::FileAndUsdt),
+            ("out=p.json,profiler=usdt", Profiling::FileAndUsdt),
+            ("profiler=a.B", Profiling::Custom("a.B".into())),
+            ("profiler=a.B,out=p.json", Profiling::Custom("a.B".into())),
+        ] {
+            assert_eq!(Options::parse(s).unwrap().profiler, want, "for {s}");
+        }
+        assert_eq!(Profiling::FileAndUsdt.java_name(), "file+usdt");
+        assert!(Profiling::FileAndUsdt.writes_file() && Profiling::FileAndUsdt.usdt());
+        assert!(Profiling::File.writes_file() && !Profiling::File.usdt());
+        let c = Profiling::Custom("a.B".into());
+        assert!(!c.writes_file() && !c.usdt());
+        assert_eq!(c.java_name(), "a.B");
+    }
+
+    #[test]
+    fn usdt_tap_needs_usdt() {
+        let o = Options::parse("usdt_tap=/tmp/t.bin").unwrap();
+        assert_eq!(o.usdt_tap.as_deref(), Some("/tmp/t.bin"));
+        assert_eq!(o.profiler, Profiling::Usdt);
+        let o = Options::parse("out=a.json,usdt_tap=t").unwrap();
+        assert_eq!(o.profiler, Profiling::FileAndUsdt);
+        for s in ["profiler=file,usdt_tap=t", "usdt_tap=t,profiler=a.B"] {
+            let e = Options::parse(s).unwrap_err();
+            assert_eq!(e.option, "usdt_tap=t", "for {s}");
+            assert!(e.reason.contains("usdt"), "{e}");
+        }
     }
 
     #[test]
@@ -203,7 +306,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.bba, Bba::Precise);
         assert_eq!(o.granularity, 5000);
-        assert_eq!(o.profiler, "com.x.P");
+        assert_eq!(o.profiler, Profiling::Custom("com.x.P".into()));
         assert_eq!(o.out_path(), "/tmp/p.txt");
         assert_eq!(o.format, Format::Tree);
         assert_eq!(o.include, vec!["a/b".to_string(), "c/d".to_string()]);
@@ -235,6 +338,7 @@ mod tests {
             ("bba=default,nokey", "nokey"),
             ("profiler=a..b", "profiler=a..b"),
             ("out=", "out="),
+            ("usdt_tap=", "usdt_tap="),
         ] {
             let e = Options::parse(s).unwrap_err();
             assert_eq!(e.option, opt, "for {s}");

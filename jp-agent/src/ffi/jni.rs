@@ -45,6 +45,8 @@ mod slot {
     pub const REGISTER_NATIVES: usize = 215;
     pub const GET_JAVA_VM: usize = 219;
     pub const EXCEPTION_CHECK: usize = 228;
+    pub const NEW_DIRECT_BYTE_BUFFER: usize = 229;
+    pub const GET_DIRECT_BUFFER_ADDRESS: usize = 230;
 }
 
 /// `JavaVM` invoke-interface slot of `GetEnv`.
@@ -316,6 +318,38 @@ impl Env {
             return false;
         }
         true
+    }
+
+    /// A direct `java.nio.ByteBuffer` over `len` bytes at `addr` (big-endian order, as
+    /// every new ByteBuffer); null on failure.
+    ///
+    /// # Safety
+    /// `addr..addr+len` must stay valid memory for as long as Java can reach the buffer.
+    pub unsafe fn new_direct_byte_buffer(&self, addr: *mut c_void, len: usize) -> JObject {
+        let Ok(len) = JLong::try_from(len) else {
+            return std::ptr::null_mut();
+        };
+        type F = unsafe extern "system" fn(RawEnv, *mut c_void, JLong) -> JObject;
+        // SAFETY: slot NEW_DIRECT_BYTE_BUFFER has this signature (JNI 1.4+).
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::NEW_DIRECT_BYTE_BUFFER)) };
+        // SAFETY: valid env; the memory contract is the caller's.
+        let r = unsafe { f(self.0, addr, len) };
+        if r.is_null() {
+            self.clear_exception(true);
+        }
+        r
+    }
+
+    /// The address of a direct buffer's memory (null if `buf` is not a direct buffer).
+    pub fn direct_buffer_address(&self, buf: JObject) -> *mut c_void {
+        if buf.is_null() {
+            return std::ptr::null_mut();
+        }
+        type F = unsafe extern "system" fn(RawEnv, JObject) -> *mut c_void;
+        // SAFETY: slot GET_DIRECT_BUFFER_ADDRESS has this signature (JNI 1.4+).
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_DIRECT_BUFFER_ADDRESS)) };
+        // SAFETY: valid env and object reference.
+        unsafe { f(self.0, buf) }
     }
 
     pub fn java_vm(&self) -> Option<RawVm> {

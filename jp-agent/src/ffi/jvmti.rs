@@ -71,6 +71,7 @@ mod slot {
     pub const GET_THREAD_LOCAL_STORAGE: usize = 102;
     pub const SET_THREAD_LOCAL_STORAGE: usize = 103;
     pub const SET_EVENT_CALLBACKS: usize = 122;
+    pub const GET_SYSTEM_PROPERTY: usize = 131;
     pub const GET_POTENTIAL_CAPABILITIES: usize = 140;
     pub const ADD_CAPABILITIES: usize = 142;
     pub const ADD_TO_BOOTSTRAP_CLASS_LOADER_SEARCH: usize = 149;
@@ -177,6 +178,25 @@ impl Jvmti {
         let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::DEALLOCATE)) };
         // SAFETY: p was allocated by this JVMTI env (Allocate or a JVMTI out parameter).
         unsafe { f(self.0, p) };
+    }
+
+    /// A VM system property (as the VM saw it at start: `-D`, `java.vm.version`,
+    /// `sun.java.command`…), None if unset or not readable.
+    pub fn system_property(&self, name: &str) -> Option<String> {
+        let c = CString::new(name).ok()?;
+        type F = unsafe extern "system" fn(RawJvmti, *const c_char, *mut *mut c_char) -> JvmtiError;
+        // SAFETY: slot GET_SYSTEM_PROPERTY has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_SYSTEM_PROPERTY)) };
+        let mut p: *mut c_char = std::ptr::null_mut();
+        // SAFETY: valid env, NUL-terminated name, out pointer to a local.
+        let rc = unsafe { f(self.0, c.as_ptr(), &mut p) };
+        if rc != JVMTI_ERROR_NONE || p.is_null() {
+            return None;
+        }
+        // SAFETY: JVMTI returns a NUL-terminated modified-UTF-8 string it allocated.
+        let v = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+        self.deallocate(p.cast());
+        Some(v)
     }
 
     pub fn set_thread_local(&self, value: *mut c_void) -> Result<(), String> {

@@ -18,6 +18,13 @@ public final class Node {
     /** The owning thread's state (null in merged trees, which belong to no thread). */
     final ThreadState state;
 
+    /**
+     * The node's id on the USDT wire ({@link UsdtProfiler}), 0 until first sent. An int fits
+     * in the object's alignment padding, so Node stays 56 bytes (compressed oops); the counts
+     * last sent live in the sender's per-thread arrays, indexed by this id.
+     */
+    int wid;
+
     /** Power-of-two table of children, null slots empty, linear probing on mid. */
     private Node[] kids;
     private int size;
@@ -114,6 +121,11 @@ public final class Node {
         }
         // Slots are only ever filled, never emptied, so the second pass finds at least n.
         return r;
+    }
+
+    /** The raw child table (null slots empty; null when childless): for the runtime's walks. */
+    Node[] table() {
+        return kids;
     }
 
     /** Number of children (racy when read by another thread). */

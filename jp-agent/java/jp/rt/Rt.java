@@ -1,5 +1,7 @@
 package jp.rt;
 
+import java.nio.ByteBuffer;
+
 /**
  * The helpers that instrumented code calls (see notes/agent-contract.md). They must stay tiny so
  * that the JIT inlines them, and they must never call anything that could be instrumented:
@@ -230,6 +232,10 @@ public final class Rt {
         Profiler p;
         if ("file".equals(profilerName)) {
             p = new FileProfiler();
+        } else if ("usdt".equals(profilerName)) {
+            p = new UsdtProfiler(null);
+        } else if ("file+usdt".equals(profilerName)) {
+            p = new UsdtProfiler(new FileProfiler());
         } else {
             Class<?> c = Class.forName(profilerName, true, ClassLoader.getSystemClassLoader());
             p = (Profiler) c.getDeclaredConstructor().newInstance();
@@ -304,6 +310,29 @@ public final class Rt {
 
     /** The agent's class-rewriting statistics as {@code key=value} pairs separated by spaces. */
     public static native String agentStats();
+
+    /** A direct buffer over the USDT probe's semaphore (2 bytes, native order). */
+    static native ByteBuffer usdtSemaphore();
+
+    /** A direct buffer over the control block jpd writes (64 bytes, native order). */
+    static native ByteBuffer usdtControl();
+
+    /** The address of a direct buffer's memory (0 if it is not one). */
+    static native long bufferAddress(ByteBuffer b);
+
+    /**
+     * Fires the probe with the record at {@code addr} ({@code len} bytes) of the calling thread's
+     * stream, after the agent has sent the hello and any methods the tracer does not have yet.
+     */
+    static native void fire(long addr, int len, int liveThreads);
+
+    /** VM death: the JVM stream's last record (when a tracer listens); flushes usdt_tap. */
+    static native void usdtEnd(int liveThreads);
+
+    /** Threads registered and not ended (racy: for the hello record). */
+    static int liveThreads() {
+        return nLive;
+    }
 
     /** The configured granularity. */
     public static int granularity() {

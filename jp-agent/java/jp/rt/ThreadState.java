@@ -14,6 +14,8 @@ final class ThreadState {
      * never recurses.
      */
     boolean busy;
+    /** The thread's USDT stream when the usdt profiler runs (created at register). */
+    UsdtProfiler.Stream usdt;
     /** Slot in {@link Rt}'s registry of live threads, -1 when not registered. */
     int slot = -1;
 

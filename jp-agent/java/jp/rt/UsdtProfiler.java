@@ -1,0 +1,358 @@
+package jp.rt;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * The built-in live view ({@code profiler=usdt}): at each report, the thread's tree changes since
+ * its last record are serialized in the wire format of {@code jp-common/src/wire.rs} and handed
+ * to the USDT probe {@code jp:record} in libjpagent.so, which jpd traces.
+ *
+ * <p>With no tracer attached the probe's semaphore is 0 and a report costs one load and a compare:
+ * the semaphore and jpd's control block are read through direct ByteBuffers over the library's
+ * own memory, with no JNI call. A changed control generation (jpd attached, restarted or lost
+ * records) makes each thread re-send its whole tree with absolute counts.
+ *
+ * <p>Optionally also the {@link FileProfiler} ({@code out=FILE}): both see the same trees.
+ *
+ * <p>Like the rest of the runtime it uses no java.util (those classes may be instrumented).
+ */
+final class UsdtProfiler implements Profiler {
+    // ---- the wire format (jp_common::wire) ----
+    static final int MAX_RECORD = 16384;
+    static final int MAX_STRING = 4096;
+    static final int HEADER_LEN = 40;
+    /** "JPW1" read as a little-endian u32. */
+    static final int MAGIC = 0x3157504a;
+    static final int VERSION = 1;
+    static final int KIND_TREE = 3;
+    static final int FLAG_RESYNC = 1;
+    static final int FLAG_ABSOLUTE = 2;
+    static final int FLAG_END = 4;
+    /** Largest tree entry: tag, parent and mid (5 bytes each as varints), two u64 varints. */
+    static final int MAX_ENTRY = 5 + 5 + 5 + 10 + 10;
+
+    /** The probe's semaphore (u16): non-zero while a tracer (or usdt_tap) listens. */
+    private static final ByteBuffer SEMAPHORE = Rt.usdtSemaphore().order(ByteOrder.nativeOrder());
+    /** jp_usdt_control (wire::Control): generation at offset 8, written by jpd. */
+    private static final ByteBuffer CONTROL = Rt.usdtControl().order(ByteOrder.nativeOrder());
+
+    private static final int GENERATION_OFFSET = 8;
+    private static final int PID = (int) ProcessHandle.current().pid();
+
+    /** Also write the file at exit (null: live view only). */
+    private final FileProfiler file;
+
+    UsdtProfiler(FileProfiler file) {
+        this.file = file;
+    }
+
+    /** Whether anyone listens: the whole cost of a report point without a tracer. */
+    static boolean listening() {
+        return SEMAPHORE.getShort(0) != 0;
+    }
+
+    @Override
+    public void register(Thread thread, Node root) {
+        ThreadState st = root.state;
+        if (st != null) {
+            stream(st);
+        }
+        if (file != null) {
+            file.register(thread, root);
+        }
+    }
+
+    @Override
+    public int report(Node root, Node current) {
+        if (SEMAPHORE.getShort(0) != 0) {
+            send(root, false);
+        }
+        return Rt.granularity;
+    }
+
+    @Override
+    public void threadEnded(Thread thread, Node root) {
+        if (SEMAPHORE.getShort(0) != 0) {
+            send(root, true);
+        }
+        ThreadState st = root.state;
+        if (st != null) {
+            Stream s = stream(st);
+            synchronized (s) {
+                s.ended = true;
+                s.release();
+            }
+        }
+        if (file != null) {
+            file.threadEnded(thread, root);
+        }
+    }
+
+    @Override
+    public void shutdown() {
+        // Rt.vmDeath has handed every remaining thread to threadEnded: their last records are out.
+        Rt.usdtEnd(Rt.liveThreads());
+        if (file != null) {
+            file.shutdown();
+        }
+    }
+
+    private static Stream stream(ThreadState st) {
+        Stream s = st.usdt;
+        if (s == null) {
+            synchronized (UsdtProfiler.class) {
+                s = st.usdt;
+                if (s == null) {
+                    s = new Stream(st.thread);
+                    st.usdt = s;
+                }
+            }
+        }
+        return s;
+    }
+
+    private static void send(Node root, boolean end) {
+        ThreadState st = root.state;
+        if (st == null || st.thread == null) {
+            return;
+        }
+        Stream s = stream(st);
+        // The owner reports; at VM death another thread may end a thread that still runs.
+        synchronized (s) {
+            if (!s.ended) {
+                s.send(root, CONTROL.getLong(GENERATION_OFFSET), end);
+            }
+        }
+    }
+
+    /** One thread's stream: its record buffer, sequence number and what was sent of its tree. */
+    static final class Stream {
+        final Thread thread;
+        final long id;
+
+        /** Off-heap record buffer handed to the probe (allocated at the first record). */
+        private ByteBuffer direct;
+        private long address;
+        /** The record is built here, then copied into {@link #direct} in one bulk put. */
+        private byte[] b;
+        private int pos;
+        private int countAt;
+        private int count;
+
+        private int seq;
+        /** The control generation last answered with a full tree ({@link #synced}). */
+        private long generation;
+        private boolean synced;
+        boolean ended;
+
+        /** Wire ids: node 0 is the root; a node's id is {@link Node#wid}. */
+        private int nextWid = 1;
+        /** Counts last sent, indexed by wire id (kept here so that Node stays small). */
+        private long[] sentCalls;
+        private long[] sentBytecodes;
+        /** The thread name last sent (compared by reference: getName returns the same string). */
+        private String sentName;
+
+        private Node[] stack;
+
+        Stream(Thread thread) {
+            this.thread = thread;
+            this.id = thread.getId();
+        }
+
+        private boolean allocate() {
+            if (direct != null) {
+                return true;
+            }
+            ByteBuffer d = ByteBuffer.allocateDirect(MAX_RECORD);
+            long a = Rt.bufferAddress(d);
+            if (a == 0) {
+                return false;
+            }
+            direct = d;
+            address = a;
+            b = new byte[MAX_RECORD];
+            sentCalls = new long[64];
+            sentBytecodes = new long[64];
+            stack = new Node[64];
+            return true;
+        }
+
+        /** The thread is gone: drop the buffers (the wire ids in its nodes stay, unused). */
+        void release() {
+            direct = null;
+            b = null;
+            sentCalls = null;
+            sentBytecodes = null;
+            stack = null;
+        }
+
+        /**
+         * Sends the tree: all of it (absolute) if {@code gen} was not answered yet, else the
+         * nodes whose counts changed and the new ones (deltas). {@code end}: the stream's last.
+         */
+        void send(Node root, long gen, boolean end) {
+            if (!allocate()) {
+                return;
+            }
+            boolean full = !synced || gen != generation;
+            if (full) {
+                synced = true;
+                generation = gen;
+                seq = 0;
+            }
+            String name = thread.getName();
+            boolean sendName = full || name != sentName;
+            int flags = full ? FLAG_RESYNC | FLAG_ABSOLUTE : 0;
+            begin(sendName ? name : null);
+            sentName = name;
+            boolean mustSend = full || sendName || end;
+
+            Node[] st = stack;
+            int sp = 0;
+            st[sp++] = root;
+            while (sp > 0) {
+                Node x = st[--sp];
+                st[sp] = null;
+                if (x != root) {
+                    if (pos + MAX_ENTRY > MAX_RECORD) {
+                        finish(flags);
+                        flags &= ~FLAG_RESYNC;
+                        begin(null);
+                        mustSend = false;
+                    }
+                    entry(x, full);
+                }
+                Node[] kids = x.table();
+                if (kids != null) {
+                    for (Node c : kids) {
+                        if (c != null) {
+                            if (sp == st.length) {
+                                Node[] a = new Node[sp * 2];
+                                System.arraycopy(st, 0, a, 0, sp);
+                                st = a;
+                                stack = a;
+                            }
+                            st[sp++] = c;
+                        }
+                    }
+                }
+            }
+            if (count > 0 || mustSend || end) {
+                finish(flags | (end ? FLAG_END : 0));
+            }
+        }
+
+        private void entry(Node x, boolean full) {
+            long calls = x.calls;
+            long bytecodes = x.bytecodes;
+            int w = x.wid;
+            boolean def;
+            long dc;
+            long db;
+            if (w == 0) {
+                w = nextWid++;
+                x.wid = w;
+                if (w >= sentCalls.length) {
+                    int cap = Math.max(sentCalls.length * 2, w + 1);
+                    long[] a = new long[cap];
+                    long[] c = new long[cap];
+                    System.arraycopy(sentCalls, 0, a, 0, sentCalls.length);
+                    System.arraycopy(sentBytecodes, 0, c, 0, sentBytecodes.length);
+                    sentCalls = a;
+                    sentBytecodes = c;
+                }
+                def = true;
+                dc = calls;
+                db = bytecodes;
+            } else if (full) {
+                def = true;
+                dc = calls;
+                db = bytecodes;
+            } else {
+                dc = calls - sentCalls[w];
+                db = bytecodes - sentBytecodes[w];
+                if (dc == 0 && db == 0) {
+                    return;
+                }
+                def = false;
+            }
+            varint(((long) w << 1) | (def ? 1 : 0));
+            if (def) {
+                Node p = x.parent;
+                varint(p == null ? 0 : p.wid);
+                varint(x.mid);
+            }
+            varint(dc);
+            varint(db);
+            sentCalls[w] = calls;
+            sentBytecodes[w] = bytecodes;
+            count++;
+        }
+
+        /** Starts a record: header space, the thread name (null: unchanged), the entry count. */
+        private void begin(String name) {
+            pos = HEADER_LEN;
+            if (name == null) {
+                b[pos++] = 0;
+            } else {
+                byte[] s = name.getBytes(StandardCharsets.UTF_8);
+                int n = Math.min(s.length, MAX_STRING);
+                varint(n);
+                System.arraycopy(s, 0, b, pos, n);
+                pos += n;
+            }
+            countAt = pos;
+            pos += 4;
+            count = 0;
+        }
+
+        /** Fills in the header and the count, and fires the record. */
+        private void finish(int flags) {
+            int len = pos;
+            putInt(0, MAGIC);
+            putShort(4, VERSION);
+            putShort(6, KIND_TREE);
+            putInt(8, len);
+            putInt(12, PID);
+            putLong(16, generation);
+            putLong(24, id);
+            putInt(32, seq);
+            putInt(36, flags);
+            putInt(countAt, count);
+            seq++;
+            direct.put(0, b, 0, len);
+            Rt.fire(address, len, Rt.liveThreads());
+        }
+
+        private void varint(long v) {
+            byte[] a = b;
+            int p = pos;
+            while ((v & ~0x7fL) != 0) {
+                a[p++] = (byte) ((v & 0x7f) | 0x80);
+                v >>>= 7;
+            }
+            a[p++] = (byte) v;
+            pos = p;
+        }
+
+        private void putShort(int at, int v) {
+            b[at] = (byte) v;
+            b[at + 1] = (byte) (v >>> 8);
+        }
+
+        private void putInt(int at, int v) {
+            b[at] = (byte) v;
+            b[at + 1] = (byte) (v >>> 8);
+            b[at + 2] = (byte) (v >>> 16);
+            b[at + 3] = (byte) (v >>> 24);
+        }
+
+        private void putLong(int at, long v) {
+            putInt(at, (int) v);
+            putInt(at + 4, (int) (v >>> 32));
+        }
+    }
+}
