@@ -50,8 +50,44 @@ pub fn parse_maps(text: &str) -> Vec<MappedFile> {
     files
 }
 
+/// One line of `/proc/PID/maps` for a file: where a part of the file is mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    /// File offset of `start`.
+    pub offset: u64,
+}
+
+/// Every mapping of the file (`dev`, `inode`) in a maps text.
+pub fn mappings_of(text: &str, dev: (u32, u32), inode: u64) -> Vec<Mapping> {
+    text.lines()
+        .filter_map(|line| {
+            let (file, offset) = parse_line_with_offset(line)?;
+            (file.dev == dev && file.inode == inode).then_some(Mapping {
+                start: file.start,
+                end: file.end,
+                offset,
+            })
+        })
+        .collect()
+}
+
+/// The maps text of process `pid` (bounded by [`MAX_MAPS_SIZE`]).
+pub fn read_maps(pid: u32) -> io::Result<String> {
+    let mut text = String::new();
+    fs::File::open(format!("/proc/{pid}/maps"))?
+        .take(MAX_MAPS_SIZE)
+        .read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// `START-END PERMS OFFSET MAJOR:MINOR INODE   PATH`; the path may contain spaces.
 fn parse_line(line: &str) -> Option<MappedFile> {
+    parse_line_with_offset(line).map(|(file, _)| file)
+}
+
+fn parse_line_with_offset(line: &str) -> Option<(MappedFile, u64)> {
     let mut rest = line;
     let mut field = || {
         let trimmed = rest.trim_start_matches(' ');
@@ -60,7 +96,8 @@ fn parse_line(line: &str) -> Option<MappedFile> {
         rest = tail;
         value
     };
-    let (range, _perms, _offset, dev, inode) = (field(), field(), field(), field(), field());
+    let (range, _perms, offset, dev, inode) = (field(), field(), field(), field(), field());
+    let offset = u64::from_str_radix(offset, 16).ok()?;
     let path = rest.trim_start_matches(' ');
     let (start, end) = range.split_once('-')?;
     let (start, end) = (
@@ -80,23 +117,22 @@ fn parse_line(line: &str) -> Option<MappedFile> {
         Some(path) => (path, true),
         None => (path, false),
     };
-    Some(MappedFile {
-        path: path.to_owned(),
-        dev,
-        inode,
-        deleted,
-        start,
-        end,
-    })
+    Some((
+        MappedFile {
+            path: path.to_owned(),
+            dev,
+            inode,
+            deleted,
+            start,
+            end,
+        },
+        offset,
+    ))
 }
 
 /// The files process `pid` maps.
 pub fn mapped_files(pid: u32) -> io::Result<Vec<MappedFile>> {
-    let mut text = String::new();
-    fs::File::open(format!("/proc/{pid}/maps"))?
-        .take(MAX_MAPS_SIZE)
-        .read_to_string(&mut text)?;
-    Ok(parse_maps(&text))
+    Ok(parse_maps(&read_maps(pid)?))
 }
 
 /// Whether `path`'s file name is `name` (`/opt/jp/libjpagent.so` for `libjpagent.so`).
@@ -194,6 +230,21 @@ zzzz-1 r--p 0 fd:01 5 /bad
             ((0, 0x2a), 99, true)
         );
         assert!(has_file_name(&files[1], "libjpagent.so"));
+        assert_eq!(
+            mappings_of(text, (0xfd, 1), 1311),
+            [
+                Mapping {
+                    start: 0x55d0_c0a0_0000,
+                    end: 0x55d0_c0a0_1000,
+                    offset: 0
+                },
+                Mapping {
+                    start: 0x55d0_c0a0_1000,
+                    end: 0x55d0_c0a0_5000,
+                    offset: 0x1000
+                }
+            ]
+        );
         assert!(!has_file_name(&files[0], "libjpagent.so"));
     }
 

@@ -9,7 +9,11 @@
 //! writes their control generation, [`ring`] reads the ring buffer and [`collector`]
 //! runs it all and hands the records to a [`collector::RecordSink`] (the JVM store).
 pub mod attach;
+pub mod collector;
+pub mod control;
+pub mod discovery;
 pub mod maps;
 pub mod notes;
 pub mod program;
+pub mod ring;
 pub mod spec;

@@ -2,6 +2,8 @@
 //! compiled at test time, and readelf as an independent oracle.
 #![allow(dead_code)]
 
+pub mod fake_agent;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

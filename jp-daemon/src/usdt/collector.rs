@@ -1,0 +1,641 @@
+//! The USDT collector: finds the processes that map the agent library, attaches the
+//! record program to each distinct library file, writes control generations, and
+//! hands every ring-buffer event to a [`RecordSink`] (the JVM store).
+//!
+//! Life cycle: [`UsdtCollector::start`] (inside a tokio runtime) loads the program,
+//! starts the ring reader task, scans once, and starts a manager thread that rescans
+//! every `scan_interval` (new processes, exits) and every [`TICK`] answers
+//! the sink's re-send requests and publishes the eBPF counters.
+//! [`UsdtCollector::shutdown`] (or drop) closes every uprobe, so the kernel drops
+//! the semaphores: the agents stop serializing.
+//!
+//! Per library file (device, inode) there is one uprobe event per probe site
+//! (system-wide: it covers every process mapping the file, in any mount namespace, on
+//! every CPU), opened through a descriptor jpd keeps on the file, so that the path
+//! it was found under may vanish. A file is detached when the last process using it
+//! is gone.
+use std::collections::{BTreeSet, HashMap};
+use std::fs::File;
+use std::io::Read as _;
+use std::os::fd::AsRawFd as _;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context as _;
+use jp_common::wire::{EventHeader, PROBE_NAME, PROBE_PROVIDER};
+
+use super::attach::{BpfLink, UprobeEvent, UprobePmu};
+use super::control::{self, ControlError, GenerationClock};
+pub use super::discovery::ProcessInfo;
+use super::discovery::{self, Found};
+use super::maps::{self, MappedFile};
+pub use super::program::KernelCounters;
+use super::program::{UsdtProgram, MAX_SITES};
+use super::ring::{self, ReaderStats};
+use super::{notes, spec};
+
+/// Where the collector delivers what it finds (implemented by the JVM store).
+pub trait RecordSink: Send + 'static {
+    /// A process with the agent library was found (before or after its first record).
+    fn process_found(&mut self, tgid: u32, info: ProcessInfo, now: SystemTime);
+    /// jpd wrote `generation` into that process's control block.
+    fn generation_written(&mut self, tgid: u32, generation: u64);
+    /// One ring-buffer event: the kernel-filled header and the bytes after it (empty
+    /// unless `event.status` is `EVENT_OK`). Must not panic on any input.
+    fn ingest(&mut self, event: &EventHeader, record: &[u8], now: SystemTime);
+    /// The process exited (or vanished).
+    fn process_gone(&mut self, tgid: u32, now: SystemTime);
+    /// Processes whose records were lost: the collector writes them a new generation.
+    fn take_resync_requests(&mut self) -> Vec<u32>;
+    /// eBPF-side counters, summed over CPUs.
+    fn set_kernel_counters(&mut self, counters: KernelCounters);
+}
+
+/// What the collector needs from the configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsdtOptions {
+    /// File name of the agent library in `/proc/PID/maps`.
+    pub library: String,
+    /// How often `/proc` is rescanned for new and exited processes.
+    pub scan_interval: Duration,
+    /// Size of the ring buffer (a power of two, 64 KiB to 1 GiB).
+    pub ring_buffer_bytes: u32,
+}
+
+impl Default for UsdtOptions {
+    fn default() -> Self {
+        UsdtOptions {
+            library: jp_common::wire::AGENT_LIBRARY.to_owned(),
+            scan_interval: Duration::from_secs(1),
+            ring_buffer_bytes: 8 << 20,
+        }
+    }
+}
+
+/// How often re-send requests and counters are looked at, between scans.
+pub const TICK: Duration = Duration::from_millis(100);
+/// Probe sites of one library accepted (the agent has one).
+const MAX_SITES_PER_FILE: usize = 64;
+
+/// A snapshot of what the collector does, for status and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UsdtStatus {
+    pub files: Vec<FileStatus>,
+    /// Processes using an attached file.
+    pub processes: Vec<u32>,
+    pub scans: u64,
+    pub last_scan: Duration,
+    /// Generations written (first contact and re-sends).
+    pub generations_written: u64,
+    /// Attach, scan and control-write failures.
+    pub errors: u64,
+    /// Ring items handed to the sink, and batches (sink locks).
+    pub items: u64,
+    pub batches: u64,
+    /// Ring items too short to hold an event header.
+    pub malformed_items: u64,
+    /// BPF statistics of the program (when `kernel.bpf_stats_enabled` is on).
+    pub run_count: u64,
+    pub run_time_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileStatus {
+    /// The path the first process maps it under (in its mount namespace).
+    pub path: String,
+    pub dev: (u32, u32),
+    pub inode: u64,
+    /// Probe sites attached.
+    pub sites: usize,
+    pub users: Vec<u32>,
+}
+
+/// Handle on the running collector.
+pub struct UsdtCollector {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    reader: Option<tokio::task::JoinHandle<()>>,
+    status: Arc<Mutex<UsdtStatus>>,
+}
+
+impl UsdtCollector {
+    /// Loads the program (root needed), starts reading the ring buffer on the current
+    /// tokio runtime, attaches to every process mapping the library now, and keeps
+    /// watching for new ones.
+    pub fn start<S: RecordSink>(
+        opts: UsdtOptions,
+        sink: Arc<Mutex<S>>,
+    ) -> anyhow::Result<UsdtCollector> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .context("the USDT collector must be started inside a tokio runtime")?;
+        if opts.library.is_empty() || opts.library.contains('/') {
+            anyhow::bail!(
+                "USDT library {:?} must be a file name without '/'",
+                opts.library
+            );
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            anyhow::bail!("the USDT collector must run as root (it loads eBPF programs and writes into other processes)");
+        }
+        let pmu = UprobePmu::from_sysfs()?;
+        let mut program = UsdtProgram::load(opts.ring_buffer_bytes)?;
+        let ring = program.take_ring().context("ring buffer already taken")?;
+        let reader_stats = Arc::new(ReaderStats::default());
+        let reader = runtime.spawn(ring::run(
+            ring,
+            Arc::clone(&sink),
+            Arc::clone(&reader_stats),
+        ));
+
+        let status = Arc::new(Mutex::new(UsdtStatus::default()));
+        let mut manager = Manager {
+            program,
+            pmu,
+            opts: opts.clone(),
+            sink,
+            files: HashMap::new(),
+            refused: HashMap::new(),
+            procs: HashMap::new(),
+            clock: GenerationClock::default(),
+            next_cookie: 1,
+            status: Arc::clone(&status),
+            reader_stats,
+            scans: 0,
+            last_scan: Duration::ZERO,
+            generations: 0,
+            errors: 0,
+            last_error_log: None,
+        };
+        manager.scan();
+        manager.tick();
+
+        let (stop, stop_rx) = mpsc::channel::<()>();
+        let interval = opts.scan_interval.max(TICK);
+        let thread = std::thread::Builder::new()
+            .name("jp-usdt".into())
+            .spawn(move || {
+                let mut next_scan = Instant::now() + interval;
+                // A message or a dropped sender both mean stop.
+                while let Err(RecvTimeoutError::Timeout) = stop_rx.recv_timeout(TICK) {
+                    if Instant::now() >= next_scan {
+                        manager.scan();
+                        next_scan = Instant::now() + interval;
+                    }
+                    manager.tick();
+                }
+                manager.detach_all();
+            })
+            .context("cannot start the USDT manager thread")?;
+        Ok(UsdtCollector {
+            stop: Some(stop),
+            thread: Some(thread),
+            reader: Some(reader),
+            status,
+        })
+    }
+
+    /// What the collector is attached to, as of the last tick.
+    pub fn status(&self) -> UsdtStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Stops the manager thread, detaches every uprobe and stops the reader.
+    pub fn shutdown(mut self) {
+        self.stop_all();
+    }
+
+    fn stop_all(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                log::error!("USDT manager thread panicked");
+            }
+        }
+        if let Some(r) = self.reader.take() {
+            r.abort();
+        }
+    }
+}
+
+impl Drop for UsdtCollector {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+/// Locks the sink; a panic in another holder leaves its data usable.
+pub fn lock<S: ?Sized>(sink: &Mutex<S>) -> MutexGuard<'_, S> {
+    sink.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+type FileKey = ((u32, u32), u64);
+
+/// One attached library file.
+struct AttachedFile {
+    /// Kept open: the probes are opened through `/proc/self/fd/N`, whatever happens
+    /// to the path the file was found under.
+    file: File,
+    shown: String,
+    sites: Vec<Site>,
+    /// File offset of the control block, if the library exports one.
+    control_offset: Option<u64>,
+    users: BTreeSet<u32>,
+}
+
+/// One probe site of an attached file.
+struct Site {
+    cookie: u64,
+    file_offset: u64,
+    semaphore_offset: Option<u64>,
+    /// The link (holding the program) and the event (holding the uprobe and its
+    /// semaphore count). Dropping both detaches.
+    attached: Option<(BpfLink, UprobeEvent)>,
+}
+
+struct Process {
+    start_time: u64,
+    key: FileKey,
+    control_addr: Option<u64>,
+}
+
+struct Manager<S> {
+    program: UsdtProgram,
+    pmu: UprobePmu,
+    opts: UsdtOptions,
+    sink: Arc<Mutex<S>>,
+    files: HashMap<FileKey, AttachedFile>,
+    /// Files that cannot be attached (no probe, malformed), with the reason, so that
+    /// they are tried (and logged) once.
+    refused: HashMap<FileKey, String>,
+    procs: HashMap<u32, Process>,
+    clock: GenerationClock,
+    next_cookie: u64,
+    status: Arc<Mutex<UsdtStatus>>,
+    reader_stats: Arc<ReaderStats>,
+    scans: u64,
+    last_scan: Duration,
+    generations: u64,
+    errors: u64,
+    last_error_log: Option<Instant>,
+}
+
+/// Why a file could not be attached.
+enum FileError {
+    /// The file itself is unusable: do not try again.
+    Refused(String),
+    /// Something about this process or this moment: try again at the next scan.
+    Transient(String),
+}
+
+impl<S: RecordSink> Manager<S> {
+    fn scan(&mut self) {
+        let started = Instant::now();
+        let found = match discovery::scan(&self.opts.library) {
+            Ok(f) => f,
+            Err(e) => {
+                self.error(format!("cannot scan /proc: {e}"));
+                return;
+            }
+        };
+        let now = SystemTime::now();
+        let mut present = BTreeSet::new();
+        for f in found {
+            present.insert(f.pid);
+            let key = (f.file.dev, f.file.inode);
+            if let Some(p) = self.procs.get(&f.pid) {
+                if p.start_time == f.start_time && p.key == key {
+                    continue;
+                }
+                // The pid was reused, or the process now maps another copy.
+                self.gone(f.pid, now);
+            }
+            self.add_process(f, now);
+        }
+        let exited: Vec<u32> = self
+            .procs
+            .keys()
+            .copied()
+            .filter(|pid| !present.contains(pid))
+            .collect();
+        for pid in exited {
+            self.gone(pid, now);
+        }
+        self.scans += 1;
+        self.last_scan = started.elapsed();
+    }
+
+    fn add_process(&mut self, found: Found, now: SystemTime) {
+        let key = (found.file.dev, found.file.inode);
+        if self.refused.contains_key(&key) {
+            return;
+        }
+        if !self.files.contains_key(&key) {
+            match self.attach_file(found.pid, &found.file) {
+                Ok(file) => {
+                    log::info!(
+                        "USDT: attached to {} ({} probe site(s), found in process {})",
+                        file.shown,
+                        file.sites.len(),
+                        found.pid
+                    );
+                    self.files.insert(key, file);
+                }
+                Err(FileError::Refused(why)) => {
+                    log::warn!(
+                        "USDT: not attaching to {} (process {}): {why}",
+                        found.file.path,
+                        found.pid
+                    );
+                    self.refused.insert(key, why);
+                    return;
+                }
+                Err(FileError::Transient(why)) => {
+                    self.error(format!(
+                        "cannot attach to {} of process {}: {why}",
+                        found.file.path, found.pid
+                    ));
+                    return;
+                }
+            }
+        }
+        let Some(file) = self.files.get_mut(&key) else {
+            return;
+        };
+        file.users.insert(found.pid);
+        let control_offset = file.control_offset;
+        let info = discovery::process_info(found.pid, found.start_time);
+        lock(&self.sink).process_found(found.pid, info, now);
+        let control_addr = control_offset.and_then(|offset| {
+            match control::address_in(found.pid, key.0, key.1, offset) {
+                Ok(addr) => Some(addr),
+                Err(ControlError::Gone) => None,
+                Err(e) => {
+                    self.error(format!(
+                        "process {}: control block not found: {e}",
+                        found.pid
+                    ));
+                    None
+                }
+            }
+        });
+        self.procs.insert(
+            found.pid,
+            Process {
+                start_time: found.start_time,
+                key,
+                control_addr,
+            },
+        );
+        self.write_generation(found.pid);
+    }
+
+    /// Opens the library through a host path, reads its probe sites and control block,
+    /// and attaches the program to every site on every online CPU.
+    fn attach_file(&mut self, pid: u32, mapped: &MappedFile) -> Result<AttachedFile, FileError> {
+        let transient =
+            |what: &str, e: &dyn std::fmt::Display| FileError::Transient(format!("{what}: {e}"));
+        let path = maps::host_path(pid, mapped).map_err(|e| transient("no path", &e))?;
+        let file = File::open(&path).map_err(|e| transient("cannot open", &e))?;
+        let meta = file.metadata().map_err(|e| transient("cannot stat", &e))?;
+        if (libc::major(meta.dev()), libc::minor(meta.dev())) != mapped.dev
+            || meta.ino() != mapped.inode
+        {
+            return Err(FileError::Transient("replaced while opening".into()));
+        }
+        if meta.len() > notes::MAX_FILE_SIZE {
+            return Err(FileError::Refused(format!(
+                "{} bytes, larger than the {} accepted",
+                meta.len(),
+                notes::MAX_FILE_SIZE
+            )));
+        }
+        let mut data = Vec::new();
+        (&file)
+            .take(notes::MAX_FILE_SIZE)
+            .read_to_end(&mut data)
+            .map_err(|e| transient("cannot read", &e))?;
+        let probes = notes::parse(&data).map_err(|e| FileError::Refused(e.to_string()))?;
+        let sites: Vec<&notes::Probe> = probes
+            .iter()
+            .filter(|p| p.provider == PROBE_PROVIDER && p.name == PROBE_NAME)
+            .collect();
+        if sites.is_empty() {
+            return Err(FileError::Refused(format!(
+                "no USDT probe {PROBE_PROVIDER}:{PROBE_NAME} (an agent built without profiler=usdt?)"
+            )));
+        }
+        if sites.len() > MAX_SITES_PER_FILE {
+            return Err(FileError::Refused(format!(
+                "{} {PROBE_PROVIDER}:{PROBE_NAME} probe sites, more than {MAX_SITES_PER_FILE}",
+                sites.len()
+            )));
+        }
+        let control_offset = match control::control_file_offset(&data) {
+            Ok(offset) => Some(offset),
+            Err(e) => {
+                log::warn!(
+                    "USDT: {}: {e}; jpd cannot ask its processes for a re-send",
+                    mapped.path
+                );
+                None
+            }
+        };
+        let mut attached = AttachedFile {
+            file,
+            shown: if mapped.deleted {
+                format!("{} (deleted)", mapped.path)
+            } else {
+                mapped.path.clone()
+            },
+            sites: Vec::new(),
+            control_offset,
+            users: BTreeSet::new(),
+        };
+        for probe in sites {
+            let usdt_spec = spec::usdt_spec(&probe.args, 0)
+                .map_err(|e| FileError::Refused(format!("probe arguments: {e}")))?;
+            if self.program_sites() >= MAX_SITES {
+                self.detach_file(attached);
+                return Err(FileError::Transient(format!(
+                    "{MAX_SITES} probe sites attached already"
+                )));
+            }
+            let cookie = self.next_cookie;
+            self.next_cookie += 1;
+            if let Err(e) = self.program.set_spec(cookie, &usdt_spec) {
+                self.detach_file(attached);
+                return Err(FileError::Transient(format!("{e:#}")));
+            }
+            attached.sites.push(Site {
+                cookie,
+                file_offset: probe.file_offset,
+                semaphore_offset: probe.semaphore_offset,
+                attached: None,
+            });
+        }
+        for site in &mut attached.sites {
+            if let Err(e) = self.attach_site(&attached.file, site) {
+                self.detach_file(attached);
+                return Err(FileError::Transient(format!("{e:#}")));
+            }
+        }
+        Ok(attached)
+    }
+
+    fn program_sites(&self) -> usize {
+        self.files.values().map(|f| f.sites.len()).sum()
+    }
+
+    /// One system-wide event per site is enough: a BPF program on a uprobe runs from
+    /// the uprobe's handler on whatever CPU hits it; the event's CPU only filters
+    /// what perf itself records (an event per CPU would run the program once per
+    /// event, duplicating every record). The event lives on the first online CPU, as
+    /// libbpf's uprobes on CPU 0.
+    fn attach_site(&self, file: &File, site: &mut Site) -> anyhow::Result<()> {
+        let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        let cpu = first_online_cpu()?;
+        let event = UprobeEvent::open(
+            &self.pmu,
+            &path,
+            site.file_offset,
+            site.semaphore_offset,
+            None,
+            cpu,
+        )?;
+        let link = event.attach_bpf(self.program.fd()?, site.cookie)?;
+        site.attached = Some((link, event));
+        Ok(())
+    }
+
+    fn detach_file(&mut self, file: AttachedFile) {
+        for site in file.sites {
+            // Close the link and event before the spec can be reused.
+            drop(site.attached);
+            self.program.remove_spec(site.cookie);
+        }
+    }
+
+    fn gone(&mut self, pid: u32, now: SystemTime) {
+        let Some(process) = self.procs.remove(&pid) else {
+            return;
+        };
+        lock(&self.sink).process_gone(pid, now);
+        let last_user = match self.files.get_mut(&process.key) {
+            Some(file) => {
+                file.users.remove(&pid);
+                file.users.is_empty()
+            }
+            None => false,
+        };
+        if last_user {
+            if let Some(file) = self.files.remove(&process.key) {
+                log::info!("USDT: detached from {} (no process uses it)", file.shown);
+                self.detach_file(file);
+            }
+        }
+    }
+
+    /// Writes a fresh generation into the process's control block (the uprobes of its
+    /// file are attached, so the agent's semaphore is already set).
+    fn write_generation(&mut self, pid: u32) {
+        let Some(addr) = self.procs.get(&pid).and_then(|p| p.control_addr) else {
+            return;
+        };
+        let generation = self.clock.next_generation();
+        match control::write_generation(pid, addr, generation) {
+            Ok(()) => {
+                self.generations += 1;
+                lock(&self.sink).generation_written(pid, generation);
+            }
+            // The next scan reports the exit.
+            Err(ControlError::Gone) => {}
+            Err(e) => self.error(format!("process {pid}: cannot write the generation: {e}")),
+        }
+    }
+
+    /// Re-send requests, counters and the status snapshot.
+    fn tick(&mut self) {
+        let resync = lock(&self.sink).take_resync_requests();
+        for pid in resync {
+            self.write_generation(pid);
+        }
+        match self.program.counters() {
+            Ok(c) => lock(&self.sink).set_kernel_counters(c),
+            Err(e) => self.error(format!("{e:#}")),
+        }
+        self.publish_status();
+    }
+
+    fn publish_status(&self) {
+        let (run_count, run_time_ns) = self.program.run_stats().unwrap_or((0, 0));
+        let mut files: Vec<FileStatus> = self
+            .files
+            .iter()
+            .map(|(&(dev, inode), f)| FileStatus {
+                path: f.shown.clone(),
+                dev,
+                inode,
+                sites: f.sites.len(),
+                users: f.users.iter().copied().collect(),
+            })
+            .collect();
+        files.sort_by_key(|f| (f.dev, f.inode));
+        let mut processes: Vec<u32> = self.procs.keys().copied().collect();
+        processes.sort_unstable();
+        let r = &self.reader_stats;
+        let status = UsdtStatus {
+            files,
+            processes,
+            scans: self.scans,
+            last_scan: self.last_scan,
+            generations_written: self.generations,
+            errors: self.errors,
+            items: r.items.load(Ordering::Relaxed),
+            batches: r.batches.load(Ordering::Relaxed),
+            malformed_items: r.malformed.load(Ordering::Relaxed),
+            run_count,
+            run_time_ns,
+        };
+        *self.status.lock().unwrap_or_else(|p| p.into_inner()) = status;
+    }
+
+    fn detach_all(&mut self) {
+        let files: Vec<AttachedFile> = self.files.drain().map(|(_, f)| f).collect();
+        for file in files {
+            self.detach_file(file);
+        }
+        self.procs.clear();
+        self.publish_status();
+    }
+
+    fn error(&mut self, message: String) {
+        self.errors += 1;
+        // At most one message every 10 s: a persistent failure must not flood the log.
+        if self
+            .last_error_log
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        {
+            log::warn!("USDT: {message}");
+            self.last_error_log = Some(Instant::now());
+        } else {
+            log::debug!("USDT: {message}");
+        }
+    }
+}
+
+/// The first online CPU (0 unless it was taken offline).
+fn first_online_cpu() -> anyhow::Result<libc::c_int> {
+    let online =
+        aya::util::online_cpus().map_err(|(path, e)| anyhow::anyhow!("cannot read {path}: {e}"))?;
+    let cpu = online.first().context("no CPU online")?;
+    libc::c_int::try_from(*cpu).context("CPU number out of range")
+}

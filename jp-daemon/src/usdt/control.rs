@@ -1,0 +1,190 @@
+//! The agent's control block (`jp_common::wire::Control`, dynamic symbol
+//! `jp_usdt_control`): where it is in a process, and writing a new generation into it
+//! through `/proc/PID/mem`, which asks the agent to re-send its whole state.
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::fs::FileExt as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use jp_common::wire::{CONTROL_MAGIC, CONTROL_SYMBOL};
+use object::{Object as _, ObjectSegment as _, ObjectSymbol as _};
+
+use super::maps;
+
+/// Bytes of the block jpd reads and writes: `magic`, `generation`.
+const USED: u64 = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("no dynamic symbol {CONTROL_SYMBOL} in the library")]
+    NoSymbol,
+    #[error(
+        "symbol {CONTROL_SYMBOL} at {0:#x} is not in a part of the library loaded from the file"
+    )]
+    NotInFile(u64),
+    #[error("malformed ELF: {0}")]
+    Elf(#[from] object::read::Error),
+    #[error("the process has exited")]
+    Gone,
+    #[error("the control block is not mapped in the process")]
+    NotMapped,
+    #[error("the control block has magic {0:#018x}, not the agent's")]
+    BadMagic(u64),
+    #[error("{0}")]
+    Io(io::Error),
+}
+
+impl From<io::Error> for ControlError {
+    fn from(e: io::Error) -> ControlError {
+        // A process that exits mid-operation: its /proc entries vanish (ENOENT, ESRCH)
+        // or its memory cannot be accessed any more (EIO on a zombie).
+        match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ESRCH) => ControlError::Gone,
+            _ => ControlError::Io(e),
+        }
+    }
+}
+
+/// File offset of the control block in the library image `data`.
+pub fn control_file_offset(data: &[u8]) -> Result<u64, ControlError> {
+    let file = object::File::parse(data)?;
+    let symbol = file
+        .dynamic_symbols()
+        .find(|s| s.name_bytes().ok() == Some(CONTROL_SYMBOL.as_bytes()))
+        .ok_or(ControlError::NoSymbol)?;
+    let vaddr = symbol.address();
+    for segment in file.segments() {
+        let (offset, filesz) = segment.file_range();
+        let Some(delta) = vaddr.checked_sub(segment.address()) else {
+            continue;
+        };
+        if delta.checked_add(USED).is_some_and(|end| end <= filesz) {
+            return offset
+                .checked_add(delta)
+                .ok_or(ControlError::NotInFile(vaddr));
+        }
+    }
+    Err(ControlError::NotInFile(vaddr))
+}
+
+/// The address of file offset `file_offset` of the file (`dev`, `inode`) in process `pid`.
+pub fn address_in(
+    pid: u32,
+    dev: (u32, u32),
+    inode: u64,
+    file_offset: u64,
+) -> Result<u64, ControlError> {
+    let text = maps::read_maps(pid)?;
+    maps::mappings_of(&text, dev, inode)
+        .into_iter()
+        .find_map(|m| {
+            let delta = file_offset.checked_sub(m.offset)?;
+            (delta.checked_add(USED)? <= m.end.checked_sub(m.start)?).then(|| m.start + delta)
+        })
+        .ok_or(ControlError::NotMapped)
+}
+
+/// Checks the magic at `addr` in process `pid` and writes `generation` after it.
+pub fn write_generation(pid: u32, addr: u64, generation: u64) -> Result<(), ControlError> {
+    let mem = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))?;
+    let mut magic = [0u8; 8];
+    let n = mem.read_at(&mut magic, addr).map_err(gone_on_eio)?;
+    if n != magic.len() {
+        return Err(ControlError::Gone);
+    }
+    let magic = u64::from_le_bytes(magic);
+    if magic != CONTROL_MAGIC {
+        return Err(ControlError::BadMagic(magic));
+    }
+    let n = mem
+        .write_at(&generation.to_le_bytes(), addr + 8)
+        .map_err(gone_on_eio)?;
+    if n != 8 {
+        return Err(ControlError::Gone);
+    }
+    Ok(())
+}
+
+/// Reads the generation at `addr` (tests, diagnostics).
+pub fn read_generation(pid: u32, addr: u64) -> Result<u64, ControlError> {
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem"))?;
+    let mut value = [0u8; 8];
+    mem.read_exact_at(&mut value, addr + 8)
+        .map_err(gone_on_eio)?;
+    Ok(u64::from_le_bytes(value))
+}
+
+/// The memory of an exiting process (no `mm` any more) reads as EIO.
+fn gone_on_eio(e: io::Error) -> ControlError {
+    if e.raw_os_error() == Some(libc::EIO) {
+        ControlError::Gone
+    } else {
+        ControlError::from(e)
+    }
+}
+
+/// Generations that are never reused, not even across jpd restarts: the realtime clock
+/// in nanoseconds, bumped to stay strictly increasing if the clock stands still or
+/// steps back.
+#[derive(Debug, Default)]
+pub struct GenerationClock {
+    last: u64,
+}
+
+impl GenerationClock {
+    pub fn next_generation(&mut self) -> u64 {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        self.last = now.max(self.last.saturating_add(1));
+        self.last
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_strictly_increase_and_follow_the_clock() {
+        let mut clock = GenerationClock::default();
+        let before = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let mut last = 0;
+        for _ in 0..10_000 {
+            let g = clock.next_generation();
+            assert!(g > last);
+            assert!(g >= before);
+            last = g;
+        }
+        let mut stuck = GenerationClock { last: u64::MAX - 1 };
+        assert_eq!(stuck.next_generation(), u64::MAX);
+    }
+
+    #[test]
+    fn own_memory_round_trip() {
+        // A control block in this test process, written through /proc/self/mem.
+        let block: Box<[u64; 8]> = Box::new([CONTROL_MAGIC, 5, 0, 0, 0, 0, 0, 0]);
+        let addr = block.as_ptr() as u64;
+        let me = std::process::id();
+        write_generation(me, addr, 77).unwrap();
+        assert_eq!(read_generation(me, addr).unwrap(), 77);
+        // SAFETY: the block is ours; a volatile read sees what the kernel wrote.
+        assert_eq!(unsafe { std::ptr::read_volatile(&block[1]) }, 77);
+        let wrong: Box<[u64; 8]> = Box::new([1, 5, 0, 0, 0, 0, 0, 0]);
+        assert!(matches!(
+            write_generation(me, wrong.as_ptr() as u64, 9),
+            Err(ControlError::BadMagic(1))
+        ));
+        assert_eq!(wrong[1], 5);
+        assert!(matches!(
+            write_generation(u32::MAX - 1, addr, 1),
+            Err(ControlError::Gone)
+        ));
+    }
+}

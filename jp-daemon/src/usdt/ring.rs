@@ -1,0 +1,163 @@
+//! Reading the USDT ring buffer: each item is a kernel-filled [`EventHeader`] and, if
+//! its status is [`EVENT_OK`], the record bytes the probe fired. Items go to the sink
+//! in batches, under one lock per batch. Nothing in the ring can panic the reader.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use aya::maps::{MapData, RingBuf};
+use jp_common::wire::{EventHeader, EVENT_HEADER_LEN, EVENT_OK};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use super::collector::{lock, RecordSink};
+
+/// Most items handed to the sink under one lock.
+pub const BATCH: usize = 1024;
+
+/// What the reader has seen.
+#[derive(Debug, Default)]
+pub struct ReaderStats {
+    /// Items handed to the sink.
+    pub items: AtomicU64,
+    /// Record bytes handed to the sink.
+    pub bytes: AtomicU64,
+    /// Items shorter than an event header (never written by jp's program).
+    pub malformed: AtomicU64,
+    /// Batches (sink locks).
+    pub batches: AtomicU64,
+}
+
+/// Splits one ring item. The record is empty unless the status is [`EVENT_OK`], and
+/// never longer than what the item holds.
+pub fn split_event(item: &[u8]) -> Option<(EventHeader, &[u8])> {
+    let head = item.get(..EVENT_HEADER_LEN)?;
+    let u32_at = |o: usize| u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+    let header = EventHeader {
+        tgid: u32_at(0),
+        tid: u32_at(4),
+        ktime_ns: u64::from(u32_at(8)) | u64::from(u32_at(12)) << 32,
+        len: u32_at(16),
+        status: u32_at(20),
+    };
+    let rest = &item[EVENT_HEADER_LEN..];
+    let record = if header.status == EVENT_OK {
+        let len = usize::try_from(header.len).unwrap_or(usize::MAX);
+        &rest[..len.min(rest.len())]
+    } else {
+        &[]
+    };
+    Some((header, record))
+}
+
+/// Hands up to `max` items to the sink, locking it once (and not at all if the ring
+/// is empty). Returns the number of items consumed.
+pub fn drain_batch<S: RecordSink + ?Sized>(
+    ring: &mut RingBuf<MapData>,
+    sink: &Mutex<S>,
+    max: usize,
+    stats: &ReaderStats,
+) -> usize {
+    let mut guard = None;
+    let now = SystemTime::now();
+    let mut n = 0;
+    let mut bytes = 0u64;
+    while n < max {
+        let Some(item) = ring.next() else { break };
+        n += 1;
+        match split_event(&item) {
+            Some((header, record)) => {
+                bytes += record.len() as u64;
+                guard
+                    .get_or_insert_with(|| lock(sink))
+                    .ingest(&header, record, now);
+            }
+            None => {
+                stats.malformed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    drop(guard);
+    if n > 0 {
+        stats.items.fetch_add(n as u64, Ordering::Relaxed);
+        stats.bytes.fetch_add(bytes, Ordering::Relaxed);
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+    }
+    n
+}
+
+/// Reads the ring until the task is aborted, waking on the ring's epoll readiness.
+pub async fn run<S: RecordSink + ?Sized>(
+    ring: RingBuf<MapData>,
+    sink: Arc<Mutex<S>>,
+    stats: Arc<ReaderStats>,
+) {
+    // SAFETY: the ring buffer owns its map fd, which stays open and unchanged until
+    // the RingBuf is dropped, and the AsyncFd owns the RingBuf.
+    let registered = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) };
+    let mut fd = match registered {
+        Ok(fd) => fd,
+        Err(e) => {
+            log::error!("USDT ring buffer cannot be polled: {e}; no JVM records will arrive");
+            return;
+        }
+    };
+    loop {
+        let mut guard = match fd.readable_mut().await {
+            Ok(g) => g,
+            Err(e) => {
+                log::error!("USDT ring buffer poll failed: {e}; no JVM records will arrive");
+                return;
+            }
+        };
+        // Drain everything before clearing readiness: the kernel wakes us only when
+        // we had caught up.
+        while drain_batch(guard.get_inner_mut(), &sink, BATCH, &stats) == BATCH {
+            // Let other tasks run between full batches.
+            tokio::task::yield_now().await;
+        }
+        guard.clear_ready();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jp_common::wire::{EVENT_FAULT, EVENT_TOO_LONG};
+
+    fn item(tgid: u32, len: u32, status: u32, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&tgid.to_le_bytes());
+        v.extend_from_slice(&(tgid + 1).to_le_bytes());
+        v.extend_from_slice(&0x1122_3344_5566_7788u64.to_le_bytes());
+        v.extend_from_slice(&len.to_le_bytes());
+        v.extend_from_slice(&status.to_le_bytes());
+        v.extend_from_slice(payload);
+        v
+    }
+
+    #[test]
+    fn items_split_into_header_and_bounded_record() {
+        let ok = item(7, 3, EVENT_OK, b"abc");
+        let (h, r) = split_event(&ok).unwrap();
+        assert_eq!(
+            (h.tgid, h.tid, h.ktime_ns, h.len),
+            (7, 8, 0x1122_3344_5566_7788, 3)
+        );
+        assert_eq!(r, b"abc");
+        // A header claiming more than the item holds gets what is there.
+        let short = item(7, 1000, EVENT_OK, b"ab");
+        assert_eq!(split_event(&short).unwrap().1, b"ab");
+        // Fewer bytes claimed than present (ring padding): only those.
+        let padded = item(7, 1, EVENT_OK, b"abcdefgh");
+        assert_eq!(split_event(&padded).unwrap().1, b"a");
+        for status in [EVENT_TOO_LONG, EVENT_FAULT, 99] {
+            let e = item(7, 5, status, b"hello");
+            let (h, r) = split_event(&e).unwrap();
+            assert_eq!(h.status, status);
+            assert!(r.is_empty());
+        }
+        assert!(split_event(&ok[..EVENT_HEADER_LEN - 1]).is_none());
+        assert!(split_event(&[]).is_none());
+    }
+}
