@@ -2,6 +2,7 @@
 //! probe (jp-ebpf) → map → collector (`kernel::collector`) → [`store`] → gRPC
 //! (`server`) → jpctl.
 pub mod config;
+pub mod jvm;
 pub mod kernel;
 pub mod server;
 pub mod store;

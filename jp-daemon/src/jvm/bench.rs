@@ -1,0 +1,205 @@
+//! Ingest throughput and memory per node of the JVM store, measured (not printed): the
+//! lead's `cargo xtask bench usdt` calls [`ingest_throughput`] in a release build.
+
+use std::time::{Instant, SystemTime};
+
+use jp_common::wire::{self, EventHeader, TreeEntry, Writer};
+
+use super::{JvmLimits, JvmStore};
+
+/// What [`ingest_throughput`] measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IngestBench {
+    /// Nodes of the tree the deltas update (one thread, so also the merged tree's).
+    pub nodes: usize,
+    /// Delta records ingested in the timed part, and the node updates they carried.
+    pub records: u64,
+    pub node_updates: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub updates_per_sec: f64,
+    pub records_per_sec: f64,
+    /// Store memory per merged-tree node while the thread lives (merged tree + the
+    /// thread's own node map and counts + method table), and after it ended (merged
+    /// tree only).
+    pub bytes_per_node_live: f64,
+    pub bytes_per_node_ended: f64,
+    /// Time to ingest the full re-send that built the tree (absolute records).
+    pub resync_seconds: f64,
+}
+
+/// xorshift: the benchmark must not depend on a crate for random numbers.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+const TGID: u32 = 4242;
+const THREAD: u64 = 1;
+
+fn event(len: usize) -> EventHeader {
+    EventHeader {
+        tgid: TGID,
+        tid: TGID,
+        ktime_ns: 0,
+        len: len as u32,
+        status: wire::EVENT_OK,
+    }
+}
+
+/// Splits `entries` into TREE records of at most `wire::MAX_RECORD` bytes.
+fn tree_records(
+    entries: &[TreeEntry],
+    first_seq: u32,
+    flags_first: u32,
+    flags: u32,
+) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; wire::MAX_RECORD];
+    let mut i = 0;
+    let mut seq = first_seq;
+    while i < entries.len() || out.is_empty() {
+        let f = if out.is_empty() { flags_first } else { flags };
+        let h = wire::header(wire::KIND_TREE, TGID, 1, THREAD, seq, f);
+        let Ok(mut w) = Writer::new(&mut buf, &h) else {
+            break;
+        };
+        let ok = w.string(if out.is_empty() { b"main" } else { b"" }).is_ok()
+            && w.begin_entries().is_ok();
+        if !ok {
+            break;
+        }
+        while let Some(e) = entries.get(i) {
+            if w.tree_entry(e).is_err() {
+                break;
+            }
+            i += 1;
+        }
+        out.push(w.finish().to_vec());
+        seq += 1;
+    }
+    out
+}
+
+/// Builds a random tree of `nodes` nodes in one thread (through a full re-send), then
+/// ingests delta records of random nodes until `updates` node updates were applied, and
+/// measures the time of that part alone.
+pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
+    let nodes = nodes.max(1);
+    let limits = JvmLimits {
+        max_nodes_per_jvm: nodes + 1,
+        max_thread_nodes_per_jvm: nodes + 2,
+        ..JvmLimits::default()
+    };
+    let mut store = JvmStore::new(limits);
+    let now = SystemTime::now();
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+
+    // The tree: each node under a random earlier node, methods shared by ~4 contexts.
+    let methods = (nodes as u64 / 4).max(1);
+    let defs: Vec<TreeEntry> = (1..=nodes as u32)
+        .map(|id| TreeEntry {
+            node: id,
+            definition: Some((rng.below(u64::from(id)) as u32, rng.below(methods) as u32)),
+            calls: 1 + rng.below(100),
+            bytecodes: rng.below(10_000),
+        })
+        .collect();
+    let resync = tree_records(
+        &defs,
+        0,
+        wire::FLAG_RESYNC | wire::FLAG_ABSOLUTE,
+        wire::FLAG_ABSOLUTE,
+    );
+    let t0 = Instant::now();
+    for r in &resync {
+        store.ingest(&event(r.len()), r, now);
+    }
+    let resync_seconds = t0.elapsed().as_secs_f64();
+    let mut seq = resync.len() as u32;
+
+    // Delta records over random nodes (a few distinct sets, re-used with new seqs).
+    let mut deltas = Vec::new();
+    for _ in 0..16 {
+        let entries: Vec<TreeEntry> = (0..4000)
+            .map(|_| TreeEntry {
+                node: 1 + rng.below(nodes as u64) as u32,
+                definition: None,
+                calls: rng.below(4),
+                bytecodes: rng.below(300),
+            })
+            .collect();
+        let mut recs = tree_records(&entries, 0, 0, 0);
+        recs.truncate(1);
+        for r in recs {
+            let n = wire::split_record(&r)
+                .ok()
+                .and_then(|rec| wire::Tree::decode(rec.body).ok())
+                .map_or(0, |t| t.entries.count() as u64);
+            deltas.push((r, n));
+        }
+    }
+
+    let mut records = 0u64;
+    let mut done = 0u64;
+    let mut bytes = 0u64;
+    let t0 = Instant::now();
+    'outer: loop {
+        for (r, n) in deltas.iter_mut() {
+            r[32..36].copy_from_slice(&seq.to_le_bytes());
+            seq += 1;
+            store.ingest(&event(r.len()), r, now);
+            records += 1;
+            done += *n;
+            bytes += r.len() as u64;
+            if done >= updates {
+                break 'outer;
+            }
+        }
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let live = store.stats();
+    let ok = live.malformed.total() == 0 && live.lost == 0;
+
+    // The thread ends: its map goes, the merged tree stays.
+    let end = tree_records(&[], seq, wire::FLAG_END, wire::FLAG_END);
+    for r in &end {
+        store.ingest(&event(r.len()), r, now);
+    }
+    let ended = store.stats();
+    let merged = (ended.nodes.max(1)) as f64;
+    IngestBench {
+        nodes,
+        records,
+        node_updates: if ok { done } else { 0 },
+        bytes,
+        seconds,
+        updates_per_sec: if ok { done as f64 / seconds } else { 0.0 },
+        records_per_sec: records as f64 / seconds,
+        bytes_per_node_live: live.memory_bytes as f64 / merged,
+        bytes_per_node_ended: ended.memory_bytes as f64 / merged,
+        resync_seconds,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_run_applies_every_update() {
+        let b = ingest_throughput(1000, 50_000);
+        assert!(b.node_updates >= 50_000, "{b:?}");
+        assert!(b.records > 0 && b.seconds > 0.0);
+        assert!(b.bytes_per_node_live > b.bytes_per_node_ended);
+    }
+}

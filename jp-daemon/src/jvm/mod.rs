@@ -1,0 +1,575 @@
+//! The JVM store: what jpd knows of every JVM that runs jp's agent with `profiler=usdt`.
+//!
+//! The USDT collector hands over ring-buffer events ([`JvmStore::ingest`]); the store
+//! decodes them trusting nothing but the kernel-filled [`EventHeader`], keeps one merged
+//! Method Call Tree per JVM (64-bit counters) plus each live thread's own tree, tracks
+//! every stream's sequence numbers, and answers the gRPC server's queries.
+//!
+//! Interface as in `/work/notes/usdt-design.md`, with additions only: `ingest` also takes
+//! the event's bytes longer than the header says (the ring buffer pads: only
+//! `event.len` bytes are read), and the queries [`JvmStore::thread_trees`] and
+//! [`JvmStore::jvm_generation`].
+//!
+//! Rules (see the design for the protocol):
+//! - A record is validated whole before anything is applied: a malformed record changes
+//!   nothing but the malformed counters (by reason, per JVM and globally).
+//! - A thread stream is *synced* from its RESYNC record on; a sequence gap, a malformed
+//!   record on a synced stream, or a record on a stream that is not synced marks it
+//!   broken: its deltas are dropped (and counted lost) until its next RESYNC, the JVM is
+//!   incomplete, and the JVM is queued once for [`JvmStore::take_resync_requests`].
+//! - A RESYNC's absolute counts replace what the thread contributed before: each node's
+//!   old contribution is subtracted as its new total is added, so the merged tree never
+//!   dips while a re-send is under way; old nodes that the re-send does not name are
+//!   subtracted when the re-send ends (the next delta record, END, or RESYNC).
+//! - Limits bound the memory of every JVM; hitting one drops data and makes the JVM
+//!   incomplete with the limit named, never silently.
+
+mod methods;
+mod nodes;
+mod query;
+mod state;
+mod stream;
+
+pub mod bench;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use jp_common::wire::{self, EventHeader, WireError};
+
+pub use query::{MethodTotals, ThreadTree};
+use state::Jvm;
+
+/// Bounds on what one JVM (and the store) may hold. Hitting one drops data, and the JVM
+/// says which limit it hit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JvmLimits {
+    /// JVMs kept, running and exited. At the limit the oldest exited JVM is dropped; if
+    /// none has exited, records of a new JVM are dropped (and counted).
+    pub max_jvms: usize,
+    /// Nodes of one JVM's merged tree (the root not counted).
+    pub max_nodes_per_jvm: usize,
+    /// Live threads of one JVM.
+    pub max_threads_per_jvm: usize,
+    /// Per-thread node slots of one JVM, all live threads together (a thread's slots
+    /// are its largest node id + 1).
+    pub max_thread_nodes_per_jvm: usize,
+    /// Methods in one JVM's method table.
+    pub max_methods_per_jvm: usize,
+    /// Bytes of strings (method names, files, thread names, hello) of one JVM.
+    pub max_string_bytes_per_jvm: usize,
+    /// Ended threads whose names are remembered per JVM (their counts stay in the tree).
+    pub max_ended_threads_per_jvm: usize,
+    /// How long an exited JVM is kept.
+    pub retention: Duration,
+}
+
+impl Default for JvmLimits {
+    fn default() -> JvmLimits {
+        JvmLimits {
+            max_jvms: 256,
+            max_nodes_per_jvm: 4_000_000,
+            max_threads_per_jvm: 16_384,
+            max_thread_nodes_per_jvm: 16_000_000,
+            max_methods_per_jvm: 1_000_000,
+            max_string_bytes_per_jvm: 256 << 20,
+            max_ended_threads_per_jvm: 4096,
+            retention: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// What the collector found out about a process from /proc.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// `/proc/PID/stat` field 22: with the tgid, the process's identity.
+    pub start_time_ticks: u64,
+    /// The pid inside the process's own PID namespace, when it differs.
+    pub ns_pid: Option<u32>,
+    pub cmdline: String,
+    pub exe: String,
+}
+
+/// The eBPF side's counters (`jp_common::wire::usdt_stat`), summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsdtKernelCounters {
+    pub fired: u64,
+    pub sent: u64,
+    pub ring_full: u64,
+    pub fault: u64,
+    pub too_long: u64,
+}
+
+/// Why a record was dropped as malformed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Malformed {
+    /// The decoder's verdicts ([`WireError`]).
+    Wire(WireError),
+    /// A tree entry for a node the stream never defined.
+    UnknownNode,
+    /// A definition whose parent the stream never defined.
+    UnknownParent,
+    /// A node defined twice in one record, or again with another parent or method.
+    Redefined,
+    /// Absolute counts outside a re-send (no RESYNC before them in the stream).
+    AbsoluteOutsideResync,
+    /// A record on a thread stream after its END.
+    AfterEnd,
+    /// The event's length disagrees with the bytes handed over.
+    EventLength,
+}
+
+/// Malformed counts by reason; every reason has a fixed slot (no allocation per record).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MalformedCounts([u64; MalformedCounts::SLOTS]);
+
+impl MalformedCounts {
+    const SLOTS: usize = 17;
+    const NAMES: [&'static str; MalformedCounts::SLOTS] = [
+        "truncated",
+        "bad magic",
+        "unknown version",
+        "unknown record kind",
+        "flags not allowed",
+        "header length differs",
+        "bad varint",
+        "bad string",
+        "id out of range",
+        "trailing bytes",
+        "kind not allowed on stream",
+        "unknown node",
+        "unknown parent",
+        "node redefined",
+        "absolute counts outside a re-send",
+        "record after thread end",
+        "event length differs",
+    ];
+
+    fn slot(m: Malformed) -> usize {
+        match m {
+            Malformed::Wire(w) => match w {
+                WireError::Truncated => 0,
+                WireError::BadMagic => 1,
+                WireError::Version(_) => 2,
+                WireError::Kind(_) => 3,
+                WireError::Flags(_) => 4,
+                WireError::Length => 5,
+                WireError::Varint => 6,
+                WireError::String => 7,
+                WireError::Id => 8,
+                WireError::Trailing => 9,
+                WireError::Stream => 10,
+            },
+            Malformed::UnknownNode => 11,
+            Malformed::UnknownParent => 12,
+            Malformed::Redefined => 13,
+            Malformed::AbsoluteOutsideResync => 14,
+            Malformed::AfterEnd => 15,
+            Malformed::EventLength => 16,
+        }
+    }
+
+    pub fn add(&mut self, m: Malformed) {
+        let s = &mut self.0[Self::slot(m)];
+        *s = s.saturating_add(1);
+    }
+
+    pub fn get(&self, m: Malformed) -> u64 {
+        self.0[Self::slot(m)]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().fold(0u64, |a, &b| a.saturating_add(b))
+    }
+
+    /// `(reason, records)` for every reason with records.
+    pub fn by_reason(&self) -> Vec<(&'static str, u64)> {
+        Self::NAMES
+            .iter()
+            .zip(self.0)
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| (*name, n))
+            .collect()
+    }
+}
+
+/// A limit that was hit (see [`JvmLimits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LimitKind {
+    Nodes,
+    Threads,
+    ThreadNodes,
+    Methods,
+    StringBytes,
+}
+
+impl LimitKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitKind::Nodes => "max_nodes_per_jvm",
+            LimitKind::Threads => "max_threads_per_jvm",
+            LimitKind::ThreadNodes => "max_thread_nodes_per_jvm",
+            LimitKind::Methods => "max_methods_per_jvm",
+            LimitKind::StringBytes => "max_string_bytes_per_jvm",
+        }
+    }
+}
+
+/// One JVM, as `jpctl jvm list` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JvmSummary {
+    /// Process id in jpd's (the initial) PID namespace.
+    pub pid: u32,
+    /// Process id in the JVM's own namespace, when it differs from `pid`.
+    pub ns_pid: Option<u32>,
+    /// Main class or jar (first word of the hello's `sun.java.command`), else the
+    /// command line; empty if neither is known.
+    pub main: String,
+    pub cmdline: String,
+    pub exe: String,
+    /// `java.vm.version`; empty until a HELLO arrived.
+    pub jdk_version: String,
+    pub agent_version: String,
+    /// "default" or "precise"; empty until a HELLO arrived.
+    pub bba: String,
+    /// The agent's report granularity (bytecodes), 0 until a HELLO arrived.
+    pub granularity: u64,
+    /// JVM start (Unix ms) as the agent reported it; 0 until a HELLO arrived.
+    pub jvm_start_unix_ms: u64,
+    /// Threads with a live stream, and every thread ever seen (live and ended).
+    pub threads_live: u32,
+    pub threads_total: u32,
+    /// Sums over the merged tree.
+    pub calls: u64,
+    pub bytecodes: u64,
+    /// When jpd first heard of the JVM (process found or first record).
+    pub attached_since: SystemTime,
+    pub exited_at: Option<SystemTime>,
+    /// JVM_END received: the VM shut down and every thread sent its last record.
+    pub finished: bool,
+    /// jpd holds every count the JVM reported, see [`JvmSummary::incomplete_reason`].
+    pub complete: bool,
+    /// Why not complete, e.g. "2 threads waiting for a re-send"; empty when complete.
+    pub incomplete_reason: String,
+    /// Records lost: missing sequence numbers, plus records dropped because their
+    /// stream was not synced.
+    pub records_lost: u64,
+    pub records_malformed: u64,
+    /// Records (or parts: nodes) dropped because a limit was hit.
+    pub limit_drops: u64,
+    pub records: u64,
+    /// Nodes of the merged tree, the root not counted.
+    pub nodes: u64,
+    pub methods: u64,
+    pub last_update: Option<SystemTime>,
+    /// Memory held for this JVM (bytes, estimated from allocation sizes).
+    pub memory_bytes: u64,
+}
+
+/// Global ingest counters ([`JvmStore::stats`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IngestStats {
+    /// Ring-buffer events handed to the store.
+    pub events: u64,
+    /// Records accepted (decoded and applied, possibly partly dropped by a limit).
+    pub records: u64,
+    /// Bytes of all events' records.
+    pub bytes: u64,
+    /// Events that carried no record: too long for the eBPF copy, or a failed copy.
+    pub too_long_events: u64,
+    pub fault_events: u64,
+    pub malformed: MalformedCounts,
+    /// Records lost (missing sequence numbers and records of unsynced streams).
+    pub lost: u64,
+    /// Sequence gaps seen (incidents, not records).
+    pub gaps: u64,
+    /// Records or nodes dropped because a limit was hit.
+    pub limit_drops: u64,
+    /// Records of a new JVM dropped because `max_jvms` JVMs are running.
+    pub jvm_limit_drops: u64,
+    /// Re-sends asked for.
+    pub resync_requests: u64,
+    pub kernel: UsdtKernelCounters,
+    pub jvms_running: u32,
+    pub jvms_exited: u32,
+    /// Merged-tree nodes, all JVMs (roots not counted).
+    pub nodes: u64,
+    /// Per-thread node slots held, all JVMs.
+    pub thread_nodes: u64,
+    /// Memory of the store (bytes, estimated from allocation sizes).
+    pub memory_bytes: u64,
+}
+
+/// All JVMs jpd knows. A plain struct: the daemon wraps it in `Arc<Mutex<_>>`.
+pub struct JvmStore {
+    limits: JvmLimits,
+    jvms: HashMap<u32, Jvm>,
+    resync_queue: Vec<u32>,
+    stats: IngestStats,
+    generation: u64,
+    scratch: Vec<wire::TreeEntry>,
+}
+
+impl JvmStore {
+    pub fn new(limits: JvmLimits) -> JvmStore {
+        JvmStore {
+            limits,
+            jvms: HashMap::new(),
+            resync_queue: Vec::new(),
+            stats: IngestStats::default(),
+            generation: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn limits(&self) -> &JvmLimits {
+        &self.limits
+    }
+
+    /// A process with the agent library was found (before or after its first record).
+    /// A different start time for a known pid means the pid was reused: the old entry
+    /// is replaced.
+    pub fn process_found(&mut self, tgid: u32, info: ProcessInfo, now: SystemTime) {
+        self.generation += 1;
+        if let Some(j) = self.jvms.get_mut(&tgid) {
+            match &j.info {
+                Some(old) if old.start_time_ticks != info.start_time_ticks => {
+                    self.jvms.remove(&tgid);
+                }
+                _ => {
+                    j.info = Some(info);
+                    j.exited_at = None;
+                    return;
+                }
+            }
+        }
+        if let Some(j) = self.entry(tgid, now) {
+            j.info = Some(info);
+        }
+    }
+
+    /// jpd wrote `generation` into that process's control block: a re-send is coming,
+    /// and a HELLO of this generation is needed for the JVM to be complete.
+    pub fn generation_written(&mut self, tgid: u32, generation: u64) {
+        self.generation += 1;
+        if let Some(j) = self.jvms.get_mut(&tgid) {
+            j.generation_written(generation);
+        }
+    }
+
+    /// One ring-buffer event: the kernel-filled header and the bytes after it (at least
+    /// `event.len` of them). Never panics.
+    pub fn ingest(&mut self, event: &EventHeader, record: &[u8], now: SystemTime) {
+        self.generation += 1;
+        let s = &mut self.stats;
+        s.events += 1;
+        if event.status != wire::EVENT_OK {
+            if event.status == wire::EVENT_TOO_LONG {
+                s.too_long_events += 1;
+            } else {
+                s.fault_events += 1;
+            }
+            // Some stream lost a record; which one shows only when it sends again.
+            if let Some(j) = self.jvms.get_mut(&event.tgid) {
+                let requested = j.unattributed_loss(event.status, now);
+                self.queue_resync(event.tgid, requested);
+            }
+            return;
+        }
+        let Some(bytes) = record.get(..event.len as usize) else {
+            self.malformed(event.tgid, Malformed::EventLength);
+            return;
+        };
+        self.stats.bytes += bytes.len() as u64;
+        let rec = match wire::split_record(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                self.malformed(event.tgid, Malformed::Wire(e));
+                return;
+            }
+        };
+        let limits = self.limits.clone();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let Some(jvm) = self.entry(event.tgid, now) else {
+            self.stats.jvm_limit_drops += 1;
+            self.scratch = scratch;
+            return;
+        };
+        let out = jvm.apply(&rec, bytes.len(), &limits, &mut scratch, now);
+        self.scratch = scratch;
+        let stats = &mut self.stats;
+        if out.accepted {
+            stats.records += 1;
+        }
+        if let Some(m) = out.malformed {
+            stats.malformed.add(m);
+        }
+        stats.lost += out.lost;
+        stats.gaps += out.gaps;
+        stats.limit_drops += out.limit_drops;
+        self.queue_resync(event.tgid, out.resync_requested);
+    }
+
+    /// The process exited (or vanished): keep its data for the retention time.
+    pub fn process_gone(&mut self, tgid: u32, now: SystemTime) {
+        self.generation += 1;
+        if let Some(j) = self.jvms.get_mut(&tgid) {
+            if j.exited_at.is_none() {
+                j.exited_at = Some(now);
+            }
+        }
+    }
+
+    /// Processes whose records were lost: the collector writes a new generation into
+    /// each (and then calls [`JvmStore::generation_written`]).
+    pub fn take_resync_requests(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.resync_queue)
+    }
+
+    /// eBPF-side counters, summed over CPUs. A grown `ring_full` means records were lost
+    /// somewhere; every running JVM stays incomplete until all its streams have sent
+    /// again (a lost *last* record of a stream shows no gap).
+    pub fn set_kernel_counters(&mut self, counters: UsdtKernelCounters) {
+        self.generation += 1;
+        let grew = counters.ring_full > self.stats.kernel.ring_full;
+        self.stats.kernel = counters;
+        if grew {
+            let tgids: Vec<u32> = self
+                .jvms
+                .iter()
+                .filter(|(_, j)| j.exited_at.is_none())
+                .map(|(&t, _)| t)
+                .collect();
+            for t in tgids {
+                if let Some(j) = self.jvms.get_mut(&t) {
+                    let requested = j.ring_loss();
+                    self.queue_resync(t, requested);
+                }
+            }
+        }
+    }
+
+    /// Drops exited JVMs whose retention is over.
+    pub fn expire(&mut self, now: SystemTime) {
+        let keep = self.limits.retention;
+        let before = self.jvms.len();
+        self.jvms.retain(|_, j| match j.exited_at {
+            Some(t) => now.duration_since(t).map(|d| d < keep).unwrap_or(true),
+            None => true,
+        });
+        if self.jvms.len() != before {
+            self.generation += 1;
+        }
+    }
+
+    // --- queries -------------------------------------------------------------
+
+    /// Every JVM, sorted by pid.
+    pub fn list(&self) -> Vec<JvmSummary> {
+        let mut v: Vec<JvmSummary> = self.jvms.values().map(Jvm::summary).collect();
+        v.sort_by_key(|s| s.pid);
+        v
+    }
+
+    pub fn summary(&self, tgid: u32) -> Option<JvmSummary> {
+        self.jvms.get(&tgid).map(Jvm::summary)
+    }
+
+    /// The merged tree with resolved names (`?MID` for a method jpd has no name for), in
+    /// the agent's `jp-mct/1` model: `jp_mct::write_json` of it is byte-identical to the
+    /// agent's `out=` file for the same counts.
+    pub fn mct(&self, tgid: u32) -> Option<jp_mct::Mct> {
+        self.jvms.get(&tgid).map(|j| query::mct(j))
+    }
+
+    /// Per method with counts: calls, exclusive bytecodes, inclusive bytecodes (once per
+    /// stack under recursion), name and file. Sorted by exclusive bytecodes, descending,
+    /// then by name.
+    pub fn top_methods(&self, tgid: u32) -> Option<Vec<MethodTotals>> {
+        self.jvms.get(&tgid).map(|j| query::top_methods(j))
+    }
+
+    /// The trees of the JVM's live threads (ended threads' counts are only in the merged
+    /// tree), sorted by thread id.
+    pub fn thread_trees(&self, tgid: u32) -> Option<Vec<ThreadTree>> {
+        self.jvms.get(&tgid).map(|j| query::thread_trees(j))
+    }
+
+    pub fn stats(&self) -> IngestStats {
+        let mut s = self.stats.clone();
+        s.jvms_running = 0;
+        s.jvms_exited = 0;
+        s.nodes = 0;
+        s.thread_nodes = 0;
+        s.memory_bytes = (self.scratch.capacity() * std::mem::size_of::<wire::TreeEntry>()
+            + self.resync_queue.capacity() * 4) as u64;
+        for j in self.jvms.values() {
+            if j.exited_at.is_some() {
+                s.jvms_exited += 1;
+            } else {
+                s.jvms_running += 1;
+            }
+            s.nodes += j.node_count();
+            s.thread_nodes += j.thread_slots();
+            s.memory_bytes += j.memory_bytes();
+        }
+        s
+    }
+
+    /// Bumps on every change of the store (for Watch deltas).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Bumps when this JVM's data changed; `None` for an unknown pid.
+    pub fn jvm_generation(&self, tgid: u32) -> Option<u64> {
+        self.jvms.get(&tgid).map(|j| j.change)
+    }
+
+    // --- internals -----------------------------------------------------------
+
+    /// The JVM of `tgid`, created if new and room is left (an exited JVM is evicted, the
+    /// oldest exit first, when `max_jvms` are kept).
+    fn entry(&mut self, tgid: u32, now: SystemTime) -> Option<&mut Jvm> {
+        if !self.jvms.contains_key(&tgid) {
+            if self.jvms.len() >= self.limits.max_jvms {
+                let oldest = self
+                    .jvms
+                    .iter()
+                    .filter_map(|(&t, j)| j.exited_at.map(|e| (e, t)))
+                    .min()
+                    .map(|(_, t)| t);
+                match oldest {
+                    Some(t) => {
+                        self.jvms.remove(&t);
+                    }
+                    None => return None,
+                }
+            }
+            self.jvms.insert(tgid, Jvm::new(tgid, &self.limits, now));
+        }
+        self.jvms.get_mut(&tgid)
+    }
+
+    fn malformed(&mut self, tgid: u32, m: Malformed) {
+        self.stats.malformed.add(m);
+        if let Some(j) = self.jvms.get_mut(&tgid) {
+            j.malformed.add(m);
+            j.change += 1;
+        }
+    }
+
+    fn queue_resync(&mut self, tgid: u32, requested: bool) {
+        if requested {
+            self.stats.resync_requests += 1;
+            self.resync_queue.push(tgid);
+        }
+    }
+}
+
+/// Shared, cheap clones of a JVM's method names.
+pub(crate) type Name = Arc<str>;

@@ -1,0 +1,187 @@
+//! One JVM's merged tree, kept compact: per node 8 bytes of links (parent, method), 16
+//! of counters, and an open-addressing index keyed by (parent, method) that finds a
+//! child without child lists (4 bytes a slot, at most 3/4 full).
+//!
+//! Node 0 is the root. A node is always created after its parent, so parents have
+//! smaller indexes than their children (the writers of `jp-mct` rely on it).
+
+/// "No node" in links and index slots. Node indexes stay below [`MAX_NODES`].
+pub(crate) const NONE: u32 = u32::MAX;
+/// Indexes at and above this are markers of the per-thread maps (see `stream`).
+pub(crate) const MAX_NODES: usize = (u32::MAX - 8) as usize;
+
+pub(crate) struct NodeTable {
+    /// (parent, mid) per node; the root has (NONE, NONE).
+    links: Vec<[u32; 2]>,
+    /// (calls, bytecodes) per node: wrapping, so that subtracting an old contribution
+    /// always restores the exact value.
+    counts: Vec<[u64; 2]>,
+    /// Slots holding node indexes (NONE = empty); length a power of two.
+    index: Vec<u32>,
+    /// Nodes allowed, the root included.
+    limit: usize,
+    total_calls: u64,
+    total_bytecodes: u64,
+}
+
+/// Grows a vector by a quarter when it is full, not by doubling: big trees would
+/// otherwise carry up to 100 % of unused capacity.
+pub(crate) fn push_compact<T>(v: &mut Vec<T>, x: T) {
+    if v.len() == v.capacity() {
+        v.reserve_exact((v.len() / 4).max(16));
+    }
+    v.push(x);
+}
+
+#[inline]
+fn slot(parent: u32, mid: u32, mask: usize) -> usize {
+    let key = (u64::from(parent) << 32) | u64::from(mid);
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask
+}
+
+impl NodeTable {
+    /// A tree of the root alone that may grow to `max_nodes` nodes besides the root.
+    pub fn new(max_nodes: usize) -> NodeTable {
+        NodeTable {
+            links: vec![[NONE, NONE]],
+            counts: vec![[0, 0]],
+            index: vec![NONE; 16],
+            limit: max_nodes.min(MAX_NODES - 1) + 1,
+            total_calls: 0,
+            total_bytecodes: 0,
+        }
+    }
+
+    /// Nodes, the root included.
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    /// The child of `parent` for method `mid`, created if new; `None` when the node limit
+    /// is reached (or `parent` is not a node).
+    pub fn child(&mut self, parent: u32, mid: u32) -> Option<u32> {
+        if parent as usize >= self.links.len() {
+            return None;
+        }
+        let mask = self.index.len() - 1;
+        let mut s = slot(parent, mid, mask);
+        loop {
+            let v = self.index[s];
+            if v == NONE {
+                break;
+            }
+            if self.links.get(v as usize) == Some(&[parent, mid]) {
+                return Some(v);
+            }
+            s = (s + 1) & mask;
+        }
+        if self.links.len() >= self.limit {
+            return None;
+        }
+        let n = self.links.len() as u32;
+        push_compact(&mut self.links, [parent, mid]);
+        push_compact(&mut self.counts, [0, 0]);
+        self.index[s] = n;
+        // The root is not in the index: nodes - 1 entries.
+        if (self.links.len() - 1) * 4 > self.index.len() * 3 {
+            self.rehash(self.index.len() * 2);
+        }
+        Some(n)
+    }
+
+    fn rehash(&mut self, size: usize) {
+        let mut index = vec![NONE; size];
+        let mask = size - 1;
+        for (i, l) in self.links.iter().enumerate().skip(1) {
+            let mut s = slot(l[0], l[1], mask);
+            while index[s] != NONE {
+                s = (s + 1) & mask;
+            }
+            index[s] = i as u32;
+        }
+        self.index = index;
+    }
+
+    /// Adds (wrapping) to a node's counters.
+    #[inline]
+    pub fn add(&mut self, node: u32, calls: u64, bytecodes: u64) {
+        if let Some(c) = self.counts.get_mut(node as usize) {
+            c[0] = c[0].wrapping_add(calls);
+            c[1] = c[1].wrapping_add(bytecodes);
+            self.total_calls = self.total_calls.wrapping_add(calls);
+            self.total_bytecodes = self.total_bytecodes.wrapping_add(bytecodes);
+        }
+    }
+
+    /// Subtracts (wrapping) from a node's counters.
+    #[inline]
+    pub fn sub(&mut self, node: u32, calls: u64, bytecodes: u64) {
+        self.add(node, calls.wrapping_neg(), bytecodes.wrapping_neg());
+    }
+
+    /// (parent, mid) of a node; the root's are NONE.
+    pub fn links(&self, node: u32) -> Option<[u32; 2]> {
+        self.links.get(node as usize).copied()
+    }
+
+    /// (calls, bytecodes) of a node.
+    #[cfg(test)]
+    pub fn counts(&self, node: u32) -> Option<[u64; 2]> {
+        self.counts.get(node as usize).copied()
+    }
+
+    /// All nodes in index order: (parent, mid, calls, bytecodes).
+    pub fn iter(&self) -> impl Iterator<Item = ([u32; 2], [u64; 2])> + '_ {
+        self.links.iter().copied().zip(self.counts.iter().copied())
+    }
+
+    /// Sums over all nodes.
+    pub fn totals(&self) -> (u64, u64) {
+        (self.total_calls, self.total_bytecodes)
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.links.capacity() * 8 + self.counts.capacity() * 16 + self.index.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_are_found_by_parent_and_method() {
+        let mut t = NodeTable::new(100);
+        let a = t.child(0, 7).unwrap();
+        let b = t.child(a, 7).unwrap();
+        let c = t.child(0, 8).unwrap();
+        assert_eq!((a, b, c), (1, 2, 3));
+        assert_eq!(t.child(0, 7), Some(1));
+        assert_eq!(t.child(1, 7), Some(2));
+        assert_eq!(t.links(2), Some([1, 7]));
+        assert_eq!(t.child(99, 1), None, "parent must exist");
+        t.add(2, 3, 4);
+        t.sub(2, 1, 1);
+        assert_eq!(t.counts(2), Some([2, 3]));
+        assert_eq!(t.totals(), (2, 3));
+    }
+
+    #[test]
+    fn grows_past_many_rehashes_and_respects_the_limit() {
+        let mut t = NodeTable::new(10_000);
+        let mut parent = 0;
+        for i in 0..10_000u32 {
+            let n = t.child(parent, i % 37).unwrap();
+            assert_eq!(n, i + 1);
+            if i % 3 == 0 {
+                parent = n;
+            }
+        }
+        assert_eq!(t.child(0, 12345), None);
+        // Every node is still found.
+        for n in 1..=10_000u32 {
+            let [p, m] = t.links(n).unwrap();
+            assert_eq!(t.child(p, m), Some(n));
+        }
+    }
+}

@@ -1,0 +1,639 @@
+//! One JVM: its streams' state, its merged tree and method table, its counters, and
+//! whether what jpd holds is complete.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, SystemTime};
+
+use jp_common::wire::{
+    self, Hello, MethodDef, MethodIter, Record, TreeEntry, FLAG_ABSOLUTE, FLAG_END, FLAG_RESYNC,
+};
+
+use super::methods::{MethodNames, StringBudget};
+use super::nodes::NodeTable;
+use super::stream::{Reject, SlotBudget, ThreadStream};
+use super::{JvmLimits, JvmSummary, LimitKind, Malformed, MalformedCounts, ProcessInfo};
+
+/// A re-send asked for and not answered (no `generation_written`) is asked again after
+/// this long, if records still show it is needed.
+const RESYNC_RETRY: Duration = Duration::from_secs(5);
+
+/// The HELLO's fields.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HelloInfo {
+    pub start_time_ms: u64,
+    pub granularity: u64,
+    pub bba: u64,
+    pub live_threads: u64,
+    pub jdk_version: String,
+    pub main: String,
+    pub agent_version: String,
+}
+
+impl HelloInfo {
+    fn bytes(&self) -> usize {
+        self.jdk_version.len() + self.main.len() + self.agent_version.len()
+    }
+}
+
+/// What one record did, for the store's global counters.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    pub accepted: bool,
+    pub malformed: Option<Malformed>,
+    pub lost: u64,
+    pub gaps: u64,
+    pub limit_drops: u64,
+    pub resync_requested: bool,
+}
+
+struct EndedThread {
+    name: String,
+}
+
+pub(crate) struct Jvm {
+    pub tgid: u32,
+    pub info: Option<ProcessInfo>,
+    /// The `pid` of the last valid record (the JVM's own namespace; informational).
+    record_pid: Option<u32>,
+    pub hello: Option<HelloInfo>,
+    hello_generation: Option<u64>,
+    written_generation: Option<u64>,
+    resync_asked_at: Option<SystemTime>,
+
+    // Stream 0.
+    jvm_synced: bool,
+    jvm_expected_seq: u32,
+    jvm_last_record: u64,
+    pub finished: bool,
+
+    pub threads: HashMap<u64, ThreadStream>,
+    ended: HashMap<u64, EndedThread>,
+    ended_order: VecDeque<u64>,
+    ended_total: u64,
+    ended_broken: u64,
+    ended_since_hello: u64,
+
+    pub tree: NodeTable,
+    pub methods: MethodNames,
+    slots: SlotBudget,
+    strings: StringBudget,
+    limits: JvmLimits,
+    limits_hit: BTreeSet<LimitKind>,
+
+    pub malformed: MalformedCounts,
+    lost: u64,
+    limit_drops: u64,
+    records: u64,
+    /// Records with a valid header: the clock of the loss marker.
+    records_seen: u64,
+    /// A record was lost somewhere (fault, too long, ring full) at this clock: a stream
+    /// that has not sent since may have lost its last record, which shows no gap.
+    loss_marker: Option<(u64, &'static str)>,
+
+    pub attached_since: SystemTime,
+    pub exited_at: Option<SystemTime>,
+    pub last_update: Option<SystemTime>,
+    /// Bumps on every change of this JVM.
+    pub change: u64,
+}
+
+impl Jvm {
+    pub fn new(tgid: u32, limits: &JvmLimits, now: SystemTime) -> Jvm {
+        Jvm {
+            tgid,
+            info: None,
+            record_pid: None,
+            hello: None,
+            hello_generation: None,
+            written_generation: None,
+            resync_asked_at: None,
+            jvm_synced: false,
+            jvm_expected_seq: 0,
+            jvm_last_record: 0,
+            finished: false,
+            threads: HashMap::new(),
+            ended: HashMap::new(),
+            ended_order: VecDeque::new(),
+            ended_total: 0,
+            ended_broken: 0,
+            ended_since_hello: 0,
+            tree: NodeTable::new(limits.max_nodes_per_jvm),
+            methods: MethodNames::default(),
+            slots: SlotBudget {
+                used: 0,
+                limit: limits.max_thread_nodes_per_jvm,
+            },
+            strings: StringBudget {
+                used: 0,
+                limit: limits.max_string_bytes_per_jvm,
+            },
+            limits: limits.clone(),
+            limits_hit: BTreeSet::new(),
+            malformed: MalformedCounts::default(),
+            lost: 0,
+            limit_drops: 0,
+            records: 0,
+            records_seen: 0,
+            loss_marker: None,
+            attached_since: now,
+            exited_at: None,
+            last_update: None,
+            change: 0,
+        }
+    }
+
+    pub fn generation_written(&mut self, generation: u64) {
+        self.change += 1;
+        self.written_generation = Some(generation);
+        self.resync_asked_at = None;
+    }
+
+    /// A stream needs a re-send. Returns true when the collector should be asked for one:
+    /// not when the record shows the sender has not yet seen the latest generation jpd
+    /// wrote (it re-sends by itself at its next report point), and once per incident
+    /// (until the collector answers with `generation_written`, or a retry time passed).
+    fn incident(&mut self, record_generation: Option<u64>, now: SystemTime) -> bool {
+        if let (Some(w), Some(g)) = (self.written_generation, record_generation) {
+            if g != w {
+                return false;
+            }
+        }
+        if let Some(at) = self.resync_asked_at {
+            let waited = now.duration_since(at).unwrap_or(Duration::ZERO);
+            if waited < RESYNC_RETRY {
+                return false;
+            }
+        }
+        self.resync_asked_at = Some(now);
+        true
+    }
+
+    /// An event without a record (too long, fault) for this process.
+    pub fn unattributed_loss(&mut self, status: u32, now: SystemTime) -> bool {
+        self.change += 1;
+        self.lost += 1;
+        let why = if status == wire::EVENT_TOO_LONG {
+            "record too long for the eBPF copy"
+        } else {
+            "reading the record faulted"
+        };
+        self.loss_marker = Some((self.records_seen, why));
+        self.incident(None, now)
+    }
+
+    /// The ring buffer was full: some record of some JVM was lost.
+    pub fn ring_loss(&mut self) -> bool {
+        self.change += 1;
+        self.loss_marker = Some((self.records_seen, "ring buffer full"));
+        // The time of the loss is not known; asking is cheap and once per incident.
+        let now = self.last_update.unwrap_or(self.attached_since);
+        self.incident(None, now)
+    }
+
+    fn hit(&mut self, k: LimitKind, out: &mut Outcome) {
+        self.limits_hit.insert(k);
+        out.limit_drops += 1;
+        self.limit_drops += 1;
+    }
+
+    fn malformed_record(&mut self, m: Malformed, out: &mut Outcome) {
+        self.malformed.add(m);
+        out.malformed = Some(m);
+    }
+
+    /// Applies one record whose header `split_record` checked.
+    pub fn apply(
+        &mut self,
+        rec: &Record<'_>,
+        _len: usize,
+        limits: &JvmLimits,
+        scratch: &mut Vec<TreeEntry>,
+        now: SystemTime,
+    ) -> Outcome {
+        let mut out = Outcome::default();
+        self.change += 1;
+        self.records_seen += 1;
+        self.last_update = Some(now);
+        self.record_pid = Some(rec.header.pid);
+        match rec.header.kind {
+            wire::KIND_HELLO => self.hello(rec, limits, now, &mut out),
+            wire::KIND_METHODS => self.methods_record(rec, now, &mut out),
+            wire::KIND_JVM_END => {
+                self.jvm_seq(rec, now, &mut out);
+                self.finished = true;
+                out.accepted = true;
+            }
+            _ => self.tree_record(rec, scratch, now, &mut out),
+        }
+        if out.accepted {
+            self.records += 1;
+        }
+        out
+    }
+
+    fn hello(&mut self, rec: &Record<'_>, limits: &JvmLimits, now: SystemTime, out: &mut Outcome) {
+        self.jvm_last_record = self.records_seen;
+        let h = match Hello::decode(rec.body) {
+            Ok(h) => h,
+            Err(e) => {
+                self.malformed_record(Malformed::Wire(e), out);
+                self.jvm_synced = false;
+                out.resync_requested = self.incident(Some(rec.header.generation), now);
+                return;
+            }
+        };
+        let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let mut info = HelloInfo {
+            start_time_ms: h.start_time_ms,
+            granularity: h.granularity,
+            bba: h.bba,
+            live_threads: h.live_threads,
+            jdk_version: lossy(h.jdk_version),
+            main: lossy(h.main),
+            agent_version: lossy(h.agent_version),
+        };
+        // Another VM in the same process (exec): what jpd held belongs to the old one.
+        if let Some(old) = &self.hello {
+            if old.start_time_ms != 0 && old.start_time_ms != info.start_time_ms {
+                self.reset_for_new_vm(limits);
+            }
+        }
+        let old_bytes = self.hello.as_ref().map_or(0, HelloInfo::bytes);
+        if !self.strings.charge(old_bytes, info.bytes()) {
+            self.hit(LimitKind::StringBytes, out);
+            self.strings.used = self.strings.used.saturating_sub(old_bytes);
+            info.jdk_version.clear();
+            info.main.clear();
+            info.agent_version.clear();
+        }
+        self.hello = Some(info);
+        self.hello_generation = Some(rec.header.generation);
+        self.jvm_synced = true;
+        self.jvm_expected_seq = 1;
+        self.ended_since_hello = 0;
+        out.accepted = true;
+    }
+
+    fn reset_for_new_vm(&mut self, limits: &JvmLimits) {
+        let mut fresh = Jvm::new(self.tgid, limits, self.attached_since);
+        fresh.info = self.info.take();
+        fresh.exited_at = self.exited_at;
+        fresh.written_generation = self.written_generation;
+        fresh.malformed = self.malformed;
+        fresh.lost = self.lost;
+        fresh.limit_drops = self.limit_drops;
+        fresh.records = self.records;
+        fresh.records_seen = self.records_seen;
+        fresh.change = self.change;
+        *self = fresh;
+    }
+
+    /// Sequence check of stream 0; METHODS and JVM_END are applied even after a loss
+    /// (they are self-contained), but the loss is counted and a re-send asked for.
+    fn jvm_seq(&mut self, rec: &Record<'_>, now: SystemTime, out: &mut Outcome) {
+        self.jvm_last_record = self.records_seen;
+        let seq = rec.header.seq;
+        if !self.jvm_synced {
+            out.resync_requested = self.incident(Some(rec.header.generation), now);
+        } else if seq != self.jvm_expected_seq {
+            let missing = u64::from(seq.wrapping_sub(self.jvm_expected_seq));
+            let missing = if seq > self.jvm_expected_seq {
+                missing
+            } else {
+                1
+            };
+            self.lost += missing;
+            out.lost += missing;
+            out.gaps += 1;
+            self.jvm_synced = false;
+            out.resync_requested = self.incident(Some(rec.header.generation), now);
+        }
+        self.jvm_expected_seq = seq.wrapping_add(1);
+    }
+
+    fn methods_record(&mut self, rec: &Record<'_>, now: SystemTime, out: &mut Outcome) {
+        let defs: Result<Vec<MethodDef<'_>>, _> =
+            MethodIter::new(rec.body).and_then(|it| it.collect());
+        let defs = match defs {
+            Ok(d) => d,
+            Err(e) => {
+                self.jvm_last_record = self.records_seen;
+                self.malformed_record(Malformed::Wire(e), out);
+                // Method names were lost.
+                self.jvm_synced = false;
+                out.resync_requested = self.incident(Some(rec.header.generation), now);
+                return;
+            }
+        };
+        self.jvm_seq(rec, now, out);
+        for d in &defs {
+            if let Err(k) =
+                self.methods
+                    .define(d, self.limits.max_methods_per_jvm, &mut self.strings)
+            {
+                self.hit(k, out);
+            }
+        }
+        out.accepted = true;
+    }
+
+    fn tree_record(
+        &mut self,
+        rec: &Record<'_>,
+        scratch: &mut Vec<TreeEntry>,
+        now: SystemTime,
+        out: &mut Outcome,
+    ) {
+        let h = &rec.header;
+        let tid = h.stream;
+        if self.ended.contains_key(&tid) {
+            self.malformed_record(Malformed::AfterEnd, out);
+            return;
+        }
+        if !self.threads.contains_key(&tid) {
+            if self.threads.len() >= self.limits.max_threads_per_jvm {
+                self.hit(LimitKind::Threads, out);
+                return;
+            }
+            self.threads.insert(tid, ThreadStream::default());
+        }
+        let resync = h.flags & FLAG_RESYNC != 0;
+        let absolute = h.flags & FLAG_ABSOLUTE != 0;
+        let end = h.flags & FLAG_END != 0;
+        let generation = Some(h.generation);
+        let clock = self.records_seen;
+        let Some(th) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        th.last_record = clock;
+        if !resync {
+            // (records lost, a gap) when the record cannot be applied in order.
+            let problem = if th.limited {
+                Some(None)
+            } else if !th.synced {
+                Some(Some((1, false)))
+            } else if h.seq != th.expected_seq {
+                let missing = if h.seq > th.expected_seq {
+                    u64::from(h.seq - th.expected_seq)
+                } else {
+                    1
+                };
+                Some(Some((missing, true)))
+            } else if absolute && !th.absolute_phase {
+                th.synced = false;
+                self.malformed.add(Malformed::AbsoluteOutsideResync);
+                out.malformed = Some(Malformed::AbsoluteOutsideResync);
+                out.resync_requested = self.incident(generation, now);
+                if end {
+                    self.end_thread(tid, true);
+                }
+                return;
+            } else {
+                None
+            };
+            if let Some(p) = problem {
+                th.synced = false;
+                match p {
+                    None => {
+                        self.limit_drops += 1;
+                        out.limit_drops += 1;
+                    }
+                    Some((missing, gap)) => {
+                        self.lost += missing;
+                        out.lost += missing;
+                        out.gaps += u64::from(gap);
+                        out.resync_requested = self.incident(generation, now);
+                    }
+                }
+                if end {
+                    self.end_thread(tid, true);
+                }
+                return;
+            }
+        }
+        let r = th.apply_tree(
+            rec.body,
+            resync,
+            absolute,
+            &mut self.tree,
+            &mut self.slots,
+            scratch,
+        );
+        match r {
+            Ok((applied, name)) => {
+                th.records += 1;
+                th.limited = false;
+                if resync {
+                    th.synced = true;
+                    th.absolute_phase = true;
+                    th.expected_seq = 1;
+                } else {
+                    th.expected_seq = th.expected_seq.wrapping_add(1);
+                }
+                if let Some(name) = name {
+                    if self.strings.charge(th.name.len(), name.len()) {
+                        th.name = name;
+                    } else {
+                        self.limits_hit.insert(LimitKind::StringBytes);
+                    }
+                }
+                if applied.dropped > 0 {
+                    self.limit_drops += applied.dropped;
+                    out.limit_drops += applied.dropped;
+                }
+                if applied.node_limit {
+                    self.limits_hit.insert(LimitKind::Nodes);
+                }
+                out.accepted = true;
+                if end {
+                    self.end_thread(tid, false);
+                }
+            }
+            Err(Reject::Malformed(m)) => {
+                th.synced = false;
+                self.malformed_record(m, out);
+                out.resync_requested = self.incident(generation, now);
+                if end {
+                    self.end_thread(tid, true);
+                }
+            }
+            Err(Reject::Limit(k)) => {
+                th.synced = false;
+                th.limited = true;
+                self.hit(k, out);
+                if end {
+                    self.end_thread(tid, true);
+                }
+            }
+        }
+    }
+
+    /// The thread's last record: its counts stay in the merged tree, its map goes.
+    fn end_thread(&mut self, tid: u64, broken: bool) {
+        let Some(mut th) = self.threads.remove(&tid) else {
+            return;
+        };
+        let broken = broken || !th.synced;
+        if !broken {
+            th.finish_resync(&mut self.tree);
+        }
+        th.release(&mut self.slots);
+        self.ended_total += 1;
+        self.ended_since_hello += 1;
+        if broken {
+            self.ended_broken += 1;
+        }
+        self.ended.insert(tid, EndedThread { name: th.name });
+        self.ended_order.push_back(tid);
+        while self.ended_order.len() > self.limits.max_ended_threads_per_jvm {
+            if let Some(old) = self.ended_order.pop_front() {
+                if let Some(e) = self.ended.remove(&old) {
+                    self.strings.used = self.strings.used.saturating_sub(e.name.len());
+                }
+            }
+        }
+    }
+
+    // --- views ---------------------------------------------------------------
+
+    pub fn node_count(&self) -> u64 {
+        self.tree.len() as u64 - 1
+    }
+
+    pub fn thread_slots(&self) -> u64 {
+        self.slots.used as u64
+    }
+
+    pub fn memory_bytes(&self) -> u64 {
+        let threads: usize = self
+            .threads
+            .values()
+            .map(|t| t.memory_bytes() + 8 + std::mem::size_of::<ThreadStream>())
+            .sum();
+        let ended: usize = self.ended.values().map(|e| e.name.capacity() + 40).sum();
+        (std::mem::size_of::<Jvm>()
+            + self.tree.memory_bytes()
+            + self.methods.memory_bytes()
+            + threads
+            + ended
+            + self.ended_order.capacity() * 8) as u64
+    }
+
+    pub fn bba_name(&self) -> &'static str {
+        match self.hello.as_ref().map(|h| h.bba) {
+            Some(0) => "default",
+            Some(_) => "precise",
+            None => "",
+        }
+    }
+
+    /// Why what jpd holds is not all the JVM reported; empty when complete.
+    pub fn incomplete_reasons(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        match (self.hello_generation, self.written_generation) {
+            (None, _) => why.push("no HELLO yet (method table unknown)".to_string()),
+            (Some(h), Some(w)) if h != w => {
+                why.push("waiting for the re-send of the latest generation".to_string())
+            }
+            _ => {}
+        }
+        if self.hello.is_some() && !self.jvm_synced {
+            why.push("method records lost, waiting for a re-send".to_string());
+        }
+        let waiting = self.threads.values().filter(|t| !t.synced).count();
+        if waiting > 0 {
+            why.push(format!("{waiting} threads waiting for a re-send"));
+        }
+        if self.ended_broken > 0 {
+            why.push(format!(
+                "{} threads ended with records lost",
+                self.ended_broken
+            ));
+        }
+        for k in &self.limits_hit {
+            let v = match k {
+                LimitKind::Nodes => self.limits.max_nodes_per_jvm,
+                LimitKind::Threads => self.limits.max_threads_per_jvm,
+                LimitKind::ThreadNodes => self.limits.max_thread_nodes_per_jvm,
+                LimitKind::Methods => self.limits.max_methods_per_jvm,
+                LimitKind::StringBytes => self.limits.max_string_bytes_per_jvm,
+            };
+            why.push(format!("limit {} = {v} reached, data dropped", k.name()));
+        }
+        if let Some((at, cause)) = self.loss_marker {
+            let mut silent = self
+                .threads
+                .values()
+                .filter(|t| t.last_record <= at)
+                .count();
+            if !self.finished && self.jvm_last_record <= at {
+                silent += 1;
+            }
+            if silent > 0 {
+                why.push(format!(
+                    "a record was lost ({cause}); {silent} streams have not sent since"
+                ));
+            }
+        }
+        if !self.finished {
+            if let Some(h) = &self.hello {
+                let synced = self.threads.values().filter(|t| t.synced).count() as u64;
+                let missing = h
+                    .live_threads
+                    .saturating_sub(synced + self.ended_since_hello);
+                if missing > 0 {
+                    why.push(format!("{missing} threads not yet reported"));
+                }
+            }
+            if self.exited_at.is_some() {
+                why.push("process exited without JVM_END".to_string());
+            }
+        }
+        why
+    }
+
+    pub fn summary(&self) -> JvmSummary {
+        let why = self.incomplete_reasons();
+        let (calls, bytecodes) = self.tree.totals();
+        let info = self.info.clone().unwrap_or_default();
+        let hello = self.hello.clone().unwrap_or_default();
+        let main = hello
+            .main
+            .split_whitespace()
+            .next()
+            .map(str::to_string)
+            .unwrap_or_else(|| info.cmdline.clone());
+        JvmSummary {
+            pid: self.tgid,
+            ns_pid: info
+                .ns_pid
+                .or(self.record_pid)
+                .filter(|&p| p != self.tgid && p != 0),
+            main,
+            cmdline: info.cmdline,
+            exe: info.exe,
+            jdk_version: hello.jdk_version,
+            agent_version: hello.agent_version,
+            bba: self.bba_name().to_string(),
+            granularity: hello.granularity,
+            jvm_start_unix_ms: hello.start_time_ms,
+            threads_live: self.threads.len() as u32,
+            threads_total: (self.threads.len() as u64 + self.ended_total) as u32,
+            calls,
+            bytecodes,
+            attached_since: self.attached_since,
+            exited_at: self.exited_at,
+            finished: self.finished,
+            complete: why.is_empty(),
+            incomplete_reason: why.join("; "),
+            records_lost: self.lost,
+            records_malformed: self.malformed.total(),
+            limit_drops: self.limit_drops,
+            records: self.records,
+            nodes: self.node_count(),
+            methods: self.methods.len() as u64,
+            last_update: self.last_update,
+            memory_bytes: self.memory_bytes(),
+        }
+    }
+}
