@@ -29,6 +29,7 @@ pub const READ_INTERVAL_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=60_000;
 pub struct Config {
     pub server: ServerConfig,
     pub kernel: KernelConfig,
+    pub usdt: crate::usdt::config::UsdtConfig,
     pub log: LogConfig,
 }
 

@@ -10,6 +10,7 @@
 //! runs it all and hands the records to a [`collector::RecordSink`] (the JVM store).
 pub mod attach;
 pub mod collector;
+pub mod config;
 pub mod control;
 pub mod discovery;
 pub mod maps;

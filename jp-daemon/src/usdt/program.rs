@@ -54,6 +54,8 @@ pub struct UsdtProgram {
     specs: HashMap<MapData, u64, UsdtSpec>,
     stats: PerCpuArray<MapData, u64>,
     ring: Option<RingBuf<MapData>>,
+    /// Keeps `kernel.bpf_stats_enabled` on while loaded (for [`UsdtProgram::run_stats`]).
+    _stats: Option<std::os::fd::OwnedFd>,
 }
 
 impl UsdtProgram {
@@ -92,11 +94,19 @@ impl UsdtProgram {
             .with_context(|| format!("map {STATS} has an unexpected type"))?;
         let ring = RingBuf::try_from(take(&mut ebpf, EVENTS)?)
             .with_context(|| format!("map {EVENTS} has an unexpected type"))?;
+        let run_stats = match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                log::warn!("cannot enable BPF run-time statistics: {e}");
+                None
+            }
+        };
         Ok(UsdtProgram {
             ebpf,
             specs,
             stats,
             ring: Some(ring),
+            _stats: run_stats,
         })
     }
 

@@ -1,0 +1,162 @@
+//! The `[usdt]` section of `jpd.toml`: the JVM agent's record probe collector.
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use super::collector::UsdtOptions;
+use super::program::{MAX_RING_BYTES, MIN_RING_BYTES};
+
+pub const SCAN_INTERVAL_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=60_000;
+pub const RING_BUFFER_KIB_RANGE: std::ops::RangeInclusive<u32> =
+    (MIN_RING_BYTES >> 10)..=(MAX_RING_BYTES >> 10);
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsdtConfig {
+    /// Collect JVM profiles from agents' USDT probes.
+    pub enabled: bool,
+    #[serde(deserialize_with = "scan_interval")]
+    pub scan_interval_ms: u64,
+    #[serde(deserialize_with = "ring_buffer_kib")]
+    pub ring_buffer_kib: u32,
+    #[serde(deserialize_with = "library")]
+    pub library: String,
+}
+
+impl Default for UsdtConfig {
+    fn default() -> Self {
+        let o = UsdtOptions::default();
+        UsdtConfig {
+            enabled: true,
+            scan_interval_ms: u64::try_from(o.scan_interval.as_millis()).unwrap_or(1000),
+            ring_buffer_kib: o.ring_buffer_bytes >> 10,
+            library: o.library,
+        }
+    }
+}
+
+impl UsdtConfig {
+    pub fn options(&self) -> UsdtOptions {
+        UsdtOptions {
+            library: self.library.clone(),
+            scan_interval: Duration::from_millis(self.scan_interval_ms),
+            ring_buffer_bytes: self.ring_buffer_kib.saturating_mul(1024),
+        }
+    }
+}
+
+fn scan_interval<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = u64::deserialize(d)?;
+    if SCAN_INTERVAL_MS_RANGE.contains(&v) {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "scan_interval_ms = {v} is out of range {}..={}",
+            SCAN_INTERVAL_MS_RANGE.start(),
+            SCAN_INTERVAL_MS_RANGE.end()
+        )))
+    }
+}
+
+fn ring_buffer_kib<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let v = u32::deserialize(d)?;
+    if RING_BUFFER_KIB_RANGE.contains(&v) && v.is_power_of_two() {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "ring_buffer_kib = {v} is not a power of two in {}..={}",
+            RING_BUFFER_KIB_RANGE.start(),
+            RING_BUFFER_KIB_RANGE.end()
+        )))
+    }
+}
+
+fn library<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let v = String::deserialize(d)?;
+    if v.is_empty() || v.contains('/') || v.contains('\n') {
+        Err(serde::de::Error::custom(format!(
+            "library = {v:?} must be a file name (no '/'), such as \"libjpagent.so\""
+        )))
+    } else {
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<UsdtConfig, String> {
+        toml::from_str::<UsdtConfig>(text).map_err(|e| e.message().trim_end().to_owned())
+    }
+
+    #[test]
+    fn defaults() {
+        let c = UsdtConfig::default();
+        assert!(c.enabled);
+        assert_eq!(c.options(), UsdtOptions::default());
+        assert_eq!(c.ring_buffer_kib, 8192);
+        assert_eq!(c.scan_interval_ms, 1000);
+        assert_eq!(c.library, "libjpagent.so");
+        assert_eq!(parse("").unwrap(), c);
+    }
+
+    #[test]
+    fn values_and_errors() {
+        let c = parse("enabled = false\nscan_interval_ms = 250\nring_buffer_kib = 64\nlibrary = \"libx.so\"\n")
+            .unwrap();
+        assert_eq!(
+            c.options(),
+            UsdtOptions {
+                library: "libx.so".into(),
+                scan_interval: Duration::from_millis(250),
+                ring_buffer_bytes: 64 << 10,
+            }
+        );
+        assert!(!c.enabled);
+        assert_eq!(
+            parse("ring_buffer_kib = 100").unwrap_err(),
+            "ring_buffer_kib = 100 is not a power of two in 64..=1048576"
+        );
+        assert_eq!(
+            parse("ring_buffer_kib = 32").unwrap_err(),
+            "ring_buffer_kib = 32 is not a power of two in 64..=1048576"
+        );
+        assert_eq!(
+            parse("scan_interval_ms = 10").unwrap_err(),
+            "scan_interval_ms = 10 is out of range 100..=60000"
+        );
+        assert_eq!(
+            parse("library = \"/opt/libjpagent.so\"").unwrap_err(),
+            "library = \"/opt/libjpagent.so\" must be a file name (no '/'), such as \"libjpagent.so\""
+        );
+        assert!(parse("library = \"\"").is_err());
+        assert!(parse("enabled = 1").is_err());
+        assert!(parse("scan = 1")
+            .unwrap_err()
+            .starts_with("unknown field `scan`"));
+    }
+
+    #[test]
+    fn jpd_toml_documents_the_section() {
+        let text = crate::config::DEFAULT_CONFIG_TOML;
+        let section = text
+            .split("\n[usdt]\n")
+            .nth(1)
+            .expect("jpd.toml has a [usdt] section");
+        let section = section.split("\n[").next().unwrap_or(section);
+        for key in [
+            "enabled =",
+            "scan_interval_ms =",
+            "ring_buffer_kib =",
+            "library =",
+        ] {
+            assert!(
+                section.lines().any(|l| l.starts_with(key)),
+                "jpd.toml's [usdt] does not set {key}"
+            );
+        }
+        let parsed: UsdtConfig = toml::from_str(section).unwrap();
+        assert_eq!(parsed, UsdtConfig::default());
+    }
+}
