@@ -1,0 +1,167 @@
+//! The USDT collector with the real agent: a JVM started with `libjpagent.so`
+//! (`profiler=usdt`, the default without `out=`) is found, gets a generation, and its
+//! records arrive complete — a hello answering that generation, contiguous sequence
+//! numbers per stream, every thread ended before JVM_END — and a re-send request
+//! mid-run is answered with a new hello. Needs root, JDK 17 and the agent library:
+//! `JP_AGENT_LIB=/path/libjpagent.so`, else `target/jp/libjpagent.so` of the workspace
+//! (`cargo xtask build`).
+mod usdt_common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jp_common::wire::{
+    split_record, EVENT_OK, FLAG_END, FLAG_RESYNC, KIND_HELLO, KIND_JVM_END, KIND_TREE,
+};
+use jp_daemon::usdt::collector::{UsdtCollector, UsdtOptions};
+use usdt_common::fake_agent::{require_root, wait_for, Recording};
+
+const JDK: &str = "/usr/lib/jvm/java-17-openjdk-amd64";
+
+const MAIN_JAVA: &str = r#"
+public class Main {
+    static long fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+    public static void main(String[] args) throws Exception {
+        long until = System.currentTimeMillis() + Long.parseLong(args[0]);
+        Thread t = new Thread(() -> { long s = 0; for (int i = 0; i < 200; i++) s += fib(18); System.out.println(s); }, "worker");
+        t.start();
+        long sum = 0;
+        while (System.currentTimeMillis() < until) {
+            sum += fib(20);
+            Thread.sleep(20);
+        }
+        t.join();
+        System.out.println(sum);
+    }
+}
+"#;
+
+fn agent_library() -> PathBuf {
+    let path = std::env::var_os("JP_AGENT_LIB").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/jp/libjpagent.so"),
+        PathBuf::from,
+    );
+    assert!(
+        path.exists(),
+        "no agent library at {}: build it (cargo xtask build) or set JP_AGENT_LIB",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn real_agent_records_arrive_complete_and_answer_resync() {
+    require_root();
+    let lib = agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("Main.java"), MAIN_JAVA).unwrap();
+    let javac = Command::new(format!("{JDK}/bin/javac"))
+        .arg("-d")
+        .arg(dir.path())
+        .arg(dir.path().join("Main.java"))
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run javac ({e}): install openjdk-17-jdk-headless"));
+    assert!(javac.success());
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _enter = rt.enter();
+    let sink = Arc::new(Mutex::new(Recording::default()));
+    let options = UsdtOptions {
+        scan_interval: Duration::from_millis(100),
+        ..UsdtOptions::default()
+    };
+    let collector = UsdtCollector::start(options, sink.clone()).unwrap();
+    let mut java = Command::new(format!("{JDK}/bin/java"))
+        .arg(format!("-agentpath:{}", lib.display()))
+        .arg("-cp")
+        .arg(dir.path())
+        .arg("Main")
+        .arg("4000")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = java.id();
+    let timeout = Duration::from_secs(30);
+    wait_for(&sink, timeout, "the JVM's first generation", |r| {
+        !r.generations_of(pid).is_empty()
+    });
+    let first = sink.lock().unwrap().generations_of(pid)[0];
+    let hellos = |r: &Recording| -> Vec<u64> {
+        r.events_of(pid)
+            .iter()
+            .filter_map(|(_, b)| split_record(b).ok())
+            .filter(|rec| rec.header.kind == KIND_HELLO)
+            .map(|rec| rec.header.generation)
+            .collect()
+    };
+    wait_for(&sink, timeout, "a hello", |r| !hellos(r).is_empty());
+    assert_eq!(hellos(&sink.lock().unwrap()), [first]);
+    let started = Instant::now();
+    sink.lock().unwrap().resync.push(pid);
+    wait_for(&sink, timeout, "a second generation", |r| {
+        r.generations_of(pid).len() == 2
+    });
+    let second = sink.lock().unwrap().generations_of(pid)[1];
+    assert!(second > first);
+    wait_for(&sink, timeout, "the re-sent hello", |r| {
+        hellos(r).len() == 2
+    });
+    println!("re-send answered in {:?}", started.elapsed());
+    assert!(java.wait().unwrap().success());
+    wait_for(&sink, timeout, "the exit", |r| r.gone.contains(&pid));
+
+    let r = sink.lock().unwrap();
+    let events = r.events_of(pid);
+    let mut next_seq: BTreeMap<u64, u32> = BTreeMap::new();
+    let mut ended: Vec<u64> = Vec::new();
+    let (mut trees, mut bytes) = (0, 0);
+    for (i, (h, b)) in events.iter().enumerate() {
+        assert_eq!(h.status, EVENT_OK, "event {i}");
+        let rec = split_record(b).unwrap_or_else(|e| panic!("record {i}: {e}"));
+        let hd = rec.header;
+        let expected = if hd.flags & FLAG_RESYNC != 0 {
+            0
+        } else {
+            *next_seq
+                .get(&hd.stream)
+                .unwrap_or_else(|| panic!("stream {} starts without a resync", hd.stream))
+        };
+        assert_eq!(hd.seq, expected, "stream {} record {i}", hd.stream);
+        next_seq.insert(hd.stream, hd.seq + 1);
+        if hd.kind == KIND_TREE {
+            trees += 1;
+            if hd.flags & FLAG_END != 0 {
+                ended.push(hd.stream);
+            }
+        }
+        if hd.kind == KIND_JVM_END {
+            assert_eq!(i, events.len() - 1, "JVM_END is the last record");
+        }
+        bytes += b.len();
+    }
+    let last = split_record(&events.last().unwrap().1).unwrap().header;
+    assert_eq!(last.kind, KIND_JVM_END);
+    let threads: Vec<u64> = next_seq.keys().copied().filter(|&s| s != 0).collect();
+    for t in &threads {
+        assert!(ended.contains(t), "thread stream {t} never ended");
+    }
+    assert!(
+        trees > 0 && threads.len() >= 2,
+        "{trees} trees, threads {threads:?}"
+    );
+    println!(
+        "{} records ({bytes} bytes, {trees} trees) from {} threads; kernel counters {:?}",
+        events.len(),
+        threads.len(),
+        r.counters
+    );
+    drop(r);
+    collector.shutdown();
+}
