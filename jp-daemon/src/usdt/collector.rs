@@ -54,6 +54,8 @@ pub trait RecordSink: Send + 'static {
     fn take_resync_requests(&mut self) -> Vec<u32>;
     /// eBPF-side counters, summed over CPUs.
     fn set_kernel_counters(&mut self, counters: KernelCounters);
+    /// Called after every scan: drop what is past its retention.
+    fn expire(&mut self, _now: SystemTime) {}
 }
 
 /// What the collector needs from the configuration.
@@ -329,6 +331,7 @@ impl<S: RecordSink> Manager<S> {
         for pid in exited {
             self.gone(pid, now);
         }
+        lock(&self.sink).expire(now);
         self.scans += 1;
         self.last_scan = started.elapsed();
     }

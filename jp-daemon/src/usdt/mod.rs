@@ -7,7 +7,8 @@
 //! On top of these, the JVM agent's record probe: [`program`] loads the eBPF program
 //! and its maps, [`discovery`] finds the processes mapping `libjpagent.so`, [`control`]
 //! writes their control generation, [`ring`] reads the ring buffer and [`collector`]
-//! runs it all and hands the records to a [`collector::RecordSink`] (the JVM store).
+//! runs it all and hands the records to a [`collector::RecordSink`] (the JVM store,
+//! [`crate::jvm::JvmStore`], in jpd).
 pub mod attach;
 pub mod collector;
 pub mod config;
@@ -17,4 +18,32 @@ pub mod maps;
 pub mod notes;
 pub mod program;
 pub mod ring;
+mod sink;
 pub mod spec;
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context as _;
+
+/// Starts the collector as `[usdt]` says (inside a tokio runtime); `None` when disabled.
+pub fn start_from_config<S: collector::RecordSink>(
+    config: &config::UsdtConfig,
+    sink: Arc<Mutex<S>>,
+) -> anyhow::Result<Option<collector::UsdtCollector>> {
+    if !config.enabled {
+        log::info!("USDT collector disabled ([usdt] enabled = false): no JVM profiles");
+        return Ok(None);
+    }
+    let c = collector::UsdtCollector::start(config.options(), sink).context(
+        "cannot start the USDT collector (set [usdt] enabled = false to run without JVM profiles)",
+    )?;
+    let status = c.status();
+    log::info!(
+        "USDT collector: {} JVM(s) with {} found, rescanning every {} ms, {} KiB ring buffer",
+        status.processes.len(),
+        config.library,
+        config.scan_interval_ms,
+        config.ring_buffer_kib
+    );
+    Ok(Some(c))
+}
