@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use jp_common::wire::{
     split_record, EVENT_OK, FLAG_END, FLAG_RESYNC, KIND_HELLO, KIND_JVM_END, KIND_TREE,
 };
+use jp_daemon::jvm::{JvmLimits, JvmStore};
 use jp_daemon::usdt::collector::{UsdtCollector, UsdtOptions};
 use usdt_common::fake_agent::{require_root, wait_for, Recording};
 
@@ -52,19 +53,24 @@ fn agent_library() -> PathBuf {
     path
 }
 
+/// Compiles `Main` into `dir`.
+fn compile_main(dir: &std::path::Path) {
+    std::fs::write(dir.join("Main.java"), MAIN_JAVA).unwrap();
+    let javac = Command::new(format!("{JDK}/bin/javac"))
+        .arg("-d")
+        .arg(dir)
+        .arg(dir.join("Main.java"))
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run javac ({e}): install openjdk-17-jdk-headless"));
+    assert!(javac.success());
+}
+
 #[test]
 fn real_agent_records_arrive_complete_and_answer_resync() {
     require_root();
     let lib = agent_library();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("Main.java"), MAIN_JAVA).unwrap();
-    let javac = Command::new(format!("{JDK}/bin/javac"))
-        .arg("-d")
-        .arg(dir.path())
-        .arg(dir.path().join("Main.java"))
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run javac ({e}): install openjdk-17-jdk-headless"));
-    assert!(javac.success());
+    compile_main(dir.path());
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -164,4 +170,59 @@ fn real_agent_records_arrive_complete_and_answer_resync() {
     );
     drop(r);
     collector.shutdown();
+}
+
+#[test]
+fn real_agent_into_the_jvm_store() {
+    require_root();
+    let lib = agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    compile_main(dir.path());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _enter = rt.enter();
+    let store = Arc::new(Mutex::new(JvmStore::new(JvmLimits::default())));
+    let options = UsdtOptions {
+        scan_interval: Duration::from_millis(100),
+        ..UsdtOptions::default()
+    };
+    let collector = UsdtCollector::start(options, store.clone()).unwrap();
+    let mut java = Command::new(format!("{JDK}/bin/java"))
+        .arg(format!("-agentpath:{}", lib.display()))
+        .arg("-cp")
+        .arg(dir.path())
+        .arg("Main")
+        .arg("1500")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = java.id();
+    assert!(java.wait().unwrap().success());
+    let start = Instant::now();
+    let summary = loop {
+        let s = store.lock().unwrap().summary(pid);
+        if let Some(s) = s.filter(|s| s.exited_at.is_some()) {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "JVM {pid} never reported exited"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    collector.shutdown();
+    println!("{summary:?}");
+    assert!(summary.finished, "{summary:?}");
+    assert!(summary.complete, "{summary:?}");
+    assert_eq!((summary.records_lost, summary.records_malformed), (0, 0));
+    assert!(
+        summary.threads_total >= 2 && summary.threads_live == 0,
+        "{summary:?}"
+    );
+    assert!(summary.calls > 0 && summary.nodes > 0, "{summary:?}");
+    assert!(summary.jdk_version.starts_with("17"), "{summary:?}");
+    assert_eq!(summary.main, "Main");
 }
