@@ -1,4 +1,5 @@
 //! jpctl: the command-line client of jpd, and its live `top` view.
 pub mod client;
+pub mod jvm;
 pub mod output;
 pub mod top;

@@ -7,7 +7,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use jp_proto::v1::{
     GetIrqStatsRequest, GetKernelProfileRequest, GetStatusRequest, ProfileSource, ResetRequest,
 };
-use jpctl::client::{self, DEFAULT_SOCKET};
+use jpctl::client::{self, Client, DEFAULT_SOCKET};
+use jpctl::jvm::{self as jvmcmd, ExportFormat, TopBy};
 use jpctl::output;
 
 #[derive(Parser, Debug)]
@@ -48,11 +49,59 @@ enum Command {
     },
     /// Start counting from zero (for every client of jpd).
     Reset,
-    /// Live full-screen view of kernel functions, IRQs and softirqs.
+    /// Profiled JVMs: list them, their top methods, their call trees, export.
+    Jvm {
+        #[command(subcommand)]
+        command: JvmCommand,
+    },
+    /// Live full-screen view of kernel functions, IRQs, softirqs and JVM methods.
     Top {
         /// Refresh interval in milliseconds.
         #[arg(long, default_value_t = 1000, value_name = "MS")]
         interval: u32,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum JvmCommand {
+    /// JVMs jpd profiles (running, and exited ones it still keeps).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// A JVM's methods by exclusive bytecodes, calls or inclusive bytecodes.
+    Top {
+        /// The JVM's pid (as `jpctl jvm list` shows it).
+        pid: u32,
+        #[arg(long, value_enum, default_value_t = TopBy::Bytecodes)]
+        by: TopBy,
+        /// Show only the first N methods (0 = all).
+        #[arg(short = 'n', long = "limit", default_value_t = 20, value_name = "N")]
+        n: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A JVM's merged method call tree, cut by depth and share.
+    Tree {
+        pid: u32,
+        /// Show calling contexts down to depth N (1 = top-level only; 0 = no limit).
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        depth: u32,
+        /// Leave out subtrees with less than P percent of the JVM's bytecodes.
+        #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = jvmcmd::parse_percent)]
+        min_share: f64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a JVM's whole tree to a file: json (jp-mct/1, as the agent's out=),
+    /// pprof, folded stacks or an indented tree.
+    Export {
+        pid: u32,
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// Output file; `-` for stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
     },
 }
 
@@ -145,6 +194,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             c.reset(ResetRequest {}).await.map_err(rpc)?;
             "counts reset: jpd counts from zero for every client\n".to_string()
         }
+        Command::Jvm { command } => jvm(&mut c, command).await?,
         Command::Top { interval } => {
             jpctl::top::run(c, interval).await?;
             String::new()
@@ -153,4 +203,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // A closed pipe (`jpctl kernel | head`) is not an error worth a message.
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
     Ok(())
+}
+
+async fn jvm(c: &mut Client, command: JvmCommand) -> anyhow::Result<String> {
+    Ok(match command {
+        JvmCommand::List { json } => jvmcmd::list(c, json).await?,
+        JvmCommand::Top { pid, by, n, json } => jvmcmd::top(c, pid, by, n, json).await?,
+        JvmCommand::Tree {
+            pid,
+            depth,
+            min_share,
+            json,
+        } => jvmcmd::tree(c, pid, depth, min_share / 100.0, json).await?,
+        JvmCommand::Export {
+            pid,
+            format,
+            output,
+        } => jvmcmd::export(c, pid, format, &output).await?,
+    })
 }

@@ -17,6 +17,10 @@ struct Fake {
     top_n: Mutex<Vec<u32>>,
     resets: Mutex<u32>,
     sources: Mutex<Vec<i32>>,
+    /// (pid, max_depth, min_share) of every GetJvmProfile call.
+    profiles: Mutex<Vec<(u32, u32, f64)>>,
+    /// (pid, order, limit) of every GetJvmTop call.
+    tops: Mutex<Vec<(u32, i32, u32)>>,
 }
 
 fn function(
@@ -88,6 +92,23 @@ impl Jp for FakeSvc {
                 shift: 4,
                 ..Default::default()
             }),
+            jvm: Some(pb::JvmStatus {
+                jvms_attached: 1,
+                jvms_exited: 1,
+                records: 120,
+                bytes: 54_321,
+                malformed: 2,
+                malformed_by_reason: vec![pb::JvmMalformed {
+                    reason: "bad magic".into(),
+                    records: 2,
+                }],
+                lost: 3,
+                ring_full: 3,
+                fired: 125,
+                nodes: 12,
+                memory_bytes: 4096,
+                ..Default::default()
+            }),
         }))
     }
     async fn get_kernel_profile(
@@ -144,6 +165,192 @@ impl Jp for FakeSvc {
         _: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         Ok(Response::new(tokio_stream::empty()))
+    }
+    async fn list_jvms(
+        &self,
+        _: Request<pb::ListJvmsRequest>,
+    ) -> Result<Response<pb::JvmList>, Status> {
+        Ok(Response::new(pb::JvmList {
+            jvms: vec![paper_jvm(), broken_jvm()],
+        }))
+    }
+    async fn get_jvm_profile(
+        &self,
+        r: Request<pb::GetJvmProfileRequest>,
+    ) -> Result<Response<pb::JvmProfile>, Status> {
+        let r = r.into_inner();
+        known(r.pid)?;
+        self.0
+            .profiles
+            .lock()
+            .unwrap()
+            .push((r.pid, r.max_depth, r.min_share));
+        Ok(Response::new(paper_profile()))
+    }
+    async fn get_jvm_top(
+        &self,
+        r: Request<pb::GetJvmTopRequest>,
+    ) -> Result<Response<pb::JvmTop>, Status> {
+        let r = r.into_inner();
+        known(r.pid)?;
+        self.0.tops.lock().unwrap().push((r.pid, r.order, r.limit));
+        Ok(Response::new(paper_top(r.order)))
+    }
+    type ExportJvmProfileStream =
+        tokio_stream::Iter<std::vec::IntoIter<Result<pb::JvmExportChunk, Status>>>;
+    async fn export_jvm_profile(
+        &self,
+        r: Request<pb::ExportJvmProfileRequest>,
+    ) -> Result<Response<Self::ExportJvmProfileStream>, Status> {
+        let r = r.into_inner();
+        known(r.pid)?;
+        let name = pb::JvmExportFormat::try_from(r.format)
+            .unwrap()
+            .as_str_name()
+            .to_string();
+        let chunks = if r.pid == SHORT_PID {
+            // Claims more than it sends: jpctl must not write a file.
+            vec![Ok(pb::JvmExportChunk {
+                data: b"partial".to_vec(),
+                total_bytes: 100,
+                last: true,
+            })]
+        } else {
+            vec![
+                Ok(pb::JvmExportChunk {
+                    data: format!("{name} of {}\n", r.pid).into_bytes(),
+                    total_bytes: 0,
+                    last: false,
+                }),
+                Ok(pb::JvmExportChunk {
+                    data: b"second chunk\n".to_vec(),
+                    total_bytes: (name.len() + 9 + 13) as u64,
+                    last: true,
+                }),
+            ]
+        };
+        Ok(Response::new(tokio_stream::iter(chunks)))
+    }
+}
+
+const PAPER_PID: u32 = 4242;
+const SHORT_PID: u32 = 77;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn known(pid: u32) -> Result<(), Status> {
+    if pid == PAPER_PID || pid == SHORT_PID {
+        Ok(())
+    } else {
+        Err(Status::not_found(format!(
+            "no JVM with pid {pid}: jpd holds JVM pids 4242, 5151 (see `jpctl jvm list`)"
+        )))
+    }
+}
+
+fn paper_jvm() -> pb::JvmSummary {
+    pb::JvmSummary {
+        pid: PAPER_PID,
+        ns_pid: None,
+        main: "Paper".into(),
+        jdk_version: "17.0.9+9".into(),
+        bba: "precise".into(),
+        threads_live: 1,
+        threads_total: 2,
+        calls: 78,
+        bytecodes: 624,
+        attached_since_unix_ms: now_ms() - 3_600_000,
+        exited_unix_ms: now_ms() - 65_000,
+        complete: true,
+        nodes: 6,
+        ..Default::default()
+    }
+}
+
+fn broken_jvm() -> pb::JvmSummary {
+    pb::JvmSummary {
+        pid: 5151,
+        ns_pid: Some(7),
+        main: "app.jar".into(),
+        jdk_version: "25+36".into(),
+        bba: "default".into(),
+        threads_live: 12,
+        threads_total: 40,
+        calls: 1_000_000,
+        bytecodes: 987_654_321,
+        attached_since_unix_ms: now_ms() - 90_061_000,
+        exited_unix_ms: 0,
+        complete: false,
+        incomplete_reason: "1 thread waiting for a re-send".into(),
+        records_lost: 3,
+        records_malformed: 0,
+        nodes: 5000,
+        ..Default::default()
+    }
+}
+
+fn method(id: u32, name: &str) -> pb::JvmMethod {
+    pb::JvmMethod {
+        id,
+        name: name.into(),
+        file: Some("Paper.java".into()),
+    }
+}
+
+fn node(method_id: u32, depth: u32, calls: u64, bytecodes: u64, inclusive: u64) -> pb::JvmNode {
+    pb::JvmNode {
+        method_id,
+        depth,
+        calls,
+        bytecodes,
+        inclusive_bytecodes: inclusive,
+        cut: None,
+    }
+}
+
+/// The paper's tree at depth 2: f's two children are cut.
+fn paper_profile() -> pb::JvmProfile {
+    let mut f = node(2, 1, 1, 106, 616);
+    f.cut = Some(pb::JvmCut {
+        subtrees: 2,
+        nodes: 3,
+        calls: 75,
+        bytecodes: 510,
+    });
+    pb::JvmProfile {
+        jvm: Some(paper_jvm()),
+        methods: vec![
+            method(0, "Paper.main([Ljava/lang/String;)V"),
+            method(1, "Paper.<init>()V"),
+            method(2, "Paper.f()V"),
+        ],
+        nodes: vec![node(0, 0, 1, 5, 624), node(1, 1, 1, 3, 3), f],
+        root_cut: None,
+        total_nodes: 6,
+        cut_nodes: 3,
+        max_depth: 2,
+        min_share: 0.0,
+    }
+}
+
+fn paper_top(order: i32) -> pb::JvmTop {
+    let m = |name: &str, calls, bytecodes, inclusive| pb::JvmMethodTotals {
+        name: name.into(),
+        file: Some("Paper.java".into()),
+        calls,
+        bytecodes,
+        inclusive_bytecodes: inclusive,
+    };
+    pb::JvmTop {
+        jvm: Some(paper_jvm()),
+        order,
+        methods: vec![m("Paper.g(I)V", 10, 445, 500), m("Paper.f()V", 1, 106, 616)],
+        total_methods: 5,
     }
 }
 
@@ -313,6 +520,8 @@ fn clear_error_when_jpd_is_not_running() {
         &["irq"],
         &["reset"],
         &["top"],
+        &["jvm", "list"],
+        &["jvm", "export", "1", "--format", "json", "-o", "x"],
     ] {
         let o = jpctl(&socket, args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");
@@ -326,4 +535,230 @@ fn clear_error_when_jpd_is_not_running() {
             "{args:?}"
         );
     }
+}
+
+#[test]
+fn jvm_list_table_and_json_are_exact() {
+    let d = fake_jpd();
+    let out = stdout_ok(&d.socket, &["jvm", "list"]);
+    let expected = concat!(
+        "    pid  jdk          bba      threads        calls       bytecodes     nodes  state              main\n",
+        "   4242  17.0.9+9     precise      1/2           78             624         6  exited 1m 5s ago   Paper\n",
+        "  5151*  25+36        default    12/40      1000000       987654321      5000  running 1d 1h      app.jar [pid 7 in its namespace]\n",
+        "* pid 5151: incomplete: 1 thread waiting for a re-send (3 records lost, 0 malformed)\n",
+    );
+    assert_eq!(out, expected);
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout_ok(&d.socket, &["jvm", "list", "--json"])).unwrap();
+    let attached = v["jvms"][1]["attached_since_unix_ms"].as_u64().unwrap();
+    let exited = v["jvms"][0]["exited_unix_ms"].as_u64().unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"jvms": [
+            {"pid": 4242, "ns_pid": null, "main": "Paper", "jdk_version": "17.0.9+9",
+             "bba": "precise", "threads": {"live": 1, "total": 2}, "calls": 78,
+             "bytecodes": 624, "nodes": 6,
+             "attached_since_unix_ms": v["jvms"][0]["attached_since_unix_ms"],
+             "exited_unix_ms": exited, "complete": true, "incomplete_reason": null,
+             "records_lost": 0, "records_malformed": 0},
+            {"pid": 5151, "ns_pid": 7, "main": "app.jar", "jdk_version": "25+36",
+             "bba": "default", "threads": {"live": 12, "total": 40}, "calls": 1000000,
+             "bytecodes": 987654321u64, "nodes": 5000,
+             "attached_since_unix_ms": attached, "exited_unix_ms": null,
+             "complete": false, "incomplete_reason": "1 thread waiting for a re-send",
+             "records_lost": 3, "records_malformed": 0},
+        ]})
+    );
+}
+
+#[test]
+fn jvm_top_passes_order_and_limit_and_prints_exactly() {
+    let d = fake_jpd();
+    let out = stdout_ok(&d.socket, &["jvm", "top", "4242"]);
+    let expected = concat!(
+        "pid 4242 Paper (jdk 17.0.9+9, bba precise): 78 calls, 624 bytecodes\n",
+        "2 of 5 methods by exclusive bytecodes\n",
+        "      bytecodes  share        calls       inclusive  incl%  method\n",
+        "            445  71.3%           10             500  80.1%  Paper.g(I)V\n",
+        "            106  17.0%            1             616  98.7%  Paper.f()V\n",
+    );
+    assert_eq!(out, expected);
+    let out = stdout_ok(
+        &d.socket,
+        &["jvm", "top", "4242", "--json", "--by", "calls", "-n", "2"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["order"], "calls");
+    assert_eq!(v["total_methods"], 5);
+    assert_eq!(
+        v["methods"],
+        serde_json::json!([
+            {"method": "Paper.g(I)V", "file": "Paper.java", "calls": 10, "bytecodes": 445, "inclusive_bytecodes": 500},
+            {"method": "Paper.f()V", "file": "Paper.java", "calls": 1, "bytecodes": 106, "inclusive_bytecodes": 616},
+        ])
+    );
+    assert_eq!(v["jvm"]["pid"], 4242);
+    stdout_ok(
+        &d.socket,
+        &["jvm", "top", "4242", "--by", "inclusive", "--limit", "0"],
+    );
+    let (b, c, i) = (
+        pb::JvmTopOrder::Bytecodes as i32,
+        pb::JvmTopOrder::Calls as i32,
+        pb::JvmTopOrder::Inclusive as i32,
+    );
+    assert_eq!(
+        *d.fake.tops.lock().unwrap(),
+        [(4242, b, 20), (4242, c, 2), (4242, i, 0)]
+    );
+}
+
+#[test]
+fn jvm_tree_shows_cuts_and_passes_limits() {
+    let d = fake_jpd();
+    let out = stdout_ok(&d.socket, &["jvm", "tree", "4242", "--depth", "2"]);
+    let expected = concat!(
+        "pid 4242 Paper (bba precise): 78 calls, 624 bytecodes; 6 nodes, 3 shown, 3 cut (depth 2)\n",
+        "         calls       inclusive       exclusive  share  method\n",
+        "             1             624               5 100.0%  Paper.main([Ljava/lang/String;)V\n",
+        "             1               3               3   0.5%    Paper.<init>()V\n",
+        "             1             616             106  98.7%    Paper.f()V\n",
+        "            75             510               -  81.7%      [cut: 2 subtrees, 3 nodes]\n",
+    );
+    assert_eq!(out, expected);
+    let out = stdout_ok(
+        &d.socket,
+        &["jvm", "tree", "4242", "--json", "--min-share", "1.5%"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["total_nodes"].as_u64(), v["cut_nodes"].as_u64()),
+        (Some(6), Some(3))
+    );
+    assert_eq!(v["root_cut"], serde_json::Value::Null);
+    assert_eq!(
+        v["nodes"][2],
+        serde_json::json!({"depth": 1, "method": "Paper.f()V", "file": "Paper.java",
+            "calls": 1, "bytecodes": 106, "inclusive_bytecodes": 616,
+            "cut": {"subtrees": 2, "nodes": 3, "calls": 75, "bytecodes": 510}})
+    );
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        *d.fake.profiles.lock().unwrap(),
+        [(4242, 2, 0.0), (4242, 0, 0.015)]
+    );
+    let o = jpctl(&d.socket, &["jvm", "tree", "4242", "--min-share", "101"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(
+            "invalid value '101' for '--min-share <P>': 101 is not a percentage between 0 and 100"
+        ),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn jvm_export_writes_the_streamed_file() {
+    let d = fake_jpd();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("paper.pb.gz");
+    let out = stdout_ok(
+        &d.socket,
+        &[
+            "jvm",
+            "export",
+            "4242",
+            "--format",
+            "pprof",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out,
+        format!(
+            "wrote 45 bytes (gzipped pprof) of pid 4242 to {}\n",
+            file.display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "JVM_EXPORT_FORMAT_PPROF of 4242\nsecond chunk\n"
+    );
+    let out = stdout_ok(
+        &d.socket,
+        &["jvm", "export", "4242", "--format", "folded", "-o", "-"],
+    );
+    assert_eq!(out, "JVM_EXPORT_FORMAT_FOLDED of 4242\nsecond chunk\n");
+    // A transfer shorter than announced leaves no file.
+    let short = dir.path().join("short.json");
+    let o = jpctl(
+        &d.socket,
+        &[
+            "jvm",
+            "export",
+            "77",
+            "--format",
+            "json",
+            "-o",
+            short.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "jpctl: jpd sent 7 bytes of a 100-byte profile; nothing written\n"
+    );
+    assert!(!short.exists());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temp file left"
+    );
+}
+
+#[test]
+fn jvm_unknown_pid_is_a_clear_error() {
+    let d = fake_jpd();
+    for args in [
+        &["jvm", "top", "1"][..],
+        &["jvm", "tree", "1"],
+        &["jvm", "export", "1", "--format", "json", "-o", "-"],
+    ] {
+        let o = jpctl(&d.socket, args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(o.stdout.is_empty());
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            "jpctl: jpd answered NotFound: no JVM with pid 1: jpd holds JVM pids 4242, 5151 (see `jpctl jvm list`)\n",
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn status_shows_jvm_ingestion() {
+    let d = fake_jpd();
+    let out = stdout_ok(&d.socket, &["status"]);
+    assert!(
+        out.ends_with(concat!(
+            "jvm: 1 attached, 1 exited and kept\n",
+            "  records  120 (54321 bytes), 3 lost (sequence gaps), 2 malformed\n",
+            "    malformed: 2 bad magic\n",
+            "  probes   125 fired, 3 ring buffer full, 0 faults, 0 too long\n",
+            "  nodes    12 (4096 bytes of memory)\n",
+        )),
+        "{out}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout_ok(&d.socket, &["status", "--json"])).unwrap();
+    assert_eq!(
+        v["jvm"],
+        serde_json::json!({"jvms_attached": 1, "jvms_exited": 1, "records": 120,
+            "bytes": 54321, "lost": 3, "malformed": 2,
+            "malformed_by_reason": [{"reason": "bad magic", "records": 2}],
+            "fired": 125, "ring_full": 3, "faults": 0, "too_long": 0, "nodes": 12,
+            "memory_bytes": 4096})
+    );
 }

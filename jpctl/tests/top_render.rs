@@ -3,8 +3,8 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use jp_proto::v1::{
-    FunctionDelta, FunctionInfo, IrqHandlerDelta, IrqHandlerInfo, KernelDelta, ModeSamples,
-    Softirq, WatchUpdate,
+    FunctionDelta, FunctionInfo, IrqHandlerDelta, IrqHandlerInfo, JvmActivity, JvmDelta, JvmMethod,
+    JvmMethodDelta, JvmSummary, KernelDelta, ModeSamples, Softirq, WatchUpdate,
 };
 use jpctl::top::state::TopState;
 use jpctl::top::view;
@@ -81,6 +81,7 @@ fn update() -> WatchUpdate {
             unknown_samples: 0,
             events_lost: 0,
         }),
+        jvm: None,
     }
 }
 
@@ -248,4 +249,245 @@ fn wide_terminal_shows_the_handler_function_and_tiny_one_does_not_panic() {
     }
     s.handle_key(key('?'));
     screen_of(&s, 30, 8);
+}
+
+fn jvm_summary(pid: u32, main: &str) -> JvmSummary {
+    JvmSummary {
+        pid,
+        main: main.into(),
+        jdk_version: "17.0.9".into(),
+        bba: "default".into(),
+        ..Default::default()
+    }
+}
+
+fn jvm_method(id: u32, name: &str) -> JvmMethod {
+    JvmMethod {
+        id,
+        name: name.into(),
+        file: None,
+    }
+}
+
+fn md(id: u32, calls: u64, bytecodes: u64) -> JvmMethodDelta {
+    JvmMethodDelta {
+        id,
+        calls,
+        bytecodes,
+    }
+}
+
+/// Two JVMs; in 2 s, Paper ran g, f and main; Server ran handle.
+fn jvm_first() -> WatchUpdate {
+    let mut u = update();
+    u.elapsed_ns = 2_000_000_000;
+    u.jvm = Some(JvmDelta {
+        new_jvms: vec![jvm_summary(4242, "Paper"), jvm_summary(5151, "app.jar")],
+        exited: vec![],
+        new_methods: vec![
+            jvm_method(0, "Paper.g(I)V"),
+            jvm_method(1, "Paper.f()V"),
+            jvm_method(2, "Paper.main([Ljava/lang/String;)V"),
+            jvm_method(3, "app.Server.handle()V"),
+        ],
+        jvms: vec![
+            JvmActivity {
+                pid: 4242,
+                calls: 12,
+                bytecodes: 600,
+                methods: vec![md(0, 10, 450), md(1, 1, 100), md(2, 1, 50)],
+            },
+            JvmActivity {
+                pid: 5151,
+                calls: 7,
+                bytecodes: 3_000_000,
+                methods: vec![md(3, 7, 3_000_000)],
+            },
+        ],
+        removed: vec![],
+    });
+    u
+}
+
+/// 0.5 s later: only f ran in Paper (a new context of a known method).
+fn jvm_second() -> WatchUpdate {
+    WatchUpdate {
+        seq: 1,
+        elapsed_ns: 500_000_000,
+        reset: false,
+        kernel: None,
+        jvm: Some(JvmDelta {
+            jvms: vec![JvmActivity {
+                pid: 4242,
+                calls: 5,
+                bytecodes: 400,
+                methods: vec![md(1, 5, 400)],
+            }],
+            ..Default::default()
+        }),
+    }
+}
+
+/// A row inside a full-width pane at 80 columns.
+fn boxed(content: &str) -> String {
+    format!("│{content:<78}│")
+}
+
+/// A pane's top border with its title at 80 columns.
+fn titled(title: &str) -> String {
+    let fill = 78 - title.chars().count() - 1;
+    format!("┌{title}{}┐", "─".repeat(fill + 1))
+}
+
+fn jvm_pane(sc: &[String]) -> Vec<String> {
+    let top = sc
+        .iter()
+        .position(|l| l.starts_with("┌ JVM"))
+        .unwrap_or_else(|| panic!("no JVM pane:\n{}", sc.join("\n")));
+    sc[top..23].to_vec()
+}
+
+#[test]
+fn jvm_pane_rates_sorting_and_switching_at_80x24() {
+    let mut s = TopState::new(1000);
+    s.apply(&jvm_first());
+    let sc = screen(&s);
+    assert!(sc.iter().all(|l| l.chars().count() == 80));
+    // Rates over the 2 s update; share of the JVM's 600 bytecodes; by bc/s.
+    assert_eq!(
+        jvm_pane(&sc),
+        [
+            titled(" JVM 4242 Paper (1/2, [ ] switch, sort: bc/s) "),
+            boxed(" share    bytecodes    bc/s      calls calls/s method"),
+            boxed(" 75.0%          450     225         10     5.0 Paper.g(int)"),
+            boxed(" 16.7%          100    50.0          1     0.5 Paper.f()"),
+            boxed("  8.3%           50    25.0          1     0.5 Paper.main(java.lang.String[])"),
+            boxed(""),
+            boxed(""),
+            format!("└{}┘", "─".repeat(78)),
+        ]
+    );
+    // The kernel panes are still there, above.
+    line_with(&sc, "Kernel functions (4 shown, sort: samples)");
+    line_with(&sc, "virtio1-req.0");
+
+    // 0.5 s later only f ran: 400 bytecodes → 800/s; the others' rates drop to 0.
+    s.apply(&jvm_second());
+    s.handle_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+    s.handle_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+    let sc = screen(&s);
+    assert_eq!(
+        sc[23].trim_end(),
+        "q quit ? help Tab pane s sort:bc/s / filter +- interval space pause z zero"
+    );
+    assert_eq!(
+        jvm_pane(&sc)[2..5],
+        [
+            boxed(" 50.0%          500     800          6    10.0 Paper.f()"),
+            boxed(" 45.0%          450       0         10       0 Paper.g(int)"),
+            boxed("  5.0%           50       0          1       0 Paper.main(java.lang.String[])"),
+        ]
+    );
+    // s on the focused JVM pane: calls/s, then bytecodes, calls, name.
+    s.handle_key(key('s'));
+    s.handle_key(key('s'));
+    let sc = screen(&s);
+    assert_eq!(
+        jvm_pane(&sc)[0],
+        titled(" JVM 4242 Paper (1/2, [ ] switch, sort: bytecodes) ")
+    );
+    assert_eq!(
+        jvm_pane(&sc)[2],
+        boxed(" 50.0%          500     800          6    10.0 Paper.f()")
+    );
+    s.handle_key(key('s'));
+    assert_eq!(
+        jvm_pane(&screen(&s))[2],
+        boxed(" 45.0%          450       0         10       0 Paper.g(int)")
+    );
+    assert_eq!(s.ui.function_sort, jpctl::top::state::FunctionSort::Samples);
+
+    // ] shows the next JVM, [ goes back (wrapping).
+    s.handle_key(key(']'));
+    let p = jvm_pane(&screen(&s));
+    assert_eq!(
+        p[0],
+        titled(" JVM 5151 app.jar (2/2, [ ] switch, sort: calls) ")
+    );
+    assert_eq!(
+        p[2],
+        boxed("100.0%      3000000       0          7       0 app.Server.handle()")
+    );
+    assert_eq!(p[3], boxed(""));
+    s.handle_key(key(']'));
+    assert!(jvm_pane(&screen(&s))[0].starts_with("┌ JVM 4242 Paper (1/2"));
+    s.handle_key(key('['));
+    assert!(jvm_pane(&screen(&s))[0].starts_with("┌ JVM 5151 app.jar (2/2"));
+}
+
+#[test]
+fn no_jvm_pane_until_jpd_reports_a_jvm() {
+    let mut s = TopState::new(1000);
+    s.apply(&update());
+    let sc = screen(&s);
+    assert!(!sc.iter().any(|l| l.contains("JVM")), "{}", sc.join("\n"));
+    // Tab cycles the two kernel panes only.
+    s.handle_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+    s.handle_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+    assert_eq!(s.ui.focus, jpctl::top::state::PaneId::Functions);
+    s.handle_key(key(']'));
+    assert_eq!(s.jvm.selected, None);
+}
+
+#[test]
+fn exited_and_removed_jvms() {
+    let mut s = TopState::new(1000);
+    s.apply(&jvm_first());
+    let mut u = jvm_second();
+    u.jvm = Some(JvmDelta {
+        exited: vec![4242],
+        ..Default::default()
+    });
+    s.apply(&u);
+    assert_eq!(
+        jvm_pane(&screen(&s))[0],
+        titled(" JVM 4242 Paper exited (1/2, [ ] switch, sort: bc/s) ")
+    );
+    // Retention over: the selection moves to the JVM that is left.
+    let mut u = jvm_second();
+    u.seq = 2;
+    u.jvm = Some(JvmDelta {
+        removed: vec![4242],
+        ..Default::default()
+    });
+    s.apply(&u);
+    let p = jvm_pane(&screen(&s));
+    assert_eq!(
+        p[0],
+        titled(" JVM 5151 app.jar (1/1, [ ] switch, sort: bc/s) ")
+    );
+    // A filter applies to methods too.
+    for c in "/handle".chars() {
+        s.handle_key(key(c));
+    }
+    assert!(jvm_pane(&screen(&s))[2].contains("app.Server.handle()"));
+    s.handle_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+    for c in "/paper".chars() {
+        s.handle_key(key(c));
+    }
+    assert_eq!(jvm_pane(&screen(&s))[2], boxed(""));
+}
+
+#[test]
+fn help_names_the_jvm_keys() {
+    let mut s = TopState::new(1000);
+    s.apply(&jvm_first());
+    s.handle_key(key('?'));
+    let sc = screen(&s);
+    assert!(line_with(&sc, "previous / next JVM in the JVM pane").contains(" [  ] "));
+    line_with(&sc, "JVM bytecodes per second");
+    // Small terminals still draw with three panes.
+    for (w, h) in [(20, 5), (1, 1), (80, 3), (40, 12)] {
+        screen_of(&s, w, h);
+    }
 }

@@ -5,31 +5,37 @@
 //! Row orders (sorted, filtered) are recomputed when data or settings change, not
 //! when a frame is drawn.
 
+pub mod jvm;
+
 use std::collections::HashMap;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use jp_proto::v1::{KernelDelta, ModeSamples, WatchUpdate};
 
-/// The panes, in Tab order. A new source (JVM) adds a variant here and a view.
+pub use jvm::{JvmSort, JvmState};
+
+/// The panes, in Tab order. A new source adds a variant here and a view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PaneId {
     Functions,
     Interrupts,
+    /// Methods of one profiled JVM; shown once jpd reports a JVM.
+    Jvm,
 }
 
 impl PaneId {
-    pub const ALL: [PaneId; 2] = [PaneId::Functions, PaneId::Interrupts];
-
-    pub fn next(self) -> PaneId {
-        let i = PaneId::ALL.iter().position(|p| *p == self).unwrap_or(0);
-        PaneId::ALL[(i + 1) % PaneId::ALL.len()]
-    }
+    pub const ALL: [PaneId; 3] = [PaneId::Functions, PaneId::Interrupts, PaneId::Jvm];
 
     pub fn title(self) -> &'static str {
         match self {
             PaneId::Functions => "Kernel functions",
             PaneId::Interrupts => "Interrupts",
+            PaneId::Jvm => "JVM",
         }
+    }
+
+    pub fn index(self) -> usize {
+        PaneId::ALL.iter().position(|p| *p == self).unwrap_or(0)
     }
 }
 
@@ -185,6 +191,7 @@ pub struct Ui {
     pub focus: PaneId,
     pub function_sort: FunctionSort,
     pub irq_sort: IrqSort,
+    pub jvm_sort: JvmSort,
     /// Lower-cased filter text; empty = no filter.
     pub filter: String,
     /// Typing a filter after `/`.
@@ -203,6 +210,8 @@ pub struct TopState {
     pub functions: Vec<FunctionRow>,
     pub irqs: Vec<IrqRow>,
     pub softirqs: Vec<SoftirqRow>,
+    /// Profiled JVMs and the JVM pane's rows.
+    pub jvm: JvmState,
     /// Samples since start or the last zero.
     pub modes: Modes,
     /// Samples in the last update, for the header's rate.
@@ -237,6 +246,7 @@ impl TopState {
             functions: Vec::new(),
             irqs: Vec::new(),
             softirqs: Vec::new(),
+            jvm: JvmState::default(),
             modes: Modes::default(),
             last_modes: Modes::default(),
             pending_modes: Modes::default(),
@@ -249,6 +259,7 @@ impl TopState {
                 focus: PaneId::Functions,
                 function_sort: FunctionSort::Samples,
                 irq_sort: IrqSort::Rate,
+                jvm_sort: JvmSort::BytecodeRate,
                 filter: String::new(),
                 editing_filter: false,
                 paused: false,
@@ -273,27 +284,51 @@ impl TopState {
         self.restarted = true;
     }
 
+    /// The panes on screen, in Tab order: the JVM pane once jpd reported a JVM.
+    pub fn panes(&self) -> Vec<PaneId> {
+        PaneId::ALL
+            .into_iter()
+            .filter(|p| *p != PaneId::Jvm || !self.jvm.jvms.is_empty())
+            .collect()
+    }
+
+    fn next_pane(&self) -> PaneId {
+        let panes = self.panes();
+        let i = panes.iter().position(|p| *p == self.ui.focus).unwrap_or(0);
+        panes
+            .get((i + 1) % panes.len().max(1))
+            .copied()
+            .unwrap_or(PaneId::Functions)
+    }
+
     /// Applies one Watch message.
     pub fn apply(&mut self, u: &WatchUpdate) {
         if u.seq == 0 {
             self.function_by_id.clear();
             self.irq_by_id.clear();
+            self.jvm.begin_stream();
             self.updates = 0;
         }
         let counts_known = u.seq == 0 && std::mem::take(&mut self.restarted);
         if u.reset && u.seq > 0 {
-            // Someone reset jpd: the deltas below count from that reset.
+            // Someone reset jpd: the deltas below count from that reset. JVM
+            // counts are not reset by jpd.
             self.clear_totals();
         }
-        let Some(k) = &u.kernel else {
-            self.updates += 1;
-            return;
-        };
-        self.register_names(k);
-        self.shift = k.shift;
-        self.events_lost = k.events_lost;
-        if !counts_known {
-            self.add_deltas(k, u.elapsed_ns);
+        if let Some(j) = &u.jvm {
+            self.jvm
+                .apply(j, u.elapsed_ns, !counts_known, self.ui.paused);
+        }
+        if let Some(k) = &u.kernel {
+            self.register_names(k);
+            self.shift = k.shift;
+            self.events_lost = k.events_lost;
+            if !counts_known {
+                self.add_deltas(k, u.elapsed_ns);
+            }
+        }
+        if !self.panes().contains(&self.ui.focus) {
+            self.ui.focus = PaneId::Functions;
         }
         self.updates += 1;
         self.refresh_order();
@@ -439,6 +474,7 @@ impl TopState {
     /// Local zero: totals restart from now; jpd keeps counting for other clients.
     pub fn zero(&mut self) {
         self.clear_totals();
+        self.jvm.zero();
         self.ui.zeroed = true;
         self.refresh_order();
     }
@@ -467,6 +503,7 @@ impl TopState {
             // of the last update shown).
             let pm = std::mem::take(&mut self.pending_modes);
             self.modes.add_modes(&pm);
+            self.jvm.resume();
             for r in &mut self.functions {
                 r.samples += std::mem::take(&mut r.pending);
             }
@@ -550,17 +587,19 @@ impl TopState {
             };
             o.then_with(|| a.vector.cmp(&b.vector))
         });
-        let lens = [self.function_order.len(), self.irq_order.len()];
+        self.jvm.refresh_order(filter, self.ui.jvm_sort);
+        let lens = [
+            self.function_order.len(),
+            self.irq_order.len(),
+            self.jvm.order.len(),
+        ];
         for (s, len) in self.ui.scroll.iter_mut().zip(lens) {
             *s = (*s).min(len.saturating_sub(1));
         }
     }
 
     fn focus_index(&self) -> usize {
-        PaneId::ALL
-            .iter()
-            .position(|p| *p == self.ui.focus)
-            .unwrap_or(0)
+        self.ui.focus.index()
     }
 
     /// Keys → state changes; the returned action is for the event loop.
@@ -602,12 +641,22 @@ impl TopState {
         match key.code {
             KeyCode::Char('q') | KeyCode::Esc => return Action::Quit,
             KeyCode::Char('?') | KeyCode::Char('h') => self.ui.help = true,
-            KeyCode::Tab | KeyCode::BackTab => self.ui.focus = self.ui.focus.next(),
+            KeyCode::Tab | KeyCode::BackTab => self.ui.focus = self.next_pane(),
             KeyCode::Char('s') => {
                 match self.ui.focus {
                     PaneId::Functions => self.ui.function_sort = self.ui.function_sort.next(),
                     PaneId::Interrupts => self.ui.irq_sort = self.ui.irq_sort.next(),
+                    PaneId::Jvm => self.ui.jvm_sort = self.ui.jvm_sort.next(),
                 }
+                self.refresh_order();
+            }
+            KeyCode::Char(']') | KeyCode::Char('[') => {
+                self.jvm.switch(if key.code == KeyCode::Char(']') {
+                    1
+                } else {
+                    -1
+                });
+                self.ui.scroll[PaneId::Jvm.index()] = 0;
                 self.refresh_order();
             }
             KeyCode::Char('/') => {
@@ -645,6 +694,7 @@ impl TopState {
         let len = match self.ui.focus {
             PaneId::Functions => self.function_order.len(),
             PaneId::Interrupts => self.irq_order.len(),
+            PaneId::Jvm => self.jvm.order.len(),
         };
         let cur = self.ui.scroll[i] as isize;
         self.ui.scroll[i] = (cur + by).clamp(0, len.saturating_sub(1) as isize) as usize;
@@ -714,6 +764,7 @@ mod tests {
                 unknown_samples: 0,
                 events_lost: 0,
             }),
+            jvm: None,
         }
     }
 
@@ -744,6 +795,7 @@ mod tests {
                 }],
                 ..Default::default()
             }),
+            jvm: None,
         }
     }
 

@@ -55,6 +55,7 @@ pub(super) fn render_footer(frame: &mut Frame<'_>, area: Rect, s: &TopState) {
         let sort = match s.ui.focus {
             PaneId::Functions => s.ui.function_sort.label(),
             PaneId::Interrupts => s.ui.irq_sort.label(),
+            PaneId::Jvm => s.ui.jvm_sort.label(),
         };
         let mut spans = Vec::with_capacity(2);
         if !s.ui.filter.is_empty() {

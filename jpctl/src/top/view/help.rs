@@ -4,7 +4,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use ratatui::Frame;
 
-const KEYS: [(&str, &str); 12] = [
+const KEYS: [(&str, &str); 14] = [
     ("q  Esc  Ctrl-C", "quit"),
     ("?  h", "this help (any key closes it)"),
     ("Tab", "focus the next pane"),
@@ -15,8 +15,10 @@ const KEYS: [(&str, &str); 12] = [
     ("+  -", "refresh interval x2 / ÷2 (250 ms..10 s)"),
     ("Up Down j k", "scroll the focused pane"),
     ("PgUp PgDn Home", "scroll by a page, to the top"),
+    ("[  ]", "previous / next JVM in the JVM pane"),
     ("share", "of non-idle (kernel+user) samples"),
     ("load", "samples per byte of function (readprofile)"),
+    ("bc/s", "JVM bytecodes per second; share: of the JVM's"),
 ];
 
 /// The key reference, centred over the screen.

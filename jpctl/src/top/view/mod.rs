@@ -5,6 +5,7 @@ mod functions;
 mod header;
 mod help;
 mod interrupts;
+mod jvm;
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -22,10 +23,19 @@ pub fn render(frame: &mut Frame<'_>, state: &TopState) {
     ])
     .areas(frame.area());
     header::render_header(frame, head, state);
-    // Panes stacked; the kernel functions get the larger share of the height.
-    let [top, bottom] = Layout::vertical([Constraint::Fill(3), Constraint::Fill(2)]).areas(body);
-    for (pane, area) in PaneId::ALL.into_iter().zip([top, bottom]) {
-        render_pane(frame, area, pane, state);
+    // Panes stacked; the kernel functions (and the JVM methods, once there is
+    // a JVM) get the larger share of the height.
+    let panes = state.panes();
+    let heights: Vec<Constraint> = panes
+        .iter()
+        .map(|p| match p {
+            PaneId::Interrupts => Constraint::Fill(2),
+            PaneId::Functions | PaneId::Jvm => Constraint::Fill(3),
+        })
+        .collect();
+    let areas = Layout::vertical(heights).split(body);
+    for (pane, area) in panes.into_iter().zip(areas.iter()) {
+        render_pane(frame, *area, pane, state);
     }
     header::render_footer(frame, foot, state);
     if state.ui.help {
@@ -37,6 +47,7 @@ fn render_pane(frame: &mut Frame<'_>, area: Rect, pane: PaneId, state: &TopState
     match pane {
         PaneId::Functions => functions::render(frame, area, state),
         PaneId::Interrupts => interrupts::render(frame, area, state),
+        PaneId::Jvm => jvm::render(frame, area, state),
     }
 }
 
@@ -68,7 +79,7 @@ fn header_style() -> Style {
     Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
 }
 
-/// A rate with a fixed width: 0.5, 12.3, 4567, 1.2M.
+/// A rate with a fixed width: 0.5, 12.3, 4567, 1.2M, 3.4G.
 fn rate(x: f64) -> String {
     if x <= 0.0 {
         "0".to_string()
@@ -76,7 +87,9 @@ fn rate(x: f64) -> String {
         format!("{x:.1}")
     } else if x < 1e6 {
         format!("{x:.0}")
-    } else {
+    } else if x < 1e9 {
         format!("{:.1}M", x / 1e6)
+    } else {
+        format!("{:.1}G", x / 1e9)
     }
 }

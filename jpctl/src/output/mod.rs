@@ -1,5 +1,7 @@
-//! What `jpctl status|kernel|irq` print: plain text, JSON, readprofile. Pure
+//! What `jpctl status|kernel|irq|jvm` print: plain text, JSON, readprofile. Pure
 //! functions from the API's messages to strings, so tests can compare them exactly.
+
+pub mod jvm;
 
 use std::fmt::Write as _;
 
@@ -148,6 +150,7 @@ pub fn status_json(s: &Status) -> serde_json::Value {
                 "run_time_ns": p.run_time_ns,
             })).collect::<Vec<_>>(),
         },
+        "jvm": jvm::status_jvm_json(s),
     })
 }
 
@@ -393,6 +396,7 @@ pub fn status_text(s: &Status) -> String {
             );
         }
     }
+    out.push_str(&jvm::status_jvm_text(s));
     out
 }
 
@@ -567,6 +571,7 @@ mod tests {
                 last_read_unix_ms: 1,
                 reset_unix_ms: 0,
             }),
+            jvm: None,
         };
         let expected = concat!(
             "jpd 0.1.0, up 1m 5s\n",

@@ -1,0 +1,514 @@
+//! What `jpctl jvm list|top|tree` print: tables and JSON from the API's JVM
+//! messages. Pure functions; `now_ms` is passed in so that outputs are exact.
+
+use std::fmt::Write as _;
+
+use jp_proto::v1::{JvmCut, JvmList, JvmProfile, JvmSummary, JvmTop, JvmTopOrder, Status};
+use serde::Serialize;
+
+use super::percent;
+
+// --- JSON shapes (stable: scripts and tests rely on them) -------------------------
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct ThreadsJson {
+    pub live: u32,
+    pub total: u32,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct JvmJson<'a> {
+    pub pid: u32,
+    pub ns_pid: Option<u32>,
+    pub main: &'a str,
+    pub jdk_version: &'a str,
+    pub bba: &'a str,
+    pub threads: ThreadsJson,
+    pub calls: u64,
+    pub bytecodes: u64,
+    pub nodes: u64,
+    pub attached_since_unix_ms: u64,
+    /// null while the JVM runs.
+    pub exited_unix_ms: Option<u64>,
+    pub complete: bool,
+    /// null when complete.
+    pub incomplete_reason: Option<&'a str>,
+    pub records_lost: u64,
+    pub records_malformed: u64,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct JvmListJson<'a> {
+    pub jvms: Vec<JvmJson<'a>>,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct MethodTotalsJson<'a> {
+    pub method: &'a str,
+    pub file: Option<&'a str>,
+    pub calls: u64,
+    pub bytecodes: u64,
+    pub inclusive_bytecodes: u64,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct JvmTopJson<'a> {
+    pub jvm: Option<JvmJson<'a>>,
+    /// "bytecodes", "calls" or "inclusive".
+    pub order: &'static str,
+    pub total_methods: u32,
+    pub methods: Vec<MethodTotalsJson<'a>>,
+}
+
+#[derive(Serialize, Debug, PartialEq, Clone, Copy)]
+pub struct CutJson {
+    pub subtrees: u32,
+    pub nodes: u64,
+    pub calls: u64,
+    pub bytecodes: u64,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct NodeJson<'a> {
+    pub depth: u32,
+    pub method: &'a str,
+    pub file: Option<&'a str>,
+    pub calls: u64,
+    pub bytecodes: u64,
+    pub inclusive_bytecodes: u64,
+    pub cut: Option<CutJson>,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct JvmTreeJson<'a> {
+    pub jvm: Option<JvmJson<'a>>,
+    pub max_depth: u32,
+    pub min_share: f64,
+    pub total_nodes: u64,
+    pub cut_nodes: u64,
+    pub root_cut: Option<CutJson>,
+    /// Pre-order; a node's parent is the closest earlier node one level up.
+    pub nodes: Vec<NodeJson<'a>>,
+}
+
+pub fn jvm_json(j: &JvmSummary) -> JvmJson<'_> {
+    JvmJson {
+        pid: j.pid,
+        ns_pid: j.ns_pid,
+        main: &j.main,
+        jdk_version: &j.jdk_version,
+        bba: &j.bba,
+        threads: ThreadsJson {
+            live: j.threads_live,
+            total: j.threads_total,
+        },
+        calls: j.calls,
+        bytecodes: j.bytecodes,
+        nodes: j.nodes,
+        attached_since_unix_ms: j.attached_since_unix_ms,
+        exited_unix_ms: (j.exited_unix_ms != 0).then_some(j.exited_unix_ms),
+        complete: j.complete,
+        incomplete_reason: (!j.complete).then_some(j.incomplete_reason.as_str()),
+        records_lost: j.records_lost,
+        records_malformed: j.records_malformed,
+    }
+}
+
+pub fn jvm_list_json(l: &JvmList) -> JvmListJson<'_> {
+    JvmListJson {
+        jvms: l.jvms.iter().map(jvm_json).collect(),
+    }
+}
+
+pub fn order_label(order: i32) -> &'static str {
+    match JvmTopOrder::try_from(order) {
+        Ok(JvmTopOrder::Calls) => "calls",
+        Ok(JvmTopOrder::Inclusive) => "inclusive",
+        _ => "bytecodes",
+    }
+}
+
+pub fn jvm_top_json(t: &JvmTop) -> JvmTopJson<'_> {
+    JvmTopJson {
+        jvm: t.jvm.as_ref().map(jvm_json),
+        order: order_label(t.order),
+        total_methods: t.total_methods,
+        methods: t
+            .methods
+            .iter()
+            .map(|m| MethodTotalsJson {
+                method: &m.name,
+                file: m.file.as_deref(),
+                calls: m.calls,
+                bytecodes: m.bytecodes,
+                inclusive_bytecodes: m.inclusive_bytecodes,
+            })
+            .collect(),
+    }
+}
+
+fn cut_json(c: Option<&JvmCut>) -> Option<CutJson> {
+    c.map(|c| CutJson {
+        subtrees: c.subtrees,
+        nodes: c.nodes,
+        calls: c.calls,
+        bytecodes: c.bytecodes,
+    })
+}
+
+/// Method name and file of an id; `?ID` if jpd sent no such id (never expected).
+fn method_of(p: &JvmProfile, id: u32) -> (&str, Option<&str>) {
+    // Ids are indexes in jpd's answers; search if they are not.
+    let m = p
+        .methods
+        .get(id as usize)
+        .filter(|m| m.id == id)
+        .or_else(|| p.methods.iter().find(|m| m.id == id));
+    match m {
+        Some(m) => (m.name.as_str(), m.file.as_deref()),
+        None => ("?", None),
+    }
+}
+
+pub fn jvm_tree_json(p: &JvmProfile) -> JvmTreeJson<'_> {
+    JvmTreeJson {
+        jvm: p.jvm.as_ref().map(jvm_json),
+        max_depth: p.max_depth,
+        min_share: p.min_share,
+        total_nodes: p.total_nodes,
+        cut_nodes: p.cut_nodes,
+        root_cut: cut_json(p.root_cut.as_ref()),
+        nodes: p
+            .nodes
+            .iter()
+            .map(|n| {
+                let (method, file) = method_of(p, n.method_id);
+                NodeJson {
+                    depth: n.depth,
+                    method,
+                    file,
+                    calls: n.calls,
+                    bytecodes: n.bytecodes,
+                    inclusive_bytecodes: n.inclusive_bytecodes,
+                    cut: cut_json(n.cut.as_ref()),
+                }
+            })
+            .collect(),
+    }
+}
+
+// --- plain text -------------------------------------------------------------------
+
+/// "Main (pid 123)" or "pid 123" when the main class is not known yet.
+fn jvm_name(j: &JvmSummary) -> String {
+    let ns = match j.ns_pid {
+        Some(n) => format!(", pid {n} in its namespace"),
+        None => String::new(),
+    };
+    if j.main.is_empty() {
+        format!("pid {}{ns}", j.pid)
+    } else {
+        format!("pid {} {}{ns}", j.pid, j.main)
+    }
+}
+
+/// What went missing, for a JVM whose profile is not complete; empty when complete.
+fn incomplete(j: &JvmSummary) -> String {
+    if j.complete {
+        return String::new();
+    }
+    let reason = if j.incomplete_reason.is_empty() {
+        "reason unknown"
+    } else {
+        &j.incomplete_reason
+    };
+    format!(
+        "incomplete: {reason} ({} records lost, {} malformed)",
+        j.records_lost, j.records_malformed
+    )
+}
+
+/// A duration in its two largest units: 45s, 1m 5s, 3h 2m, 12d 5h.
+pub fn age(ms: u64) -> String {
+    let s = ms / 1000;
+    let (d, h, m, s) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if d > 0 {
+        format!("{d}d {h}h")
+    } else if h > 0 {
+        format!("{h}h {m}m")
+    } else if m > 0 {
+        format!("{m}m {s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// "running 1m 5s" (since jpd attached) or "exited 3s ago".
+fn state(j: &JvmSummary, now_ms: u64) -> String {
+    if j.exited_unix_ms != 0 {
+        format!(
+            "exited {} ago",
+            age(now_ms.saturating_sub(j.exited_unix_ms))
+        )
+    } else if j.attached_since_unix_ms == 0 {
+        "running".to_string()
+    } else {
+        format!(
+            "running {}",
+            age(now_ms.saturating_sub(j.attached_since_unix_ms))
+        )
+    }
+}
+
+/// `jpctl jvm list`: one line per JVM; incomplete ones marked `*` and explained
+/// below the table.
+pub fn jvm_list_text(l: &JvmList, now_ms: u64) -> String {
+    if l.jvms.is_empty() {
+        return "no JVMs: jpd has heard from no JVM running jp's agent with profiler=usdt\n"
+            .to_string();
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>7}  {:<12} {:<8} {:>7} {:>12} {:>15} {:>9}  {:<18} main",
+        "pid", "jdk", "bba", "threads", "calls", "bytecodes", "nodes", "state"
+    );
+    let mut notes = String::new();
+    for j in &l.jvms {
+        let mark = if j.complete { "" } else { "*" };
+        let main = match (j.main.as_str(), j.ns_pid) {
+            ("", Some(n)) => format!("? [pid {n} in its namespace]"),
+            ("", None) => "?".to_string(),
+            (m, Some(n)) => format!("{m} [pid {n} in its namespace]"),
+            (m, None) => m.to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "{:>7}  {:<12} {:<8} {:>7} {:>12} {:>15} {:>9}  {:<18} {}",
+            format!("{}{mark}", j.pid),
+            if j.jdk_version.is_empty() {
+                "?"
+            } else {
+                &j.jdk_version
+            },
+            if j.bba.is_empty() { "?" } else { &j.bba },
+            format!("{}/{}", j.threads_live, j.threads_total),
+            j.calls,
+            j.bytecodes,
+            j.nodes,
+            state(j, now_ms),
+            main
+        );
+        if !j.complete {
+            let _ = writeln!(notes, "* pid {}: {}", j.pid, incomplete(j));
+        }
+    }
+    out.push_str(&notes);
+    out
+}
+
+/// `jpctl jvm top`: methods by the requested order, with their share of the
+/// JVM's bytecodes.
+pub fn jvm_top_text(t: &JvmTop) -> String {
+    let j = t.jvm.clone().unwrap_or_default();
+    let mut out = format!(
+        "{} ({}, bba {}): {} calls, {} bytecodes\n",
+        jvm_name(&j),
+        if j.jdk_version.is_empty() {
+            "jdk ?".to_string()
+        } else {
+            format!("jdk {}", j.jdk_version)
+        },
+        if j.bba.is_empty() { "?" } else { &j.bba },
+        j.calls,
+        j.bytecodes
+    );
+    let note = incomplete(&j);
+    if !note.is_empty() {
+        let _ = writeln!(out, "{note}");
+    }
+    let by = match JvmTopOrder::try_from(t.order) {
+        Ok(JvmTopOrder::Calls) => "calls",
+        Ok(JvmTopOrder::Inclusive) => "inclusive bytecodes",
+        _ => "exclusive bytecodes",
+    };
+    let _ = writeln!(
+        out,
+        "{} of {} methods by {by}",
+        t.methods.len(),
+        t.total_methods
+    );
+    let _ = writeln!(
+        out,
+        "{:>15} {:>6} {:>12} {:>15} {:>6}  method",
+        "bytecodes", "share", "calls", "inclusive", "incl%"
+    );
+    for m in &t.methods {
+        let _ = writeln!(
+            out,
+            "{:>15} {:>5.1}% {:>12} {:>15} {:>5.1}%  {}",
+            m.bytecodes,
+            percent(m.bytecodes, j.bytecodes),
+            m.calls,
+            m.inclusive_bytecodes,
+            percent(m.inclusive_bytecodes, j.bytecodes),
+            m.name
+        );
+    }
+    out
+}
+
+/// Indentation is capped (deep recursions), the depth printed beyond the cap.
+const MAX_INDENT: usize = 40;
+
+fn indent(depth: u32) -> String {
+    let d = depth as usize;
+    let mut s = "  ".repeat(d.min(MAX_INDENT));
+    if d > MAX_INDENT {
+        let _ = write!(s, "[{d}] ");
+    }
+    s
+}
+
+fn cut_line(out: &mut String, c: &JvmCut, depth: u32, total: u64) {
+    let _ = writeln!(
+        out,
+        "{:>14} {:>15} {:>15} {:>6}  {}[cut: {} subtree{}, {} node{}]",
+        c.calls,
+        c.bytecodes,
+        "-",
+        format!("{:.1}%", percent(c.bytecodes, total)),
+        indent(depth),
+        c.subtrees,
+        if c.subtrees == 1 { "" } else { "s" },
+        c.nodes,
+        if c.nodes == 1 { "" } else { "s" },
+    );
+}
+
+/// `jpctl jvm tree`: the tree as jpd cut it, one line per calling context
+/// (calls, inclusive and exclusive bytecodes, share of the JVM's bytecodes), and
+/// one `[cut: …]` line with the sums of what was left out below a node.
+pub fn jvm_tree_text(p: &JvmProfile) -> String {
+    let j = p.jvm.clone().unwrap_or_default();
+    // The whole tree's bytecodes, from the answer itself.
+    let total = p
+        .nodes
+        .iter()
+        .filter(|n| n.depth == 0)
+        .map(|n| n.inclusive_bytecodes)
+        .sum::<u64>()
+        + p.root_cut.as_ref().map_or(0, |c| c.bytecodes);
+    let mut limits = Vec::new();
+    if p.max_depth > 0 {
+        limits.push(format!("depth {}", p.max_depth));
+    }
+    if p.min_share > 0.0 {
+        limits.push(format!("min share {}%", p.min_share * 100.0));
+    }
+    let limits = if limits.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", limits.join(", "))
+    };
+    let mut out = format!(
+        "{} (bba {}): {} calls, {} bytecodes; {} nodes, {} shown, {} cut{limits}\n",
+        jvm_name(&j),
+        if j.bba.is_empty() { "?" } else { &j.bba },
+        j.calls,
+        total,
+        p.total_nodes,
+        p.nodes.len(),
+        p.cut_nodes
+    );
+    let note = incomplete(&j);
+    if !note.is_empty() {
+        let _ = writeln!(out, "{note}");
+    }
+    let _ = writeln!(
+        out,
+        "{:>14} {:>15} {:>15} {:>6}  method",
+        "calls", "inclusive", "exclusive", "share"
+    );
+    // A node's cut line comes after its last shown descendant: keep open nodes.
+    let mut open: Vec<(u32, Option<&JvmCut>)> = Vec::new();
+    let close_to = |out: &mut String, open: &mut Vec<(u32, Option<&JvmCut>)>, depth: u32| {
+        while open.last().is_some_and(|(d, _)| *d >= depth) {
+            if let Some((d, Some(c))) = open.pop() {
+                cut_line(out, c, d + 1, total);
+            }
+        }
+    };
+    for n in &p.nodes {
+        close_to(&mut out, &mut open, n.depth);
+        let (method, _) = method_of(p, n.method_id);
+        let _ = writeln!(
+            out,
+            "{:>14} {:>15} {:>15} {:>6}  {}{}",
+            n.calls,
+            n.inclusive_bytecodes,
+            n.bytecodes,
+            format!("{:.1}%", percent(n.inclusive_bytecodes, total)),
+            indent(n.depth),
+            method
+        );
+        open.push((n.depth, n.cut.as_ref()));
+    }
+    close_to(&mut out, &mut open, 0);
+    if let Some(c) = &p.root_cut {
+        cut_line(&mut out, c, 0, total);
+    }
+    out
+}
+
+/// The JVM lines of `jpctl status`; empty when jpd has no JVM status.
+pub fn status_jvm_text(s: &Status) -> String {
+    let Some(v) = &s.jvm else {
+        return String::new();
+    };
+    let mut out = format!(
+        "jvm: {} attached, {} exited and kept\n",
+        v.jvms_attached, v.jvms_exited
+    );
+    let _ = writeln!(
+        out,
+        "  records  {} ({} bytes), {} lost (sequence gaps), {} malformed",
+        v.records, v.bytes, v.lost, v.malformed
+    );
+    for m in &v.malformed_by_reason {
+        let _ = writeln!(out, "    malformed: {} {}", m.records, m.reason);
+    }
+    let _ = writeln!(
+        out,
+        "  probes   {} fired, {} ring buffer full, {} faults, {} too long",
+        v.fired, v.ring_full, v.faults, v.too_long
+    );
+    let _ = writeln!(
+        out,
+        "  nodes    {} ({} bytes of memory)",
+        v.nodes, v.memory_bytes
+    );
+    out
+}
+
+pub fn status_jvm_json(s: &Status) -> serde_json::Value {
+    let v = s.jvm.clone().unwrap_or_default();
+    serde_json::json!({
+        "jvms_attached": v.jvms_attached,
+        "jvms_exited": v.jvms_exited,
+        "records": v.records,
+        "bytes": v.bytes,
+        "lost": v.lost,
+        "malformed": v.malformed,
+        "malformed_by_reason": v.malformed_by_reason.iter().map(|m| serde_json::json!({
+            "reason": m.reason,
+            "records": m.records,
+        })).collect::<Vec<_>>(),
+        "fired": v.fired,
+        "ring_full": v.ring_full,
+        "faults": v.faults,
+        "too_long": v.too_long,
+        "nodes": v.nodes,
+        "memory_bytes": v.memory_bytes,
+    })
+}

@@ -1,0 +1,424 @@
+//! The JVM pane's state: per profiled JVM, its methods with totals and rates built
+//! from the Watch stream's JVM deltas, and which JVM the pane shows.
+//!
+//! Method ids are per Watch stream and shared by all JVMs; rows are keyed by name
+//! so that a restarted stream (new ids) lands on the same rows.
+
+use std::collections::HashMap;
+
+use jp_proto::v1::{JvmDelta, JvmSummary};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JvmSort {
+    /// Bytecodes per second over the last update.
+    BytecodeRate,
+    CallRate,
+    /// Totals since the JVM was first seen (or the last local zero).
+    Bytecodes,
+    Calls,
+    Name,
+}
+
+impl JvmSort {
+    pub fn next(self) -> Self {
+        match self {
+            JvmSort::BytecodeRate => JvmSort::CallRate,
+            JvmSort::CallRate => JvmSort::Bytecodes,
+            JvmSort::Bytecodes => JvmSort::Calls,
+            JvmSort::Calls => JvmSort::Name,
+            JvmSort::Name => JvmSort::BytecodeRate,
+        }
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            JvmSort::BytecodeRate => "bc/s",
+            JvmSort::CallRate => "calls/s",
+            JvmSort::Bytecodes => "bytecodes",
+            JvmSort::Calls => "calls",
+            JvmSort::Name => "name",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JvmMethodRow {
+    /// `pkg.Class.name(DESCRIPTOR)`.
+    pub name: String,
+    pub file: Option<String>,
+    /// Since the JVM was first seen on the stream, or the last local zero.
+    pub calls: u64,
+    pub bytecodes: u64,
+    /// Per second over the last update.
+    pub calls_rate: f64,
+    pub bytecodes_rate: f64,
+    pending_calls: u64,
+    pending_bytecodes: u64,
+    /// Lower-cased name for the filter.
+    search: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JvmRow {
+    pub pid: u32,
+    /// Main class or jar.
+    pub main: String,
+    pub jdk_version: String,
+    pub exited: bool,
+    pub calls: u64,
+    pub bytecodes: u64,
+    pub calls_rate: f64,
+    pub bytecodes_rate: f64,
+    pending_calls: u64,
+    pending_bytecodes: u64,
+    pub methods: Vec<JvmMethodRow>,
+    method_by_name: HashMap<String, usize>,
+}
+
+impl JvmRow {
+    fn from_summary(s: &JvmSummary) -> JvmRow {
+        JvmRow {
+            pid: s.pid,
+            main: s.main.clone(),
+            jdk_version: s.jdk_version.clone(),
+            exited: s.exited_unix_ms != 0,
+            ..Default::default()
+        }
+    }
+
+    fn method(&mut self, name: &str, file: Option<&String>) -> &mut JvmMethodRow {
+        let idx = match self.method_by_name.get(name) {
+            Some(&i) => i,
+            None => {
+                self.methods.push(JvmMethodRow {
+                    name: name.to_string(),
+                    file: file.cloned(),
+                    search: name.to_lowercase(),
+                    ..Default::default()
+                });
+                self.method_by_name
+                    .insert(name.to_string(), self.methods.len() - 1);
+                self.methods.len() - 1
+            }
+        };
+        &mut self.methods[idx]
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct JvmState {
+    /// Sorted by pid.
+    pub jvms: Vec<JvmRow>,
+    /// The pid the pane shows; None until a JVM is seen.
+    pub selected: Option<u32>,
+    /// Indexes into the selected JVM's `methods`: filtered and sorted.
+    pub order: Vec<usize>,
+    /// Method names by this stream's ids.
+    names: HashMap<u32, (String, Option<String>)>,
+}
+
+impl JvmState {
+    /// A new Watch stream numbers methods afresh.
+    pub fn begin_stream(&mut self) {
+        self.names.clear();
+    }
+
+    pub fn selected_row(&self) -> Option<&JvmRow> {
+        let pid = self.selected?;
+        self.jvms.iter().find(|j| j.pid == pid)
+    }
+
+    /// Position of the selected JVM (1-based) and the number of JVMs.
+    pub fn position(&self) -> (usize, usize) {
+        let pos = self
+            .selected
+            .and_then(|p| self.jvms.iter().position(|j| j.pid == p))
+            .map_or(0, |i| i + 1);
+        (pos, self.jvms.len())
+    }
+
+    /// Applies one message's JVM part. `counts`: false for the first message of a
+    /// restarted stream (its counts are totals we already hold); `paused`: counts
+    /// wait in pending until resumed.
+    pub fn apply(&mut self, d: &JvmDelta, elapsed_ns: u64, counts: bool, paused: bool) {
+        // First: a reused pid is removed and then new in the same message.
+        for pid in &d.removed {
+            self.jvms.retain(|j| j.pid != *pid);
+        }
+        for s in &d.new_jvms {
+            match self.jvms.iter_mut().find(|j| j.pid == s.pid) {
+                Some(j) => {
+                    j.main.clone_from(&s.main);
+                    j.jdk_version.clone_from(&s.jdk_version);
+                    j.exited = s.exited_unix_ms != 0;
+                }
+                None => {
+                    let at = self.jvms.partition_point(|j| j.pid < s.pid);
+                    self.jvms.insert(at, JvmRow::from_summary(s));
+                }
+            }
+        }
+        for m in &d.new_methods {
+            self.names.insert(m.id, (m.name.clone(), m.file.clone()));
+        }
+        for pid in &d.exited {
+            if let Some(j) = self.jvms.iter_mut().find(|j| j.pid == *pid) {
+                j.exited = true;
+            }
+        }
+        if counts {
+            let secs = elapsed_ns as f64 / 1e9;
+            let per_s = |x: u64| if secs > 0.0 { x as f64 / secs } else { 0.0 };
+            if !paused {
+                // A JVM or method without a delta in this update ran at rate 0.
+                for j in &mut self.jvms {
+                    (j.calls_rate, j.bytecodes_rate) = (0.0, 0.0);
+                    for m in &mut j.methods {
+                        (m.calls_rate, m.bytecodes_rate) = (0.0, 0.0);
+                    }
+                }
+            }
+            for a in &d.jvms {
+                let Some(j) = self.jvms.iter_mut().find(|j| j.pid == a.pid) else {
+                    continue;
+                };
+                if paused {
+                    j.pending_calls += a.calls;
+                    j.pending_bytecodes += a.bytecodes;
+                } else {
+                    j.calls += a.calls;
+                    j.bytecodes += a.bytecodes;
+                    j.calls_rate = per_s(a.calls);
+                    j.bytecodes_rate = per_s(a.bytecodes);
+                }
+                for md in &a.methods {
+                    let Some((name, file)) = self.names.get(&md.id) else {
+                        continue;
+                    };
+                    let m = j.method(name, file.as_ref());
+                    if paused {
+                        m.pending_calls += md.calls;
+                        m.pending_bytecodes += md.bytecodes;
+                    } else {
+                        m.calls += md.calls;
+                        m.bytecodes += md.bytecodes;
+                        m.calls_rate = per_s(md.calls);
+                        m.bytecodes_rate = per_s(md.bytecodes);
+                    }
+                }
+            }
+        }
+        self.fix_selection();
+    }
+
+    /// Keeps the selection on an existing JVM: the first one when the selected
+    /// JVM went away (or none was selected yet).
+    fn fix_selection(&mut self) {
+        let exists = self
+            .selected
+            .is_some_and(|p| self.jvms.iter().any(|j| j.pid == p));
+        if !exists {
+            self.selected = self.jvms.first().map(|j| j.pid);
+        }
+    }
+
+    /// Shows the next (`by` = 1) or previous (-1) JVM, wrapping around.
+    pub fn switch(&mut self, by: isize) {
+        let n = self.jvms.len();
+        if n == 0 {
+            return;
+        }
+        let cur = self
+            .selected
+            .and_then(|p| self.jvms.iter().position(|j| j.pid == p))
+            .unwrap_or(0);
+        let next = (cur as isize + by).rem_euclid(n as isize) as usize;
+        self.selected = Some(self.jvms[next].pid);
+    }
+
+    /// Resume: what arrived while paused joins the totals.
+    pub fn resume(&mut self) {
+        for j in &mut self.jvms {
+            j.calls += std::mem::take(&mut j.pending_calls);
+            j.bytecodes += std::mem::take(&mut j.pending_bytecodes);
+            for m in &mut j.methods {
+                m.calls += std::mem::take(&mut m.pending_calls);
+                m.bytecodes += std::mem::take(&mut m.pending_bytecodes);
+            }
+        }
+    }
+
+    /// Local zero: totals and rates restart from now.
+    pub fn zero(&mut self) {
+        for j in &mut self.jvms {
+            (j.calls, j.bytecodes, j.pending_calls, j.pending_bytecodes) = (0, 0, 0, 0);
+            (j.calls_rate, j.bytecodes_rate) = (0.0, 0.0);
+            for m in &mut j.methods {
+                (m.calls, m.bytecodes, m.pending_calls, m.pending_bytecodes) = (0, 0, 0, 0);
+                (m.calls_rate, m.bytecodes_rate) = (0.0, 0.0);
+            }
+        }
+    }
+
+    /// Share of the selected JVM's bytecodes, in percent.
+    pub fn share(&self, bytecodes: u64) -> f64 {
+        match self.selected_row() {
+            Some(j) if j.bytecodes > 0 => 100.0 * bytecodes as f64 / j.bytecodes as f64,
+            _ => 0.0,
+        }
+    }
+
+    /// Recomputes the selected JVM's row order. Methods without counts (since
+    /// the last zero) are not shown.
+    pub fn refresh_order(&mut self, filter: &str, by: JvmSort) {
+        self.order.clear();
+        let Some(pid) = self.selected else {
+            return;
+        };
+        let Some(j) = self.jvms.iter().find(|j| j.pid == pid) else {
+            return;
+        };
+        let ms = &j.methods;
+        self.order.extend((0..ms.len()).filter(|&i| {
+            (ms[i].bytecodes > 0 || ms[i].calls > 0)
+                && (filter.is_empty() || ms[i].search.contains(filter))
+        }));
+        self.order.sort_by(|&a, &b| {
+            let (a, b) = (&ms[a], &ms[b]);
+            let o = match by {
+                JvmSort::BytecodeRate => b.bytecodes_rate.total_cmp(&a.bytecodes_rate),
+                JvmSort::CallRate => b.calls_rate.total_cmp(&a.calls_rate),
+                JvmSort::Bytecodes => b.bytecodes.cmp(&a.bytecodes),
+                JvmSort::Calls => b.calls.cmp(&a.calls),
+                JvmSort::Name => a.name.cmp(&b.name),
+            };
+            o.then_with(|| b.bytecodes.cmp(&a.bytecodes))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jp_proto::v1::{JvmActivity, JvmMethod, JvmMethodDelta};
+
+    fn first() -> JvmDelta {
+        JvmDelta {
+            new_jvms: vec![JvmSummary {
+                pid: 9,
+                main: "M".into(),
+                ..Default::default()
+            }],
+            new_methods: vec![JvmMethod {
+                id: 3,
+                name: "M.run()V".into(),
+                file: None,
+            }],
+            jvms: vec![JvmActivity {
+                pid: 9,
+                calls: 4,
+                bytecodes: 100,
+                methods: vec![JvmMethodDelta {
+                    id: 3,
+                    calls: 4,
+                    bytecodes: 100,
+                }],
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn more(id: u32) -> JvmDelta {
+        JvmDelta {
+            jvms: vec![JvmActivity {
+                pid: 9,
+                calls: 1,
+                bytecodes: 10,
+                methods: vec![JvmMethodDelta {
+                    id,
+                    calls: 1,
+                    bytecodes: 10,
+                }],
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn run(s: &JvmState) -> (u64, u64, f64) {
+        let m = &s.jvms[0].methods[0];
+        (m.calls, m.bytecodes, m.bytecodes_rate)
+    }
+
+    #[test]
+    fn totals_rates_pause_and_zero() {
+        let mut s = JvmState::default();
+        s.apply(&first(), 2_000_000_000, true, false);
+        assert_eq!(s.selected, Some(9));
+        assert_eq!(run(&s), (4, 100, 50.0));
+        assert_eq!(s.jvms[0].bytecodes_rate, 50.0);
+        s.apply(&more(3), 1_000_000_000, true, true);
+        assert_eq!(run(&s), (4, 100, 50.0), "paused: held back");
+        s.resume();
+        assert_eq!(run(&s), (5, 110, 50.0));
+        assert_eq!((s.jvms[0].calls, s.jvms[0].bytecodes), (5, 110));
+        s.zero();
+        assert_eq!(run(&s), (0, 0, 0.0));
+        s.refresh_order("", JvmSort::BytecodeRate);
+        assert!(s.order.is_empty(), "nothing since the zero");
+        s.apply(&more(3), 500_000_000, true, false);
+        assert_eq!(run(&s), (1, 10, 20.0));
+        assert_eq!(s.share(10), 100.0);
+    }
+
+    #[test]
+    fn a_restarted_stream_renumbers_but_does_not_recount() {
+        let mut s = JvmState::default();
+        s.apply(&first(), 1_000_000_000, true, false);
+        s.begin_stream();
+        let mut again = first();
+        again.new_methods[0].id = 0;
+        again.jvms[0].methods[0].id = 0;
+        s.apply(&again, 1_000_000_000, false, false);
+        assert_eq!(s.jvms.len(), 1);
+        assert_eq!(s.jvms[0].methods.len(), 1);
+        assert_eq!(run(&s).0, 4);
+        s.apply(&more(0), 1_000_000_000, true, false);
+        assert_eq!(run(&s), (5, 110, 10.0));
+        // An id this stream never named is ignored, not guessed.
+        s.apply(&more(3), 1_000_000_000, true, false);
+        assert_eq!(run(&s).0, 5);
+    }
+
+    #[test]
+    fn switching_wraps_and_a_reused_pid_starts_afresh() {
+        let mut s = JvmState::default();
+        let mut d = first();
+        d.new_jvms.push(JvmSummary {
+            pid: 3,
+            ..Default::default()
+        });
+        s.apply(&d, 1, true, false);
+        assert_eq!(s.jvms.iter().map(|j| j.pid).collect::<Vec<_>>(), [3, 9]);
+        assert_eq!(s.selected, Some(3), "the first JVM by pid");
+        s.switch(1);
+        assert_eq!((s.selected, s.position()), (Some(9), (2, 2)));
+        s.switch(1);
+        assert_eq!(s.selected, Some(3));
+        s.switch(-1);
+        assert_eq!(s.selected, Some(9));
+        // pid 9 is now another process: removed, then new, in one message.
+        let reused = JvmDelta {
+            removed: vec![9],
+            new_jvms: vec![JvmSummary {
+                pid: 9,
+                main: "Other".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        s.apply(&reused, 1, true, false);
+        let j = s.selected_row().unwrap();
+        assert_eq!((j.pid, j.main.as_str(), j.bytecodes), (9, "Other", 0));
+        assert!(j.methods.is_empty());
+    }
+}
