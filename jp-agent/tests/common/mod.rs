@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod mct;
+pub mod tap;
 pub mod tree;
 
 use std::path::{Path, PathBuf};

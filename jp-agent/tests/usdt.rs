@@ -1,0 +1,659 @@
+//! `profiler=usdt`: what the agent fires at `jp:record` rebuilds, node for node, the tree
+//! the agent writes with `out=` in the same run.
+//!
+//! Needs no root and no jpd: `usdt_tap=FILE` makes the agent behave as if a tracer were
+//! attached (semaphore set, control generation 1) and append every record it fires to FILE.
+//! The capture is decoded with jp-common's checked decoder and the protocol checked the way
+//! jpd relies on it (see `common/tap.rs`): records ≤ MAX_RECORD, seq contiguous per stream,
+//! every method and parent defined before use, every thread ended before JVM_END. The
+//! resync test also writes new generations into the running JVM's `jp_usdt_control` through
+//! `/proc/PID/mem`, as jpd does (needs root or ptrace rights over the child).
+mod common;
+
+use common::tap::Tap;
+use common::*;
+use object::{Object, ObjectSection, ObjectSymbol};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The tap and the JSON of one run, checked against each other.
+struct Checked {
+    tap: Tap,
+    json: Mct,
+}
+
+/// What one run was asked for.
+struct Expect<'a> {
+    what: &'a str,
+    jdk: Jdk,
+    main: &'a str,
+    bba: &'a str,
+    granularity: u64,
+}
+
+/// What one run left behind.
+struct Outputs<'a> {
+    json_path: &'a Path,
+    tap_path: &'a Path,
+    /// When the JVM was spawned (Unix ms).
+    started_ms: u64,
+    stderr: &'a str,
+}
+
+/// Decodes the tap, checks the hello, and compares the rebuilt tree with the JSON exactly.
+fn check_run(x: &Expect<'_>, o: &Outputs<'_>) -> Checked {
+    let Expect {
+        what,
+        jdk,
+        main,
+        bba,
+        granularity,
+    } = *x;
+    let Outputs {
+        json_path,
+        tap_path,
+        started_ms,
+        stderr,
+    } = *o;
+    let text = std::fs::read_to_string(json_path)
+        .unwrap_or_else(|e| panic!("{what}: no profile {}: {e}\n{stderr}", json_path.display()));
+    let json = parse_agent(&text, bba, what);
+    let bytes = std::fs::read(tap_path)
+        .unwrap_or_else(|e| panic!("{what}: no tap {}: {e}\n{stderr}", tap_path.display()));
+    let tap = Tap::decode(&bytes).unwrap_or_else(|e| panic!("{what}: bad tap capture: {e}"));
+    let h = tap
+        .hellos
+        .first()
+        .unwrap_or_else(|| panic!("{what}: no hello"));
+    assert_eq!(h.granularity, granularity, "{what}: hello granularity");
+    assert_eq!(h.bba, u64::from(bba == "precise"), "{what}: hello bba");
+    assert!(
+        h.main == main || h.main.starts_with(&format!("{main} ")),
+        "{what}: hello main {:?}",
+        h.main
+    );
+    assert_eq!(h.agent_version, env!("CARGO_PKG_VERSION"), "{what}");
+    let major = match jdk {
+        Jdk::J17 => "17.",
+        Jdk::J25 => "25",
+    };
+    assert!(
+        h.jdk_version.starts_with(major),
+        "{what}: hello jdk_version {:?}",
+        h.jdk_version
+    );
+    // /proc start times have 10 ms ticks and a whole-second boot time.
+    assert!(
+        h.start_time_ms + 2000 >= started_ms && h.start_time_ms <= now_ms() + 1000,
+        "{what}: JVM start {} not within the run (spawned at {started_ms})",
+        h.start_time_ms
+    );
+    assert!(
+        tap.thread_names().values().any(|n| n == "main"),
+        "{what}: no stream named main: {:?}",
+        tap.thread_names()
+    );
+    let rebuilt = tap
+        .merged(bba)
+        .unwrap_or_else(|e| panic!("{what}: cannot rebuild the tree: {e}"));
+    let diffs = compare(&json, &rebuilt, Rule::Exact);
+    if !diffs.is_empty() {
+        panic!(
+            "\n{what}: {} difference(s) between the out= file and the USDT records:\n  {}\n\n--- file ---\n{}\n--- usdt ---\n{}",
+            diffs.len(),
+            diffs[..diffs.len().min(40)].join("\n  "),
+            json.render(),
+            rebuilt.render()
+        );
+    }
+    assert!(!json.nodes.is_empty(), "{what}: empty profile");
+    Checked { tap, json }
+}
+
+/// Runs `main` from `cp` with `out=` and `usdt_tap=` and checks the two against each other.
+fn run_checked(
+    jdk: Jdk,
+    cp: &Path,
+    main: &str,
+    args: &[&str],
+    bba: &str,
+    granularity: Option<u64>,
+    dir: &Path,
+) -> Checked {
+    let tag = format!("{main}-{}-{bba}-{granularity:?}", jdk.name());
+    let json_path = dir.join(format!("{tag}.json"));
+    let tap_path = dir.join(format!("{tag}.tap"));
+    let opts = agent_opts(
+        bba,
+        granularity,
+        &json_path,
+        &format!("usdt_tap={}", tap_path.display()),
+    );
+    let mut jargs = vec![
+        "-Xverify:all".to_string(),
+        format!("-agentpath:{}={opts}", agent_lib().display()),
+        "-cp".to_string(),
+        cp.display().to_string(),
+        main.to_string(),
+    ];
+    jargs.extend(args.iter().map(|a| a.to_string()));
+    let started = now_ms();
+    let run = java(jdk, &jargs, dir, LIMIT);
+    run.assert_ok();
+    let what = format!(
+        "{main} on {} bba={bba} granularity={granularity:?}",
+        jdk.name()
+    );
+    assert!(
+        run.stderr.contains("profiler=file+usdt"),
+        "{what}: start line:\n{}",
+        run.stderr
+    );
+    check_run(
+        &Expect {
+            what: &what,
+            jdk,
+            main,
+            bba,
+            granularity: granularity.unwrap_or(10_000_000),
+        },
+        &Outputs {
+            json_path: &json_path,
+            tap_path: &tap_path,
+            started_ms: started,
+            stderr: &run.stderr,
+        },
+    )
+}
+
+fn paper(jdk: Jdk) {
+    let dir = scratch(&format!("usdt-paper-{}", jdk.name()));
+    for bba in ["default", "precise"] {
+        for gran in [None, Some(1000), Some(7)] {
+            let c = run_checked(jdk, programs(), "Paper", &[], bba, gran, &dir);
+            assert_eq!(c.tap.hellos.len(), 1);
+            if gran == Some(7) {
+                assert!(
+                    c.tap.delta_records > 10,
+                    "granularity=7 should give many delta records, got {}",
+                    c.tap.delta_records
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn paper_jdk17() {
+    paper(Jdk::J17);
+}
+
+#[test]
+fn paper_jdk25() {
+    paper(Jdk::J25);
+}
+
+/// Threads (merging, early ends, a pool), exceptions, recursion, lambdas.
+fn programs_(jdk: Jdk) {
+    let dir = scratch(&format!("usdt-programs-{}", jdk.name()));
+    // Not Overflow: its tens of thousands of levels make path maps quadratic in memory.
+    for main in ["Threads", "Exceptions", "Fib", "Lambdas", "Sync", "Reflect"] {
+        for gran in [None, Some(1000)] {
+            let c = run_checked(jdk, programs(), main, &[], "precise", gran, &dir);
+            if main == "Threads" {
+                assert!(
+                    c.tap.resyncs.len() >= 5,
+                    "Threads: expected main + 4 workers + pool threads, got streams {:?}",
+                    c.tap.thread_names()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn programs_jdk17() {
+    programs_(Jdk::J17);
+}
+
+#[test]
+fn programs_jdk25() {
+    programs_(Jdk::J25);
+}
+
+/// `tests/usdt/Bushy.java` compiled once per test process.
+fn bushy_classes() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = scratch("usdt-bushy-classes");
+        let st = Command::new(Jdk::J17.home().join("bin/javac"))
+            .args(["--release", "17", "-d"])
+            .arg(&out)
+            .arg(crate_dir().join("tests/usdt/Bushy.java"))
+            .status()
+            .expect("javac");
+        assert!(st.success(), "javac of tests/usdt/Bushy.java failed");
+        out
+    })
+}
+
+/// A tree too big for one record: full trees span many records, each self-contained.
+fn big_tree(jdk: Jdk) {
+    let dir = scratch(&format!("usdt-bushy-{}", jdk.name()));
+    for gran in [None, Some(100_000)] {
+        let c = run_checked(
+            jdk,
+            bushy_classes(),
+            "Bushy",
+            &["2", "1"],
+            "default",
+            gran,
+            &dir,
+        );
+        assert!(
+            c.json.nodes.len() > 70_000,
+            "Bushy should have ~75k contexts, has {}",
+            c.json.nodes.len()
+        );
+        if gran.is_none() {
+            // No report before thread end: each thread's tree goes out whole, at its end.
+            assert!(
+                c.tap.absolute_continuations >= 20,
+                "full trees of ~75k nodes need many records; continuations: {}",
+                c.tap.absolute_continuations
+            );
+        } else {
+            // New nodes travel as definitions inside delta records, which split too.
+            assert!(
+                c.tap.delta_records >= 20,
+                "granularity=100000: delta records {}",
+                c.tap.delta_records
+            );
+        }
+        eprintln!(
+            "Bushy {} granularity={gran:?}: {} records, {} bytes, {} tree entries, {} continuation records, {} delta records",
+            jdk.name(),
+            c.tap.records,
+            c.tap.bytes,
+            c.tap.tree_entries,
+            c.tap.absolute_continuations,
+            c.tap.delta_records
+        );
+    }
+}
+
+#[test]
+fn big_tree_jdk17() {
+    big_tree(Jdk::J17);
+}
+
+#[test]
+fn big_tree_jdk25() {
+    big_tree(Jdk::J25);
+}
+
+// ---------------------------------------------------------------- resync
+
+/// The address of `jp_usdt_control` in process `pid`: the library's load bias (its mapping
+/// at file offset 0) plus the symbol's value.
+fn control_address(pid: u32, lib: &Path) -> u64 {
+    let data = std::fs::read(lib).expect("read libjpagent.so");
+    let file = object::File::parse(&*data).expect("parse libjpagent.so");
+    let sym = file
+        .dynamic_symbols()
+        .find(|s| s.name() == Ok("jp_usdt_control"))
+        .expect("jp_usdt_control in .dynsym");
+    let canon = std::fs::canonicalize(lib).unwrap();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let base = maps
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 6 && f[2] == "00000000" && Path::new(f[5]) == canon)
+                .then(|| u64::from_str_radix(f[0].split('-').next().unwrap(), 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("{} not mapped in {pid}:\n{maps}", canon.display()));
+    base + sym.address()
+}
+
+fn write_generation(pid: u32, control: u64, g: u64) {
+    use std::os::unix::fs::FileExt;
+    let mem = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))
+        .unwrap_or_else(|e| {
+            panic!("open /proc/{pid}/mem: {e} — this test writes the control block as jpd does: run it as root")
+        });
+    let mut magic = [0u8; 8];
+    mem.read_exact_at(&mut magic, control)
+        .expect("read control");
+    assert_eq!(
+        u64::from_le_bytes(magic),
+        jp_common::wire::CONTROL_MAGIC,
+        "no control magic at {control:#x}"
+    );
+    mem.write_all_at(&g.to_le_bytes(), control + 8)
+        .expect("write generation");
+}
+
+/// A tracer that (re)attaches mid-run: two new generations written while Bushy runs give a
+/// hello, the whole method table and every live thread's full tree again each time, and the
+/// rebuilt tree still equals the file.
+fn resync(jdk: Jdk) {
+    let dir = scratch(&format!("usdt-resync-{}", jdk.name()));
+    let json_path = dir.join("resync.json");
+    let tap_path = dir.join("resync.tap");
+    let lib = agent_lib();
+    let opts = agent_opts(
+        "precise",
+        Some(200_000),
+        &json_path,
+        &format!("usdt_tap={}", tap_path.display()),
+    );
+    let started = now_ms();
+    let mut child = Command::new(jdk.java())
+        .args([
+            "-Xverify:all",
+            &format!("-agentpath:{}={opts}", lib.display()),
+        ])
+        .arg("-cp")
+        .arg(bushy_classes())
+        .args(["Bushy", "30", "2"])
+        .current_dir(&dir)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("resync.stderr")).unwrap())
+        .spawn()
+        .expect("start java");
+    let pid = child.id();
+    // main prints "round N" after each of its rounds: by round 3 every thread has reported
+    // (a round is ~2.6 M bytecodes, granularity 200 000), so generation 1 was answered.
+    let mut written = Vec::new();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        let g = match line.as_str() {
+            "round 3" => 0x5eed_0000_0000_0002u64,
+            "round 15" => 7,
+            _ => continue,
+        };
+        // The library is mapped by now (the agent printed rounds).
+        write_generation(pid, control_address(pid, &lib), g);
+        written.push(g);
+    }
+    let status = child.wait().unwrap();
+    let stderr = std::fs::read_to_string(dir.join("resync.stderr")).unwrap_or_default();
+    assert!(status.success(), "Bushy failed: {status}\n{stderr}");
+    assert_eq!(written.len(), 2, "Bushy printed no rounds 3 and 15");
+    let what = format!("resync on {}", jdk.name());
+    let c = check_run(
+        &Expect {
+            what: &what,
+            jdk,
+            main: "Bushy",
+            bba: "precise",
+            granularity: 200_000,
+        },
+        &Outputs {
+            json_path: &json_path,
+            tap_path: &tap_path,
+            started_ms: started,
+            stderr: &stderr,
+        },
+    );
+    // A jpd running on this host attaches to every JVM with the library and writes its
+    // own generations too: ours must be answered, in order; others are allowed (and the
+    // tree must still be exact).
+    let gens: Vec<u64> = c.tap.hellos.iter().map(|h| h.generation).collect();
+    let ours: Vec<u64> = gens
+        .iter()
+        .copied()
+        .filter(|g| [1, written[0], written[1]].contains(g))
+        .collect();
+    assert_eq!(
+        ours,
+        [1, written[0], written[1]],
+        "{what}: hello generations {gens:?}"
+    );
+    if gens.len() > 3 {
+        eprintln!("{what}: generations written by someone else (a jpd?): {gens:?}");
+    }
+    // main and the two workers answered each of our generations with a full tree (they
+    // run through the whole program, so they saw every write).
+    let names = c.tap.thread_names();
+    for name in ["main", "bushy-0", "bushy-1"] {
+        let (stream, _) = names
+            .iter()
+            .find(|(_, n)| *n == name)
+            .unwrap_or_else(|| panic!("{what}: no stream {name}: {names:?}"));
+        let n = c.tap.resyncs[stream];
+        assert!(
+            (3..=gens.len()).contains(&n),
+            "{what}: {name} sent {n} full trees for generations {gens:?}"
+        );
+    }
+}
+
+#[test]
+fn resync_jdk17() {
+    resync(Jdk::J17);
+}
+
+#[test]
+fn resync_jdk25() {
+    resync(Jdk::J25);
+}
+
+// ---------------------------------------------------------------- the library
+
+/// The probe note, the semaphore and the control block as jpd finds them.
+#[test]
+fn library_has_the_probe_semaphore_and_control() {
+    let lib = agent_lib();
+    let out = Command::new("readelf")
+        .arg("-n")
+        .arg(&lib)
+        .output()
+        .expect("readelf (Debian package binutils) is needed");
+    assert!(out.status.success());
+    let notes = String::from_utf8_lossy(&out.stdout);
+    let at = notes
+        .find("Provider: jp")
+        .unwrap_or_else(|| panic!("no jp provider in the notes:\n{notes}"));
+    let probe: Vec<&str> = notes[at..].lines().take(4).map(str::trim).collect();
+    assert_eq!(probe[1], "Name: record", "{notes}");
+    let sem_text = probe[2]
+        .rsplit("Semaphore: ")
+        .next()
+        .unwrap()
+        .trim_start_matches("0x");
+    let sem = u64::from_str_radix(sem_text, 16).unwrap();
+    assert_ne!(sem, 0, "the probe needs a semaphore: {}", probe[2]);
+    let args = probe[3].strip_prefix("Arguments: ").unwrap();
+    let specs: Vec<&str> = args.split(' ').collect();
+    assert_eq!(specs.len(), 2, "{args}");
+    for s in specs {
+        assert!(
+            s.starts_with("8@%r") && s.len() <= 7,
+            "argument spec {s}: expected 8@<64-bit register>"
+        );
+    }
+    assert_eq!(notes.matches("Provider: jp").count(), 1, "one probe site");
+
+    let nm = Command::new("nm")
+        .arg("-D")
+        .arg(&lib)
+        .output()
+        .expect("nm (binutils)");
+    let nm = String::from_utf8_lossy(&nm.stdout);
+    assert!(
+        nm.lines().any(|l| l.ends_with(" D jp_usdt_control")),
+        "jp_usdt_control not an exported data symbol:\n{nm}"
+    );
+
+    let data = std::fs::read(&lib).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let sym = |name: &str| {
+        file.dynamic_symbols()
+            .find(|s| s.name() == Ok(name))
+            .unwrap_or_else(|| panic!("{name} not in .dynsym"))
+    };
+    let semaphore = sym("jp_record_semaphore");
+    assert_eq!(
+        semaphore.address(),
+        sem,
+        "the note's semaphore is jp_record_semaphore"
+    );
+    assert_eq!(semaphore.size(), 2);
+    assert_eq!(sem % 2, 0, "semaphore alignment");
+    let probes = file.section_by_name(".probes").expect(".probes section");
+    assert!(
+        (probes.address()..probes.address() + probes.size()).contains(&sem),
+        "semaphore outside .probes"
+    );
+    match probes.flags() {
+        object::SectionFlags::Elf { sh_flags } => {
+            assert_ne!(
+                sh_flags & u64::from(object::elf::SHF_WRITE),
+                0,
+                ".probes not writable"
+            )
+        }
+        f => panic!("{f:?}"),
+    }
+    assert_eq!(
+        probes.kind(),
+        object::SectionKind::Data,
+        ".probes must be file-backed data (PROGBITS), not bss"
+    );
+    let control = sym("jp_usdt_control");
+    assert_eq!(control.size(), 64);
+    assert_eq!(control.address() % 8, 0);
+    let section = file
+        .section_by_index(control.section_index().unwrap())
+        .unwrap();
+    let bytes = section.data().unwrap();
+    let off = (control.address() - section.address()) as usize;
+    assert_eq!(
+        &bytes[off..off + 16],
+        &[
+            &jp_common::wire::CONTROL_MAGIC.to_le_bytes()[..],
+            &[0u8; 8][..]
+        ]
+        .concat()[..],
+        "control block: magic then generation 0"
+    );
+    assert_eq!(
+        section.kind(),
+        object::SectionKind::Data,
+        "control in writable data"
+    );
+}
+
+// ---------------------------------------------------------------- cost
+
+/// Runs `tests/usdt/jp/rt/UsdtBench.java` (the runtime's report path: Rt.tick with the
+/// counter run out → activate → report) under `opts`; returns (listening, min ns, median ns).
+fn bench(jdk: Jdk, dir: &Path, opts: &str, args: &[&str]) -> (bool, f64, f64) {
+    static CLASSES: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let classes = CLASSES.get_or_init(|| {
+        let out = scratch("usdt-bench-classes");
+        let st = Command::new(Jdk::J17.home().join("bin/javac"))
+            .args(["--release", "17", "-cp"])
+            .arg(agent_jar())
+            .arg("-d")
+            .arg(&out)
+            .arg(crate_dir().join("tests/usdt/jp/rt/UsdtBench.java"))
+            .status()
+            .expect("javac");
+        assert!(st.success(), "javac of UsdtBench failed");
+        out
+    });
+    let mut jargs = vec![
+        format!("-Xbootclasspath/a:{}", classes.display()),
+        format!("-agentpath:{}={opts}", agent_lib().display()),
+        "jp.rt.UsdtBench".to_string(),
+    ];
+    jargs.extend(args.iter().map(|a| a.to_string()));
+    let run = java(jdk, &jargs, dir, LIMIT);
+    run.assert_ok();
+    let line = run.stdout.lines().last().unwrap_or_default().to_string();
+    assert_ne!(
+        line, "batches=0",
+        "every batch saw the probe's semaphore change (a tracer attaching or leaving): rerun"
+    );
+    let field = |k: &str| {
+        line.split(' ')
+            .find_map(|f| f.strip_prefix(k))
+            .unwrap_or_else(|| panic!("no {k} in {line:?}\n{}", run.stderr))
+            .to_string()
+    };
+    (
+        field("listening=") == "true",
+        field("min_ns_per_report=").parse().unwrap(),
+        field("median_ns_per_report=").parse().unwrap(),
+    )
+}
+
+/// Cost of a report point: the goal is < 50 ns without a tracer. Also prints the cost per
+/// record with the tap on (a record of 10 changed nodes per report).
+fn report_cost(jdk: Jdk) {
+    let dir = scratch(&format!("usdt-cost-{}", jdk.name()));
+    let (_, file_min, file_med) = bench(
+        jdk,
+        &dir,
+        "profiler=file,out=x.json",
+        &["0", "2000000", "15"],
+    );
+    let (listening, usdt_min, usdt_med) =
+        bench(jdk, &dir, "profiler=usdt", &["0", "2000000", "15"]);
+    assert!(
+        !listening,
+        "a tracer (jpd?) was attached to the benchmark JVM for the whole run: the no-tracer cost cannot be measured; stop it and rerun"
+    );
+    let tap = dir.join("bench.tap");
+    let (_, tap_min, tap_med) = bench(
+        jdk,
+        &dir,
+        &format!("usdt_tap={}", tap.display()),
+        &["10", "100000", "10"],
+    );
+    let bytes = std::fs::read(&tap).unwrap();
+    let (mut records, mut at) = (0usize, 0usize);
+    while at + 4 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        at += 4 + len;
+        records += 1;
+    }
+    eprintln!(
+        "report point on {}: file profiler min {file_min} ns (median {file_med}); usdt, no tracer: min {usdt_min} ns (median {usdt_med}); usdt_tap, 10 changed nodes: min {tap_min} ns (median {tap_med}) per report = {:.0} records/s, {} records, {:.1} bytes/record",
+        jdk.name(),
+        1e9 / tap_min,
+        records,
+        (bytes.len() - 4 * records) as f64 / records as f64
+    );
+    assert!(
+        usdt_min < 50.0,
+        "{}: a report point without a tracer costs {usdt_min} ns (goal < 50 ns)",
+        jdk.name()
+    );
+}
+
+#[test]
+fn report_cost_jdk17() {
+    report_cost(Jdk::J17);
+}
+
+#[test]
+fn report_cost_jdk25() {
+    report_cost(Jdk::J25);
+}
