@@ -483,20 +483,20 @@ impl JvmStore {
     /// the agent's `jp-mct/1` model: `jp_mct::write_json` of it is byte-identical to the
     /// agent's `out=` file for the same counts.
     pub fn mct(&self, tgid: u32) -> Option<jp_mct::Mct> {
-        self.jvms.get(&tgid).map(|j| query::mct(j))
+        self.jvms.get(&tgid).map(query::mct)
     }
 
     /// Per method with counts: calls, exclusive bytecodes, inclusive bytecodes (once per
     /// stack under recursion), name and file. Sorted by exclusive bytecodes, descending,
     /// then by name.
     pub fn top_methods(&self, tgid: u32) -> Option<Vec<MethodTotals>> {
-        self.jvms.get(&tgid).map(|j| query::top_methods(j))
+        self.jvms.get(&tgid).map(query::top_methods)
     }
 
     /// The trees of the JVM's live threads (ended threads' counts are only in the merged
     /// tree), sorted by thread id.
     pub fn thread_trees(&self, tgid: u32) -> Option<Vec<ThreadTree>> {
-        self.jvms.get(&tgid).map(|j| query::thread_trees(j))
+        self.jvms.get(&tgid).map(query::thread_trees)
     }
 
     pub fn stats(&self) -> IngestStats {

@@ -577,10 +577,9 @@ impl Jvm {
         }
         if !self.finished {
             if let Some(h) = &self.hello {
-                let synced = self.threads.values().filter(|t| t.synced).count() as u64;
-                let missing = h
-                    .live_threads
-                    .saturating_sub(synced + self.ended_since_hello);
+                // Threads jpd knows (synced or waiting: the other reasons cover those).
+                let known = self.threads.len() as u64 + self.ended_since_hello;
+                let missing = h.live_threads.saturating_sub(known);
                 if missing > 0 {
                     why.push(format!("{missing} threads not yet reported"));
                 }
