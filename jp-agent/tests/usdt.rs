@@ -657,3 +657,63 @@ fn report_cost_jdk17() {
 fn report_cost_jdk25() {
     report_cost(Jdk::J25);
 }
+
+// ---------------------------------------------------------------- options
+
+/// Without `out=` the agent writes no file (live view only); `profiler=file` alone writes the
+/// default file and fires nothing. The two runs of the deterministic Paper agree exactly.
+fn defaults(jdk: Jdk) {
+    let dir = scratch(&format!("usdt-defaults-{}", jdk.name()));
+    let tap_path = dir.join("paper.tap");
+    let run = |opts: &str| {
+        let args = vec![
+            "-Xverify:all".to_string(),
+            format!("-agentpath:{}={opts}", agent_lib().display()),
+            "-cp".to_string(),
+            programs().display().to_string(),
+            "Paper".to_string(),
+        ];
+        let r = java(jdk, &args, &dir, LIMIT);
+        r.assert_ok();
+        r
+    };
+    let r = run(&format!("usdt_tap={}", tap_path.display()));
+    assert!(
+        r.stderr.contains("profiler=usdt fires USDT jp:record"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("wrote"), "{}", r.stderr);
+    let files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.starts_with("run") && n != "paper.tap")
+        .collect();
+    assert!(files.is_empty(), "profiler=usdt wrote files: {files:?}");
+    let tap = Tap::decode(&std::fs::read(&tap_path).unwrap()).unwrap();
+    let usdt = tap.merged("default").unwrap();
+
+    let r = run("profiler=file");
+    assert!(
+        r.stderr
+            .contains("profiler=file writes json to jp-profile.json at exit")
+            && !r.stderr.contains("USDT"),
+        "{}",
+        r.stderr
+    );
+    let text = std::fs::read_to_string(dir.join("jp-profile.json")).unwrap();
+    let file = parse_agent(&text, "default", "profiler=file");
+    let diffs = compare(&file, &usdt, Rule::Exact);
+    assert!(diffs.is_empty(), "{}: {diffs:#?}", jdk.name());
+    assert!(file.get(&["Paper.main([Ljava/lang/String;)V"]).is_some());
+}
+
+#[test]
+fn defaults_jdk17() {
+    defaults(Jdk::J17);
+}
+
+#[test]
+fn defaults_jdk25() {
+    defaults(Jdk::J25);
+}
