@@ -1,0 +1,444 @@
+//! End to end, for real: JVMs running the agent (`libjpagent.so`, live view by USDT) and the
+//! `jpd`/`jpctl` that `cargo xtask build` delivers, as root. The tree jpd holds when a JVM
+//! exits must equal, node for node, the one the agent itself writes with `out=` in the same
+//! run — with jpd started before the JVM, after it, and killed and restarted while it runs.
+//!
+//! `cargo xtask test` passes `JPD`, `JPCTL`, `JP_AGENT_LIB`, `JP_JDK17` and `JP_JDK25`.
+mod e2e_common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use e2e_common::{binary, Daemon, ONE_AT_A_TIME};
+use serde_json::Value;
+
+/// Fast discovery, so that the tests wait in tenths of seconds.
+const USDT_CONFIG: &str = "[usdt]\nscan_interval_ms = 100\n";
+
+#[derive(Clone, Copy, Debug)]
+enum Jdk {
+    J17,
+    J25,
+}
+
+impl Jdk {
+    fn home(self) -> PathBuf {
+        let (var, default) = match self {
+            Jdk::J17 => ("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64"),
+            Jdk::J25 => ("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64"),
+        };
+        let home = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
+        assert!(
+            home.join("bin/javac").exists(),
+            "\n\n*** {var}: no JDK at {} — install it (`cargo xtask setup`; JDK 25 is part of \
+             the machine image) or set {var}. The JVM tests must run on JDK 17 and JDK 25. ***\n",
+            home.display()
+        );
+        home
+    }
+}
+
+/// `Phases.class`, compiled once per JDK into the test's scratch directory.
+fn classes(jdk: Jdk) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-jvm-{jdk:?}"));
+    if dir.join("Phases.class").exists() {
+        return dir;
+    }
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jvm/Phases.java");
+    let status = Command::new(jdk.home().join("bin/javac"))
+        .arg("-d")
+        .arg(&dir)
+        .arg(&src)
+        .status()
+        .expect("run javac");
+    assert!(status.success(), "javac {} failed", src.display());
+    dir
+}
+
+/// A JVM running `Phases PHASES SIZE` with the agent writing `out=` too.
+struct Jvm {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    out: PathBuf,
+    phases_done: usize,
+}
+
+impl Jvm {
+    /// `wrapper` runs the JVM under another command (e.g. `unshare`).
+    fn start(jdk: Jdk, tag: &str, phases: u32, size: u32, wrapper: &[&str], lib: &Path) -> Jvm {
+        let dir = classes(jdk);
+        let out = dir.join(format!("{tag}.json"));
+        let _ = std::fs::remove_file(&out);
+        let java = jdk.home().join("bin/java");
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(&java);
+                c
+            }
+            None => Command::new(&java),
+        };
+        // A small granularity: many report points, so the deltas are exercised hard.
+        cmd.arg(format!(
+            "-agentpath:{}=out={},granularity=20000",
+            lib.display(),
+            out.display()
+        ))
+        .arg("-cp")
+        .arg(&dir)
+        .arg("Phases")
+        .arg(phases.to_string())
+        .arg(size.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+        let mut child = cmd.spawn().expect("start java");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Jvm {
+            child,
+            stdin,
+            stdout,
+            out,
+            phases_done: 0,
+        }
+    }
+
+    /// The host PID: the JVM itself, or the innermost child of a wrapper.
+    fn host_pid(&self) -> u32 {
+        let mut pid = self.child.id();
+        // unshare --fork and friends put the JVM one or two levels down.
+        for _ in 0..4 {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "java" {
+                return pid;
+            }
+            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default();
+            match children
+                .split_whitespace()
+                .next()
+                .and_then(|c| c.parse().ok())
+            {
+                Some(c) => pid = c,
+                None => break,
+            }
+        }
+        panic!("no java process under pid {}", self.child.id());
+    }
+
+    /// Waits for the next "phase N done" line.
+    fn wait_phase(&mut self) {
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).expect("read JVM stdout");
+        assert!(n > 0, "the JVM exited before phase {}", self.phases_done);
+        let want = format!("phase {} done", self.phases_done);
+        assert!(
+            line.starts_with(&want),
+            "expected {want:?}, the JVM printed {line:?}"
+        );
+        self.phases_done += 1;
+    }
+
+    fn release(&mut self) {
+        self.stdin.write_all(b"\n").expect("write JVM stdin");
+        self.stdin.flush().expect("flush JVM stdin");
+    }
+
+    /// Waits for the exit and returns the agent's own tree (`out=`).
+    fn finish(mut self) -> Value {
+        let status = self.child.wait().expect("wait java");
+        assert!(status.success(), "the JVM failed: {status}");
+        read_json(&self.out)
+    }
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+fn agent_lib() -> PathBuf {
+    binary("JP_AGENT_LIB")
+}
+
+/// `jpctl jvm list --json`'s entry for `pid`, if listed.
+fn listed(d: &Daemon, pid: u32) -> Option<Value> {
+    let list = d.json(&["jvm", "list", "--json"]);
+    let jvms = list
+        .get("jvms")
+        .and_then(Value::as_array)
+        .or_else(|| list.as_array())
+        .unwrap_or_else(|| panic!("jvm list --json: no array of JVMs: {list}"))
+        .clone();
+    jvms.into_iter()
+        .find(|j| j["pid"].as_u64() == Some(u64::from(pid)))
+}
+
+/// Polls `jvm list` until `pred` holds for `pid`'s entry.
+fn wait_listed(d: &Daemon, pid: u32, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let t0 = Instant::now();
+    loop {
+        if let Some(j) = listed(d, pid) {
+            if pred(&j) {
+                return j;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "JVM {pid} never became {what} within 30 s: {j}"
+            );
+        } else {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "jpd did not list JVM {pid} within 30 s"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn is_exited(j: &Value) -> bool {
+    j.get("exited_at").is_some_and(|v| !v.is_null())
+}
+
+/// jpd's tree of `pid` in the agent's own `jp-mct/1` JSON.
+fn exported(d: &Daemon, pid: u32, tag: &str) -> Value {
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{tag}-jpd.json"));
+    let _ = std::fs::remove_file(&file);
+    d.jpctl(&[
+        "jvm",
+        "export",
+        &pid.to_string(),
+        "--format",
+        "json",
+        "-o",
+        file.to_str().expect("UTF-8 path"),
+    ]);
+    read_json(&file)
+}
+
+/// Node-by-node comparison with a readable list of the first differences.
+fn assert_same_tree(what: &str, agent: &Value, jpd: &Value) {
+    if agent == jpd {
+        return;
+    }
+    let mut diffs = Vec::new();
+    diff(&mut diffs, "", agent, jpd);
+    panic!(
+        "{what}: jpd's tree differs from the agent's out= file in {} places, first ones:\n{}",
+        diffs.len(),
+        diffs
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+fn diff(out: &mut Vec<String>, path: &str, a: &Value, b: &Value) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                match y.get(k) {
+                    Some(w) => diff(out, &format!("{path}/{k}"), v, w),
+                    None => out.push(format!("{path}/{k}: only in the agent's file")),
+                }
+            }
+            for k in y.keys().filter(|k| !x.contains_key(*k)) {
+                out.push(format!("{path}/{k}: only in jpd's"));
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            if x.len() != y.len() {
+                out.push(format!("{path}: {} vs {} entries", x.len(), y.len()));
+            }
+            for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                let label = v
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| i.to_string(), str::to_string);
+                diff(out, &format!("{path}[{label}]"), v, w);
+            }
+        }
+        _ if a != b => out.push(format!("{path}: agent {a} jpd {b}")),
+        _ => {}
+    }
+}
+
+/// Checks a finished JVM: listed as exited and complete, and its tree equal to `out=`.
+fn check_final(d: &Daemon, pid: u32, agent_tree: &Value, what: &str) {
+    let entry = wait_listed(d, pid, "exited", is_exited);
+    assert_eq!(
+        entry["complete"],
+        Value::Bool(true),
+        "{what}: JVM {pid} exited cleanly but jpd does not call its profile complete: {entry}"
+    );
+    let jpd_tree = exported(d, pid, &format!("{what}-{pid}"));
+    assert_same_tree(what, agent_tree, &jpd_tree);
+}
+
+fn run_all_phases(jvm: &mut Jvm, phases: usize) {
+    while jvm.phases_done < phases {
+        jvm.wait_phase();
+        if jvm.phases_done < phases {
+            jvm.release();
+        }
+    }
+}
+
+#[test]
+fn jpd_started_before_the_jvm_holds_the_agents_tree_on_both_jdks() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let d = Daemon::start_with("jvm-before", USDT_CONFIG);
+    for jdk in [Jdk::J17, Jdk::J25] {
+        let mut jvm = Jvm::start(jdk, &format!("before-{jdk:?}"), 3, 300, &[], &agent_lib());
+        let pid = jvm.host_pid();
+        run_all_phases(&mut jvm, 3);
+        let agent_tree = jvm.finish();
+        check_final(
+            &d,
+            pid,
+            &agent_tree,
+            &format!("jpd before the JVM ({jdk:?})"),
+        );
+    }
+    d.stop();
+}
+
+#[test]
+fn jpd_started_after_the_jvm_gets_the_whole_tree() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let mut jvm = Jvm::start(Jdk::J17, "after", 2, 300, &[], &agent_lib());
+    let pid = jvm.host_pid();
+    jvm.wait_phase(); // phase 0 ran with nobody listening
+    let d = Daemon::start_with("jvm-after", USDT_CONFIG);
+    wait_listed(&d, pid, "listed", |_| true);
+    jvm.release();
+    jvm.wait_phase();
+    let agent_tree = jvm.finish();
+    check_final(&d, pid, &agent_tree, "jpd after the JVM");
+    d.stop();
+}
+
+#[test]
+fn jpd_killed_and_restarted_while_the_jvm_runs_loses_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let d = Daemon::start_with("jvm-restart", USDT_CONFIG);
+    let mut jvm = Jvm::start(Jdk::J25, "restart", 3, 300, &[], &agent_lib());
+    let pid = jvm.host_pid();
+    jvm.wait_phase();
+    wait_listed(&d, pid, "listed", |_| true);
+    // SIGKILL: jpd cannot clean up; the kernel drops the probes and the semaphore.
+    d.kill9();
+    jvm.release();
+    jvm.wait_phase(); // phase 1 ran with nobody listening
+    let d = Daemon::start_with("jvm-restart", USDT_CONFIG);
+    wait_listed(&d, pid, "listed", |_| true);
+    jvm.release();
+    jvm.wait_phase();
+    let agent_tree = jvm.finish();
+    check_final(&d, pid, &agent_tree, "jpd restarted");
+    d.stop();
+}
+
+#[test]
+fn several_jvms_at_once_each_exact_and_a_killed_one_is_flagged() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let d = Daemon::start_with("jvm-many", USDT_CONFIG);
+    let mut jvms: Vec<Jvm> = (0..3)
+        .map(|i| {
+            Jvm::start(
+                Jdk::J17,
+                &format!("many-{i}"),
+                2,
+                200 + 50 * i,
+                &[],
+                &agent_lib(),
+            )
+        })
+        .collect();
+    let mut victim = Jvm::start(Jdk::J17, "victim", 2, 200, &[], &agent_lib());
+    let victim_pid = victim.host_pid();
+    victim.wait_phase();
+    wait_listed(&d, victim_pid, "listed", |_| true);
+    let _ = victim.child.kill(); // SIGKILL mid-run: no thread end, no VM death
+    let _ = victim.child.wait();
+
+    let pids: Vec<u32> = jvms.iter().map(Jvm::host_pid).collect();
+    for jvm in &mut jvms {
+        run_all_phases(jvm, 2);
+    }
+    for (jvm, pid) in jvms.into_iter().zip(pids) {
+        let agent_tree = jvm.finish();
+        check_final(
+            &d,
+            pid,
+            &agent_tree,
+            &format!("one of several JVMs ({pid})"),
+        );
+    }
+    let killed = wait_listed(&d, victim_pid, "exited", is_exited);
+    assert_eq!(
+        killed["complete"],
+        Value::Bool(false),
+        "a JVM killed mid-run never sent its end: jpd must not call it complete: {killed}"
+    );
+    // jpd is still fine.
+    d.jpctl(&["status"]);
+    d.stop();
+}
+
+#[test]
+fn a_jvm_in_other_mount_and_pid_namespaces_is_found_and_exact() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // The library exists only inside the JVM's mount namespace (a private tmpfs), and the JVM
+    // is PID 1-ish in its own PID namespace: jpd must open the library through
+    // /proc/PID/root and identify the JVM by its host PID.
+    let private = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-ns-lib");
+    std::fs::create_dir_all(&private).expect("mount point");
+    let inner_lib = private.join("libjpagent.so");
+    let script = format!(
+        "mount -t tmpfs jp-ns {dir} && cp {lib} {dir}/ && exec \"$@\"",
+        dir = private.display(),
+        lib = agent_lib().display()
+    );
+    let d = Daemon::start_with("jvm-ns", USDT_CONFIG);
+    let wrapper = [
+        "unshare",
+        "--mount",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ];
+    let mut jvm = Jvm::start(Jdk::J17, "ns", 2, 200, &wrapper, &inner_lib);
+    jvm.wait_phase();
+    let pid = jvm.host_pid();
+    assert!(
+        !inner_lib.exists(),
+        "the library copy must be visible only inside the JVM's mount namespace"
+    );
+    wait_listed(&d, pid, "listed", |_| true);
+    jvm.release();
+    jvm.wait_phase();
+    let agent_tree = jvm.finish();
+    check_final(&d, pid, &agent_tree, "JVM in other namespaces");
+    d.stop();
+}
