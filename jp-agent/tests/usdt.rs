@@ -97,6 +97,22 @@ fn check_run(x: &Expect<'_>, o: &Outputs<'_>) -> Checked {
         "{what}: JVM start {} not within the run (spawned at {started_ms})",
         h.start_time_ms
     );
+    // The test programs are compiled with debug info: their methods carry a source file.
+    for (m, src) in &tap.sources {
+        let jdk_class = ["java.", "jdk.", "sun.", "com.sun."]
+            .iter()
+            .any(|p| m.starts_with(p));
+        if !jdk_class {
+            let class = m.split('(').next().unwrap().rsplit_once('.').unwrap().0;
+            let dir = class
+                .rsplit_once('.')
+                .map(|(pkg, _)| pkg.replace('.', "/") + "/");
+            assert!(
+                src.ends_with(".java") && src.starts_with(dir.as_deref().unwrap_or("")),
+                "{what}: method {m} has source file {src:?}"
+            );
+        }
+    }
     assert!(
         tap.thread_names().values().any(|n| n == "main"),
         "{what}: no stream named main: {:?}",
@@ -120,23 +136,32 @@ fn check_run(x: &Expect<'_>, o: &Outputs<'_>) -> Checked {
 }
 
 /// Runs `main` from `cp` with `out=` and `usdt_tap=` and checks the two against each other.
+/// A Java program: class path, main class, arguments.
+struct Program<'a> {
+    cp: &'a Path,
+    main: &'a str,
+    args: &'a [&'a str],
+}
+
 fn run_checked(
     jdk: Jdk,
-    cp: &Path,
-    main: &str,
-    args: &[&str],
+    program: Program<'_>,
     bba: &str,
     granularity: Option<u64>,
     dir: &Path,
+    extra: &str,
 ) -> Checked {
-    let tag = format!("{main}-{}-{bba}-{granularity:?}", jdk.name());
+    let Program { cp, main, args } = program;
+    // File names must not contain the option separators.
+    let tag =
+        format!("{main}-{}-{bba}-{granularity:?}{extra}", jdk.name()).replace([',', '='], "_");
     let json_path = dir.join(format!("{tag}.json"));
     let tap_path = dir.join(format!("{tag}.tap"));
     let opts = agent_opts(
         bba,
         granularity,
         &json_path,
-        &format!("usdt_tap={}", tap_path.display()),
+        &format!("usdt_tap={}{extra}", tap_path.display()),
     );
     let mut jargs = vec![
         "-Xverify:all".to_string(),
@@ -179,7 +204,18 @@ fn paper(jdk: Jdk) {
     let dir = scratch(&format!("usdt-paper-{}", jdk.name()));
     for bba in ["default", "precise"] {
         for gran in [None, Some(1000), Some(7)] {
-            let c = run_checked(jdk, programs(), "Paper", &[], bba, gran, &dir);
+            let c = run_checked(
+                jdk,
+                Program {
+                    cp: programs(),
+                    main: "Paper",
+                    args: &[],
+                },
+                bba,
+                gran,
+                &dir,
+                "",
+            );
             assert_eq!(c.tap.hellos.len(), 1);
             if gran == Some(7) {
                 assert!(
@@ -208,7 +244,18 @@ fn programs_(jdk: Jdk) {
     // Not Overflow: its tens of thousands of levels make path maps quadratic in memory.
     for main in ["Threads", "Exceptions", "Fib", "Lambdas", "Sync", "Reflect"] {
         for gran in [None, Some(1000)] {
-            let c = run_checked(jdk, programs(), main, &[], "precise", gran, &dir);
+            let c = run_checked(
+                jdk,
+                Program {
+                    cp: programs(),
+                    main,
+                    args: &[],
+                },
+                "precise",
+                gran,
+                &dir,
+                "",
+            );
             if main == "Threads" {
                 assert!(
                     c.tap.resyncs.len() >= 5,
@@ -218,6 +265,19 @@ fn programs_(jdk: Jdk) {
             }
         }
     }
+    // JDK classes too: the runtime's own JDK calls (buffers, strings) run into the sink.
+    run_checked(
+        jdk,
+        Program {
+            cp: programs(),
+            main: "Threads",
+            args: &[],
+        },
+        "default",
+        Some(10_000),
+        &dir,
+        ",jdk=true",
+    );
 }
 
 #[test]
@@ -252,12 +312,15 @@ fn big_tree(jdk: Jdk) {
     for gran in [None, Some(100_000)] {
         let c = run_checked(
             jdk,
-            bushy_classes(),
-            "Bushy",
-            &["2", "1"],
+            Program {
+                cp: bushy_classes(),
+                main: "Bushy",
+                args: &["2", "1"],
+            },
             "default",
             gran,
             &dir,
+            "",
         );
         assert!(
             c.json.nodes.len() > 70_000,

@@ -45,6 +45,8 @@ pub struct Tap {
     pub hellos: Vec<HelloInfo>,
     /// mid → `pkg.Class.name(DESC)`, as the last hello's table says.
     pub methods: HashMap<u32, String>,
+    /// Method name → source file (with its package directory; empty if unknown).
+    pub sources: HashMap<String, String>,
     /// Thread streams that sent a full tree (RESYNC), per stream, counted over the capture.
     pub resyncs: BTreeMap<u64, usize>,
     pub jvm_end: bool,
@@ -136,9 +138,7 @@ impl Tap {
                     if self.methods.insert(m.mid, name.clone()).is_some() {
                         return Err(format!("method {} ({name}) sent twice", m.mid));
                     }
-                    if m.source_file.is_empty() {
-                        return Err(format!("method {name} has no source file"));
-                    }
+                    self.sources.insert(name.clone(), s(m.source_file));
                 }
             }
             wire::KIND_TREE => self.tree(&h, r.body)?,

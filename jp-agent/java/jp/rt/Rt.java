@@ -97,20 +97,9 @@ public final class Rt {
     private static ThreadState attach() {
         Thread t = Thread.currentThread();
         synchronized (LOCK) {
-            if (closed) {
+            if (closed || !holdOff(t)) {
                 return null;
             }
-            for (int i = 0; i < nAttaching; i++) {
-                if (attaching[i] == t) {
-                    return null;
-                }
-            }
-            if (nAttaching == attaching.length) {
-                Thread[] a = new Thread[nAttaching * 2];
-                System.arraycopy(attaching, 0, a, 0, nAttaching);
-                attaching = a;
-            }
-            attaching[nAttaching++] = t;
         }
         ThreadState s;
         try {
@@ -120,15 +109,7 @@ public final class Rt {
         } catch (Throwable e) {
             return null;
         } finally {
-            synchronized (LOCK) {
-                for (int i = 0; i < nAttaching; i++) {
-                    if (attaching[i] == t) {
-                        attaching[i] = attaching[--nAttaching];
-                        attaching[nAttaching] = null;
-                        break;
-                    }
-                }
-            }
+            release(t);
         }
         try {
             synchronized (LOCK) {
@@ -152,6 +133,38 @@ public final class Rt {
             s.busy = false;
         }
         return s;
+    }
+
+    /**
+     * Puts {@code t} on the list of threads that must not attach (caller holds LOCK); false if it
+     * already is there.
+     */
+    private static boolean holdOff(Thread t) {
+        for (int i = 0; i < nAttaching; i++) {
+            if (attaching[i] == t) {
+                return false;
+            }
+        }
+        if (nAttaching == attaching.length) {
+            Thread[] a = new Thread[nAttaching * 2];
+            System.arraycopy(attaching, 0, a, 0, nAttaching);
+            attaching = a;
+        }
+        attaching[nAttaching++] = t;
+        return true;
+    }
+
+    /** Undoes {@link #holdOff}. */
+    private static void release(Thread t) {
+        synchronized (LOCK) {
+            for (int i = 0; i < nAttaching; i++) {
+                if (attaching[i] == t) {
+                    attaching[i] = attaching[--nAttaching];
+                    attaching[nAttaching] = null;
+                    break;
+                }
+            }
+        }
     }
 
     /** Live-list size at which the next sweep runs (doubles, so sweeping is amortized O(1)). */
@@ -251,14 +264,29 @@ public final class Rt {
         }
         ThreadState s = (ThreadState) o;
         s.busy = true; // for good: the thread is leaving
-        if (unregister(s)) {
-            Profiler p = profiler;
-            if (p != null) {
-                try {
-                    p.threadEnded(s.thread, s.root);
-                } catch (Throwable e) {
-                    // ignore: see attach
+        // Thread.exit() has already cleared the thread's ThreadLocals (it runs before JVMTI
+        // ThreadEnd), so instrumented code the profiler calls here (JDK classes with jdk=true)
+        // would not find this state and would attach the thread again with a fresh tree. Hold
+        // the thread off attaching while it ends: such code then counts into the sink.
+        Thread t = Thread.currentThread();
+        boolean held;
+        synchronized (LOCK) {
+            held = holdOff(t);
+        }
+        try {
+            if (unregister(s)) {
+                Profiler p = profiler;
+                if (p != null) {
+                    try {
+                        p.threadEnded(s.thread, s.root);
+                    } catch (Throwable e) {
+                        // ignore: see attach
+                    }
                 }
+            }
+        } finally {
+            if (held) {
+                release(t);
             }
         }
     }

@@ -99,6 +99,12 @@ final class UsdtProfiler implements Profiler {
         }
     }
 
+    private static long syntheticIds = 1L << 62;
+
+    private static synchronized long nextSyntheticId() {
+        return syntheticIds++;
+    }
+
     private static Stream stream(ThreadState st) {
         Stream s = st.usdt;
         if (s == null) {
@@ -159,7 +165,11 @@ final class UsdtProfiler implements Profiler {
 
         Stream(Thread thread) {
             this.thread = thread;
-            this.id = thread.getId();
+            long tid = thread.getId();
+            // Stream 0 is the JVM's. JDK 17's DestroyJavaVM thread (which runs the shutdown
+            // hooks, instrumented with jdk=true) reports id 0: give such threads ids far above
+            // any real thread id.
+            this.id = tid > 0 ? tid : nextSyntheticId();
         }
 
         private boolean allocate() {
