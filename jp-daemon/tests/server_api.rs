@@ -256,6 +256,8 @@ async fn every_rpc_health_reflection_socket_mode_and_removal() {
             last_read_unix_ms: 1_700_000_000_123,
             reset_unix_ms: 0,
         }),
+        // No USDT collector feeds the JVM store here: all zero.
+        jvm: Some(pb::JvmStatus::default()),
     };
     assert_eq!(st, expected);
 
@@ -571,7 +573,11 @@ async fn reflection_v1(channel: Channel) -> (Vec<String>, Vec<String>) {
                                 "GetKernelProfile",
                                 "GetIrqStats",
                                 "Reset",
-                                "Watch"
+                                "Watch",
+                                "ListJvms",
+                                "GetJvmProfile",
+                                "GetJvmTop",
+                                "ExportJvmProfile"
                             ]
                         );
                     }
@@ -639,4 +645,668 @@ async fn bind_replaces_a_stale_socket_but_never_a_live_one_or_a_file() {
         )
     );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a socket");
+}
+
+// --- JVM profiles -------------------------------------------------------------------
+// A real JvmStore, filled through its ingest API with records built by the wire
+// format's own encoder: the paper's example tree in thread 1, one more method in
+// thread 2.
+
+use jp_common::wire::{self, EventHeader, MethodDef, TreeEntry, Writer};
+use jp_daemon::jvm::{JvmLimits, JvmStore, ProcessInfo};
+use jp_daemon::server::jvm::SharedJvmStore;
+use jp_daemon::server::jvm_watch::JvmWatch;
+use jp_daemon::server::Sources;
+use jp_mct::{Mct, MethodInfo};
+use std::sync::Mutex;
+
+const JVM: u32 = 4242;
+const GENERATION: u64 = 5;
+
+fn attached() -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(1_700_000_000_000)
+}
+
+fn record(kind: u16, stream: u64, seq: u32, flags: u32, body: impl FnOnce(&mut Writer)) -> Vec<u8> {
+    let mut buf = vec![0u8; wire::MAX_RECORD];
+    let h = wire::header(kind, 7, GENERATION, stream, seq, flags);
+    let mut w = Writer::new(&mut buf, &h).unwrap();
+    body(&mut w);
+    w.finish().to_vec()
+}
+
+fn ingest(store: &mut JvmStore, bytes: &[u8]) {
+    let event = EventHeader {
+        tgid: JVM,
+        tid: JVM,
+        ktime_ns: 1,
+        len: bytes.len() as u32,
+        status: wire::EVENT_OK,
+    };
+    store.ingest(&event, bytes, attached());
+}
+
+/// (mid, name, descriptor) of Paper's methods.
+const METHODS: [(u32, &str, &str); 5] = [
+    (0, "main", "([Ljava/lang/String;)V"),
+    (1, "<init>", "()V"),
+    (2, "f", "()V"),
+    (3, "g", "(I)V"),
+    (4, "h", "()V"),
+];
+
+fn def(node: u32, parent: u32, mid: u32, calls: u64, bytecodes: u64) -> TreeEntry {
+    TreeEntry {
+        node,
+        definition: Some((parent, mid)),
+        calls,
+        bytecodes,
+    }
+}
+
+fn tree_record(stream: u64, seq: u32, flags: u32, name: &str, entries: &[TreeEntry]) -> Vec<u8> {
+    record(wire::KIND_TREE, stream, seq, flags, |w| {
+        w.string(name.as_bytes()).unwrap();
+        w.begin_entries().unwrap();
+        for e in entries {
+            w.tree_entry(e).unwrap();
+        }
+    })
+}
+
+/// Bytes of every record `jvm_store` ingests (for the status check).
+fn paper_records() -> Vec<Vec<u8>> {
+    let full = wire::FLAG_RESYNC | wire::FLAG_ABSOLUTE;
+    let hello = record(wire::KIND_HELLO, 0, 0, full, |w| {
+        for v in [1_699_999_999_000u64, 1, 1, 2] {
+            w.varint(v).unwrap(); // start, granularity, bba precise, live threads
+        }
+        w.string(b"17.0.9+9").unwrap();
+        w.string(b"Paper -verbose").unwrap();
+        w.string(b"0.1.0").unwrap();
+    });
+    let methods = record(wire::KIND_METHODS, 0, 1, 0, |w| {
+        w.begin_entries().unwrap();
+        for (mid, name, descriptor) in METHODS {
+            w.method(&MethodDef {
+                mid,
+                class: b"Paper",
+                name: name.as_bytes(),
+                descriptor: descriptor.as_bytes(),
+                source_file: b"Paper.java",
+            })
+            .unwrap();
+        }
+    });
+    let main = tree_record(
+        1,
+        0,
+        full,
+        "main",
+        &[
+            def(1, 0, 0, 1, 5),
+            def(2, 1, 1, 1, 3),
+            def(3, 1, 2, 1, 106),
+            def(4, 3, 3, 10, 445),
+            def(5, 4, 4, 55, 55),
+            def(6, 3, 4, 10, 10),
+        ],
+    );
+    let worker = tree_record(2, 0, full, "worker", &[def(1, 0, 4, 2, 2)]);
+    vec![hello, methods, main, worker]
+}
+
+fn jvm_store() -> SharedJvmStore {
+    let mut store = JvmStore::new(JvmLimits {
+        retention: Duration::from_secs(60),
+        ..JvmLimits::default()
+    });
+    let info = ProcessInfo {
+        start_time_ticks: 1234,
+        ns_pid: None,
+        cmdline: "java -agentpath:libjpagent.so Paper -verbose".into(),
+        exe: "/usr/bin/java".into(),
+    };
+    store.process_found(JVM, info, attached());
+    store.generation_written(JVM, GENERATION);
+    for r in paper_records() {
+        ingest(&mut store, &r);
+    }
+    Arc::new(Mutex::new(store))
+}
+
+/// Thread 1's next report: h under g ran 5 more times (a delta).
+fn paper_delta() -> Vec<u8> {
+    tree_record(
+        1,
+        1,
+        0,
+        "",
+        &[TreeEntry {
+            node: 5,
+            definition: None,
+            calls: 5,
+            bytecodes: 5,
+        }],
+    )
+}
+
+/// The same merged tree built by hand, as the agent's writer would get it.
+fn expected_mct() -> Mct {
+    let mut t = Mct::new("precise");
+    let m = |name: &str, desc: &str| MethodInfo {
+        name: format!("Paper.{name}{desc}").into(),
+        file: Some("Paper.java".into()),
+    };
+    let main = t.add(0, m("main", "([Ljava/lang/String;)V"), 1, 5);
+    t.add(main, m("<init>", "()V"), 1, 3);
+    let f = t.add(main, m("f", "()V"), 1, 106);
+    let g = t.add(f, m("g", "(I)V"), 10, 445);
+    t.add(g, m("h", "()V"), 55, 55);
+    t.add(f, m("h", "()V"), 10, 10);
+    t.add(0, m("h", "()V"), 2, 2);
+    t
+}
+
+async fn start_with(sources: Sources) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("jpd.sock");
+    let (listener, guard) = server::socket::bind(&socket).expect("bind");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(server::serve(listener, sources, async move {
+        let _ = stopped.await;
+    }));
+    Running {
+        socket,
+        stop,
+        task,
+        guard,
+        _dir: dir,
+    }
+}
+
+fn pm(id: u32, name: &str) -> pb::JvmMethod {
+    pb::JvmMethod {
+        id,
+        name: name.into(),
+        file: Some("Paper.java".into()),
+    }
+}
+
+fn node(method_id: u32, depth: u32, calls: u64, bytecodes: u64, inclusive: u64) -> pb::JvmNode {
+    pb::JvmNode {
+        method_id,
+        depth,
+        calls,
+        bytecodes,
+        inclusive_bytecodes: inclusive,
+        cut: None,
+    }
+}
+
+fn cut(subtrees: u32, nodes: u64, calls: u64, bytecodes: u64) -> Option<pb::JvmCut> {
+    Some(pb::JvmCut {
+        subtrees,
+        nodes,
+        calls,
+        bytecodes,
+    })
+}
+
+#[tokio::test]
+async fn jvm_list_profile_top_export_and_status() {
+    let jvm = jvm_store();
+    let kernel = filled_store();
+    let run = start_with(Sources {
+        kernel,
+        jvm: Arc::clone(&jvm),
+    })
+    .await;
+    let mut jp = JpClient::new(connect(&run.socket).await);
+
+    // ListJvms: the summary, field for field.
+    let list = jp
+        .list_jvms(pb::ListJvmsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let memory = jp_daemon::server::jvm::lock(&jvm)
+        .summary(JVM)
+        .unwrap()
+        .memory_bytes;
+    assert!(memory > 0);
+    let summary = pb::JvmSummary {
+        pid: JVM,
+        ns_pid: Some(7),
+        main: "Paper".into(),
+        jdk_version: "17.0.9+9".into(),
+        bba: "precise".into(),
+        threads_live: 2,
+        threads_total: 2,
+        calls: 80,
+        bytecodes: 626,
+        attached_since_unix_ms: 1_700_000_000_000,
+        exited_unix_ms: 0,
+        complete: true,
+        incomplete_reason: String::new(),
+        records_lost: 0,
+        records_malformed: 0,
+        nodes: 7,
+        methods: 5,
+        records: 4,
+        limit_drops: 0,
+        finished: false,
+        agent_version: "0.1.0".into(),
+        jvm_start_unix_ms: 1_699_999_999_000,
+        cmdline: "java -agentpath:libjpagent.so Paper -verbose".into(),
+        memory_bytes: memory,
+    };
+    assert_eq!(list.jvms, std::slice::from_ref(&summary));
+
+    // GetJvmProfile, whole tree: pre-order in jp-mct's order (children by name),
+    // methods numbered by first use.
+    let req = |max_depth, min_share| pb::GetJvmProfileRequest {
+        pid: JVM,
+        max_depth,
+        min_share,
+    };
+    let p = jp.get_jvm_profile(req(0, 0.0)).await.unwrap().into_inner();
+    let methods = vec![
+        pm(0, "Paper.h()V"),
+        pm(1, "Paper.main([Ljava/lang/String;)V"),
+        pm(2, "Paper.<init>()V"),
+        pm(3, "Paper.f()V"),
+        pm(4, "Paper.g(I)V"),
+    ];
+    assert_eq!(
+        p,
+        pb::JvmProfile {
+            jvm: Some(summary.clone()),
+            methods: methods.clone(),
+            nodes: vec![
+                node(0, 0, 2, 2, 2),
+                node(1, 0, 1, 5, 624),
+                node(2, 1, 1, 3, 3),
+                node(3, 1, 1, 106, 616),
+                node(4, 2, 10, 445, 500),
+                node(0, 3, 55, 55, 55),
+                node(0, 2, 10, 10, 10),
+            ],
+            root_cut: None,
+            total_nodes: 7,
+            cut_nodes: 0,
+            max_depth: 0,
+            min_share: 0.0,
+        }
+    );
+
+    // Depth 2: f's subtrees (g with its h, and h) are summed on f.
+    let p = jp.get_jvm_profile(req(2, 0.0)).await.unwrap().into_inner();
+    let mut f = node(3, 1, 1, 106, 616);
+    f.cut = cut(2, 3, 75, 510);
+    assert_eq!(
+        (p.nodes, p.root_cut, p.total_nodes, p.cut_nodes, p.max_depth),
+        (
+            vec![
+                node(0, 0, 2, 2, 2),
+                node(1, 0, 1, 5, 624),
+                node(2, 1, 1, 3, 3),
+                f
+            ],
+            None,
+            7,
+            3,
+            2
+        )
+    );
+    assert_eq!(p.methods, methods[..4]);
+
+    // 10 % of 626 bytecodes = 62.6: the top-level h (2), <init> (3) and both
+    // leaves h (55, 10) are cut; their sums land on their parents (and the root).
+    let p = jp.get_jvm_profile(req(0, 0.1)).await.unwrap().into_inner();
+    let mut main = node(0, 0, 1, 5, 624);
+    main.cut = cut(1, 1, 1, 3);
+    let mut f = node(1, 1, 1, 106, 616);
+    f.cut = cut(1, 1, 10, 10);
+    let mut g = node(2, 2, 10, 445, 500);
+    g.cut = cut(1, 1, 55, 55);
+    assert_eq!(
+        (p.nodes, p.root_cut, p.cut_nodes, p.min_share),
+        (vec![main, f, g], cut(1, 1, 2, 2), 4, 0.1)
+    );
+    assert_eq!(
+        p.methods,
+        [
+            pm(0, "Paper.main([Ljava/lang/String;)V"),
+            pm(1, "Paper.f()V"),
+            pm(2, "Paper.g(I)V"),
+        ]
+    );
+    // min_share is a fraction.
+    let e = jp.get_jvm_profile(req(0, 1.5)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        e.message(),
+        "min_share must be a fraction in [0, 1], got 1.5"
+    );
+
+    // GetJvmTop by each order; recursion-free inclusive counts; limit.
+    let top = |order: pb::JvmTopOrder, limit| pb::GetJvmTopRequest {
+        pid: JVM,
+        order: order as i32,
+        limit,
+    };
+    let mt = |name: &str, calls, bytecodes, inclusive| pb::JvmMethodTotals {
+        name: format!("Paper.{name}"),
+        file: Some("Paper.java".into()),
+        calls,
+        bytecodes,
+        inclusive_bytecodes: inclusive,
+    };
+    let t = jp
+        .get_jvm_top(top(pb::JvmTopOrder::Bytecodes, 0))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        t,
+        pb::JvmTop {
+            jvm: Some(summary.clone()),
+            order: pb::JvmTopOrder::Bytecodes as i32,
+            methods: vec![
+                mt("g(I)V", 10, 445, 500),
+                mt("f()V", 1, 106, 616),
+                mt("h()V", 67, 67, 67),
+                mt("main([Ljava/lang/String;)V", 1, 5, 624),
+                mt("<init>()V", 1, 3, 3),
+            ],
+            total_methods: 5,
+        }
+    );
+    let t = jp
+        .get_jvm_top(top(pb::JvmTopOrder::Calls, 3))
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<(&str, u64)> = t
+        .methods
+        .iter()
+        .map(|m| (m.name.as_str(), m.calls))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("Paper.h()V", 67),
+            ("Paper.g(I)V", 10),
+            ("Paper.<init>()V", 1)
+        ]
+    );
+    assert_eq!(t.total_methods, 5);
+    let t = jp
+        .get_jvm_top(top(pb::JvmTopOrder::Inclusive, 2))
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<(&str, u64)> = t
+        .methods
+        .iter()
+        .map(|m| (m.name.as_str(), m.inclusive_bytecodes))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("Paper.main([Ljava/lang/String;)V", 624),
+            ("Paper.f()V", 616)
+        ]
+    );
+
+    // ExportJvmProfile: the bytes jp-mct's writers make of the same tree; JSON is
+    // exactly the agent's jp-mct/1.
+    let expected = expected_mct();
+    assert_eq!(
+        jp_daemon::server::jvm::lock(&jvm).mct(JVM).unwrap(),
+        expected
+    );
+    for (format, writer) in [
+        (
+            pb::JvmExportFormat::Json,
+            jp_mct::write_json as fn(&Mct, &mut dyn std::io::Write) -> std::io::Result<()>,
+        ),
+        (pb::JvmExportFormat::Pprof, jp_mct::write_pprof),
+        (pb::JvmExportFormat::Folded, jp_mct::write_folded),
+        (pb::JvmExportFormat::Tree, jp_mct::write_tree),
+    ] {
+        let mut want = Vec::new();
+        writer(&expected, &mut want).unwrap();
+        let mut stream = jp
+            .export_jvm_profile(pb::ExportJvmProfileRequest {
+                pid: JVM,
+                format: format as i32,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut got = Vec::new();
+        let mut chunks = Vec::new();
+        while let Some(c) = stream.message().await.unwrap() {
+            got.extend_from_slice(&c.data);
+            chunks.push((c.last, c.total_bytes));
+        }
+        assert_eq!(got, want, "{format:?}");
+        assert_eq!(chunks, [(true, want.len() as u64)], "{format:?}");
+    }
+    let json = {
+        let mut v = Vec::new();
+        jp_mct::write_json(&expected, &mut v).unwrap();
+        String::from_utf8(v).unwrap()
+    };
+    assert!(json.starts_with("{\"format\": \"jp-mct/1\", \"bba\": \"precise\", \"root\": {\"children\": [\n{\"method\": \"Paper.h()V\", \"calls\": 2, \"bytecodes\": 2, \"children\": []},\n"), "{json}");
+
+    // Unknown pid: NOT_FOUND naming what jpd holds, for every JVM call.
+    let nf = "no JVM with pid 99: jpd holds JVM pids 4242 (see `jpctl jvm list`)";
+    let e = jp
+        .get_jvm_profile(pb::GetJvmProfileRequest {
+            pid: 99,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!((e.code(), e.message()), (tonic::Code::NotFound, nf));
+    let e = jp
+        .get_jvm_top(pb::GetJvmTopRequest {
+            pid: 99,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!((e.code(), e.message()), (tonic::Code::NotFound, nf));
+    let e = jp
+        .export_jvm_profile(pb::ExportJvmProfileRequest { pid: 99, format: 0 })
+        .await
+        .unwrap_err();
+    assert_eq!((e.code(), e.message()), (tonic::Code::NotFound, nf));
+    let e = jp
+        .get_jvm_top(pb::GetJvmTopRequest {
+            pid: JVM,
+            order: 9,
+            limit: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), e.message()),
+        (tonic::Code::InvalidArgument, "unknown order 9")
+    );
+
+    // Status: ingestion counters, including a malformed record.
+    ingest(
+        &mut jp_daemon::server::jvm::lock(&jvm),
+        b"JPW0 this is not a record: bad magic, 48 bytes..",
+    );
+    let st = jp
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let bytes: u64 = paper_records().iter().map(|r| r.len() as u64).sum::<u64>() + 48;
+    let stats = jp_daemon::server::jvm::lock(&jvm).stats();
+    assert_eq!(
+        st.jvm,
+        Some(pb::JvmStatus {
+            jvms_attached: 1,
+            jvms_exited: 0,
+            records: 4,
+            bytes,
+            malformed: 1,
+            malformed_by_reason: vec![pb::JvmMalformed {
+                reason: "bad magic".into(),
+                records: 1
+            }],
+            lost: 0,
+            ring_full: 0,
+            faults: 0,
+            too_long: 0,
+            fired: 0,
+            nodes: 7,
+            memory_bytes: stats.memory_bytes,
+            gaps: 0,
+            resync_requests: 0,
+            limit_drops: 0,
+            jvm_limit_drops: 0,
+            events: 5,
+            thread_nodes: stats.thread_nodes,
+        })
+    );
+
+    let _ = run.stop.send(());
+    run.task.await.unwrap().unwrap();
+    drop(run.guard);
+}
+
+#[test]
+fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
+    let jvm = jvm_store();
+    let mut w = JvmWatch::default();
+    let d0 = w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    assert_eq!(d0.new_jvms.len(), 1);
+    assert_eq!(
+        (d0.new_jvms[0].pid, d0.new_jvms[0].main.as_str()),
+        (JVM, "Paper")
+    );
+    // Methods in the store's top order (exclusive bytecodes), ids from 0.
+    let names: Vec<(u32, &str)> = d0
+        .new_methods
+        .iter()
+        .map(|m| (m.id, m.name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (0, "Paper.g(I)V"),
+            (1, "Paper.f()V"),
+            (2, "Paper.h()V"),
+            (3, "Paper.main([Ljava/lang/String;)V"),
+            (4, "Paper.<init>()V"),
+        ]
+    );
+    let md = |id, calls, bytecodes| pb::JvmMethodDelta {
+        id,
+        calls,
+        bytecodes,
+    };
+    assert_eq!(
+        d0.jvms,
+        [pb::JvmActivity {
+            pid: JVM,
+            calls: 80,
+            bytecodes: 626,
+            methods: vec![
+                md(0, 10, 445),
+                md(1, 1, 106),
+                md(2, 67, 67),
+                md(3, 1, 5),
+                md(4, 1, 3)
+            ],
+        }]
+    );
+    assert!(d0.exited.is_empty() && d0.removed.is_empty());
+
+    // Nothing changed: no JVM part at all.
+    assert_eq!(w.next(&jp_daemon::server::jvm::lock(&jvm)), None);
+
+    // A delta record: only h's change, no names again.
+    ingest(&mut jp_daemon::server::jvm::lock(&jvm), &paper_delta());
+    let d1 = w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    assert_eq!(
+        d1,
+        pb::JvmDelta {
+            jvms: vec![pb::JvmActivity {
+                pid: JVM,
+                calls: 5,
+                bytecodes: 5,
+                methods: vec![md(2, 5, 5)],
+            }],
+            ..Default::default()
+        }
+    );
+
+    // Exit, then retention over.
+    let gone = attached() + Duration::from_secs(1);
+    jp_daemon::server::jvm::lock(&jvm).process_gone(JVM, gone);
+    let d2 = w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    assert_eq!(d2.exited, [JVM]);
+    assert!(d2.jvms.is_empty() && d2.new_jvms.is_empty() && d2.removed.is_empty());
+    jp_daemon::server::jvm::lock(&jvm).expire(gone + Duration::from_secs(61));
+    let d3 = w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    assert_eq!(
+        d3,
+        pb::JvmDelta {
+            removed: vec![JVM],
+            ..Default::default()
+        }
+    );
+
+    // A second stream starts from scratch: everything is new again.
+    let mut w2 = JvmWatch::default();
+    assert_eq!(
+        w2.next(&jp_daemon::server::jvm::lock(&jvm)),
+        None,
+        "no JVM left"
+    );
+}
+
+#[tokio::test]
+async fn watch_stream_carries_jvm_deltas() {
+    let jvm = jvm_store();
+    let run = start_with(Sources {
+        kernel: filled_store(),
+        jvm: Arc::clone(&jvm),
+    })
+    .await;
+    let mut jp = JpClient::new(connect(&run.socket).await);
+    let mut watch = jp
+        .watch(pb::WatchRequest { interval_ms: 100 })
+        .await
+        .unwrap()
+        .into_inner();
+    let u0 = watch.message().await.unwrap().unwrap();
+    let j = u0.jvm.expect("the first message names the JVM");
+    assert_eq!(j.new_jvms[0].pid, JVM);
+    assert_eq!((j.jvms[0].calls, j.jvms[0].bytecodes), (80, 626));
+    let u1 = watch.message().await.unwrap().unwrap();
+    assert_eq!(u1.jvm, None, "nothing changed");
+    ingest(&mut jp_daemon::server::jvm::lock(&jvm), &paper_delta());
+    let u2 = watch.message().await.unwrap().unwrap();
+    let j = u2.jvm.expect("the delta");
+    assert_eq!((j.jvms[0].calls, j.jvms[0].bytecodes), (5, 5));
+    assert_eq!(
+        j.jvms[0].methods,
+        [pb::JvmMethodDelta {
+            id: 2,
+            calls: 5,
+            bytecodes: 5
+        }]
+    );
+    let _ = run.stop.send(());
+    run.task.await.unwrap().unwrap();
 }

@@ -62,6 +62,8 @@ pub fn status(view: &KernelView, version: &str, uptime: Duration) -> pb::Status 
             last_read_unix_ms: unix_ms(s.last_read),
             reset_unix_ms: unix_ms(view.reset_at),
         }),
+        // Filled by the service from the JVM store.
+        jvm: None,
     }
 }
 

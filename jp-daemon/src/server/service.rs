@@ -1,4 +1,4 @@
-//! The `jp.v1.Jp` service over the store.
+//! The `jp.v1.Jp` service over the stores (kernel and JVM).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,11 +12,15 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::convert;
+use super::jvm::{self as jvmconv, lock, SharedJvmStore};
+use super::jvm_watch::JvmWatch;
 use super::watch::{interval, WatchState};
+use super::Sources;
 use crate::store::Store;
 
 pub struct JpService {
     store: Arc<Store>,
+    jvm: SharedJvmStore,
     started: Instant,
     started_at: SystemTime,
     /// Becomes true when jpd shuts down: Watch streams end so that the server's
@@ -25,9 +29,10 @@ pub struct JpService {
 }
 
 impl JpService {
-    pub fn new(store: Arc<Store>, stopping: watch::Receiver<bool>) -> JpService {
+    pub fn new(sources: Sources, stopping: watch::Receiver<bool>) -> JpService {
         JpService {
-            store,
+            store: sources.kernel,
+            jvm: sources.jvm,
             started: Instant::now(),
             started_at: SystemTime::now(),
             stopping,
@@ -36,6 +41,24 @@ impl JpService {
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchUpdate, Status>> + Send>>;
+type ExportStream = Pin<Box<dyn Stream<Item = Result<pb::JvmExportChunk, Status>> + Send>>;
+
+impl JpService {
+    /// The JVM's summary and merged tree, copied under the lock; NOT_FOUND if the
+    /// store holds no such pid.
+    fn jvm_tree(&self, pid: u32) -> Result<(crate::jvm::JvmSummary, jp_mct::Mct), Status> {
+        let store = lock(&self.jvm);
+        match (store.summary(pid), store.mct(pid)) {
+            (Some(s), Some(t)) => Ok((s, t)),
+            _ => Err(not_found(&store, pid)),
+        }
+    }
+}
+
+fn not_found(store: &crate::jvm::JvmStore, pid: u32) -> Status {
+    let pids: Vec<u32> = store.list().iter().map(|s| s.pid).collect();
+    jvmconv::not_found(pid, &pids)
+}
 
 #[tonic::async_trait]
 impl Jp for JpService {
@@ -44,11 +67,9 @@ impl Jp for JpService {
         _: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::Status>, Status> {
         let view = self.store.kernel_view();
-        Ok(Response::new(convert::status(
-            &view,
-            env!("CARGO_PKG_VERSION"),
-            self.started.elapsed(),
-        )))
+        let mut status = convert::status(&view, env!("CARGO_PKG_VERSION"), self.started.elapsed());
+        status.jvm = Some(jvmconv::status(&lock(&self.jvm).stats()));
+        Ok(Response::new(status))
     }
 
     async fn get_kernel_profile(
@@ -94,10 +115,12 @@ impl Jp for JpService {
         let period = interval(req.into_inner().interval_ms);
         let (tx, rx) = mpsc::channel(4);
         let store = Arc::clone(&self.store);
+        let jvm = Arc::clone(&self.jvm);
         let mut stopping = self.stopping.clone();
         let started_at = self.started_at;
         tokio::spawn(async move {
             let mut state = WatchState::new(started_at);
+            let mut jvm_state = JvmWatch::default();
             let mut ticker = tokio::time::interval(period);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -109,12 +132,73 @@ impl Jp for JpService {
                     _ = stopping.changed() => break,
                     _ = tx.closed() => break,
                 }
-                let update = state.next(&store.kernel_view(), Instant::now());
+                let mut update = state.next(&store.kernel_view(), Instant::now());
+                update.jvm = jvm_state.next(&lock(&jvm));
                 if tx.send(Ok(update)).await.is_err() {
                     break;
                 }
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn list_jvms(
+        &self,
+        _: Request<pb::ListJvmsRequest>,
+    ) -> Result<Response<pb::JvmList>, Status> {
+        let list = lock(&self.jvm).list();
+        Ok(Response::new(jvmconv::list(&list)))
+    }
+
+    async fn get_jvm_profile(
+        &self,
+        req: Request<pb::GetJvmProfileRequest>,
+    ) -> Result<Response<pb::JvmProfile>, Status> {
+        let req = req.into_inner();
+        jvmconv::check_profile_request(&req)?;
+        let (summary, tree) = self.jvm_tree(req.pid)?;
+        Ok(Response::new(jvmconv::profile(
+            &summary,
+            &tree,
+            req.max_depth,
+            req.min_share,
+        )))
+    }
+
+    async fn get_jvm_top(
+        &self,
+        req: Request<pb::GetJvmTopRequest>,
+    ) -> Result<Response<pb::JvmTop>, Status> {
+        let req = req.into_inner();
+        let order = pb::JvmTopOrder::try_from(req.order)
+            .map_err(|_| Status::invalid_argument(format!("unknown order {}", req.order)))?;
+        let (summary, methods) = {
+            let store = lock(&self.jvm);
+            match (store.summary(req.pid), store.top_methods(req.pid)) {
+                (Some(s), Some(m)) => (s, m),
+                _ => return Err(not_found(&store, req.pid)),
+            }
+        };
+        Ok(Response::new(jvmconv::top(
+            &summary, methods, order, req.limit,
+        )))
+    }
+
+    type ExportJvmProfileStream = ExportStream;
+
+    async fn export_jvm_profile(
+        &self,
+        req: Request<pb::ExportJvmProfileRequest>,
+    ) -> Result<Response<Self::ExportJvmProfileStream>, Status> {
+        let req = req.into_inner();
+        let format = pb::JvmExportFormat::try_from(req.format)
+            .map_err(|_| Status::invalid_argument(format!("unknown format {}", req.format)))?;
+        let (_, tree) = self.jvm_tree(req.pid)?;
+        let data = jvmconv::export(&tree, format)
+            .map_err(|e| Status::internal(format!("cannot write the profile: {e}")))?;
+        let chunks = jvmconv::chunks(&data);
+        Ok(Response::new(Box::pin(tokio_stream::iter(
+            chunks.into_iter().map(Ok),
+        ))))
     }
 }

@@ -92,6 +92,8 @@ impl WatchState {
             elapsed_ns: u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
             reset,
             kernel: Some(self.kernel_delta(view)),
+            // Filled by the service from the JVM store (see `jvm_watch`).
+            jvm: None,
         };
         self.seq += 1;
         update

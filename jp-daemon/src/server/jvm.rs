@@ -1,0 +1,354 @@
+//! From the JVM store's answers to the API's JVM messages. Pure functions over
+//! copies taken under the store's lock, so the lock is held only for the copy.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use jp_mct::Mct;
+use jp_proto::v1 as pb;
+use tonic::Status;
+
+use super::convert::unix_ms;
+use crate::jvm::{IngestStats, JvmStore, JvmSummary, MethodTotals};
+
+/// The store as the daemon shares it between the USDT collector and the server.
+pub type SharedJvmStore = Arc<Mutex<JvmStore>>;
+
+/// Bytes per chunk of an export stream (well below gRPC's 4 MiB default limit).
+pub const EXPORT_CHUNK: usize = 1 << 20;
+
+/// Locks the store; a panic in another holder leaves its data usable.
+pub fn lock(store: &Mutex<JvmStore>) -> std::sync::MutexGuard<'_, JvmStore> {
+    store.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn summary(s: &JvmSummary) -> pb::JvmSummary {
+    pb::JvmSummary {
+        pid: s.pid,
+        ns_pid: s.ns_pid,
+        main: s.main.clone(),
+        jdk_version: s.jdk_version.clone(),
+        bba: s.bba.clone(),
+        threads_live: s.threads_live,
+        threads_total: s.threads_total,
+        calls: s.calls,
+        bytecodes: s.bytecodes,
+        attached_since_unix_ms: unix_ms(Some(s.attached_since)),
+        exited_unix_ms: unix_ms(s.exited_at),
+        complete: s.complete,
+        incomplete_reason: s.incomplete_reason.clone(),
+        records_lost: s.records_lost,
+        records_malformed: s.records_malformed,
+        nodes: s.nodes,
+        methods: s.methods,
+        records: s.records,
+        limit_drops: s.limit_drops,
+        finished: s.finished,
+        agent_version: s.agent_version.clone(),
+        jvm_start_unix_ms: s.jvm_start_unix_ms,
+        cmdline: s.cmdline.clone(),
+        memory_bytes: s.memory_bytes,
+    }
+}
+
+pub fn list(jvms: &[JvmSummary]) -> pb::JvmList {
+    pb::JvmList {
+        jvms: jvms.iter().map(summary).collect(),
+    }
+}
+
+pub fn status(s: &IngestStats) -> pb::JvmStatus {
+    pb::JvmStatus {
+        jvms_attached: s.jvms_running,
+        jvms_exited: s.jvms_exited,
+        records: s.records,
+        bytes: s.bytes,
+        malformed: s.malformed.total(),
+        malformed_by_reason: s
+            .malformed
+            .by_reason()
+            .into_iter()
+            .map(|(reason, records)| pb::JvmMalformed {
+                reason: reason.to_string(),
+                records,
+            })
+            .collect(),
+        lost: s.lost,
+        ring_full: s.kernel.ring_full,
+        faults: s.kernel.fault,
+        too_long: s.kernel.too_long,
+        fired: s.kernel.fired,
+        nodes: s.nodes,
+        memory_bytes: s.memory_bytes,
+        gaps: s.gaps,
+        resync_requests: s.resync_requests,
+        limit_drops: s.limit_drops,
+        jvm_limit_drops: s.jvm_limit_drops,
+        events: s.events,
+        thread_nodes: s.thread_nodes,
+    }
+}
+
+/// NOT_FOUND for a pid the store holds nothing of, naming the pids it does hold.
+pub fn not_found(pid: u32, known: &[u32]) -> Status {
+    let held = if known.is_empty() {
+        "jpd holds no JVM profile".to_string()
+    } else {
+        let pids: Vec<String> = known.iter().map(u32::to_string).collect();
+        format!("jpd holds JVM pids {}", pids.join(", "))
+    };
+    Status::not_found(format!(
+        "no JVM with pid {pid}: {held} (see `jpctl jvm list`)"
+    ))
+}
+
+/// Checks a profile request's limits.
+pub fn check_profile_request(r: &pb::GetJvmProfileRequest) -> Result<(), Status> {
+    if !(0.0..=1.0).contains(&r.min_share) {
+        return Err(Status::invalid_argument(format!(
+            "min_share must be a fraction in [0, 1], got {}",
+            r.min_share
+        )));
+    }
+    Ok(())
+}
+
+/// Method ids of one answer: the order of first use.
+#[derive(Default)]
+struct MethodTable {
+    ids: HashMap<(Arc<str>, Option<Arc<str>>), u32>,
+    methods: Vec<pb::JvmMethod>,
+}
+
+impl MethodTable {
+    fn id(&mut self, name: &Arc<str>, file: &Option<Arc<str>>) -> u32 {
+        let next = u32::try_from(self.methods.len()).unwrap_or(u32::MAX);
+        let methods = &mut self.methods;
+        *self
+            .ids
+            .entry((Arc::clone(name), file.clone()))
+            .or_insert_with(|| {
+                methods.push(pb::JvmMethod {
+                    id: next,
+                    name: name.to_string(),
+                    file: file.as_deref().map(str::to_string),
+                });
+                next
+            })
+    }
+}
+
+fn add_cut(cut: &mut Option<pb::JvmCut>, nodes: u64, calls: u64, bytecodes: u64) {
+    let c = cut.get_or_insert_with(pb::JvmCut::default);
+    c.subtrees += 1;
+    c.nodes += nodes;
+    c.calls = c.calls.wrapping_add(calls);
+    c.bytecodes = c.bytecodes.wrapping_add(bytecodes);
+}
+
+/// The tree in pre-order (jp-mct's output order), without the subtrees that are
+/// deeper than `max_depth` (0: no limit) or hold less than `min_share` of the
+/// bytecodes. Both limits only ever cut whole subtrees (a child is never deeper
+/// than, nor holds more than, its parent), and each cut is summed on its parent.
+pub fn profile(jvm: &JvmSummary, t: &Mct, max_depth: u32, min_share: f64) -> pb::JvmProfile {
+    let n = t.nodes.len();
+    let inclusive = t.inclusive_bytecodes();
+    // Per node: nodes and calls of its subtree (children have larger indexes).
+    let mut size = vec![1u64; n];
+    let mut calls: Vec<u64> = t.nodes.iter().map(|x| x.calls).collect();
+    for i in (1..n).rev() {
+        if let Some(p) = t.nodes[i].parent.filter(|&p| p < i) {
+            size[p] += size[i];
+            calls[p] = calls[p].wrapping_add(calls[i]);
+        }
+    }
+    let total = inclusive.first().copied().unwrap_or(0);
+    let threshold = min_share * total as f64;
+    let keep = |i: usize, depth: u32| {
+        (max_depth == 0 || depth < max_depth)
+            && (min_share <= 0.0 || inclusive[i] as f64 >= threshold)
+    };
+    let ranks = t.name_ranks();
+    let mut table = MethodTable::default();
+    let mut out = pb::JvmProfile {
+        jvm: Some(summary(jvm)),
+        total_nodes: n.saturating_sub(1) as u64,
+        max_depth,
+        min_share,
+        ..Default::default()
+    };
+    // Children of `parent` at `depth`: kept ones onto the stack (reversed, so they
+    // pop in order), cut ones summed into `cut`.
+    let mut stack: Vec<(usize, u32)> = Vec::new();
+    let push_children = |parent: usize,
+                         depth: u32,
+                         cut: &mut Option<pb::JvmCut>,
+                         stack: &mut Vec<(usize, u32)>,
+                         cut_nodes: &mut u64| {
+        let kids = t.sorted_children_ranked(parent, &ranks);
+        for &c in kids.iter().rev() {
+            if keep(c, depth) {
+                stack.push((c, depth));
+            } else {
+                add_cut(cut, size[c], calls[c], inclusive[c]);
+                *cut_nodes += size[c];
+            }
+        }
+    };
+    let mut root_cut = None;
+    let mut cut_nodes = 0u64;
+    push_children(0, 0, &mut root_cut, &mut stack, &mut cut_nodes);
+    // `subtrees` was counted in reverse order; only the sums matter.
+    while let Some((i, depth)) = stack.pop() {
+        let node = &t.nodes[i];
+        let mut cut = None;
+        push_children(i, depth + 1, &mut cut, &mut stack, &mut cut_nodes);
+        out.nodes.push(pb::JvmNode {
+            method_id: table.id(&node.method, &node.file),
+            depth,
+            calls: node.calls,
+            bytecodes: node.bytecodes,
+            inclusive_bytecodes: inclusive[i],
+            cut,
+        });
+    }
+    out.root_cut = root_cut;
+    out.cut_nodes = cut_nodes;
+    out.methods = table.methods;
+    out
+}
+
+/// Sorts `methods` by `order` (descending, then by name) and keeps `limit` (0: all).
+pub fn top(
+    jvm: &JvmSummary,
+    mut methods: Vec<MethodTotals>,
+    order: pb::JvmTopOrder,
+    limit: u32,
+) -> pb::JvmTop {
+    let key = |m: &MethodTotals| match order {
+        pb::JvmTopOrder::Bytecodes => m.exclusive_bytecodes,
+        pb::JvmTopOrder::Calls => m.calls,
+        pb::JvmTopOrder::Inclusive => m.inclusive_bytecodes,
+    };
+    methods.sort_by(|a, b| {
+        key(b)
+            .cmp(&key(a))
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.file.cmp(&b.file))
+    });
+    let total = u32::try_from(methods.len()).unwrap_or(u32::MAX);
+    if limit > 0 {
+        methods.truncate(limit as usize);
+    }
+    pb::JvmTop {
+        jvm: Some(summary(jvm)),
+        order: order as i32,
+        methods: methods
+            .iter()
+            .map(|m| pb::JvmMethodTotals {
+                name: m.name.to_string(),
+                file: m.file.as_deref().map(str::to_string),
+                calls: m.calls,
+                bytecodes: m.exclusive_bytecodes,
+                inclusive_bytecodes: m.inclusive_bytecodes,
+            })
+            .collect(),
+        total_methods: total,
+    }
+}
+
+/// The whole tree in `format`, written by jp-mct's writers (the agent's own).
+pub fn export(t: &Mct, format: pb::JvmExportFormat) -> std::io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    match format {
+        pb::JvmExportFormat::Json => jp_mct::write_json(t, &mut v)?,
+        pb::JvmExportFormat::Pprof => jp_mct::write_pprof(t, &mut v)?,
+        pb::JvmExportFormat::Folded => jp_mct::write_folded(t, &mut v)?,
+        pb::JvmExportFormat::Tree => jp_mct::write_tree(t, &mut v)?,
+    }
+    Ok(v)
+}
+
+/// `data` as a stream's chunks; the last one says the total size. An empty file
+/// is one empty last chunk.
+pub fn chunks(data: &[u8]) -> Vec<pb::JvmExportChunk> {
+    let total = data.len() as u64;
+    let mut out: Vec<pb::JvmExportChunk> = data
+        .chunks(EXPORT_CHUNK)
+        .map(|c| pb::JvmExportChunk {
+            data: c.to_vec(),
+            total_bytes: 0,
+            last: false,
+        })
+        .collect();
+    if out.is_empty() {
+        out.push(pb::JvmExportChunk::default());
+    }
+    if let Some(last) = out.last_mut() {
+        last.last = true;
+        last.total_bytes = total;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_the_data_and_the_last_says_its_size() {
+        let data: Vec<u8> = (0..EXPORT_CHUNK * 2 + 5).map(|i| i as u8).collect();
+        let c = chunks(&data);
+        let sizes: Vec<(usize, bool, u64)> = c
+            .iter()
+            .map(|c| (c.data.len(), c.last, c.total_bytes))
+            .collect();
+        assert_eq!(
+            sizes,
+            [
+                (EXPORT_CHUNK, false, 0),
+                (EXPORT_CHUNK, false, 0),
+                (5, true, data.len() as u64)
+            ]
+        );
+        let joined: Vec<u8> = c.into_iter().flat_map(|c| c.data).collect();
+        assert_eq!(joined, data);
+        let empty = chunks(&[]);
+        assert_eq!(
+            empty,
+            [pb::JvmExportChunk {
+                data: vec![],
+                total_bytes: 0,
+                last: true
+            }]
+        );
+    }
+
+    #[test]
+    fn not_found_names_the_known_pids() {
+        let s = not_found(5, &[]);
+        assert_eq!(s.code(), tonic::Code::NotFound);
+        assert_eq!(
+            s.message(),
+            "no JVM with pid 5: jpd holds no JVM profile (see `jpctl jvm list`)"
+        );
+        let s = not_found(5, &[1, 22]);
+        assert_eq!(
+            s.message(),
+            "no JVM with pid 5: jpd holds JVM pids 1, 22 (see `jpctl jvm list`)"
+        );
+    }
+
+    #[test]
+    fn min_share_must_be_a_fraction() {
+        let r = |min_share| pb::GetJvmProfileRequest {
+            pid: 1,
+            max_depth: 0,
+            min_share,
+        };
+        assert!(check_profile_request(&r(0.0)).is_ok());
+        assert!(check_profile_request(&r(1.0)).is_ok());
+        assert!(check_profile_request(&r(-0.1)).is_err());
+        assert!(check_profile_request(&r(f64::NAN)).is_err());
+    }
+}
