@@ -19,6 +19,10 @@ pub const DEFAULT_CONFIG_TOML: &str = include_str!("../jpd.toml");
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/jp/jpd.toml";
 
 pub const DEFAULT_SOCKET: &str = "/run/jp/jpd.sock";
+pub const DEFAULT_GROUP: &str = "jp";
+/// Loopback only: exposing profiles beyond the host is the operator's decision.
+pub const DEFAULT_EXPORT_LISTEN: &str = "127.0.0.1:9464";
+pub const MAX_PROFILE_SECONDS_RANGE: std::ops::RangeInclusive<u64> = 1..=3600;
 
 pub const FREQUENCY_RANGE: std::ops::RangeInclusive<u64> = 1..=100_000;
 pub const SHIFT_RANGE: std::ops::RangeInclusive<u32> = 0..=16;
@@ -31,12 +35,37 @@ pub struct Config {
     pub kernel: KernelConfig,
     pub usdt: crate::usdt::config::UsdtConfig,
     pub log: LogConfig,
+    pub export: ExportConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     pub socket: PathBuf,
+    /// Group of the socket file; members may connect. Missing group: the socket
+    /// keeps root's group (only root may connect) and jpd warns.
+    pub group: String,
+    /// Users and groups that may call the API besides root and `group`'s members.
+    pub allow_uids: Vec<u32>,
+    pub allow_gids: Vec<u32>,
+    /// `host:port` for gRPC over TCP; empty = Unix socket only. Needs TLS.
+    pub tcp: String,
+    pub tls_cert: PathBuf,
+    pub tls_key: PathBuf,
+    /// When set, TCP clients must present a certificate signed by this CA.
+    pub tls_client_ca: PathBuf,
+}
+
+/// The HTTP exporters: Prometheus `/metrics` and pprof profiles.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExportConfig {
+    pub enabled: bool,
+    #[serde(deserialize_with = "socket_addr")]
+    pub listen: String,
+    /// Longest `seconds=` a profile request may ask for.
+    #[serde(deserialize_with = "max_profile_seconds")]
+    pub max_profile_seconds: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -61,6 +90,23 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             socket: PathBuf::from(DEFAULT_SOCKET),
+            group: DEFAULT_GROUP.into(),
+            allow_uids: Vec::new(),
+            allow_gids: Vec::new(),
+            tcp: String::new(),
+            tls_cert: PathBuf::new(),
+            tls_key: PathBuf::new(),
+            tls_client_ca: PathBuf::new(),
+        }
+    }
+}
+
+impl Default for ExportConfig {
+    fn default() -> Self {
+        ExportConfig {
+            enabled: false,
+            listen: DEFAULT_EXPORT_LISTEN.into(),
+            max_profile_seconds: 300,
         }
     }
 }
@@ -135,7 +181,7 @@ pub enum ConfigError {
 impl Config {
     /// Parses `text`; `origin` names the file in error messages.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
-        toml::from_str::<Config>(text).map_err(|e| {
+        let c = toml::from_str::<Config>(text).map_err(|e| {
             let (line, column) = e.span().map_or((1, 1), |s| line_column(text, s.start));
             ConfigError::Parse {
                 path: origin.to_string(),
@@ -143,7 +189,66 @@ impl Config {
                 column,
                 message: e.message().trim_end().to_string(),
             }
-        })
+        })?;
+        if let Err((section, key, message)) = c.check_combinations() {
+            let (line, column) = key_position(text, section, key);
+            return Err(ConfigError::Parse {
+                path: origin.to_string(),
+                line,
+                column,
+                message,
+            });
+        }
+        Ok(c)
+    }
+
+    /// Rules that involve more than one key; the error names the key to fix.
+    fn check_combinations(&self) -> Result<(), (&'static str, &'static str, String)> {
+        let s = &self.server;
+        if !s.tcp.is_empty() {
+            if s.tcp.parse::<std::net::SocketAddr>().is_err() {
+                return Err((
+                    "server",
+                    "tcp",
+                    format!("tcp = {:?} is not an IP address and port", s.tcp),
+                ));
+            }
+            if s.tls_cert.as_os_str().is_empty() || s.tls_key.as_os_str().is_empty() {
+                return Err((
+                    "server",
+                    "tcp",
+                    "tcp needs TLS: set tls_cert and tls_key (gRPC over TCP is never plain text)"
+                        .into(),
+                ));
+            }
+            return Err((
+                "server",
+                "tcp",
+                "gRPC over TCP is not available in this jpd yet: use the Unix socket".into(),
+            ));
+        } else {
+            for (key, v) in [
+                ("tls_cert", &s.tls_cert),
+                ("tls_key", &s.tls_key),
+                ("tls_client_ca", &s.tls_client_ca),
+            ] {
+                if !v.as_os_str().is_empty() {
+                    return Err((
+                        "server",
+                        key,
+                        format!("{key} is set but tcp is empty: TLS is only used over TCP"),
+                    ));
+                }
+            }
+        }
+        if s.group.contains(|c: char| c == ':' || c.is_whitespace()) {
+            return Err((
+                "server",
+                "group",
+                format!("group = {:?} is not a group name", s.group),
+            ));
+        }
+        Ok(())
     }
 
     /// `--config PATH` when given (it must exist), else [`DEFAULT_CONFIG_PATH`]
@@ -190,6 +295,24 @@ impl Config {
     }
 }
 
+/// Where `key` of `[section]` is set in `text` (1-based line and column), for errors
+/// found after parsing; (1, 1) when the key is not there.
+fn key_position(text: &str, section: &str, key: &str) -> (usize, usize) {
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if let Some(rest) = t.strip_prefix('[') {
+            current = rest.split(']').next().unwrap_or("").trim().to_string();
+            continue;
+        }
+        let name = t.split('=').next().unwrap_or("").trim();
+        if current == section && name == key && t.contains('=') {
+            return (i + 1, line.len() - t.len() + 1);
+        }
+    }
+    (1, 1)
+}
+
 /// 1-based line and column (in characters) of byte offset `at` in `text`.
 fn line_column(text: &str, at: usize) -> (usize, usize) {
     let at = at.min(text.len());
@@ -234,6 +357,26 @@ fn read_interval<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     .map_err(serde::de::Error::custom)
 }
 
+fn socket_addr<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse::<std::net::SocketAddr>()
+        .map(|_| s.clone())
+        .map_err(|_| {
+            serde::de::Error::custom(format!(
+                "listen = {s:?} is not an IP address and port (e.g. \"127.0.0.1:9464\")"
+            ))
+        })
+}
+
+fn max_profile_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    check_range(
+        "max_profile_seconds",
+        u64::deserialize(d)?,
+        &MAX_PROFILE_SECONDS_RANGE,
+    )
+    .map_err(serde::de::Error::custom)
+}
+
 const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 
 fn log_level<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -266,12 +409,23 @@ mod tests {
         for key in [
             "[server]",
             "socket =",
+            "group =",
+            "allow_uids =",
+            "allow_gids =",
+            "tcp =",
+            "tls_cert =",
+            "tls_key =",
+            "tls_client_ca =",
             "[kernel]",
             "frequency_hz =",
             "shift =",
             "read_interval_ms =",
             "[log]",
             "level =",
+            "[export]",
+            "enabled =",
+            "listen =",
+            "max_profile_seconds =",
         ] {
             assert!(
                 DEFAULT_CONFIG_TOML.lines().any(|l| l.starts_with(key)),
@@ -403,6 +557,69 @@ mod tests {
         assert!(
             e.to_string()
                 .starts_with("cannot read config file /nonexistent/jpd.toml: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn tcp_without_tls_names_the_tcp_key() {
+        let text = "[server]\ngroup = \"jp\"\n  tcp = \"0.0.0.0:9465\"\n";
+        let e = Config::parse(text, "c.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.toml, line 3, column 3: tcp needs TLS: set tls_cert and tls_key (gRPC over TCP is never plain text)"
+        );
+        let e = Config::parse("[server]\ntcp = \"nowhere\"\n", "c.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.toml, line 2, column 1: tcp = \"nowhere\" is not an IP address and port"
+        );
+    }
+
+    #[test]
+    fn tls_without_tcp_is_an_error() {
+        let e = Config::parse("[server]\n\ntls_key = \"/k.pem\"\n", "c.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.toml, line 3, column 1: tls_key is set but tcp is empty: TLS is only used over TCP"
+        );
+    }
+
+    #[test]
+    fn export_section() {
+        let c = Config::parse(
+            "[export]\nenabled = true\nlisten = \"[::1]:9999\"\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert!(c.export.enabled);
+        assert_eq!(c.export.listen, "[::1]:9999");
+        assert_eq!(c.export.max_profile_seconds, 300);
+        let e = Config::parse("[export]\nlisten = \"localhost\"\n", "c.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.toml, line 2, column 10: listen = \"localhost\" is not an IP address and port (e.g. \"127.0.0.1:9464\")"
+        );
+    }
+
+    #[test]
+    fn allow_lists_and_group() {
+        let c = Config::parse(
+            "[server]\nallow_uids = [1000, 1001]\nallow_gids = [27]\ngroup = \"\"\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(c.server.allow_uids, [1000, 1001]);
+        assert_eq!(c.server.allow_gids, [27]);
+        assert_eq!(c.server.group, "");
+        let e = Config::parse("[server]\ngroup = \"a b\"\n", "c.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.toml, line 2, column 1: group = \"a b\" is not a group name"
+        );
+        let e = Config::parse("[server]\nallow_uids = [-1]\n", "c.toml").unwrap_err();
+        assert!(
+            e.to_string().starts_with("invalid config c.toml, line 2,"),
             "{e}"
         );
     }

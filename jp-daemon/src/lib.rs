@@ -2,8 +2,10 @@
 //! probe (jp-ebpf) → map → collector (`kernel::collector`) → [`store`] → gRPC
 //! (`server`) → jpctl.
 pub mod config;
+pub mod export;
 pub mod jvm;
 pub mod kernel;
+pub mod notify;
 pub mod server;
 pub mod store;
 pub mod usdt;

@@ -1,15 +1,20 @@
 //! jpd: loads the eBPF samplers, keeps their counts in the store, serves them over
-//! gRPC on a Unix socket until SIGINT/SIGTERM.
+//! gRPC on a Unix socket (and, when enabled, Prometheus metrics and pprof profiles
+//! over HTTP) until SIGINT/SIGTERM. SIGHUP reloads the configuration.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use clap::Parser;
 use jp_daemon::config::{Config, Source};
+use jp_daemon::export::Exporter;
 use jp_daemon::kernel::KernelCollector;
-use jp_daemon::server;
+use jp_daemon::notify::{self, Notifier};
+use jp_daemon::server::{self, auth};
 use jp_daemon::store::Store;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
@@ -32,24 +37,36 @@ struct Args {
     /// readprofile bucket size is 2^N bytes [default: kernel.shift, 4].
     #[arg(long, value_name = "N")]
     shift: Option<u32>,
+    /// Validate FILE as a jpd configuration and exit: 0 if valid, 1 with the file,
+    /// line and key of the first error otherwise.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["config", "socket", "frequency", "shift"])]
+    check_config: Option<PathBuf>,
+}
+
+impl Args {
+    /// The configuration with the flags applied (flags win, also after a reload).
+    fn load(&self) -> Result<(Config, Source), jp_daemon::config::ConfigError> {
+        let (mut config, source) = Config::load(self.config.as_deref())?;
+        config.override_with(self.socket.clone(), self.frequency, self.shift)?;
+        Ok((config, source))
+    }
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let (mut config, source) = match Config::load(args.config.as_deref()) {
+    if let Some(file) = &args.check_config {
+        return check_config(file);
+    }
+    let (config, source) = match args.load() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("jpd: {e}");
             return ExitCode::FAILURE;
         }
     };
-    if let Err(e) = config.override_with(args.socket, args.frequency, args.shift) {
-        eprintln!("jpd: {e}");
-        return ExitCode::FAILURE;
-    }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&config.log.level))
         .init();
-    match run(&config, &source) {
+    match run(&args, config, &source) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Also on stderr directly: the log level may hide errors.
@@ -59,11 +76,40 @@ fn main() -> ExitCode {
     }
 }
 
-/// SIGINT and SIGTERM, registered before anything is attached so that a signal
-/// during start-up still takes the one shutdown path.
+/// `--check-config FILE`: errors exit 1; facts of this host that would only make jpd
+/// degrade (a missing group) are printed as warnings.
+fn check_config(file: &Path) -> ExitCode {
+    let config = match Config::load(Some(file)) {
+        Ok((c, _)) => c,
+        Err(e) => {
+            eprintln!("jpd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let group = &config.server.group;
+    if !group.is_empty() && auth::group_id(group).is_none() {
+        eprintln!(
+            "jpd: warning: {}: server.group {group:?} does not exist on this host: only root could use the socket",
+            file.display()
+        );
+    }
+    println!("{}: OK", file.display());
+    ExitCode::SUCCESS
+}
+
+/// SIGINT and SIGTERM end jpd, SIGHUP reloads; registered before anything is
+/// attached so that a signal during start-up still takes the one shutdown path.
 struct Signals {
     term: Signal,
     int: Signal,
+    hup: Signal,
+}
+
+enum Event {
+    Stop(&'static str),
+    Reload,
+    Watchdog,
+    ServerEnded(anyhow::Result<()>),
 }
 
 impl Signals {
@@ -71,19 +117,168 @@ impl Signals {
         Ok(Signals {
             term: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
             int: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+            hup: signal(SignalKind::hangup()).context("cannot handle SIGHUP")?,
         })
-    }
-
-    async fn wait(mut self) {
-        let name = tokio::select! {
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.int.recv() => "SIGINT",
-        };
-        log::info!("{name}: shutting down");
     }
 }
 
-fn run(config: &Config, source: &Source) -> anyhow::Result<()> {
+/// The access rule from the configuration; the socket's group is one of the allowed
+/// groups when it exists.
+fn policy(config: &Config) -> (auth::Policy, Option<u32>) {
+    let s = &config.server;
+    let gid = (!s.group.is_empty())
+        .then(|| auth::group_id(&s.group))
+        .flatten();
+    let mut gids = s.allow_gids.clone();
+    gids.extend(gid);
+    let policy = auth::Policy {
+        uids: s.allow_uids.clone(),
+        gids,
+        group_name: gid.map(|_| s.group.clone()),
+    };
+    (policy, gid)
+}
+
+fn apply_group(config: &Config, socket: &Path, gid: Option<u32>) {
+    let group = &config.server.group;
+    match gid {
+        Some(gid) => match auth::chgrp(socket, gid) {
+            Ok(()) => log::debug!("socket group {group} ({gid})"),
+            Err(e) => log::warn!("cannot give {} to group {group}: {e}", socket.display()),
+        },
+        None if group.is_empty() => {}
+        None => log::warn!(
+            "group {group:?} does not exist: only root may use {} (create it with `groupadd --system {group}`)",
+            socket.display()
+        ),
+    }
+}
+
+/// Everything SIGHUP may change, with what runs now.
+struct Running {
+    config: Config,
+    collector: KernelCollector,
+    exporter: Option<Exporter>,
+    auth: auth::Authorizer,
+    store: Arc<Store>,
+    started: SystemTime,
+}
+
+impl Running {
+    async fn start_exporter(&mut self) -> anyhow::Result<()> {
+        if self.config.export.enabled {
+            let e =
+                Exporter::start(&self.config.export, Arc::clone(&self.store), self.started).await?;
+            log::info!("exporters on http://{}/metrics", e.local_addr());
+            self.exporter = Some(e);
+        }
+        Ok(())
+    }
+
+    /// Applies what can change at run time; says what needs a restart. A file that
+    /// does not load changes nothing.
+    async fn reload(&mut self, args: &Args) {
+        let new = match args.load() {
+            Ok((c, source)) => {
+                log::info!("SIGHUP: reloading the configuration from {source}");
+                c
+            }
+            Err(e) => {
+                log::error!("SIGHUP: {e}; keeping the running configuration");
+                return;
+            }
+        };
+        let old = self.config.clone();
+        if new.kernel.frequency_hz != old.kernel.frequency_hz {
+            match self.collector.set_frequency(new.kernel.frequency_hz) {
+                Ok(()) => {
+                    self.config.kernel.frequency_hz = new.kernel.frequency_hz;
+                    log::info!(
+                        "sampling at {} Hz (was {} Hz)",
+                        new.kernel.frequency_hz,
+                        old.kernel.frequency_hz
+                    );
+                }
+                Err(e) => log::error!(
+                    "cannot sample at {} Hz, staying at {} Hz: {e:#}",
+                    new.kernel.frequency_hz,
+                    old.kernel.frequency_hz
+                ),
+            }
+        }
+        if new.export != old.export {
+            if let Some(e) = self.exporter.take() {
+                e.stop().await;
+            }
+            self.config.export = new.export.clone();
+            if let Err(e) = self.start_exporter().await {
+                log::error!("{e:#}; the previous [export] settings stay");
+                self.config.export = old.export.clone();
+                if let Err(e) = self.start_exporter().await {
+                    log::error!("cannot restart the previous exporters either: {e:#}");
+                }
+            } else if !new.export.enabled {
+                log::info!("exporters stopped");
+            }
+        }
+        let s = &new.server;
+        if (&s.group, &s.allow_uids, &s.allow_gids)
+            != (
+                &old.server.group,
+                &old.server.allow_uids,
+                &old.server.allow_gids,
+            )
+        {
+            self.config.server.group = s.group.clone();
+            self.config.server.allow_uids = s.allow_uids.clone();
+            self.config.server.allow_gids = s.allow_gids.clone();
+            let (policy, gid) = policy(&self.config);
+            apply_group(&self.config, &self.config.server.socket, gid);
+            log::info!("access now: {policy:?}");
+            self.auth.set(policy);
+        }
+        let fixed = [
+            (
+                "server.socket",
+                s.socket.display().to_string(),
+                old.server.socket.display().to_string(),
+            ),
+            ("server.tcp", s.tcp.clone(), old.server.tcp.clone()),
+            (
+                "server.tls_*",
+                format!("{:?}", (&s.tls_cert, &s.tls_key, &s.tls_client_ca)),
+                format!(
+                    "{:?}",
+                    (
+                        &old.server.tls_cert,
+                        &old.server.tls_key,
+                        &old.server.tls_client_ca
+                    )
+                ),
+            ),
+            (
+                "kernel.shift",
+                new.kernel.shift.to_string(),
+                old.kernel.shift.to_string(),
+            ),
+            (
+                "kernel.read_interval_ms",
+                new.kernel.read_interval_ms.to_string(),
+                old.kernel.read_interval_ms.to_string(),
+            ),
+            ("log.level", new.log.level.clone(), old.log.level.clone()),
+        ];
+        for (key, now, was) in fixed {
+            if now != was {
+                log::warn!(
+                    "{key} changed ({was} → {now}) but cannot be reloaded: restart jpd to apply it"
+                );
+            }
+        }
+    }
+}
+
+fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("jpd-rt")
@@ -91,39 +286,137 @@ fn run(config: &Config, source: &Source) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let _enter = rt.enter();
-    let signals = Signals::install()?;
+    let mut signals = Signals::install()?;
+    let notifier = Notifier::from_env();
+    let started = SystemTime::now();
 
     let store = Store::new();
     let collector = KernelCollector::start(config.kernel.options(), store.clone())
         .context("cannot start the kernel collector")?;
-    let socket = &config.server.socket;
-    let (listener, socket_guard) = server::socket::bind(socket)?;
+    let socket = config.server.socket.clone();
+    let (listener, socket_guard) = server::socket::bind(&socket)?;
+    let (policy, gid) = policy(&config);
+    apply_group(&config, &socket, gid);
+    let authorizer = auth::Authorizer::new(policy);
 
-    let status = collector.status();
+    let mut running = Running {
+        config,
+        collector,
+        exporter: None,
+        auth: authorizer.clone(),
+        store: Arc::clone(&store),
+        started,
+    };
+    rt.block_on(running.start_exporter())?;
+
+    let status = running.collector.status();
     let programs: Vec<&str> = status.programs.iter().map(|p| p.name.as_str()).collect();
-    log::info!(
-        "jpd {}: config from {source}; attached {} on {} CPUs (cpu-clock {} Hz, shift {}); listening on {}",
-        env!("CARGO_PKG_VERSION"),
-        if programs.is_empty() { "nothing".to_string() } else { programs.join(", ") },
+    let summary = format!(
+        "attached {} on {} CPUs (cpu-clock {} Hz, shift {}); listening on {}",
+        if programs.is_empty() {
+            "nothing".to_string()
+        } else {
+            programs.join(", ")
+        },
         status.cpus.len(),
-        config.kernel.frequency_hz,
-        config.kernel.shift,
+        running.config.kernel.frequency_hz,
+        running.config.kernel.shift,
         socket.display()
     );
-    announce_ready(socket);
+    log::info!(
+        "jpd {}: config from {source}; {summary}",
+        env!("CARGO_PKG_VERSION")
+    );
 
-    let served = rt.block_on(server::serve(listener, store, signals.wait()));
-    // The one shutdown path, whatever ended the server: detach, then unlink.
-    collector.shutdown();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut server_task = rt.spawn(server::serve_with(
+        listener,
+        store,
+        async move {
+            let _ = stop_rx.await;
+        },
+        authorizer,
+    ));
+    announce_ready(&socket, &notifier, &summary);
+
+    let watchdog = notify::watchdog_timeout().filter(|_| notifier.enabled());
+    let read_interval = Duration::from_millis(running.config.kernel.read_interval_ms);
+    let served = rt.block_on(async {
+        // A period long enough never to fire when there is no watchdog.
+        let mut ticker = tokio::time::interval(watchdog.map_or(Duration::from_secs(3600), |t| {
+            (t / 2).max(Duration::from_millis(1))
+        }));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let event = tokio::select! {
+                _ = signals.term.recv() => Event::Stop("SIGTERM"),
+                _ = signals.int.recv() => Event::Stop("SIGINT"),
+                _ = signals.hup.recv() => Event::Reload,
+                _ = ticker.tick(), if watchdog.is_some() => Event::Watchdog,
+                r = &mut server_task => Event::ServerEnded(
+                    r.unwrap_or_else(|e| Err(anyhow::anyhow!("gRPC server task failed: {e}")))),
+            };
+            match event {
+                Event::Stop(name) => {
+                    log::info!("{name}: shutting down");
+                    notifier.notify("STOPPING=1");
+                    let _ = stop_tx.send(());
+                    break server_task
+                        .await
+                        .unwrap_or_else(|e| Err(anyhow::anyhow!("gRPC server task failed: {e}")));
+                }
+                Event::ServerEnded(r) => {
+                    notifier.notify("STOPPING=1");
+                    break r.and_then(|()| Err(anyhow::anyhow!("the gRPC server stopped")));
+                }
+                Event::Reload => {
+                    notifier.notify("RELOADING=1");
+                    running.reload(args).await;
+                    notifier.notify("READY=1\nSTATUS=configuration reloaded");
+                }
+                Event::Watchdog => {
+                    if let Some(t) = watchdog {
+                        watchdog_ping(&notifier, &running.store, t, read_interval);
+                    }
+                }
+            }
+        }
+    });
+    // The one shutdown path, whatever ended the server: exporters, detach, unlink.
+    if let Some(e) = running.exporter.take() {
+        rt.block_on(e.stop());
+    }
+    running.collector.shutdown();
     drop(socket_guard);
     log::info!("stopped");
     served
 }
 
-/// The readiness signal: one line on stdout, once the socket accepts connections.
-/// (systemd `Type=notify` support, a later issue, sends READY=1 from here.)
-fn announce_ready(socket: &std::path::Path) {
+/// Keeps systemd's watchdog fed only while the kernel reader publishes: a stuck reader
+/// (or a stuck runtime, which never gets here) lets systemd restart jpd.
+fn watchdog_ping(notifier: &Notifier, store: &Store, timeout: Duration, read_interval: Duration) {
+    let last = store.kernel_totals().status.last_read;
+    let age = last
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .unwrap_or(Duration::MAX);
+    if age <= read_interval * 2 + timeout / 2 {
+        notifier.notify("WATCHDOG=1");
+    } else {
+        log::error!(
+            "the kernel reader has not published for {:.1} s: not feeding the watchdog",
+            age.as_secs_f64()
+        );
+    }
+}
+
+/// The readiness signal, sent once the programs are attached and the socket accepts
+/// connections: one line on stdout, and `READY=1` to systemd (`Type=notify`).
+fn announce_ready(socket: &Path, notifier: &Notifier, summary: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "listening on {}", socket.display());
     let _ = out.flush();
+    notifier.notify(&format!(
+        "READY=1\nSTATUS={summary}\nMAINPID={}",
+        std::process::id()
+    ));
 }

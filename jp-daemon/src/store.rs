@@ -152,6 +152,18 @@ impl Store {
         }
     }
 
+    /// Counts since the collectors attached, ignoring resets: what monotonic
+    /// consumers (Prometheus counters, profile deltas) need.
+    pub fn kernel_totals(&self) -> KernelView {
+        let inner = self.read();
+        KernelView {
+            counts: inner.counts.clone(),
+            status: inner.status.clone(),
+            symbols: inner.symbols.clone(),
+            reset_at: None,
+        }
+    }
+
     pub fn reset(&self) {
         let mut inner = self.write();
         inner.baseline = inner.counts.clone();
@@ -246,6 +258,7 @@ mod tests {
             .unwrap()
             .count = 8;
         store.publish(c, CollectorStatus::default());
+        assert_eq!(store.kernel_totals().counts.modes.kernel, 13);
         let v = store.kernel_view();
         assert_eq!(v.counts.modes.kernel, 3);
         assert_eq!(v.counts.buckets.get(&7), Some(&2));

@@ -92,6 +92,13 @@ impl KernelCollector {
         lock(&self.state).read_and_publish();
     }
 
+    /// Re-opens the `cpu-clock` events at `hz` (SIGHUP reload). The maps stay as they
+    /// are, so nothing counted so far is lost; only the few ms between closing and
+    /// re-opening the events go unsampled.
+    pub fn set_frequency(&self, hz: u64) -> anyhow::Result<()> {
+        lock(&self.state).set_frequency(hz)
+    }
+
     /// The attached programs and CPUs, as last published.
     pub fn status(&self) -> CollectorStatus {
         lock(&self.state).status.clone()
@@ -293,6 +300,32 @@ impl State {
                 }
             }
         }
+        Ok(())
+    }
+
+    fn set_frequency(&mut self, hz: u64) -> anyhow::Result<()> {
+        if hz == 0 {
+            bail!("sampling frequency must be at least 1 Hz");
+        }
+        if hz == self.opts.frequency_hz {
+            return Ok(());
+        }
+        let Some(ebpf) = self.ebpf.as_mut() else {
+            bail!("not attached");
+        };
+        let p: &mut PerfEvent = program_mut(ebpf, SAMPLER)?;
+        for (cpu, link) in std::mem::take(&mut self.sampler_links) {
+            if let Err(e) = p.detach(link) {
+                log::warn!("detaching the sampler from CPU {cpu}: {e}");
+            }
+        }
+        self.opts.frequency_hz = hz;
+        self.follow_cpus()?;
+        if self.sampler_links.is_empty() {
+            bail!("could not re-attach the sampler to any CPU at {hz} Hz");
+        }
+        // Publish at once so that the status shows the new frequency.
+        self.read_and_publish();
         Ok(())
     }
 

@@ -1,0 +1,410 @@
+//! `/metrics`: the Prometheus text exposition format (version 0.0.4), named by
+//! Prometheus conventions — `jp_` prefix, `_total` counters, seconds — with bounded
+//! labels only. IRQ handlers (`irq`, `handler`) and softirq vectors are sets the
+//! hardware and kernel fix; functions, methods, threads and pids are never labels
+//! (they are what the pprof endpoints are for).
+//!
+//! Counters come from the store's cumulative totals, so a `jpctl reset` never makes
+//! them go backwards.
+
+use std::fmt::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::server::convert::softirq_name;
+use crate::store::KernelView;
+
+/// The eBPF maps' sizes (`with_max_entries` in jp-ebpf), for the fill gauges; a test
+/// reads jp-ebpf's sources to keep them equal.
+pub const MAP_CAPACITY: [(&str, u64); 5] = [
+    ("JP_BUCKETS", 1 << 16),
+    ("JP_OTHER_IPS", 1 << 13),
+    ("JP_IRQ_BUCKETS", 1 << 13),
+    ("JP_IRQ_OTHERS", 1 << 11),
+    ("JP_IRQ_STATS", 512),
+];
+
+/// What is not in the store: the daemon's identity.
+pub struct Process {
+    pub version: &'static str,
+    pub started: SystemTime,
+}
+
+/// Writes one metric family: HELP, TYPE, then its samples.
+struct Family<'a> {
+    out: &'a mut String,
+}
+
+impl Family<'_> {
+    fn header<'o>(out: &'o mut String, name: &str, kind: &str, help: &str) -> Family<'o> {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        Family { out }
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{k}=\"{}\"", escape(v));
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {}", number(value));
+    }
+}
+
+fn escape(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+/// Integers print without a fraction (Prometheus parses both, people read these).
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+fn seconds_since_epoch(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn ns_to_s(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// The exposition for `totals` (the store's [`kernel_totals`](crate::store::Store::kernel_totals)).
+pub fn render(totals: &KernelView, process: &Process) -> String {
+    let mut out = String::with_capacity(8 * 1024);
+    let c = &totals.counts;
+    let s = &totals.status;
+
+    let name = "jp_build_info";
+    Family::header(&mut out, name, "gauge", "jpd's version; always 1.").sample(
+        name,
+        &[("version", process.version)],
+        1.0,
+    );
+    let name = "jp_start_time_seconds";
+    Family::header(
+        &mut out,
+        name,
+        "gauge",
+        "When jpd started, seconds since the epoch.",
+    )
+    .sample(name, &[], seconds_since_epoch(process.started));
+
+    let name = "jp_kernel_samples_total";
+    let mut f = Family::header(
+        &mut out,
+        name,
+        "counter",
+        "cpu-clock samples by the mode the CPU was in (idle: the idle task).",
+    );
+    for (mode, n) in [
+        ("kernel", c.modes.kernel),
+        ("user", c.modes.user),
+        ("idle", c.modes.idle),
+    ] {
+        f.sample(name, &[("mode", mode)], n as f64);
+    }
+    let name = "jp_kernel_sampling_frequency_hertz";
+    Family::header(
+        &mut out,
+        name,
+        "gauge",
+        "cpu-clock samples per second per CPU.",
+    )
+    .sample(name, &[], s.frequency_hz as f64);
+    let name = "jp_kernel_cpus";
+    Family::header(&mut out, name, "gauge", "CPUs the sampler is attached to.").sample(
+        name,
+        &[],
+        s.cpus.len() as f64,
+    );
+
+    let mut irqs: Vec<_> = c.irqs.iter().collect();
+    irqs.sort_by(|a, b| a.0.cmp(b.0));
+    for (name, help, value) in [
+        (
+            "jp_irq_handled_total",
+            "Hard-IRQ handler invocations that handled the interrupt.",
+            (|h: &crate::store::IrqHandlerCounts| h.count as f64) as fn(&_) -> f64,
+        ),
+        (
+            "jp_irq_unhandled_total",
+            "Hard-IRQ handler invocations that returned IRQ_NONE.",
+            |h| h.unhandled as f64,
+        ),
+        (
+            "jp_irq_handler_seconds_total",
+            "Time spent in hard-IRQ handlers.",
+            |h| ns_to_s(h.time_ns),
+        ),
+    ] {
+        let mut f = Family::header(&mut out, name, "counter", help);
+        for ((irq, handler), h) in &irqs {
+            f.sample(
+                name,
+                &[("irq", &irq.to_string()), ("handler", handler)],
+                value(h),
+            );
+        }
+    }
+
+    let mut vectors: Vec<_> = c.softirqs.iter().collect();
+    vectors.sort_by_key(|(v, _)| **v);
+    let name = "jp_softirqs_total";
+    let mut f = Family::header(&mut out, name, "counter", "Softirqs run, by vector.");
+    for (v, sc) in &vectors {
+        f.sample(name, &[("vector", &softirq_name(**v))], sc.count as f64);
+    }
+    let name = "jp_softirq_seconds_total";
+    let mut f = Family::header(
+        &mut out,
+        name,
+        "counter",
+        "Time spent in softirqs, by vector.",
+    );
+    for (v, sc) in &vectors {
+        f.sample(name, &[("vector", &softirq_name(**v))], ns_to_s(sc.time_ns));
+    }
+
+    let name = "jp_kernel_events_lost_total";
+    Family::header(
+        &mut out,
+        name,
+        "counter",
+        "Kernel events jp could not record (full maps, failed reads).",
+    )
+    .sample(name, &[], s.events_lost as f64);
+    let name = "jp_kernel_last_read_timestamp_seconds";
+    Family::header(
+        &mut out,
+        name,
+        "gauge",
+        "When jpd last read the eBPF maps, seconds since the epoch.",
+    )
+    .sample(name, &[], s.last_read.map_or(0.0, seconds_since_epoch));
+
+    let name = "jp_bpf_program_runs_total";
+    let mut f = Family::header(&mut out, name, "counter", "Runs of jp's eBPF programs.");
+    for p in &s.programs {
+        f.sample(name, &[("program", &p.name)], p.run_count as f64);
+    }
+    let name = "jp_bpf_program_run_seconds_total";
+    let mut f = Family::header(
+        &mut out,
+        name,
+        "counter",
+        "Run time the kernel accounted to jp's eBPF programs.",
+    );
+    for p in &s.programs {
+        f.sample(name, &[("program", &p.name)], ns_to_s(p.run_time_ns));
+    }
+
+    let entries = [
+        c.buckets.len(),
+        c.other_ips.len(),
+        c.irq_buckets.len(),
+        c.irq_other_ips.len(),
+        // One map entry per (irq, handler) and CPU key; the store merges CPUs.
+        c.irqs.len(),
+    ];
+    let name = "jp_kernel_map_entries";
+    let mut f = Family::header(&mut out, name, "gauge", "Keys in jp's eBPF hash maps.");
+    for ((map, _), n) in MAP_CAPACITY.iter().zip(entries) {
+        f.sample(name, &[("map", map)], n as f64);
+    }
+    let name = "jp_kernel_map_max_entries";
+    let mut f = Family::header(&mut out, name, "gauge", "Capacity of jp's eBPF hash maps.");
+    for (map, cap) in MAP_CAPACITY {
+        f.sample(name, &[("map", map)], cap as f64);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{
+        CollectorStatus, IrqHandlerCounts, KernelCounts, ModeCounts, ProgramStats, SoftirqCounts,
+    };
+    use std::time::Duration;
+
+    #[test]
+    fn exposition_is_exact() {
+        let mut counts = KernelCounts {
+            modes: ModeCounts {
+                kernel: 10,
+                user: 20,
+                idle: 3,
+            },
+            ..KernelCounts::default()
+        };
+        counts.buckets.insert(1, 9);
+        counts.other_ips.insert(0xffff_ffff_c000_0000, 1);
+        counts.irqs.insert(
+            (36, "virtio1-req.0".into()),
+            IrqHandlerCounts {
+                count: 685,
+                unhandled: 2,
+                time_ns: 4_390_000,
+                function_addr: 1,
+            },
+        );
+        counts.irqs.insert(
+            (9, "acpi \"x\"".into()),
+            IrqHandlerCounts {
+                count: 1,
+                unhandled: 0,
+                time_ns: 1_500,
+                function_addr: 0,
+            },
+        );
+        counts.softirqs.insert(
+            1,
+            SoftirqCounts {
+                count: 1102,
+                time_ns: 8_030_000,
+            },
+        );
+        let view = KernelView {
+            counts,
+            status: CollectorStatus {
+                programs: vec![ProgramStats {
+                    name: "jp_sample".into(),
+                    attached_to: "x".into(),
+                    run_count: 38655,
+                    run_time_ns: 23_480_000,
+                }],
+                cpus: vec![0, 1],
+                frequency_hz: 997,
+                shift: 4,
+                events_lost: 5,
+                last_read: Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_500)),
+                ..CollectorStatus::default()
+            },
+            symbols: None,
+            reset_at: None,
+        };
+        let text = render(
+            &view,
+            &Process {
+                version: "0.1.0",
+                started: UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+            },
+        );
+        let expected = r#"# HELP jp_build_info jpd's version; always 1.
+# TYPE jp_build_info gauge
+jp_build_info{version="0.1.0"} 1
+# HELP jp_start_time_seconds When jpd started, seconds since the epoch.
+# TYPE jp_start_time_seconds gauge
+jp_start_time_seconds 1700000000
+# HELP jp_kernel_samples_total cpu-clock samples by the mode the CPU was in (idle: the idle task).
+# TYPE jp_kernel_samples_total counter
+jp_kernel_samples_total{mode="kernel"} 10
+jp_kernel_samples_total{mode="user"} 20
+jp_kernel_samples_total{mode="idle"} 3
+# HELP jp_kernel_sampling_frequency_hertz cpu-clock samples per second per CPU.
+# TYPE jp_kernel_sampling_frequency_hertz gauge
+jp_kernel_sampling_frequency_hertz 997
+# HELP jp_kernel_cpus CPUs the sampler is attached to.
+# TYPE jp_kernel_cpus gauge
+jp_kernel_cpus 2
+# HELP jp_irq_handled_total Hard-IRQ handler invocations that handled the interrupt.
+# TYPE jp_irq_handled_total counter
+jp_irq_handled_total{irq="9",handler="acpi \"x\""} 1
+jp_irq_handled_total{irq="36",handler="virtio1-req.0"} 685
+# HELP jp_irq_unhandled_total Hard-IRQ handler invocations that returned IRQ_NONE.
+# TYPE jp_irq_unhandled_total counter
+jp_irq_unhandled_total{irq="9",handler="acpi \"x\""} 0
+jp_irq_unhandled_total{irq="36",handler="virtio1-req.0"} 2
+# HELP jp_irq_handler_seconds_total Time spent in hard-IRQ handlers.
+# TYPE jp_irq_handler_seconds_total counter
+jp_irq_handler_seconds_total{irq="9",handler="acpi \"x\""} 0.0000015
+jp_irq_handler_seconds_total{irq="36",handler="virtio1-req.0"} 0.00439
+# HELP jp_softirqs_total Softirqs run, by vector.
+# TYPE jp_softirqs_total counter
+jp_softirqs_total{vector="TIMER"} 1102
+# HELP jp_softirq_seconds_total Time spent in softirqs, by vector.
+# TYPE jp_softirq_seconds_total counter
+jp_softirq_seconds_total{vector="TIMER"} 0.00803
+# HELP jp_kernel_events_lost_total Kernel events jp could not record (full maps, failed reads).
+# TYPE jp_kernel_events_lost_total counter
+jp_kernel_events_lost_total 5
+# HELP jp_kernel_last_read_timestamp_seconds When jpd last read the eBPF maps, seconds since the epoch.
+# TYPE jp_kernel_last_read_timestamp_seconds gauge
+jp_kernel_last_read_timestamp_seconds 1700000000.5
+# HELP jp_bpf_program_runs_total Runs of jp's eBPF programs.
+# TYPE jp_bpf_program_runs_total counter
+jp_bpf_program_runs_total{program="jp_sample"} 38655
+# HELP jp_bpf_program_run_seconds_total Run time the kernel accounted to jp's eBPF programs.
+# TYPE jp_bpf_program_run_seconds_total counter
+jp_bpf_program_run_seconds_total{program="jp_sample"} 0.02348
+# HELP jp_kernel_map_entries Keys in jp's eBPF hash maps.
+# TYPE jp_kernel_map_entries gauge
+jp_kernel_map_entries{map="JP_BUCKETS"} 1
+jp_kernel_map_entries{map="JP_OTHER_IPS"} 1
+jp_kernel_map_entries{map="JP_IRQ_BUCKETS"} 0
+jp_kernel_map_entries{map="JP_IRQ_OTHERS"} 0
+jp_kernel_map_entries{map="JP_IRQ_STATS"} 2
+# HELP jp_kernel_map_max_entries Capacity of jp's eBPF hash maps.
+# TYPE jp_kernel_map_max_entries gauge
+jp_kernel_map_max_entries{map="JP_BUCKETS"} 65536
+jp_kernel_map_max_entries{map="JP_OTHER_IPS"} 8192
+jp_kernel_map_max_entries{map="JP_IRQ_BUCKETS"} 8192
+jp_kernel_map_max_entries{map="JP_IRQ_OTHERS"} 2048
+jp_kernel_map_max_entries{map="JP_IRQ_STATS"} 512
+"#;
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn map_capacities_match_the_ebpf_sources() {
+        let sources = [
+            include_str!("../../../jp-ebpf/src/sampler.rs"),
+            include_str!("../../../jp-ebpf/src/irq.rs"),
+        ]
+        .concat();
+        for (map, cap) in MAP_CAPACITY {
+            let line = sources
+                .lines()
+                .find(|l| l.contains(&format!("static {map}:")))
+                .unwrap_or_else(|| panic!("{map} is not declared in jp-ebpf"));
+            let expr = line
+                .split("with_max_entries(")
+                .nth(1)
+                .and_then(|r| r.split(',').next())
+                .unwrap();
+            let value = match expr.split_once("<<") {
+                Some((a, b)) => {
+                    a.trim().parse::<u64>().unwrap() << b.trim().parse::<u32>().unwrap()
+                }
+                None => expr.trim().parse().unwrap(),
+            };
+            assert_eq!(value, cap, "{map}");
+        }
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+    }
+}

@@ -1,0 +1,439 @@
+//! The kernel profile as pprof: a gzipped `perftools.profiles.Profile`
+//! (github.com/google/pprof, proto/profile.proto; only the fields used here are
+//! declared). Already symbolized — `go tool pprof` and Pyroscope need no kallsyms —
+//! with real addresses: a location per readprofile bucket (its first address) or per
+//! exact out-of-text IP, inside a mapping for the core kernel text
+//! (`[kernel.kallsyms]`, `_stext`..`_etext`) or for the module it belongs to.
+//!
+//! Sample types `samples/count` (the default) and `cpu/nanoseconds` (samples × the
+//! sampling period). User-mode and idle samples are one pseudo-function each
+//! (`[user]`, `[idle]`), kernel samples no function covers are `[unknown]`: the
+//! profile's total is every sample taken, so shares are shares of CPU time.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write as _;
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+
+use crate::kernel::profile::bucket_addr;
+use crate::kernel::symbols::Symbols;
+use crate::store::{KernelCounts, ModeCounts};
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Profile {
+    #[prost(message, repeated, tag = "1")]
+    pub sample_type: Vec<ValueType>,
+    #[prost(message, repeated, tag = "2")]
+    pub sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
+    #[prost(message, repeated, tag = "4")]
+    pub location: Vec<Location>,
+    #[prost(message, repeated, tag = "5")]
+    pub function: Vec<Function>,
+    #[prost(string, repeated, tag = "6")]
+    pub string_table: Vec<String>,
+    #[prost(int64, tag = "9")]
+    pub time_nanos: i64,
+    #[prost(int64, tag = "10")]
+    pub duration_nanos: i64,
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    #[prost(int64, tag = "12")]
+    pub period: i64,
+    #[prost(int64, tag = "14")]
+    pub default_sample_type: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ValueType {
+    #[prost(int64, tag = "1")]
+    pub r#type: i64,
+    #[prost(int64, tag = "2")]
+    pub unit: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Sample {
+    #[prost(uint64, repeated, tag = "1")]
+    pub location_id: Vec<u64>,
+    #[prost(int64, repeated, tag = "2")]
+    pub value: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Mapping {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    #[prost(uint64, tag = "4")]
+    pub file_offset: u64,
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Location {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
+    #[prost(uint64, tag = "3")]
+    pub address: u64,
+    #[prost(message, repeated, tag = "4")]
+    pub line: Vec<Line>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Line {
+    #[prost(uint64, tag = "1")]
+    pub function_id: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Function {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(int64, tag = "2")]
+    pub name: i64,
+    #[prost(int64, tag = "3")]
+    pub system_name: i64,
+}
+
+/// The kernel samples of one time window.
+pub struct KernelWindow<'a> {
+    pub modes: ModeCounts,
+    pub buckets: &'a HashMap<u64, u64>,
+    pub other_ips: &'a HashMap<u64, u64>,
+    pub shift: u32,
+    pub frequency_hz: u64,
+    pub time_nanos: i64,
+    pub duration_nanos: i64,
+}
+
+#[derive(Default)]
+struct Strings {
+    table: Vec<String>,
+    index: HashMap<String, i64>,
+}
+
+impl Strings {
+    fn new() -> Strings {
+        let mut s = Strings::default();
+        s.get(""); // string 0 is always ""
+        s
+    }
+    fn get(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = i64::try_from(self.table.len()).unwrap_or(i64::MAX);
+        self.table.push(s.to_string());
+        self.index.insert(s.to_string(), i);
+        i
+    }
+}
+
+fn clamp_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Builds the profile message (not yet encoded).
+pub fn kernel_profile(w: &KernelWindow<'_>, symbols: &Symbols) -> Profile {
+    let mut strings = Strings::new();
+    let samples_t = strings.get("samples");
+    let count_u = strings.get("count");
+    let cpu_t = strings.get("cpu");
+    let ns_u = strings.get("nanoseconds");
+    let period_ns = 1_000_000_000 / w.frequency_hz.max(1);
+
+    // Address → samples, in address order so that the output is deterministic.
+    let mut by_addr: BTreeMap<u64, u64> = BTreeMap::new();
+    for (&bucket, &n) in w.buckets {
+        match bucket_addr(symbols.text_start, bucket, w.shift) {
+            Some(a) => *by_addr.entry(a).or_default() += n,
+            None => *by_addr.entry(0).or_default() += n,
+        }
+    }
+    for (&ip, &n) in w.other_ips {
+        *by_addr.entry(ip).or_default() += n;
+    }
+
+    let mut p = Profile {
+        sample_type: vec![
+            ValueType {
+                r#type: samples_t,
+                unit: count_u,
+            },
+            ValueType {
+                r#type: cpu_t,
+                unit: ns_u,
+            },
+        ],
+        period_type: Some(ValueType {
+            r#type: cpu_t,
+            unit: ns_u,
+        }),
+        period: clamp_i64(period_ns),
+        time_nanos: w.time_nanos,
+        duration_nanos: w.duration_nanos,
+        default_sample_type: samples_t,
+        ..Profile::default()
+    };
+    let kernel_name = strings.get("[kernel.kallsyms]");
+    p.mapping.push(Mapping {
+        id: 1,
+        memory_start: symbols.text_start,
+        memory_limit: symbols.text_end,
+        file_offset: 0,
+        filename: kernel_name,
+        has_functions: true,
+    });
+    // Module name → mapping index in p.mapping, its range grown over the addresses seen.
+    let mut module_mapping: HashMap<String, usize> = HashMap::new();
+    let mut function_ids: HashMap<(String, Option<String>), u64> = HashMap::new();
+    let mut function = |p: &mut Profile, strings: &mut Strings, name: &str| -> u64 {
+        let key = (name.to_string(), None);
+        if let Some(&id) = function_ids.get(&key) {
+            return id;
+        }
+        let id = p.function.len() as u64 + 1;
+        let n = strings.get(name);
+        p.function.push(Function {
+            id,
+            name: n,
+            system_name: n,
+        });
+        function_ids.insert(key, id);
+        id
+    };
+
+    for (&addr, &n) in &by_addr {
+        if n == 0 {
+            continue;
+        }
+        let sym = (addr != 0).then(|| symbols.lookup(addr)).flatten();
+        let (mapping_id, fid) = match sym {
+            Some(s) => {
+                let mapping_id = match &s.module {
+                    None => 1,
+                    Some(m) => {
+                        let i = *module_mapping.entry(m.clone()).or_insert_with(|| {
+                            let filename = strings.get(&format!("[{m}]"));
+                            p.mapping.push(Mapping {
+                                id: p.mapping.len() as u64 + 1,
+                                memory_start: addr,
+                                memory_limit: addr,
+                                file_offset: 0,
+                                filename,
+                                has_functions: true,
+                            });
+                            p.mapping.len() - 1
+                        });
+                        if let Some(mp) = p.mapping.get_mut(i) {
+                            mp.memory_start = mp.memory_start.min(s.addr);
+                            mp.memory_limit = mp.memory_limit.max(s.addr + s.len.max(1));
+                        }
+                        i as u64 + 1
+                    }
+                };
+                let name = match &s.module {
+                    Some(m) => format!("{} [{m}]", s.name),
+                    None => s.name.clone(),
+                };
+                (mapping_id, function(&mut p, &mut strings, &name))
+            }
+            None => (0, function(&mut p, &mut strings, "[unknown]")),
+        };
+        let id = p.location.len() as u64 + 1;
+        p.location.push(Location {
+            id,
+            mapping_id,
+            address: addr,
+            line: vec![Line { function_id: fid }],
+        });
+        p.sample.push(Sample {
+            location_id: vec![id],
+            value: vec![clamp_i64(n), clamp_i64(n.saturating_mul(period_ns))],
+        });
+    }
+    // The kernel samples not in any histogram (should be none) stay visible too.
+    let in_histograms: u64 = by_addr.values().sum();
+    let missing = w.modes.kernel.saturating_sub(in_histograms);
+    for (name, n) in [
+        ("[user]", w.modes.user),
+        ("[idle]", w.modes.idle),
+        ("[unknown]", missing),
+    ] {
+        if n == 0 {
+            continue;
+        }
+        let fid = function(&mut p, &mut strings, name);
+        let id = p.location.len() as u64 + 1;
+        p.location.push(Location {
+            id,
+            mapping_id: 0,
+            address: 0,
+            line: vec![Line { function_id: fid }],
+        });
+        p.sample.push(Sample {
+            location_id: vec![id],
+            value: vec![clamp_i64(n), clamp_i64(n.saturating_mul(period_ns))],
+        });
+    }
+    p.string_table = strings.table;
+    p
+}
+
+/// Encodes and gzips `p`, as `go tool pprof` and Pyroscope expect.
+pub fn gzip(p: &Profile) -> std::io::Result<Vec<u8>> {
+    let raw = prost::Message::encode_to_vec(p);
+    let mut gz = GzEncoder::new(Vec::with_capacity(raw.len() / 2), Compression::default());
+    gz.write_all(&raw)?;
+    gz.finish()
+}
+
+/// `now - then` for the histograms of a window: keys that did not grow are left out.
+pub fn delta_map(now: &HashMap<u64, u64>, then: &HashMap<u64, u64>) -> HashMap<u64, u64> {
+    now.iter()
+        .filter_map(|(k, &v)| {
+            let d = v.saturating_sub(then.get(k).copied().unwrap_or(0));
+            (d > 0).then_some((*k, d))
+        })
+        .collect()
+}
+
+pub fn delta_modes(now: &ModeCounts, then: &ModeCounts) -> ModeCounts {
+    ModeCounts {
+        kernel: now.kernel.saturating_sub(then.kernel),
+        user: now.user.saturating_sub(then.user),
+        idle: now.idle.saturating_sub(then.idle),
+    }
+}
+
+/// The window between two readings of the totals.
+pub fn window_counts(now: &KernelCounts, then: &KernelCounts) -> KernelCounts {
+    KernelCounts {
+        modes: delta_modes(&now.modes, &then.modes),
+        buckets: delta_map(&now.buckets, &then.buckets),
+        other_ips: delta_map(&now.other_ips, &then.other_ips),
+        ..KernelCounts::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message as _;
+
+    const MAP: &str = "\
+ffffffff81000000 T _stext
+ffffffff81000000 T read_iter_zero
+ffffffff81000100 T clear_user_rep_good
+ffffffff81000200 T vring_interrupt
+ffffffff81000400 T _etext
+ffffffffc0001000 t e1000_intr\t[e1000]
+ffffffffc0001100 t e1000_other\t[e1000]
+";
+
+    fn name(p: &Profile, loc: u64) -> &str {
+        let l = &p.location[loc as usize - 1];
+        let f = &p.function[l.line[0].function_id as usize - 1];
+        &p.string_table[f.name as usize]
+    }
+
+    #[test]
+    fn buckets_become_addressed_locations_in_their_mappings() {
+        let symbols = Symbols::parse(MAP).unwrap();
+        let buckets: HashMap<u64, u64> = [(0, 7), (1, 3), (0x10, 5)].into();
+        let others: HashMap<u64, u64> = [(0xffff_ffff_c000_1004, 2)].into();
+        let w = KernelWindow {
+            modes: ModeCounts {
+                kernel: 17,
+                user: 40,
+                idle: 0,
+            },
+            buckets: &buckets,
+            other_ips: &others,
+            shift: 4,
+            frequency_hz: 1000,
+            time_nanos: 1,
+            duration_nanos: 5_000_000_000,
+        };
+        let p = kernel_profile(&w, &symbols);
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(&gzip(&p).unwrap()[..])
+            .read_to_end(&mut raw)
+            .unwrap();
+        let decoded = Profile::decode(raw.as_slice()).unwrap();
+        assert_eq!(decoded, p);
+        let rows: Vec<(u64, u64, &str, i64, i64)> = p
+            .sample
+            .iter()
+            .map(|s| {
+                let l = &p.location[s.location_id[0] as usize - 1];
+                (
+                    l.address,
+                    l.mapping_id,
+                    name(&p, l.id),
+                    s.value[0],
+                    s.value[1],
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (0xffff_ffff_8100_0000, 1, "read_iter_zero", 7, 7_000_000),
+                (0xffff_ffff_8100_0010, 1, "read_iter_zero", 3, 3_000_000),
+                (
+                    0xffff_ffff_8100_0100,
+                    1,
+                    "clear_user_rep_good",
+                    5,
+                    5_000_000
+                ),
+                (0xffff_ffff_c000_1004, 2, "e1000_intr [e1000]", 2, 2_000_000),
+                (0, 0, "[user]", 40, 40_000_000),
+            ]
+        );
+        assert_eq!(p.mapping[0].memory_start, 0xffff_ffff_8100_0000);
+        assert_eq!(p.mapping[0].memory_limit, 0xffff_ffff_8100_0400);
+        assert_eq!(
+            p.string_table[p.mapping[0].filename as usize],
+            "[kernel.kallsyms]"
+        );
+        assert_eq!(
+            (p.mapping[1].memory_start, p.mapping[1].memory_limit),
+            (0xffff_ffff_c000_1000, 0xffff_ffff_c000_1100)
+        );
+        assert_eq!(p.string_table[p.mapping[1].filename as usize], "[e1000]");
+        assert_eq!(p.period, 1_000_000);
+        assert_eq!(p.function.len(), 4, "one function per symbol");
+        assert_eq!(p.string_table[0], "");
+    }
+
+    use std::io::Read as _;
+
+    #[test]
+    fn window_is_the_difference() {
+        let mut a = KernelCounts::default();
+        a.buckets.insert(1, 10);
+        a.modes.user = 4;
+        let mut b = a.clone();
+        b.buckets.insert(1, 15);
+        b.buckets.insert(2, 1);
+        b.modes.user = 9;
+        let d = window_counts(&b, &a);
+        assert_eq!(d.buckets, [(1, 5), (2, 1)].into());
+        assert_eq!(d.modes.user, 5);
+        let d = window_counts(&a, &a);
+        assert!(d.buckets.is_empty());
+    }
+}

@@ -1,0 +1,279 @@
+//! Who may call the API: every request is authorized from the caller's credentials
+//! on the Unix socket (SO_PEERCRED, as tonic hands them over in the request's
+//! `UdsConnectInfo`), not only by the socket file's mode. Allowed: root, the user jpd
+//! runs as, members (primary or supplementary) of the allowed groups — the socket's
+//! group among them — and the configured user ids. Everyone else gets
+//! PERMISSION_DENIED with a message saying how to get access.
+//!
+//! Requests that arrive over TCP carry no peer credentials: that listener only exists
+//! with TLS, and the TLS handshake (client certificates when configured) is its
+//! authentication.
+
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+
+use tonic::codegen::{http, BoxFuture, Service};
+use tonic::transport::server::{TcpConnectInfo, UdsConnectInfo};
+use tonic::Status;
+
+/// The rule, replaced as a whole on reload.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Policy {
+    pub uids: Vec<u32>,
+    pub gids: Vec<u32>,
+    /// Named in the denial message, e.g. "jp".
+    pub group_name: Option<String>,
+}
+
+/// A caller's identity as the kernel reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+}
+
+impl Policy {
+    /// Whether `peer`, whose supplementary groups are `groups`, may call.
+    pub fn allows(&self, peer: &Peer, groups: &[u32]) -> bool {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let own_uid = unsafe { libc::geteuid() };
+        peer.uid == 0
+            || peer.uid == own_uid
+            || self.uids.contains(&peer.uid)
+            || self.gids.contains(&peer.gid)
+            || groups.iter().any(|g| self.gids.contains(g))
+    }
+
+    fn denial(&self, peer: &Peer) -> Status {
+        let how = match &self.group_name {
+            Some(g) => format!("add the user to group {g:?}, or list it in server.allow_uids"),
+            None => "list the user in server.allow_uids or its group in server.allow_gids".into(),
+        };
+        Status::permission_denied(format!(
+            "jpd: uid {} (gid {}) may not use this API: {how} of jpd's configuration",
+            peer.uid, peer.gid
+        ))
+    }
+}
+
+/// Shared by the layer and the reload path.
+#[derive(Clone, Default)]
+pub struct Authorizer {
+    policy: Arc<RwLock<Arc<Policy>>>,
+}
+
+impl Authorizer {
+    pub fn new(policy: Policy) -> Authorizer {
+        Authorizer {
+            policy: Arc::new(RwLock::new(Arc::new(policy))),
+        }
+    }
+
+    pub fn set(&self, policy: Policy) {
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+    }
+
+    pub fn policy(&self) -> Arc<Policy> {
+        Arc::clone(&self.policy.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The decision for one request, from the connection info tonic attached to it.
+    pub fn check<B>(&self, req: &http::Request<B>) -> Result<(), Status> {
+        if let Some(uds) = req.extensions().get::<UdsConnectInfo>() {
+            let Some(cred) = uds.peer_cred else {
+                return Err(Status::permission_denied(
+                    "jpd: the caller's credentials could not be read from the socket",
+                ));
+            };
+            let peer = Peer {
+                uid: cred.uid(),
+                gid: cred.gid(),
+                pid: cred.pid(),
+            };
+            let groups = peer.pid.map(supplementary_groups).unwrap_or_default();
+            let policy = self.policy();
+            if policy.allows(&peer, &groups) {
+                return Ok(());
+            }
+            log::debug!("denied a request from {peer:?}");
+            return Err(policy.denial(&peer));
+        }
+        if req.extensions().get::<TcpConnectInfo>().is_some() {
+            return Ok(());
+        }
+        Err(Status::permission_denied(
+            "jpd: connection of unknown kind, refused",
+        ))
+    }
+}
+
+/// The caller's supplementary groups, from `/proc/PID/status` (SO_PEERCRED only has
+/// the primary group). A process gone already has none.
+pub fn supplementary_groups(pid: i32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map(|s| parse_groups(&s))
+        .unwrap_or_default()
+}
+
+fn parse_groups(status: &str) -> Vec<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A group's id by name (`getgrnam_r`); `None` when there is no such group.
+pub fn group_id(name: &str) -> Option<u32> {
+    let cname = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: group is plain data that getgrnam_r fills in.
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call: cname is NUL-terminated, buf is
+    // writable for its length, grp and result are live locals.
+    let rc = unsafe {
+        libc::getgrnam_r(
+            cname.as_ptr(),
+            &mut grp,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut result,
+        )
+    };
+    (rc == 0 && !result.is_null()).then_some(grp.gr_gid)
+}
+
+/// Gives the socket file to `gid` (owner unchanged).
+pub fn chgrp(path: &std::path::Path, gid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::chown(path, None, Some(gid))
+}
+
+/// The tower layer the gRPC server wraps every service in.
+#[derive(Clone)]
+pub struct AuthLayer {
+    auth: Authorizer,
+}
+
+impl AuthLayer {
+    pub fn new(auth: Authorizer) -> AuthLayer {
+        AuthLayer { auth }
+    }
+}
+
+impl<S> tower::Layer<S> for AuthLayer {
+    type Service = Auth<S>;
+    fn layer(&self, inner: S) -> Auth<S> {
+        Auth {
+            inner,
+            auth: self.auth.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Auth<S> {
+    inner: S,
+    auth: Authorizer,
+}
+
+impl<S, B, R> Service<http::Request<B>> for Auth<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    R: Default + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<S::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        match self.auth.check(&req) {
+            Ok(()) => Box::pin(self.inner.call(req)),
+            Err(status) => Box::pin(std::future::ready(Ok(status.into_http()))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(uid: u32, gid: u32) -> Peer {
+        Peer {
+            uid,
+            gid,
+            pid: None,
+        }
+    }
+
+    #[test]
+    fn root_and_listed_ids_and_groups_are_allowed() {
+        let p = Policy {
+            uids: vec![1000],
+            gids: vec![500],
+            group_name: Some("jp".into()),
+        };
+        assert!(p.allows(&peer(0, 0), &[]));
+        assert!(p.allows(&peer(1000, 1000), &[]));
+        assert!(p.allows(&peer(1001, 500), &[]));
+        assert!(p.allows(&peer(1001, 1001), &[7, 500]));
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let stranger = if me == 4242 { 4343 } else { 4242 };
+        assert!(!p.allows(&peer(stranger, 4242), &[7, 8]));
+        assert!(p.allows(&peer(me, 4242), &[]), "jpd's own user");
+    }
+
+    #[test]
+    fn denial_says_how_to_get_access() {
+        let p = Policy {
+            group_name: Some("jp".into()),
+            ..Policy::default()
+        };
+        let s = p.denial(&peer(1234, 1234));
+        assert_eq!(s.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            s.message(),
+            "jpd: uid 1234 (gid 1234) may not use this API: add the user to group \"jp\", or list it in server.allow_uids of jpd's configuration"
+        );
+    }
+
+    #[test]
+    fn groups_line_of_proc_status() {
+        let s = "Name:\tcat\nUid:\t0\t0\t0\t0\nGroups:\t4 24 27 \nNSpid:\t1\n";
+        assert_eq!(parse_groups(s), [4, 24, 27]);
+        assert_eq!(parse_groups("Groups:\t\n"), Vec::<u32>::new());
+        assert_eq!(parse_groups("garbage"), Vec::<u32>::new());
+        // Our own process: the same list as getgroups(2).
+        let mine = supplementary_groups(std::process::id() as i32);
+        // SAFETY: a null list with size 0 asks for the count only.
+        let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+        assert_eq!(mine.len(), n as usize);
+    }
+
+    #[test]
+    fn group_lookup() {
+        assert_eq!(group_id("root"), Some(0));
+        assert_eq!(group_id("no-such-group-jp-test"), None);
+        assert_eq!(group_id("bad\0name"), None);
+    }
+
+    #[test]
+    fn requests_without_connection_info_are_refused() {
+        let a = Authorizer::new(Policy::default());
+        let req = http::Request::new(());
+        let e = a.check(&req).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+    }
+}
