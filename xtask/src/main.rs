@@ -4,6 +4,7 @@
 mod bench;
 mod build;
 mod cmd;
+mod install;
 mod setup;
 mod test;
 
@@ -33,6 +34,18 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Build, then install jpd, jpctl, the agent, the systemd unit and /etc/jp/jpd.toml.
+    Install {
+        /// Installation prefix (binaries in PREFIX/bin, the unit in PREFIX/lib/systemd/system).
+        #[arg(long, default_value = install::DEFAULT_PREFIX)]
+        prefix: std::path::PathBuf,
+        /// Where jp/jpd.toml goes (never overwritten).
+        #[arg(long, default_value = "/etc")]
+        sysconfdir: std::path::PathBuf,
+        /// Stage everything under this directory (for packaging).
+        #[arg(long)]
+        destdir: Option<std::path::PathBuf>,
+    },
     /// Measure and write the results to BENCHMARKS.md.
     Bench {
         #[command(subcommand)]
@@ -52,6 +65,22 @@ fn main() -> anyhow::Result<()> {
             setup::run()?;
             let out = build::run()?;
             cmd::exec_replace(&out.jpd, &args)
+        }
+        Task::Install {
+            prefix,
+            sysconfdir,
+            destdir,
+        } => {
+            setup::run()?;
+            let out = build::run()?;
+            let opts = install::Options {
+                prefix,
+                sysconfdir,
+                destdir,
+            };
+            install::install(&out, &install::Sources::from_repo(), &opts)?;
+            eprintln!("xtask: next: groupadd --system jp; systemctl daemon-reload; systemctl enable --now jpd");
+            Ok(())
         }
         Task::Bench { which } => bench::run(which),
     }

@@ -47,6 +47,27 @@ const PACKAGES: &[(&str, &str)] = &[
         "binutils",
         "test-only: readelf, the independent oracle of the USDT note parser",
     ),
+    (
+        "systemd",
+        "test-only: systemd-analyze verify checks deploy/systemd/jpd.service",
+    ),
+    (
+        "prometheus",
+        "test-only: a real Prometheus scrapes jpd's /metrics; promtool checks the exposition",
+    ),
+    (
+        "golang-go",
+        "test-only: go tool pprof reads jpd's pprof profiles",
+    ),
+    (
+        "python3-venv",
+        "test-only: a venv for the grpcio client that calls every RPC",
+    ),
+    ("tmux", "test-only: drives jpctl top in a real terminal"),
+    (
+        "libcap2-bin",
+        "test-only: capsh, to run jpd with fewer capabilities",
+    ),
 ];
 
 pub const NIGHTLY: &str = "nightly";
