@@ -1,0 +1,31 @@
+//! Measures the JVM store's ingest speed and memory per node (run in release):
+//! `cargo run --release -p jp-daemon --example jvm_ingest_bench -- [NODES] [UPDATES]`.
+
+use jp_daemon::jvm::bench::ingest_throughput;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let nodes = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let updates = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(50_000_000);
+    let b = ingest_throughput(nodes, updates);
+    if b.node_updates == 0 {
+        eprintln!("jvm_ingest_bench: records were dropped, the measure is void: {b:?}");
+        std::process::exit(1);
+    }
+    println!("nodes                 {}", b.nodes);
+    println!("delta records         {}", b.records);
+    println!("node updates          {}", b.node_updates);
+    println!("seconds               {:.3}", b.seconds);
+    println!("node updates/s        {:.0}", b.updates_per_sec);
+    println!("records/s             {:.0}", b.records_per_sec);
+    println!(
+        "MB/s of records       {:.1}",
+        b.bytes as f64 / b.seconds / 1e6
+    );
+    println!("bytes/node live       {:.1}", b.bytes_per_node_live);
+    println!("bytes/node ended      {:.1}", b.bytes_per_node_ended);
+    println!("full re-send seconds  {:.4}", b.resync_seconds);
+}
