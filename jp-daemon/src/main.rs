@@ -5,13 +5,14 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use clap::Parser;
 use jp_daemon::config::{Config, Source};
 use jp_daemon::export::Exporter;
+use jp_daemon::jvm::{JvmLimits, JvmStore};
 use jp_daemon::kernel::KernelCollector;
 use jp_daemon::notify::{self, Notifier};
 use jp_daemon::server::{self, auth};
@@ -267,6 +268,7 @@ impl Running {
                 old.kernel.read_interval_ms.to_string(),
             ),
             ("log.level", new.log.level.clone(), old.log.level.clone()),
+            ("usdt", format!("{:?}", new.usdt), format!("{:?}", old.usdt)),
         ];
         for (key, now, was) in fixed {
             if now != was {
@@ -293,6 +295,8 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     let store = Store::new();
     let collector = KernelCollector::start(config.kernel.options(), store.clone())
         .context("cannot start the kernel collector")?;
+    let jvm_store = Arc::new(Mutex::new(JvmStore::new(JvmLimits::default())));
+    let usdt = jp_daemon::usdt::start_from_config(&config.usdt, Arc::clone(&jvm_store))?;
     let socket = config.server.socket.clone();
     let (listener, socket_guard) = server::socket::bind(&socket)?;
     let (policy, gid) = policy(&config);
@@ -331,7 +335,10 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let mut server_task = rt.spawn(server::serve_with(
         listener,
-        store,
+        server::Sources {
+            kernel: store,
+            jvm: jvm_store,
+        },
         async move {
             let _ = stop_rx.await;
         },
@@ -385,6 +392,9 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     // The one shutdown path, whatever ended the server: exporters, detach, unlink.
     if let Some(e) = running.exporter.take() {
         rt.block_on(e.stop());
+    }
+    if let Some(usdt) = usdt {
+        usdt.shutdown();
     }
     running.collector.shutdown();
     drop(socket_guard);
