@@ -19,7 +19,9 @@ fn main() {
     println!("delta records         {}", b.records);
     println!("node updates          {}", b.node_updates);
     println!("seconds               {:.3}", b.seconds);
-    println!("node updates/s        {:.0}", b.updates_per_sec);
+    println!("cpu seconds           {:.3}", b.cpu_seconds);
+    println!("node updates/s        {:.0} (wall)", b.updates_per_sec);
+    println!("node updates/cpu-s    {:.0} (one core)", b.updates_per_cpu_sec);
     println!("records/s             {:.0}", b.records_per_sec);
     println!(
         "MB/s of records       {:.1}",

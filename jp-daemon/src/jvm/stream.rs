@@ -8,10 +8,13 @@
 
 use std::collections::HashMap;
 
-use jp_common::wire::{Tree, TreeEntry};
+use jp_common::wire::{Tree, TreeEntry, TreeIter};
 
-use super::nodes::{NodeTable, MAX_NODES};
+use super::nodes::{prefetch, NodeTable, MAX_NODES};
 use super::{LimitKind, Malformed};
+
+/// Entries looked ahead when prefetching.
+const AHEAD: usize = 8;
 
 /// Marker: the id is not defined.
 const UNDEF: u32 = u32::MAX;
@@ -93,16 +96,12 @@ impl ThreadStream {
         scratch: &mut Vec<TreeEntry>,
     ) -> Result<(Applied, Option<String>), Reject> {
         let decoded = Tree::decode(body).map_err(|e| Reject::Malformed(Malformed::Wire(e)))?;
-        scratch.clear();
-        for e in decoded.entries {
-            scratch.push(e.map_err(|e| Reject::Malformed(Malformed::Wire(e)))?);
-        }
         let name = (!decoded.thread_name.is_empty())
             .then(|| String::from_utf8_lossy(decoded.thread_name).into_owned());
 
         let mut fresh = Vec::new();
         let slots = if resync { &mut fresh } else { &mut self.slots };
-        check(slots, scratch, tree, budget)?;
+        check(slots, decoded.entries, scratch, tree, budget)?;
         if resync {
             // The old state becomes "contributed before", merged with what an unfinished
             // earlier re-send left.
@@ -152,11 +151,13 @@ impl ThreadStream {
     }
 }
 
-/// Pass 2: every reference resolves, definitions are consistent, slots fit the budget.
-/// Leaves `slots` and `budget` as they were when it fails.
+/// Passes 1 and 2: decodes the entries into `scratch` and checks that every reference
+/// resolves, definitions are consistent and slots fit the budget. Leaves `slots` and
+/// `budget` as they were when it fails.
 fn check(
     slots: &mut Vec<Slot>,
-    entries: &[TreeEntry],
+    entries: TreeIter<'_>,
+    scratch: &mut Vec<TreeEntry>,
     tree: &NodeTable,
     budget: &mut SlotBudget,
 ) -> Result<(), Reject> {
@@ -164,7 +165,17 @@ fn check(
     let base_used = budget.used;
     let mut r = Ok(());
     let mut marked = 0;
+    scratch.clear();
     for e in entries {
+        match e {
+            Ok(e) => scratch.push(e),
+            Err(w) => return Err(Reject::Malformed(Malformed::Wire(w))),
+        }
+    }
+    for (i, e) in scratch.iter().enumerate() {
+        if let Some(ahead) = scratch.get(i + AHEAD) {
+            prefetch(slots, ahead.node as usize);
+        }
         let id = e.node as usize;
         let known = |slots: &Vec<Slot>, i: usize| slots.get(i).map_or(UNDEF, |s| s.node);
         let Some((parent, mid)) = e.definition else {
@@ -242,9 +253,17 @@ fn apply(
     tree: &mut NodeTable,
 ) -> Applied {
     let mut out = Applied::default();
-    for e in entries {
+    for (i, e) in entries.iter().enumerate() {
+        if let Some(ahead) = entries
+            .get(i + AHEAD)
+            .and_then(|a| slots.get(a.node as usize))
+        {
+            if ahead.node < PENDING {
+                tree.prefetch(ahead.node);
+            }
+        }
         let id = e.node as usize;
-        let Some(slot) = slots.get(id).copied() else {
+        let Some(&slot) = slots.get(id) else {
             continue;
         };
         let mut slot = slot;
