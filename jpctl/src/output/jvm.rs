@@ -268,9 +268,17 @@ pub fn jvm_list_text(l: &JvmList, now_ms: u64) -> String {
             .to_string();
     }
     let mut out = String::new();
+    // JDK versions can be long (17.0.15+6-Debian-1deb12u1): the column fits them.
+    let jdk_width = l
+        .jvms
+        .iter()
+        .map(|j| j.jdk_version.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(12);
     let _ = writeln!(
         out,
-        "{:>7}  {:<12} {:<8} {:>7} {:>12} {:>15} {:>9}  {:<18} main",
+        "{:>7}  {:<jdk_width$} {:<8} {:>7} {:>12} {:>15} {:>9}  {:<18} main",
         "pid", "jdk", "bba", "threads", "calls", "bytecodes", "nodes", "state"
     );
     let mut notes = String::new();
@@ -284,7 +292,7 @@ pub fn jvm_list_text(l: &JvmList, now_ms: u64) -> String {
         };
         let _ = writeln!(
             out,
-            "{:>7}  {:<12} {:<8} {:>7} {:>12} {:>15} {:>9}  {:<18} {}",
+            "{:>7}  {:<jdk_width$} {:<8} {:>7} {:>12} {:>15} {:>9}  {:<18} {}",
             format!("{}{mark}", j.pid),
             if j.jdk_version.is_empty() {
                 "?"
@@ -511,4 +519,111 @@ pub fn status_jvm_json(s: &Status) -> serde_json::Value {
         "nodes": v.nodes,
         "memory_bytes": v.memory_bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jp_proto::v1::{JvmMethod, JvmNode};
+
+    fn jvm(pid: u32, jdk: &str) -> JvmSummary {
+        JvmSummary {
+            pid,
+            main: "Loop".into(),
+            jdk_version: jdk.into(),
+            bba: "precise".into(),
+            threads_live: 1,
+            threads_total: 1,
+            calls: 10,
+            bytecodes: 100,
+            nodes: 3,
+            attached_since_unix_ms: 1_000,
+            complete: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn list_fits_long_jdk_versions_and_says_when_empty() {
+        let l = JvmList {
+            jvms: vec![jvm(1, "17.0.15+6-Debian-1deb12u1"), jvm(22, "25")],
+        };
+        let t = jvm_list_text(&l, 4_000);
+        assert_eq!(
+            t,
+            concat!(
+                "    pid  jdk                       bba      threads        calls       bytecodes     nodes  state              main\n",
+                "      1  17.0.15+6-Debian-1deb12u1 precise      1/1           10             100         3  running 3s         Loop\n",
+                "     22  25                        precise      1/1           10             100         3  running 3s         Loop\n",
+            )
+        );
+        assert_eq!(
+            jvm_list_text(&JvmList::default(), 0),
+            "no JVMs: jpd has heard from no JVM running jp's agent with profiler=usdt\n"
+        );
+    }
+
+    #[test]
+    fn ages_keep_two_units() {
+        assert_eq!(age(999), "0s");
+        assert_eq!(age(65_000), "1m 5s");
+        assert_eq!(age(3 * 3_600_000 + 120_000 + 5_000), "3h 2m");
+        assert_eq!(age(90_061_000), "1d 1h");
+    }
+
+    #[test]
+    fn tree_cut_lines_follow_the_last_shown_descendant_and_deep_nodes_say_their_depth() {
+        let m = |id: u32, name: &str| JvmMethod {
+            id,
+            name: name.into(),
+            file: None,
+        };
+        let n = |method_id, depth, inclusive, cut: Option<JvmCut>| JvmNode {
+            method_id,
+            depth,
+            calls: 1,
+            bytecodes: 1,
+            inclusive_bytecodes: inclusive,
+            cut,
+        };
+        let c = |nodes, bytecodes| JvmCut {
+            subtrees: 1,
+            nodes,
+            calls: nodes,
+            bytecodes,
+        };
+        let p = JvmProfile {
+            jvm: Some(jvm(1, "17")),
+            methods: vec![m(0, "a"), m(1, "b"), m(2, "c")],
+            nodes: vec![
+                n(0, 0, 90, Some(c(2, 20))),
+                n(1, 1, 60, None),
+                n(2, 42, 50, None),
+            ],
+            root_cut: Some(c(1, 10)),
+            total_nodes: 6,
+            cut_nodes: 3,
+            max_depth: 0,
+            min_share: 0.1,
+        };
+        let t = jvm_tree_text(&p);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[0],
+            "pid 1 Loop (bba precise): 10 calls, 100 bytecodes; 6 nodes, 3 shown, 3 cut (min share 10%)"
+        );
+        assert_eq!(
+            &lines[2..],
+            [
+                "             1              90               1  90.0%  a",
+                "             1              60               1  60.0%    b",
+                &format!(
+                    "             1              50               1  50.0%  {}[42] c",
+                    "  ".repeat(40)
+                ),
+                "             2              20               -  20.0%    [cut: 1 subtree, 2 nodes]",
+                "             1              10               -  10.0%  [cut: 1 subtree, 1 node]",
+            ]
+        );
+    }
 }

@@ -210,14 +210,19 @@ impl JvmState {
         self.fix_selection();
     }
 
-    /// Keeps the selection on an existing JVM: the first one when the selected
-    /// JVM went away (or none was selected yet).
+    /// Keeps the selection on an existing JVM: when the selected JVM went away
+    /// (or none was selected yet), the first running one, else the first.
     fn fix_selection(&mut self) {
         let exists = self
             .selected
             .is_some_and(|p| self.jvms.iter().any(|j| j.pid == p));
         if !exists {
-            self.selected = self.jvms.first().map(|j| j.pid);
+            self.selected = self
+                .jvms
+                .iter()
+                .find(|j| !j.exited)
+                .or(self.jvms.first())
+                .map(|j| j.pid);
         }
     }
 
@@ -397,13 +402,19 @@ mod tests {
             pid: 3,
             ..Default::default()
         });
+        d.new_jvms.push(JvmSummary {
+            pid: 1,
+            exited_unix_ms: 5,
+            ..Default::default()
+        });
         s.apply(&d, 1, true, false);
-        assert_eq!(s.jvms.iter().map(|j| j.pid).collect::<Vec<_>>(), [3, 9]);
-        assert_eq!(s.selected, Some(3), "the first JVM by pid");
+        assert_eq!(s.jvms.iter().map(|j| j.pid).collect::<Vec<_>>(), [1, 3, 9]);
+        assert!(s.jvms[0].exited);
+        assert_eq!(s.selected, Some(3), "the first running JVM by pid");
         s.switch(1);
-        assert_eq!((s.selected, s.position()), (Some(9), (2, 2)));
+        assert_eq!((s.selected, s.position()), (Some(9), (3, 3)));
         s.switch(1);
-        assert_eq!(s.selected, Some(3));
+        assert_eq!(s.selected, Some(1));
         s.switch(-1);
         assert_eq!(s.selected, Some(9));
         // pid 9 is now another process: removed, then new, in one message.
