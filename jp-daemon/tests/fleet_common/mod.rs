@@ -1,0 +1,277 @@
+//! Shared by the fleet tests: jpd as `cargo xtask build` delivers it, started as a
+//! service would be (exporters on), and the real peers that talk to it. Every missing
+//! tool or privilege FAILS the test with what to install.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Tests that attach kernel probes run one at a time (two jpds would count each other).
+pub static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn binary(var: &str) -> PathBuf {
+    match std::env::var_os(var) {
+        Some(p) => PathBuf::from(p),
+        None => panic!("{var} is not set: run the fleet tests through `cargo xtask test`, which builds jpd and jpctl"),
+    }
+}
+
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "the fleet tests start jpd, which loads eBPF programs: run them as root"
+    );
+}
+
+/// `name` on PATH, else a failure naming the Debian package.
+pub fn tool(name: &str, package: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let p = dir.join(name);
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("`{name}` is not installed: apt-get install {package} (or run `cargo xtask setup`)");
+}
+
+/// The workspace's target directory (where the tests keep generated files).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+pub struct Jpd {
+    pub child: Child,
+    pub socket: PathBuf,
+    pub config: PathBuf,
+    pub http: SocketAddr,
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+}
+
+impl Jpd {
+    /// jpd with its exporters on a free loopback port and `extra` TOML appended
+    /// (whole sections other than [server] and [export]).
+    pub fn start(extra: &str) -> Jpd {
+        Jpd::start_with(extra, &[], "")
+    }
+
+    /// As [`Jpd::start`], with environment variables and extra [server] keys.
+    pub fn start_with(extra: &str, env: &[(&str, &str)], server_extra: &str) -> Jpd {
+        require_root();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("jpd.sock");
+        let config = dir.path().join("jpd.toml");
+        let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nsocket = {:?}\n{server_extra}\n[export]\nenabled = true\nlisten = \"{http}\"\nmax_profile_seconds = 60\n\n[kernel]\nread_interval_ms = 100\n{extra}",
+                socket.display().to_string()
+            ),
+        )
+        .expect("write config");
+        let log = dir.path().join("jpd.log");
+        let mut c = Command::new(binary("JPD"));
+        c.arg("--config")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let child = c.spawn().expect("start jpd");
+        let mut d = Jpd {
+            child,
+            socket,
+            config,
+            http,
+            dir,
+            log,
+        };
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = d.child.try_wait().expect("wait jpd") {
+                panic!("jpd exited during start-up: {status}\n{}", d.log_text());
+            }
+            if d.socket.exists() && d.get("/metrics").0 == 200 {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "jpd was not ready within 60 s\n{}",
+                d.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        d
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill on our own child's pid, not yet reaped.
+        assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0, "kill jpd");
+    }
+
+    /// GET `path` on the exporter: (status, body). 0 when it cannot connect.
+    pub fn get(&self, path: &str) -> (u16, Vec<u8>) {
+        http_get(self.http, path)
+    }
+
+    pub fn metrics(&self) -> String {
+        let (status, body) = self.get("/metrics");
+        assert_eq!(status, 200, "GET /metrics");
+        String::from_utf8(body).expect("metrics are UTF-8")
+    }
+
+    pub fn jpctl(&self) -> Command {
+        let mut c = Command::new(binary("JPCTL"));
+        c.arg("--socket").arg(&self.socket);
+        c
+    }
+
+    /// SIGTERM; jpd must exit 0 and remove its socket.
+    pub fn stop(mut self) {
+        self.signal(libc::SIGTERM);
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait jpd") {
+                break s;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(15),
+                "jpd did not exit within 15 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert!(
+            status.success(),
+            "jpd exited with {status}\n{}",
+            self.log_text()
+        );
+        assert!(!self.socket.exists(), "jpd left its socket behind");
+    }
+}
+
+impl Drop for Jpd {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A minimal HTTP/1.1 GET (Connection: close, no chunked bodies: jpd and Prometheus
+/// send lengths for what the tests read).
+pub fn http_get(addr: SocketAddr, path: &str) -> (u16, Vec<u8>) {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return (0, Vec::new());
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(120)));
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return (0, Vec::new());
+    }
+    let mut raw = Vec::new();
+    if s.read_to_end(&mut raw).is_err() {
+        return (0, Vec::new());
+    }
+    let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return (0, Vec::new());
+    };
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut body = raw[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    (status, body)
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let n = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
+        if n == 0 {
+            return out;
+        }
+        let start = eol + 2;
+        out.extend_from_slice(&b[start..(start + n).min(b.len())]);
+        b = &b[(start + n + 2).min(b.len())..];
+    }
+}
+
+/// Percent-encoding for a query parameter value.
+pub fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Reads /dev/zero into /dev/null on every CPU for `d` (read_zero on top of the kernel).
+pub fn read_dev_zero(d: Duration) {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let handles: Vec<_> = (0..cpus)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut zero = std::fs::File::open("/dev/zero").expect("open /dev/zero");
+                let mut null = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/null")
+                    .expect("open /dev/null");
+                let mut buf = vec![0u8; 64 * 1024];
+                let t0 = Instant::now();
+                while t0.elapsed() < d {
+                    let n = zero.read(&mut buf).expect("read /dev/zero");
+                    null.write_all(&buf[..n]).expect("write /dev/null");
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("workload thread");
+    }
+}
