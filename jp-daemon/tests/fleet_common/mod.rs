@@ -76,6 +76,16 @@ impl Jpd {
 
     /// As [`Jpd::start`], with environment variables and extra [server] keys.
     pub fn start_with(extra: &str, env: &[(&str, &str)], server_extra: &str) -> Jpd {
+        Jpd::start_full(extra, env, server_extra, &[])
+    }
+
+    /// As [`Jpd::start_with`], jpd run through `wrapper` (e.g. setpriv …) when not empty.
+    pub fn start_full(
+        extra: &str,
+        env: &[(&str, &str)],
+        server_extra: &str,
+        wrapper: &[String],
+    ) -> Jpd {
         require_root();
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("jpd.sock");
@@ -90,7 +100,14 @@ impl Jpd {
         )
         .expect("write config");
         let log = dir.path().join("jpd.log");
-        let mut c = Command::new(binary("JPD"));
+        let mut c = match wrapper.split_first() {
+            Some((w, args)) => {
+                let mut c = Command::new(w);
+                c.args(args).arg(binary("JPD"));
+                c
+            }
+            None => Command::new(binary("JPD")),
+        };
         c.arg("--config")
             .arg(&config)
             .stdout(Stdio::null())
