@@ -1310,3 +1310,33 @@ async fn watch_stream_carries_jvm_deltas() {
     let _ = run.stop.send(());
     run.task.await.unwrap().unwrap();
 }
+
+#[test]
+fn jvm_watch_reports_a_reused_pid_as_removed_then_new() {
+    let jvm = jvm_store();
+    let mut w = JvmWatch::default();
+    w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    // Another process now has the pid (another start time): the store replaces it.
+    let later = attached() + Duration::from_secs(5);
+    let info = ProcessInfo {
+        start_time_ticks: 9999,
+        ns_pid: None,
+        cmdline: "java Other".into(),
+        exe: "/usr/bin/java".into(),
+    };
+    jp_daemon::server::jvm::lock(&jvm).process_found(JVM, info, later);
+    let d = w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    assert_eq!(d.removed, [JVM]);
+    assert_eq!(d.new_jvms.len(), 1);
+    let s = &d.new_jvms[0];
+    assert_eq!(
+        (
+            s.pid,
+            s.main.as_str(),
+            s.bytecodes,
+            s.attached_since_unix_ms
+        ),
+        (JVM, "java Other", 0, 1_700_000_005_000)
+    );
+    assert!(d.jvms.is_empty() && d.new_methods.is_empty() && d.exited.is_empty());
+}

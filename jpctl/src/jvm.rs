@@ -124,7 +124,16 @@ pub async fn tree(
             min_share,
         })
         .await
-        .map_err(rpc)?
+        .map_err(|e| {
+            if e.message().contains("message length too large") {
+                anyhow::anyhow!(
+                    "{} (the tree is too big for one answer: cut it with --depth or --min-share, or use `jpctl jvm export`)",
+                    status_message(&e)
+                )
+            } else {
+                rpc(e)
+            }
+        })?
         .into_inner();
     Ok(if json {
         output::to_json(&out::jvm_tree_json(&p))

@@ -185,7 +185,12 @@ impl Jp for FakeSvc {
             .lock()
             .unwrap()
             .push((r.pid, r.max_depth, r.min_share));
-        Ok(Response::new(paper_profile()))
+        let mut p = paper_profile();
+        if r.pid == HUGE_PID {
+            // Above jpctl's 64 MiB limit for one answer.
+            p.methods[0].name = "x".repeat(65 << 20);
+        }
+        Ok(Response::new(p))
     }
     async fn get_jvm_top(
         &self,
@@ -235,6 +240,7 @@ impl Jp for FakeSvc {
 
 const PAPER_PID: u32 = 4242;
 const SHORT_PID: u32 = 77;
+const HUGE_PID: u32 = 88;
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -244,7 +250,7 @@ fn now_ms() -> u64 {
 }
 
 fn known(pid: u32) -> Result<(), Status> {
-    if pid == PAPER_PID || pid == SHORT_PID {
+    if [PAPER_PID, SHORT_PID, HUGE_PID].contains(&pid) {
         Ok(())
     } else {
         Err(Status::not_found(format!(
@@ -715,6 +721,19 @@ fn jvm_export_writes_the_streamed_file() {
         std::fs::read_dir(dir.path()).unwrap().count(),
         1,
         "no temp file left"
+    );
+}
+
+#[test]
+fn jvm_tree_too_big_for_one_answer_says_how_to_cut_it() {
+    let d = fake_jpd();
+    let o = jpctl(&d.socket, &["jvm", "tree", "88"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with("jpctl: jpd answered "), "{err}");
+    assert!(
+        err.ends_with("the limit is: 67108864 bytes (the tree is too big for one answer: cut it with --depth or --min-share, or use `jpctl jvm export`)\n"),
+        "{err}"
     );
 }
 
