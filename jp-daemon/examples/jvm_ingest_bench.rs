@@ -21,7 +21,10 @@ fn main() {
     println!("seconds               {:.3}", b.seconds);
     println!("cpu seconds           {:.3}", b.cpu_seconds);
     println!("node updates/s        {:.0} (wall)", b.updates_per_sec);
-    println!("node updates/cpu-s    {:.0} (one core)", b.updates_per_cpu_sec);
+    println!(
+        "node updates/cpu-s    {:.0} (one core)",
+        b.updates_per_cpu_sec
+    );
     println!("records/s             {:.0}", b.records_per_sec);
     println!(
         "MB/s of records       {:.1}",
@@ -30,4 +33,6 @@ fn main() {
     println!("bytes/node live       {:.1}", b.bytes_per_node_live);
     println!("bytes/node ended      {:.1}", b.bytes_per_node_ended);
     println!("full re-send seconds  {:.4}", b.resync_seconds);
+    println!("mct() cpu-s           {:.4}", b.mct_cpu_seconds);
+    println!("top_methods() cpu-s   {:.4}", b.top_methods_cpu_seconds);
 }

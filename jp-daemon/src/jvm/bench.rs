@@ -31,6 +31,9 @@ pub struct IngestBench {
     pub bytes_per_node_ended: f64,
     /// Time to ingest the full re-send that built the tree (absolute records).
     pub resync_seconds: f64,
+    /// CPU time of the queries the server makes on this tree: `mct` and `top_methods`.
+    pub mct_cpu_seconds: f64,
+    pub top_methods_cpu_seconds: f64,
 }
 
 /// CPU time of the calling thread, in seconds.
@@ -125,12 +128,24 @@ pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
 
     // The tree: each node under a random earlier node, methods shared by ~4 contexts.
     let methods = (nodes as u64 / 4).max(1);
+    // A real thread's tree has one child per (parent, method): draw again on a repeat.
+    let mut used = std::collections::HashSet::with_capacity(nodes);
     let defs: Vec<TreeEntry> = (1..=nodes as u32)
-        .map(|id| TreeEntry {
-            node: id,
-            definition: Some((rng.below(u64::from(id)) as u32, rng.below(methods) as u32)),
-            calls: 1 + rng.below(100),
-            bytecodes: rng.below(10_000),
+        .map(|id| {
+            let (mut parent, mut mid);
+            loop {
+                parent = rng.below(u64::from(id)) as u32;
+                mid = rng.below(methods) as u32;
+                if used.insert((parent, mid)) {
+                    break;
+                }
+            }
+            TreeEntry {
+                node: id,
+                definition: Some((parent, mid)),
+                calls: 1 + rng.below(100),
+                bytecodes: rng.below(10_000),
+            }
         })
         .collect();
     let resync = tree_records(
@@ -197,6 +212,13 @@ pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
         store.ingest(&event(r.len()), r, now);
     }
     let ended = store.stats();
+    let t = thread_cpu_seconds();
+    let mct_nodes = store.mct(TGID).map_or(0, |m| m.nodes.len());
+    let mct_cpu_seconds = thread_cpu_seconds() - t;
+    let t = thread_cpu_seconds();
+    let methods_seen = store.top_methods(TGID).map_or(0, |m| m.len());
+    let top_methods_cpu_seconds = thread_cpu_seconds() - t;
+    let ok = ok && mct_nodes == nodes + 1 && methods_seen > 0;
     let merged = (ended.nodes.max(1)) as f64;
     IngestBench {
         nodes,
@@ -211,6 +233,8 @@ pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
         bytes_per_node_live: live.memory_bytes as f64 / merged,
         bytes_per_node_ended: ended.memory_bytes as f64 / merged,
         resync_seconds,
+        mct_cpu_seconds,
+        top_methods_cpu_seconds,
     }
 }
 

@@ -453,13 +453,17 @@ impl JvmStore {
         }
     }
 
-    /// Drops exited JVMs whose retention is over.
+    /// Drops exited JVMs whose retention is over, and entries that only records created
+    /// (the collector never found the process, so it cannot say when it exits) once they
+    /// have been silent for the retention time.
     pub fn expire(&mut self, now: SystemTime) {
         let keep = self.limits.retention;
         let before = self.jvms.len();
-        self.jvms.retain(|_, j| match j.exited_at {
-            Some(t) => now.duration_since(t).map(|d| d < keep).unwrap_or(true),
-            None => true,
+        let young = |t: SystemTime| now.duration_since(t).map(|d| d < keep).unwrap_or(true);
+        self.jvms.retain(|_, j| match (j.exited_at, &j.info) {
+            (Some(t), _) => young(t),
+            (None, None) => young(j.last_update.unwrap_or(j.attached_since)),
+            (None, Some(_)) => true,
         });
         if self.jvms.len() != before {
             self.generation += 1;

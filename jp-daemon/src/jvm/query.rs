@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use jp_mct::{Mct, MethodInfo};
+use jp_mct::{Mct, MctNode, MethodInfo};
 
 use super::state::Jvm;
 use super::Name;
@@ -49,16 +49,71 @@ impl Names<'_> {
     }
 }
 
+/// Per node, a dense number of its method (`u32::MAX` for the root), and per dense
+/// number the method id. Method ids are dense in practice (the agent numbers them from
+/// 0); a plain vector indexes them unless a hostile sender spread them out.
+fn dense_methods(jvm: &Jvm) -> (Vec<u32>, Vec<u32>) {
+    let n = jvm.tree.len();
+    let mut of = vec![u32::MAX; n];
+    let mut mids = Vec::new();
+    let max_mid = jvm
+        .tree
+        .iter()
+        .skip(1)
+        .map(|(l, _)| l[1])
+        .max()
+        .unwrap_or(0) as usize;
+    if max_mid <= 4 * n + 1024 {
+        let mut index = vec![u32::MAX; max_mid + 1];
+        for (i, ([_, mid], _)) in jvm.tree.iter().enumerate().skip(1) {
+            let d = &mut index[mid as usize];
+            if *d == u32::MAX {
+                *d = mids.len() as u32;
+                mids.push(mid);
+            }
+            of[i] = *d;
+        }
+    } else {
+        let mut index: HashMap<u32, u32> = HashMap::new();
+        for (i, ([_, mid], _)) in jvm.tree.iter().enumerate().skip(1) {
+            of[i] = *index.entry(mid).or_insert_with(|| {
+                mids.push(mid);
+                mids.len() as u32 - 1
+            });
+        }
+    }
+    (of, mids)
+}
+
 pub(crate) fn mct(jvm: &Jvm) -> Mct {
+    let n = jvm.tree.len();
+    let (method_of, mids) = dense_methods(jvm);
+    let infos: Vec<MethodInfo> = mids.iter().map(|&m| jvm.methods.info(m)).collect();
+    let mut kids = vec![0u32; n];
+    for ([parent, _], _) in jvm.tree.iter().skip(1) {
+        kids[parent as usize] += 1;
+    }
     let mut t = Mct::new(jvm.bba_name());
-    t.nodes.reserve(jvm.tree.len());
-    let mut names = Names {
-        jvm,
-        cache: HashMap::new(),
-    };
+    t.nodes.reserve_exact(n.saturating_sub(1));
+    t.nodes[0].children.reserve_exact(kids[0] as usize);
     // Merged-tree indexes equal Mct indexes: both have the root at 0 and parents first.
-    for ([parent, mid], [calls, bytecodes]) in jvm.tree.iter().skip(1) {
-        t.add(parent as usize, names.get(mid), calls, bytecodes);
+    for (i, ([parent, _], [calls, bytecodes])) in jvm.tree.iter().enumerate().skip(1) {
+        let info = infos
+            .get(method_of[i] as usize)
+            .cloned()
+            .unwrap_or_default();
+        let p = parent as usize;
+        t.nodes.push(MctNode {
+            method: info.name,
+            file: info.file,
+            calls,
+            bytecodes,
+            parent: Some(p),
+            children: Vec::with_capacity(kids[i] as usize),
+        });
+        if let Some(pn) = t.nodes.get_mut(p) {
+            pn.children.push(i);
+        }
     }
     t
 }
@@ -75,31 +130,29 @@ pub(crate) fn top_methods(jvm: &Jvm) -> Vec<MethodTotals> {
             inclusive[p] = inclusive[p].wrapping_add(inclusive[i]);
         }
     }
-    // Dense method numbers, and each node's nearest ancestor of the same method: a node
-    // adds its inclusive count only if it has none (the outermost frame of a recursion).
-    let mut dense: HashMap<u32, usize> = HashMap::new();
-    let mut methods: Vec<MethodTotals> = Vec::new();
-    let mut method_of = vec![usize::MAX; n];
-    for i in 1..n {
-        let mid = links[i][1];
-        let d = *dense.entry(mid).or_insert_with(|| {
+    let (method_of, mids) = dense_methods(jvm);
+    let mut methods: Vec<MethodTotals> = mids
+        .iter()
+        .map(|&mid| {
             let info = jvm.methods.info(mid);
-            methods.push(MethodTotals {
+            MethodTotals {
                 mid,
                 name: info.name,
                 file: info.file,
                 calls: 0,
                 exclusive_bytecodes: 0,
                 inclusive_bytecodes: 0,
-            });
-            methods.len() - 1
-        });
-        method_of[i] = d;
-        let m = &mut methods[d];
+            }
+        })
+        .collect();
+    for i in 1..n {
+        let m = &mut methods[method_of[i] as usize];
         m.calls = m.calls.wrapping_add(counts[i][0]);
         m.exclusive_bytecodes = m.exclusive_bytecodes.wrapping_add(counts[i][1]);
     }
-    // Depth-first over child lists (built as CSR), counting open frames per method.
+    // Depth-first over child lists (built as CSR), counting open frames per method: a
+    // node adds its inclusive count only if no ancestor runs the same method (the
+    // outermost frame of a recursion).
     let mut first = vec![0u32; n + 1];
     for l in links.iter().skip(1) {
         first[l[0] as usize + 1] += 1;
@@ -119,14 +172,15 @@ pub(crate) fn top_methods(jvm: &Jvm) -> Vec<MethodTotals> {
     let mut stack: Vec<(u32, bool)> = vec![(0, true)];
     while let Some((i, enter)) = stack.pop() {
         let i = i as usize;
-        let m = method_of[i];
+        let m = method_of[i] as usize;
+        let has_method = m < methods.len();
         if !enter {
-            if m != usize::MAX {
+            if has_method {
                 open[m] -= 1;
             }
             continue;
         }
-        if m != usize::MAX {
+        if has_method {
             if open[m] == 0 {
                 let t = &mut methods[m];
                 t.inclusive_bytecodes = t.inclusive_bytecodes.wrapping_add(inclusive[i]);

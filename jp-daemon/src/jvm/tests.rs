@@ -691,6 +691,22 @@ fn a_thread_ending_after_a_loss_leaves_the_jvm_incomplete() {
 }
 
 #[test]
+fn entries_the_collector_never_found_expire_when_silent() {
+    let mut s = JvmStore::new(JvmLimits::default());
+    let h = hello_rec(1, 0, 1);
+    s.ingest(&ev(7, &h), &h, t0());
+    s.process_found(8, ProcessInfo::default(), t0());
+    s.expire(t0() + Duration::from_secs(3599));
+    assert!(s.summary(7).is_some());
+    s.expire(t0() + Duration::from_secs(3601));
+    assert!(s.summary(7).is_none());
+    assert!(
+        s.summary(8).is_some(),
+        "a found process lives until it is gone"
+    );
+}
+
+#[test]
 fn a_killed_jvm_is_incomplete() {
     let mut s = started(1);
     base_thread(&mut s);
