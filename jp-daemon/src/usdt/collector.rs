@@ -301,23 +301,22 @@ enum FileError {
 impl<S: RecordSink> Manager<S> {
     fn scan(&mut self) {
         let started = Instant::now();
-        let found = match discovery::scan(&self.opts.library) {
-            Ok(f) => f,
+        let procs = &self.procs;
+        let scan = match discovery::scan(&self.opts.library, |pid| {
+            procs.get(&pid).map(|p| p.start_time)
+        }) {
+            Ok(s) => s,
             Err(e) => {
                 self.error(format!("cannot scan /proc: {e}"));
                 return;
             }
         };
         let now = SystemTime::now();
-        let mut present = BTreeSet::new();
-        for f in found {
+        let mut present: BTreeSet<u32> = scan.alive.into_iter().collect();
+        for f in scan.found {
             present.insert(f.pid);
-            let key = (f.file.dev, f.file.inode);
-            if let Some(p) = self.procs.get(&f.pid) {
-                if p.start_time == f.start_time && p.key == key {
-                    continue;
-                }
-                // The pid was reused, or the process now maps another copy.
+            if self.procs.contains_key(&f.pid) {
+                // The pid was reused by a process that maps the library too.
                 self.gone(f.pid, now);
             }
             self.add_process(f, now);

@@ -19,11 +19,21 @@ pub struct Found {
     pub file: MappedFile,
 }
 
-/// Every process whose maps name a file called `library`. Processes that exit or
-/// cannot be read during the scan are left out (a later scan sees them, or their
-/// absence).
-pub fn scan(library: &str) -> io::Result<Vec<Found>> {
-    let mut found = Vec::new();
+/// What a scan saw.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Processes mapping the library that the caller did not know.
+    pub found: Vec<Found>,
+    /// Known processes still running (same pid and start time): their maps were not
+    /// read again (a JVM's are large).
+    pub alive: Vec<u32>,
+}
+
+/// Every process whose maps name a file called `library`. `known(pid)` gives the
+/// start time of a process the caller already tracks. Processes that exit or cannot
+/// be read during the scan are left out (a later scan sees them, or their absence).
+pub fn scan(library: &str, known: impl Fn(u32) -> Option<u64>) -> io::Result<Scan> {
+    let mut scan = Scan::default();
     let own = std::process::id();
     for entry in fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
@@ -36,6 +46,12 @@ pub fn scan(library: &str) -> io::Result<Vec<Found>> {
         };
         if pid == own {
             continue;
+        }
+        if let Some(start) = known(pid) {
+            if start_time(pid).is_ok_and(|t| t == start) {
+                scan.alive.push(pid);
+                continue;
+            }
         }
         let Ok(text) = maps::read_maps(pid) else {
             continue;
@@ -52,13 +68,13 @@ pub fn scan(library: &str) -> io::Result<Vec<Found>> {
         let Ok(start_time) = start_time(pid) else {
             continue;
         };
-        found.push(Found {
+        scan.found.push(Found {
             pid,
             start_time,
             file,
         });
     }
-    Ok(found)
+    Ok(scan)
 }
 
 /// Field 22 (`starttime`, clock ticks since boot) of `/proc/PID/stat`.
