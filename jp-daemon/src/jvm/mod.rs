@@ -354,9 +354,10 @@ impl JvmStore {
 
     /// jpd wrote `generation` into that process's control block: a re-send is coming,
     /// and a HELLO of this generation is needed for the JVM to be complete.
+    /// (The collector calls `process_found` first; if it did not, the JVM is created here.)
     pub fn generation_written(&mut self, tgid: u32, generation: u64) {
         self.generation += 1;
-        if let Some(j) = self.jvms.get_mut(&tgid) {
+        if let Some(j) = self.entry(tgid, SystemTime::now()) {
             j.generation_written(generation);
         }
     }

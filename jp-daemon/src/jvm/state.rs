@@ -152,11 +152,14 @@ impl Jvm {
     /// not when the record shows the sender has not yet seen the latest generation jpd
     /// wrote (it re-sends by itself at its next report point), and once per incident
     /// (until the collector answers with `generation_written`, or a retry time passed).
+    /// Nor before jpd wrote any generation: the collector writes one right after it
+    /// attached, and cannot write to a process it has not found.
     fn incident(&mut self, record_generation: Option<u64>, now: SystemTime) -> bool {
-        if let (Some(w), Some(g)) = (self.written_generation, record_generation) {
-            if g != w {
-                return false;
-            }
+        let Some(w) = self.written_generation else {
+            return false;
+        };
+        if record_generation.is_some_and(|g| g != w) {
+            return false;
         }
         if let Some(at) = self.resync_asked_at {
             let waited = now.duration_since(at).unwrap_or(Duration::ZERO);

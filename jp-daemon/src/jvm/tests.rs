@@ -454,6 +454,19 @@ fn a_gap_breaks_the_stream_asks_once_and_recovers_with_a_resync() {
 }
 
 #[test]
+fn no_request_before_jpd_wrote_a_generation() {
+    // The collector found the process and is about to write its first generation: the
+    // re-send it asks for answers this stream too.
+    let mut s = JvmStore::new(JvmLimits::default());
+    s.process_found(PID, ProcessInfo::default(), t0());
+    feed(&mut s, &tree_rec(0, 3, 41, 0, "", &[upd(1, 1, 1)]));
+    assert!(s.take_resync_requests().is_empty());
+    let sum = s.summary(PID).unwrap();
+    assert_eq!(sum.records_lost, 1);
+    assert!(!sum.complete);
+}
+
+#[test]
 fn a_stream_first_seen_mid_way_is_not_synced() {
     // jpd attached late: the first record of thread 3 is a delta.
     let mut s = started(1);
