@@ -198,7 +198,6 @@ pub fn profile(jvm: &JvmSummary, t: &Mct, max_depth: u32, min_share: f64) -> pb:
     let mut root_cut = None;
     let mut cut_nodes = 0u64;
     push_children(0, 0, &mut root_cut, &mut stack, &mut cut_nodes);
-    // `subtrees` was counted in reverse order; only the sums matter.
     while let Some((i, depth)) = stack.pop() {
         let node = &t.nodes[i];
         let mut cut = None;

@@ -43,16 +43,27 @@ impl JpService {
 type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchUpdate, Status>> + Send>>;
 type ExportStream = Pin<Box<dyn Stream<Item = Result<pb::JvmExportChunk, Status>> + Send>>;
 
-impl JpService {
-    /// The JVM's summary and merged tree, copied under the lock; NOT_FOUND if the
-    /// store holds no such pid.
-    fn jvm_tree(&self, pid: u32) -> Result<(crate::jvm::JvmSummary, jp_mct::Mct), Status> {
-        let store = lock(&self.jvm);
-        match (store.summary(pid), store.mct(pid)) {
-            (Some(s), Some(t)) => Ok((s, t)),
-            _ => Err(not_found(&store, pid)),
-        }
+/// The JVM's summary and merged tree, copied under the lock; NOT_FOUND if the
+/// store holds no such pid.
+fn jvm_tree(
+    jvm: &SharedJvmStore,
+    pid: u32,
+) -> Result<(crate::jvm::JvmSummary, jp_mct::Mct), Status> {
+    let store = lock(jvm);
+    match (store.summary(pid), store.mct(pid)) {
+        (Some(s), Some(t)) => Ok((s, t)),
+        _ => Err(not_found(&store, pid)),
     }
+}
+
+/// Runs `f` on tokio's blocking pool: a big JVM's tree takes long to copy and
+/// convert (the store's lock is a blocking one), and the runtime has 2 threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Status::internal(format!("the query failed: {e}")))?
 }
 
 fn not_found(store: &crate::jvm::JvmStore, pid: u32) -> Status {
@@ -133,7 +144,23 @@ impl Jp for JpService {
                     _ = tx.closed() => break,
                 }
                 let mut update = state.next(&store.kernel_view(), Instant::now());
-                update.jvm = jvm_state.next(&lock(&jvm));
+                // Off the runtime's threads: a big JVM's method totals take a while.
+                let shared = Arc::clone(&jvm);
+                let (delta, back) = match tokio::task::spawn_blocking(move || {
+                    let d = jvm_state.next(&lock(&shared));
+                    (d, jvm_state)
+                })
+                .await
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let msg = format!("the JVM part of the update failed: {e}");
+                        let _ = tx.send(Err(Status::internal(msg))).await;
+                        break;
+                    }
+                };
+                jvm_state = back;
+                update.jvm = delta;
                 if tx.send(Ok(update)).await.is_err() {
                     break;
                 }
@@ -156,13 +183,18 @@ impl Jp for JpService {
     ) -> Result<Response<pb::JvmProfile>, Status> {
         let req = req.into_inner();
         jvmconv::check_profile_request(&req)?;
-        let (summary, tree) = self.jvm_tree(req.pid)?;
-        Ok(Response::new(jvmconv::profile(
-            &summary,
-            &tree,
-            req.max_depth,
-            req.min_share,
-        )))
+        let jvm = Arc::clone(&self.jvm);
+        let profile = blocking(move || {
+            let (summary, tree) = jvm_tree(&jvm, req.pid)?;
+            Ok(jvmconv::profile(
+                &summary,
+                &tree,
+                req.max_depth,
+                req.min_share,
+            ))
+        })
+        .await?;
+        Ok(Response::new(profile))
     }
 
     async fn get_jvm_top(
@@ -172,16 +204,19 @@ impl Jp for JpService {
         let req = req.into_inner();
         let order = pb::JvmTopOrder::try_from(req.order)
             .map_err(|_| Status::invalid_argument(format!("unknown order {}", req.order)))?;
-        let (summary, methods) = {
-            let store = lock(&self.jvm);
-            match (store.summary(req.pid), store.top_methods(req.pid)) {
-                (Some(s), Some(m)) => (s, m),
-                _ => return Err(not_found(&store, req.pid)),
-            }
-        };
-        Ok(Response::new(jvmconv::top(
-            &summary, methods, order, req.limit,
-        )))
+        let jvm = Arc::clone(&self.jvm);
+        let top = blocking(move || {
+            let (summary, methods) = {
+                let store = lock(&jvm);
+                match (store.summary(req.pid), store.top_methods(req.pid)) {
+                    (Some(s), Some(m)) => (s, m),
+                    _ => return Err(not_found(&store, req.pid)),
+                }
+            };
+            Ok(jvmconv::top(&summary, methods, order, req.limit))
+        })
+        .await?;
+        Ok(Response::new(top))
     }
 
     type ExportJvmProfileStream = ExportStream;
@@ -193,10 +228,14 @@ impl Jp for JpService {
         let req = req.into_inner();
         let format = pb::JvmExportFormat::try_from(req.format)
             .map_err(|_| Status::invalid_argument(format!("unknown format {}", req.format)))?;
-        let (_, tree) = self.jvm_tree(req.pid)?;
-        let data = jvmconv::export(&tree, format)
-            .map_err(|e| Status::internal(format!("cannot write the profile: {e}")))?;
-        let chunks = jvmconv::chunks(&data);
+        let jvm = Arc::clone(&self.jvm);
+        let chunks = blocking(move || {
+            let (_, tree) = jvm_tree(&jvm, req.pid)?;
+            let data = jvmconv::export(&tree, format)
+                .map_err(|e| Status::internal(format!("cannot write the profile: {e}")))?;
+            Ok(jvmconv::chunks(&data))
+        })
+        .await?;
         Ok(Response::new(Box::pin(tokio_stream::iter(
             chunks.into_iter().map(Ok),
         ))))
