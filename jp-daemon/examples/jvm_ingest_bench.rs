@@ -32,6 +32,7 @@ fn main() {
     );
     println!("bytes/node live       {:.1}", b.bytes_per_node_live);
     println!("bytes/node ended      {:.1}", b.bytes_per_node_ended);
+    println!("RSS growth/node live  {:.1}", b.rss_bytes_per_node_live);
     println!("full re-send seconds  {:.4}", b.resync_seconds);
     println!("mct() cpu-s           {:.4}", b.mct_cpu_seconds);
     println!("top_methods() cpu-s   {:.4}", b.top_methods_cpu_seconds);

@@ -29,6 +29,9 @@ pub struct IngestBench {
     /// tree only).
     pub bytes_per_node_live: f64,
     pub bytes_per_node_ended: f64,
+    /// Cross-check of the estimate: growth of the process's resident memory while the
+    /// store was built and updated (thread live), per node; 0 if /proc is unreadable.
+    pub rss_bytes_per_node_live: f64,
     /// Time to ingest the full re-send that built the tree (absolute records).
     pub resync_seconds: f64,
     /// CPU time of the queries the server makes on this tree: `mct` and `top_methods`.
@@ -48,6 +51,18 @@ fn thread_cpu_seconds() -> f64 {
         return f64::NAN;
     }
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Resident memory of this process (`VmRSS`), 0 if unreadable.
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// xorshift: the benchmark must not depend on a crate for random numbers.
@@ -122,7 +137,6 @@ pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
         max_thread_nodes_per_jvm: nodes + 2,
         ..JvmLimits::default()
     };
-    let mut store = JvmStore::new(limits);
     let now = SystemTime::now();
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
 
@@ -154,11 +168,7 @@ pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
         wire::FLAG_RESYNC | wire::FLAG_ABSOLUTE,
         wire::FLAG_ABSOLUTE,
     );
-    let t0 = Instant::now();
-    for r in &resync {
-        store.ingest(&event(r.len()), r, now);
-    }
-    let resync_seconds = t0.elapsed().as_secs_f64();
+    drop(used);
     let mut seq = resync.len() as u32;
 
     // Delta records over random nodes (a few distinct sets, re-used with new seqs).
@@ -183,6 +193,15 @@ pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
         }
     }
 
+    // Everything the bench needs is built: from here on the process grows by the store.
+    let rss0 = rss_bytes();
+    let mut store = JvmStore::new(limits);
+    let t0 = Instant::now();
+    for r in &resync {
+        store.ingest(&event(r.len()), r, now);
+    }
+    let resync_seconds = t0.elapsed().as_secs_f64();
+
     let mut records = 0u64;
     let mut done = 0u64;
     let mut bytes = 0u64;
@@ -203,6 +222,7 @@ pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
     }
     let seconds = t0.elapsed().as_secs_f64();
     let cpu_seconds = thread_cpu_seconds() - cpu0;
+    let rss_growth = rss_bytes().saturating_sub(rss0);
     let live = store.stats();
     let ok = live.malformed.total() == 0 && live.lost == 0;
 
@@ -232,6 +252,7 @@ pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
         records_per_sec: records as f64 / seconds,
         bytes_per_node_live: live.memory_bytes as f64 / merged,
         bytes_per_node_ended: ended.memory_bytes as f64 / merged,
+        rss_bytes_per_node_live: rss_growth as f64 / merged,
         resync_seconds,
         mct_cpu_seconds,
         top_methods_cpu_seconds,

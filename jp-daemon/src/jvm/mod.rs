@@ -24,6 +24,7 @@
 //! - Limits bound the memory of every JVM; hitting one drops data and makes the JVM
 //!   incomplete with the limit named, never silently.
 
+mod chunked;
 mod methods;
 mod nodes;
 mod query;

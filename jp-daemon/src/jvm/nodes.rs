@@ -2,8 +2,10 @@
 //! of counters, and an open-addressing index keyed by (parent, method) that finds a
 //! child without child lists (4 bytes a slot, at most 3/4 full).
 //!
-//! Node 0 is the root. A node is always created after its parent, so parents have
+//! Links and counters live in [`ChunkVec`]s (see there why). Node 0 is the root. A node is always created after its parent, so parents have
 //! smaller indexes than their children (the writers of `jp-mct` rely on it).
+
+use super::chunked::ChunkVec;
 
 /// "No node" in links and index slots. Node indexes stay below [`MAX_NODES`].
 pub(crate) const NONE: u32 = u32::MAX;
@@ -12,10 +14,10 @@ pub(crate) const MAX_NODES: usize = (u32::MAX - 8) as usize;
 
 pub(crate) struct NodeTable {
     /// (parent, mid) per node; the root has (NONE, NONE).
-    links: Vec<[u32; 2]>,
+    links: ChunkVec<[u32; 2]>,
     /// (calls, bytecodes) per node: wrapping, so that subtracting an old contribution
     /// always restores the exact value.
-    counts: Vec<[u64; 2]>,
+    counts: ChunkVec<[u64; 2]>,
     /// Slots holding node indexes (NONE = empty); length a power of two.
     index: Vec<u32>,
     /// Nodes allowed, the root included.
@@ -24,20 +26,11 @@ pub(crate) struct NodeTable {
     total_bytecodes: u64,
 }
 
-/// Grows a vector by a quarter when it is full, not by doubling: big trees would
-/// otherwise carry up to 100 % of unused capacity.
-pub(crate) fn push_compact<T>(v: &mut Vec<T>, x: T) {
-    if v.len() == v.capacity() {
-        v.reserve_exact((v.len() / 4).max(16));
-    }
-    v.push(x);
-}
-
-/// Asks the CPU to load `v[i]` into the cache (a hint: nothing if `i` is out of range).
-/// Tree updates jump around big arrays; loading a few entries ahead hides the misses.
+/// Asks the CPU to load `x` into the cache (a hint). Tree updates jump around big
+/// arrays; loading a few entries ahead hides the misses.
 #[inline(always)]
-pub(crate) fn prefetch<T>(v: &[T], i: usize) {
-    if let Some(x) = v.get(i) {
+pub(crate) fn prefetch<T>(x: Option<&T>) {
+    if let Some(x) = x {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a prefetch only hints the cache; the pointer comes from a reference.
         unsafe {
@@ -58,14 +51,17 @@ fn slot(parent: u32, mid: u32, mask: usize) -> usize {
 impl NodeTable {
     /// A tree of the root alone that may grow to `max_nodes` nodes besides the root.
     pub fn new(max_nodes: usize) -> NodeTable {
-        NodeTable {
-            links: vec![[NONE, NONE]],
-            counts: vec![[0, 0]],
+        let mut t = NodeTable {
+            links: ChunkVec::new(),
+            counts: ChunkVec::new(),
             index: vec![NONE; 16],
             limit: max_nodes.min(MAX_NODES - 1) + 1,
             total_calls: 0,
             total_bytecodes: 0,
-        }
+        };
+        t.links.push([NONE, NONE]);
+        t.counts.push([0, 0]);
+        t
     }
 
     /// Nodes, the root included.
@@ -95,8 +91,8 @@ impl NodeTable {
             return None;
         }
         let n = self.links.len() as u32;
-        push_compact(&mut self.links, [parent, mid]);
-        push_compact(&mut self.counts, [0, 0]);
+        self.links.push([parent, mid]);
+        self.counts.push([0, 0]);
         self.index[s] = n;
         // The root is not in the index: nodes - 1 entries.
         if (self.links.len() - 1) * 4 > self.index.len() * 3 {
@@ -132,7 +128,7 @@ impl NodeTable {
     /// Starts loading a node's counters into the cache.
     #[inline(always)]
     pub fn prefetch(&self, node: u32) {
-        prefetch(&self.counts, node as usize);
+        prefetch(self.counts.get(node as usize));
     }
 
     /// Subtracts (wrapping) from a node's counters.
@@ -163,7 +159,7 @@ impl NodeTable {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.links.capacity() * 8 + self.counts.capacity() * 16 + self.index.capacity() * 4
+        self.links.memory_bytes() + self.counts.memory_bytes() + self.index.capacity() * 4
     }
 }
 

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use jp_common::wire::{Tree, TreeEntry, TreeIter};
 
+use super::chunked::ChunkVec;
 use super::nodes::{prefetch, NodeTable, MAX_NODES};
 use super::{LimitKind, Malformed};
 
@@ -76,7 +77,7 @@ pub(crate) struct ThreadStream {
     pub last_record: u64,
     /// Records of this stream accepted.
     pub records: u64,
-    slots: Vec<Slot>,
+    slots: ChunkVec<Slot>,
     /// During a re-send: what the thread contributed before it, by merged node, not yet
     /// replaced by a new total.
     old: HashMap<u32, [u64; 2]>,
@@ -99,7 +100,7 @@ impl ThreadStream {
         let name = (!decoded.thread_name.is_empty())
             .then(|| String::from_utf8_lossy(decoded.thread_name).into_owned());
 
-        let mut fresh = Vec::new();
+        let mut fresh = ChunkVec::new();
         let slots = if resync { &mut fresh } else { &mut self.slots };
         check(slots, decoded.entries, scratch, tree, budget)?;
         if resync {
@@ -132,14 +133,12 @@ impl ThreadStream {
     /// The thread ended: its counts stay in the merged tree, its map is freed.
     pub fn release(&mut self, budget: &mut SlotBudget) {
         budget.used = budget.used.saturating_sub(self.slots.len());
-        self.slots = Vec::new();
+        self.slots = ChunkVec::new();
         self.old = HashMap::new();
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>()
-            + self.old.capacity() * 24
-            + self.name.capacity()
+        self.slots.memory_bytes() + self.old.capacity() * 24 + self.name.capacity()
     }
 
     /// (merged node, calls, bytecodes) of every node of this thread.
@@ -155,7 +154,7 @@ impl ThreadStream {
 /// resolves, definitions are consistent and slots fit the budget. Leaves `slots` and
 /// `budget` as they were when it fails.
 fn check(
-    slots: &mut Vec<Slot>,
+    slots: &mut ChunkVec<Slot>,
     entries: TreeIter<'_>,
     scratch: &mut Vec<TreeEntry>,
     tree: &NodeTable,
@@ -174,10 +173,10 @@ fn check(
     }
     for (i, e) in scratch.iter().enumerate() {
         if let Some(ahead) = scratch.get(i + AHEAD) {
-            prefetch(slots, ahead.node as usize);
+            prefetch(slots.get(ahead.node as usize));
         }
         let id = e.node as usize;
-        let known = |slots: &Vec<Slot>, i: usize| slots.get(i).map_or(UNDEF, |s| s.node);
+        let known = |slots: &ChunkVec<Slot>, i: usize| slots.get(i).map_or(UNDEF, |s| s.node);
         let Some((parent, mid)) = e.definition else {
             if known(slots, id) == UNDEF {
                 r = Err(Reject::Malformed(Malformed::UnknownNode));
@@ -217,7 +216,7 @@ fn check(
                 break;
             }
             budget.used += need;
-            grow(slots, id + 1);
+            slots.grow_to(id + 1, UNDEF_SLOT);
         }
         slots[id].node = PENDING;
         marked += 1;
@@ -236,17 +235,9 @@ fn check(
     r
 }
 
-fn grow(slots: &mut Vec<Slot>, len: usize) {
-    if len > slots.capacity() {
-        let want = len.max(slots.len() + slots.len() / 4);
-        slots.reserve_exact(want - slots.len());
-    }
-    slots.resize(len, UNDEF_SLOT);
-}
-
 /// Pass 3: cannot fail.
 fn apply(
-    slots: &mut [Slot],
+    slots: &mut ChunkVec<Slot>,
     old: &mut HashMap<u32, [u64; 2]>,
     entries: &[TreeEntry],
     absolute: bool,
