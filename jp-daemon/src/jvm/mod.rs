@@ -344,6 +344,7 @@ impl JvmStore {
                 _ => {
                     j.info = Some(info);
                     j.exited_at = None;
+                    j.change += 1;
                     return;
                 }
             }
@@ -422,6 +423,7 @@ impl JvmStore {
         if let Some(j) = self.jvms.get_mut(&tgid) {
             if j.exited_at.is_none() {
                 j.exited_at = Some(now);
+                j.change += 1;
             }
         }
     }
@@ -570,7 +572,8 @@ impl JvmStore {
     }
 
     fn queue_resync(&mut self, tgid: u32, requested: bool) {
-        if requested {
+        // Bounded even if nobody takes the requests: one entry per JVM at most.
+        if requested && !self.resync_queue.contains(&tgid) {
             self.stats.resync_requests += 1;
             self.resync_queue.push(tgid);
         }

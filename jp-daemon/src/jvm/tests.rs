@@ -1178,3 +1178,24 @@ fn stats_sum_over_jvms() {
     assert!(st.memory_bytes > 0);
     assert_eq!(st.lost, 0);
 }
+
+#[test]
+fn exits_change_the_jvm_and_requests_queue_once_per_jvm() {
+    let mut s = started(1);
+    base_thread(&mut s);
+    let g = s.jvm_generation(PID).unwrap();
+    s.process_gone(PID, t0());
+    assert!(s.jvm_generation(PID).unwrap() > g);
+    // Two incidents far apart, nobody took the first request: still one entry.
+    let mut s = started(1);
+    base_thread(&mut s);
+    let gap = tree_rec(GEN, 1, 5, 0, "", &[upd(1, 1, 1)]);
+    s.ingest(&ev(PID, &gap), &gap, t0());
+    let later = t0() + Duration::from_secs(60);
+    s.ingest(&ev(PID, &gap), &gap, later);
+    assert_eq!(s.stats().resync_requests, 1);
+    assert_eq!(s.take_resync_requests(), vec![PID]);
+    // Taken and still unanswered after the retry time: asked again.
+    s.ingest(&ev(PID, &gap), &gap, later + Duration::from_secs(6));
+    assert_eq!(s.take_resync_requests(), vec![PID]);
+}
