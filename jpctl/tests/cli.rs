@@ -548,9 +548,9 @@ fn jvm_list_table_and_json_are_exact() {
     let d = fake_jpd();
     let out = stdout_ok(&d.socket, &["jvm", "list"]);
     let expected = concat!(
-        "    pid  jdk          bba      threads        calls       bytecodes     nodes  state              main\n",
-        "   4242  17.0.9+9     precise      1/2           78             624         6  exited 1m 5s ago   Paper\n",
-        "  5151*  25+36        default    12/40      1000000       987654321      5000  running 1d 1h      app.jar [pid 7 in its namespace]\n",
+        "    pid  jdk          bba      threads        calls       bytecodes     nodes  state                main\n",
+        "   4242  17.0.9+9     precise      1/2           78             624         6  exited 1m 5s ago     Paper\n",
+        "  5151*  25+36        default    12/40      1000000       987654321      5000  attached 1d 1h ago   app.jar [pid 7 in its namespace]\n",
         "* pid 5151: incomplete: 1 thread waiting for a re-send (3 records lost, 0 malformed)\n",
     );
     assert_eq!(out, expected);

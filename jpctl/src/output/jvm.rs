@@ -243,7 +243,8 @@ pub fn age(ms: u64) -> String {
     }
 }
 
-/// "running 1m 5s" (since jpd attached) or "exited 3s ago".
+/// "attached 1m 5s ago" (running; the JVM may have started earlier) or
+/// "exited 3s ago".
 fn state(j: &JvmSummary, now_ms: u64) -> String {
     if j.exited_unix_ms != 0 {
         format!(
@@ -254,7 +255,7 @@ fn state(j: &JvmSummary, now_ms: u64) -> String {
         "running".to_string()
     } else {
         format!(
-            "running {}",
+            "attached {} ago",
             age(now_ms.saturating_sub(j.attached_since_unix_ms))
         )
     }
@@ -278,7 +279,7 @@ pub fn jvm_list_text(l: &JvmList, now_ms: u64) -> String {
         .max(12);
     let _ = writeln!(
         out,
-        "{:>7}  {:<jdk_width$} {:<8} {:>7} {:>12} {:>15} {:>9}  {:<18} main",
+        "{:>7}  {:<jdk_width$} {:<8} {:>7} {:>12} {:>15} {:>9}  {:<20} main",
         "pid", "jdk", "bba", "threads", "calls", "bytecodes", "nodes", "state"
     );
     let mut notes = String::new();
@@ -292,7 +293,7 @@ pub fn jvm_list_text(l: &JvmList, now_ms: u64) -> String {
         };
         let _ = writeln!(
             out,
-            "{:>7}  {:<jdk_width$} {:<8} {:>7} {:>12} {:>15} {:>9}  {:<18} {}",
+            "{:>7}  {:<jdk_width$} {:<8} {:>7} {:>12} {:>15} {:>9}  {:<20} {}",
             format!("{}{mark}", j.pid),
             if j.jdk_version.is_empty() {
                 "?"
@@ -552,9 +553,9 @@ mod tests {
         assert_eq!(
             t,
             concat!(
-                "    pid  jdk                       bba      threads        calls       bytecodes     nodes  state              main\n",
-                "      1  17.0.15+6-Debian-1deb12u1 precise      1/1           10             100         3  running 3s         Loop\n",
-                "     22  25                        precise      1/1           10             100         3  running 3s         Loop\n",
+                "    pid  jdk                       bba      threads        calls       bytecodes     nodes  state                main\n",
+                "      1  17.0.15+6-Debian-1deb12u1 precise      1/1           10             100         3  attached 3s ago      Loop\n",
+                "     22  25                        precise      1/1           10             100         3  attached 3s ago      Loop\n",
             )
         );
         assert_eq!(
