@@ -3,6 +3,10 @@
 //! records delivered byte for byte with the right tgid/tid, too-long and faulting
 //! records, re-send requests, a process in another mount namespace, exits, and a ring
 //! buffer forced to overflow. Needs root, gcc, systemtap-sdt-dev and unshare.
+//!
+//! Each test gives its library a name of its own and watches for that name only: a
+//! collector writes generations into every process mapping the library it watches,
+//! and must not disturb JVMs of other tests (or a jpd) running on the host.
 mod usdt_common;
 
 use std::path::Path;
@@ -140,11 +144,12 @@ fn records_generations_faults_and_exit() {
     require_root();
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let (lib, prog) = build(dir.path(), "libjpagent.so");
+    let (lib, prog) = build(dir.path(), "libjptest-records.so");
     let rt = runtime();
     let _enter = rt.enter();
     let sink = Arc::new(Mutex::new(Recording::default()));
-    let collector = UsdtCollector::start(options("libjpagent.so", 1 << 20), sink.clone()).unwrap();
+    let collector =
+        UsdtCollector::start(options("libjptest-records.so", 1 << 20), sink.clone()).unwrap();
 
     let mut agent = Agent::spawn(Command::new(&prog));
     let pid = agent.pid;
@@ -221,11 +226,17 @@ fn records_generations_faults_and_exit() {
         r.generations_of(pid) == [generation, second]
     });
 
-    // Counters reach the sink (other processes with a libjpagent.so may add to them).
+    // Counters reach the sink: this collector's program ran for this process only.
+    let fired = records.len() as u64 + 2;
     wait_for(&sink, WAIT, "the kernel counters", |r| {
-        let c = r.counters;
-        c.fired >= records.len() as u64 + 2 && c.too_long >= 1 && c.fault >= 1
+        r.counters.fired == fired
     });
+    let c = sink.lock().unwrap().counters;
+    assert_eq!(
+        (c.sent, c.too_long, c.fault, c.ring_full),
+        (fired, 1, 1, 0),
+        "{c:?}"
+    );
 
     // Exit: reported, and the file detached once nobody uses it.
     agent.exit();
@@ -249,11 +260,12 @@ fn hostile_bytes_arrive_unchanged_and_shutdown_drops_the_semaphore() {
     require_root();
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let (_lib, prog) = build(dir.path(), "libjpagent.so");
+    let (_lib, prog) = build(dir.path(), "libjptest-hostile.so");
     let rt = runtime();
     let _enter = rt.enter();
     let sink = Arc::new(Mutex::new(Recording::default()));
-    let collector = UsdtCollector::start(options("libjpagent.so", 4 << 20), sink.clone()).unwrap();
+    let collector =
+        UsdtCollector::start(options("libjptest-hostile.so", 4 << 20), sink.clone()).unwrap();
     let mut agent = Agent::spawn(Command::new(&prog));
     let pid = agent.pid;
     ready(&mut agent);
@@ -307,7 +319,7 @@ fn process_in_another_mount_namespace_killed() {
     let dir = tempfile::tempdir().unwrap();
     let built = dir.path().join("built");
     std::fs::create_dir(&built).unwrap();
-    let (lib, prog) = build(&built, "libjpagent.so");
+    let (lib, prog) = build(&built, "libjptest-ns.so");
     // An empty directory on the host; inside the namespace a tmpfs holds the agent.
     let mount_point = dir.path().join("container");
     std::fs::create_dir(&mount_point).unwrap();
@@ -320,12 +332,13 @@ fn process_in_another_mount_namespace_killed() {
     let rt = runtime();
     let _enter = rt.enter();
     let sink = Arc::new(Mutex::new(Recording::default()));
-    let collector = UsdtCollector::start(options("libjpagent.so", 1 << 20), sink.clone()).unwrap();
+    let collector =
+        UsdtCollector::start(options("libjptest-ns.so", 1 << 20), sink.clone()).unwrap();
     let mut cmd = Command::new("unshare");
     cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
     let mut agent = Agent::spawn(cmd);
     let pid = agent.pid;
-    let inner_lib = mount_point.join("libjpagent.so");
+    let inner_lib = mount_point.join("libjptest-ns.so");
     assert!(
         !inner_lib.exists(),
         "the library must be invisible from the host"

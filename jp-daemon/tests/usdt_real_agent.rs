@@ -40,7 +40,10 @@ public class Main {
 }
 "#;
 
-fn agent_library() -> PathBuf {
+/// A copy of the agent library under a name of its own in `dir` (one per test): each
+/// collector here watches for its name only, so that it writes no generation into JVMs of other tests
+/// (or a jpd) running on the host, which would make them re-send.
+fn agent_library(dir: &std::path::Path, name: &str) -> PathBuf {
     let path = std::env::var_os("JP_AGENT_LIB").map_or_else(
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/jp/libjpagent.so"),
         PathBuf::from,
@@ -50,7 +53,9 @@ fn agent_library() -> PathBuf {
         "no agent library at {}: build it (cargo xtask build) or set JP_AGENT_LIB",
         path.display()
     );
-    path
+    let copy = dir.join(name);
+    std::fs::copy(&path, &copy).unwrap();
+    copy
 }
 
 /// Compiles `Main` into `dir`.
@@ -68,8 +73,8 @@ fn compile_main(dir: &std::path::Path) {
 #[test]
 fn real_agent_records_arrive_complete_and_answer_resync() {
     require_root();
-    let lib = agent_library();
     let dir = tempfile::tempdir().unwrap();
+    let lib = agent_library(dir.path(), "libjptest-agent-resync.so");
     compile_main(dir.path());
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -80,6 +85,7 @@ fn real_agent_records_arrive_complete_and_answer_resync() {
     let _enter = rt.enter();
     let sink = Arc::new(Mutex::new(Recording::default()));
     let options = UsdtOptions {
+        library: "libjptest-agent-resync.so".into(),
         scan_interval: Duration::from_millis(100),
         ..UsdtOptions::default()
     };
@@ -175,8 +181,8 @@ fn real_agent_records_arrive_complete_and_answer_resync() {
 #[test]
 fn real_agent_into_the_jvm_store() {
     require_root();
-    let lib = agent_library();
     let dir = tempfile::tempdir().unwrap();
+    let lib = agent_library(dir.path(), "libjptest-agent-store.so");
     compile_main(dir.path());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -186,6 +192,7 @@ fn real_agent_into_the_jvm_store() {
     let _enter = rt.enter();
     let store = Arc::new(Mutex::new(JvmStore::new(JvmLimits::default())));
     let options = UsdtOptions {
+        library: "libjptest-agent-store.so".into(),
         scan_interval: Duration::from_millis(100),
         ..UsdtOptions::default()
     };
