@@ -7,8 +7,19 @@
 //!
 //! Interface as in `/work/notes/usdt-design.md`, with additions only: `ingest` also takes
 //! the event's bytes longer than the header says (the ring buffer pads: only
-//! `event.len` bytes are read), and the queries [`JvmStore::thread_trees`] and
-//! [`JvmStore::jvm_generation`].
+//! `event.len` bytes are read); `generation_written` creates the JVM if the collector did
+//! not report it first; the queries [`JvmStore::thread_trees`] (live threads only) and
+//! [`JvmStore::jvm_generation`] (per-JVM change counter, for Watch); `limits()`.
+//!
+//! Limits of what jpd can know (the wire format has no marker for them):
+//! - A re-send spanning several records has no "last record" flag: a thread counts as
+//!   synced from its RESYNC record on (the agent sends the whole re-send at one report
+//!   point, so the records arrive back to back).
+//! - The lost *last* record of a stream shows no sequence gap. Events without a record
+//!   (too long, fault) and ring-buffer overflow set a loss marker instead: the JVM is
+//!   incomplete until each of its live streams has sent again (and a re-send is asked).
+//! - Threads that stayed idle since jpd attached have sent nothing: the HELLO's
+//!   `live_threads` beyond the threads jpd knows shows as "N threads not yet reported".
 //!
 //! Rules (see the design for the protocol):
 //! - A record is validated whole before anything is applied: a malformed record changes
@@ -402,7 +413,7 @@ impl JvmStore {
             self.scratch = scratch;
             return;
         };
-        let out = jvm.apply(&rec, bytes.len(), &limits, &mut scratch, now);
+        let out = jvm.apply(&rec, &limits, &mut scratch, now);
         self.scratch = scratch;
         let stats = &mut self.stats;
         if out.accepted {

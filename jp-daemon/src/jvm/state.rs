@@ -208,7 +208,6 @@ impl Jvm {
     pub fn apply(
         &mut self,
         rec: &Record<'_>,
-        _len: usize,
         limits: &JvmLimits,
         scratch: &mut Vec<TreeEntry>,
         now: SystemTime,
