@@ -44,6 +44,18 @@
 //!   before its children.
 //! - [`KIND_JVM_END`] (stream 0, [`FLAG_END`]): empty body; the VM is dying and every
 //!   thread stream has sent its last record.
+//!
+//! # Ended threads
+//! A thread that ended while nobody listened, or before jpd restarted, cannot re-send its
+//! tree. So the agent keeps the merged tree of every ended thread and, when it answers a
+//! new generation, sends it as the tree stream [`STREAM_ENDED`] (RESYNC|ABSOLUTE) right
+//! after HELLO and the method table, before any thread record of that generation. It
+//! covers exactly the threads whose END was fired before it; a thread that ends later
+//! sends its own END as usual (and is folded into the agent's ended tree for the next
+//! generation, atomically with that END). So jpd, on a RESYNC of [`STREAM_ENDED`], drops
+//! the contributions of every thread stream that has ended and of the previous
+//! [`STREAM_ENDED`], then applies the new totals: the JVM's tree stays the exact sum of
+//! the live threads, the threads ended since, and this snapshot.
 
 /// First four bytes of every record: `JPW1`.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"JPW1");
@@ -68,6 +80,10 @@ pub const FLAG_ABSOLUTE: u32 = 2;
 /// The stream's last record (thread ended, or the JVM is dying).
 pub const FLAG_END: u32 = 4;
 pub const KNOWN_FLAGS: u32 = FLAG_RESYNC | FLAG_ABSOLUTE | FLAG_END;
+
+/// The tree stream carrying the merged trees of ended threads (see the module doc). Java
+/// thread ids are positive `long`s, so this id is never a thread's.
+pub const STREAM_ENDED: u64 = u64::MAX;
 
 /// USDT provider and probe name of the record probe in `libjpagent.so`.
 pub const PROBE_PROVIDER: &str = "jp";
