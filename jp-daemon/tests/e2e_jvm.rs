@@ -107,15 +107,12 @@ impl Jvm {
         }
     }
 
-    /// The host PID: the JVM itself, or the innermost child of a wrapper.
+    /// The host PID of the JVM: the child itself, or the innermost process under a wrapper
+    /// (`unshare --fork` puts the JVM one level down, once it has forked).
     fn host_pid(&self) -> u32 {
         let mut pid = self.child.id();
-        // unshare --fork and friends put the JVM one or two levels down.
-        for _ in 0..4 {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            if comm.trim() == "java" {
-                return pid;
-            }
+        let t0 = Instant::now();
+        loop {
             let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
                 .unwrap_or_default();
             match children
@@ -124,10 +121,21 @@ impl Jvm {
                 .and_then(|c| c.parse().ok())
             {
                 Some(c) => pid = c,
-                None => break,
+                None => {
+                    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+                    if exe.ends_with("bin/java") {
+                        return pid;
+                    }
+                    assert!(
+                        t0.elapsed() < Duration::from_secs(10),
+                        "no java process under pid {} (innermost {pid} runs {})",
+                        self.child.id(),
+                        exe.display()
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
             }
         }
-        panic!("no java process under pid {}", self.child.id());
     }
 
     /// Waits for the next "phase N done" line.
@@ -211,7 +219,7 @@ fn wait_listed(d: &Daemon, pid: u32, what: &str, pred: impl Fn(&Value) -> bool) 
 }
 
 fn is_exited(j: &Value) -> bool {
-    j.get("exited_at").is_some_and(|v| !v.is_null())
+    j.get("exited_unix_ms").is_some_and(|v| !v.is_null())
 }
 
 /// jpd's tree of `pid` in the agent's own `jp-mct/1` JSON.
