@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use clap::Parser;
 use jp_daemon::config::{Config, Source};
-use jp_daemon::export::Exporter;
+use jp_daemon::export::{self, Exporter};
 use jp_daemon::jvm::{JvmLimits, JvmStore};
 use jp_daemon::kernel::KernelCollector;
 use jp_daemon::notify::{self, Notifier};
@@ -161,7 +161,7 @@ struct Running {
     collector: KernelCollector,
     exporter: Option<Exporter>,
     auth: auth::Authorizer,
-    store: Arc<Store>,
+    sources: export::Sources,
     started: SystemTime,
 }
 
@@ -169,7 +169,7 @@ impl Running {
     async fn start_exporter(&mut self) -> anyhow::Result<()> {
         if self.config.export.enabled {
             let e =
-                Exporter::start(&self.config.export, Arc::clone(&self.store), self.started).await?;
+                Exporter::start(&self.config.export, self.sources.clone(), self.started).await?;
             log::info!("exporters on http://{}/metrics", e.local_addr());
             self.exporter = Some(e);
         }
@@ -308,7 +308,7 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
         collector,
         exporter: None,
         auth: authorizer.clone(),
-        store: Arc::clone(&store),
+        sources: export::Sources::new(Arc::clone(&store), Arc::clone(&jvm_store)),
         started,
     };
     rt.block_on(running.start_exporter())?;
@@ -383,7 +383,7 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
                 }
                 Event::Watchdog => {
                     if let Some(t) = watchdog {
-                        watchdog_ping(&notifier, &running.store, t, read_interval);
+                        watchdog_ping(&notifier, &running.sources.kernel, t, read_interval);
                     }
                 }
             }

@@ -1,5 +1,6 @@
-//! A real Prometheus (Debian's `prometheus`) scrapes jpd's /metrics; `promtool check
-//! metrics` accepts the exposition; every query of the Grafana dashboard
+//! A real Prometheus (Debian's `prometheus`) scrapes jpd's /metrics while a JVM with
+//! jp's agent runs; `promtool check metrics` accepts the exposition; every query of the
+//! Grafana dashboard
 //! (deploy/grafana/jp.json) runs on that Prometheus and returns series, and every
 //! metric the dashboard names is one jpd exports.
 mod fleet_common;
@@ -10,7 +11,9 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fleet_common::{free_port, http_get, one_at_a_time, tool, urlencode, Jpd};
+use fleet_common::{
+    binary, compile_fleet_paper, free_port, http_get, one_at_a_time, tool, urlencode, Java, Jpd,
+};
 use serde_json::Value;
 
 const DASHBOARD: &str = include_str!("../../deploy/grafana/jp.json");
@@ -155,8 +158,14 @@ fn promtool_accepts_the_exposition() {
 
 #[test]
 fn prometheus_scrapes_jpd_and_every_dashboard_query_has_data() {
+    let lib = binary("JP_AGENT_LIB");
+    let classes = tempfile::tempdir().expect("temp dir");
+    compile_fleet_paper(classes.path());
     let _one = one_at_a_time();
-    let jpd = Jpd::start("");
+    let jpd = Jpd::start("[usdt]\nscan_interval_ms = 100\n");
+    // A JVM for the JVM panels, with a first run counted.
+    let mut java = Java::start(&jpd, &lib, classes.path(), "bba=precise");
+    java.run_once();
     let prom = Prometheus::start(jpd.http);
 
     // Up, and enough scrapes for rate() over the dashboard's window.
@@ -232,6 +241,27 @@ fn prometheus_scrapes_jpd_and_every_dashboard_query_has_data() {
         let result = prom.query(&q);
         assert!(!result.is_empty(), "panel {title:?}: {q} returned nothing");
     }
+    // Another run while Prometheus watches: the JVM's counter moved by one run.
+    let before = prom.query("jp_jvm_calls_total{main=\"FleetPaper\"}");
+    java.run_once();
+    let t0 = Instant::now();
+    loop {
+        let now = prom.query("jp_jvm_calls_total{main=\"FleetPaper\"}");
+        if now.first().map(Prometheus::value) == Some(136.0) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "FleetPaper's calls went from {before:?} to {now:?}, not 136"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(
+        before.first().map(Prometheus::value),
+        Some(68.0),
+        "one run is 68 calls"
+    );
+    drop(java);
     drop(prom);
     jpd.stop();
 }

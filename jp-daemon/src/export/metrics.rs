@@ -30,18 +30,23 @@ pub struct Process {
 }
 
 /// Writes one metric family: HELP, TYPE, then its samples.
-struct Family<'a> {
+pub(super) struct Family<'a> {
     out: &'a mut String,
 }
 
 impl Family<'_> {
-    fn header<'o>(out: &'o mut String, name: &str, kind: &str, help: &str) -> Family<'o> {
+    pub(super) fn header<'o>(
+        out: &'o mut String,
+        name: &str,
+        kind: &str,
+        help: &str,
+    ) -> Family<'o> {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} {kind}");
         Family { out }
     }
 
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+    pub(super) fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
         self.out.push_str(name);
         if !labels.is_empty() {
             self.out.push('{');

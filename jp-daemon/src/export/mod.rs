@@ -1,16 +1,19 @@
-//! The HTTP exporters (opt-in, `[export]`): Prometheus `/metrics` and pprof profiles at
-//! `/debug/pprof/profile?seconds=N`, the pull model of Grafana Alloy's
+//! The HTTP exporters (opt-in, `[export]`): Prometheus `/metrics` and pprof profiles —
+//! the kernel's at `/debug/pprof/profile?seconds=N`, a JVM's Method Call Tree at
+//! `/debug/pprof/jvm?pid=P&seconds=N` — the pull model of Grafana Alloy's
 //! `pyroscope.scrape`. Served by axum, which tonic builds anyway.
 //!
-//! A profile with `seconds=N` is the difference of two readings of the store's totals
-//! N seconds apart; `seconds=0` is everything since jpd started. Without the
-//! parameter N is 30, as with Go's `net/http/pprof`.
+//! A profile with `seconds=N` is the difference of two readings N seconds apart;
+//! `seconds=0` is everything so far (since jpd started, or the JVM's whole tree).
+//! Without the parameter N is 30, as with Go's `net/http/pprof`.
 
+pub mod jvm_metrics;
+pub mod jvm_pprof;
 pub mod metrics;
 pub mod pprof;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -23,14 +26,38 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::config::ExportConfig;
+use crate::jvm::JvmStore;
 use crate::store::Store;
+
+/// What the exporters read. Built once per jpd, so that an exporter restarted by a
+/// reload keeps the JVM counters' history (they must never go down).
+#[derive(Clone)]
+pub struct Sources {
+    pub kernel: Arc<Store>,
+    pub jvm: Arc<Mutex<JvmStore>>,
+    pub jvm_totals: Arc<Mutex<jvm_metrics::JvmTotals>>,
+}
+
+impl Sources {
+    pub fn new(kernel: Arc<Store>, jvm: Arc<Mutex<JvmStore>>) -> Sources {
+        Sources {
+            kernel,
+            jvm,
+            jvm_totals: Arc::default(),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Go's default profile duration.
 pub const DEFAULT_PROFILE_SECONDS: u64 = 30;
 
 #[derive(Clone)]
 struct Ctx {
-    store: Arc<Store>,
+    sources: Sources,
     started: SystemTime,
     max_seconds: u64,
 }
@@ -47,7 +74,7 @@ impl Exporter {
     /// cannot be bound, so that a typo is an error at start or reload.
     pub async fn start(
         cfg: &ExportConfig,
-        store: Arc<Store>,
+        sources: Sources,
         started: SystemTime,
     ) -> anyhow::Result<Exporter> {
         let listener = tokio::net::TcpListener::bind(&cfg.listen)
@@ -55,7 +82,7 @@ impl Exporter {
             .with_context(|| format!("cannot listen on {} for [export]", cfg.listen))?;
         let addr = listener.local_addr().context("exporter address")?;
         let app = router(Ctx {
-            store,
+            sources,
             started,
             max_seconds: cfg.max_profile_seconds,
         });
@@ -101,21 +128,28 @@ fn router(ctx: Ctx) -> Router {
         .route("/", get(index))
         .route("/metrics", get(metrics_handler))
         .route("/debug/pprof/profile", get(kernel_profile))
+        .route("/debug/pprof/jvm", get(jvm_profile))
         .with_state(ctx)
 }
 
 async fn index() -> &'static str {
-    "jpd exporters:\n  /metrics                              Prometheus metrics\n  /debug/pprof/profile?seconds=N        kernel profile of the next N s (pprof, gzipped)\n"
+    "jpd exporters:\n  /metrics                              Prometheus metrics\n  /debug/pprof/profile?seconds=N        kernel profile of the next N s (pprof, gzipped)\n  /debug/pprof/jvm?pid=P&seconds=N      JVM P's method call tree of the next N s (pprof, gzipped)\n"
 }
 
 async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
-    let text = metrics::render(
-        &ctx.store.kernel_totals(),
+    let mut text = metrics::render(
+        &ctx.sources.kernel.kernel_totals(),
         &metrics::Process {
             version: env!("CARGO_PKG_VERSION"),
             started: ctx.started,
         },
     );
+    let (list, stats) = {
+        let jvm = lock(&ctx.sources.jvm);
+        (jvm.list(), jvm.stats())
+    };
+    let per_main = lock(&ctx.sources.jvm_totals).update(&list);
+    jvm_metrics::render(&mut text, &per_main, &stats);
     (
         [(
             header::CONTENT_TYPE,
@@ -124,6 +158,19 @@ async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
         text,
     )
         .into_response()
+}
+
+/// `pid` from a query string: `Ok(None)` when absent.
+fn pid_param(query: Option<&str>) -> Result<Option<u32>, String> {
+    for pair in query.unwrap_or("").split('&') {
+        if let Some(v) = pair.strip_prefix("pid=") {
+            return v
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("pid={v:?} is not a process id"));
+        }
+    }
+    Ok(None)
 }
 
 /// `seconds` from a query string; `Err` is the message for a 400.
@@ -155,14 +202,15 @@ async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Re
         Ok(s) => s,
         Err(msg) => return (StatusCode::BAD_REQUEST, msg + "\n").into_response(),
     };
+    let store = &ctx.sources.kernel;
     let (window, symbols, status, start) = if seconds == 0 {
-        let t = ctx.store.kernel_totals();
+        let t = store.kernel_totals();
         (t.counts, t.symbols, t.status, ctx.started)
     } else {
-        let before = ctx.store.kernel_totals();
+        let before = store.kernel_totals();
         let start = SystemTime::now();
         tokio::time::sleep(Duration::from_secs(seconds)).await;
-        let after = ctx.store.kernel_totals();
+        let after = store.kernel_totals();
         (
             pprof::window_counts(&after.counts, &before.counts),
             after.symbols,
@@ -187,13 +235,20 @@ async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Re
         time_nanos: unix_nanos(start),
         duration_nanos: i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX),
     };
-    match pprof::gzip(&pprof::kernel_profile(&w, &symbols)) {
+    gzipped_profile(
+        pprof::gzip(&pprof::kernel_profile(&w, &symbols)),
+        "kernel.pb.gz",
+    )
+}
+
+fn gzipped_profile(body: std::io::Result<Vec<u8>>, filename: &str) -> Response {
+    match body {
         Ok(body) => (
             [
-                (header::CONTENT_TYPE, "application/octet-stream"),
+                (header::CONTENT_TYPE, "application/octet-stream".to_string()),
                 (
                     header::CONTENT_DISPOSITION,
-                    "attachment; filename=\"kernel.pb.gz\"",
+                    format!("attachment; filename=\"{filename}\""),
                 ),
             ],
             body,
@@ -201,6 +256,56 @@ async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Re
             .into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
     }
+}
+
+/// A JVM's Method Call Tree, whole (`seconds=0`) or over the next N seconds.
+async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Response {
+    let q = query.as_deref();
+    let (pid, seconds) = match (pid_param(q), seconds_param(q, ctx.max_seconds)) {
+        (Ok(p), Ok(s)) => (p, s),
+        (Err(m), _) | (_, Err(m)) => return (StatusCode::BAD_REQUEST, m + "\n").into_response(),
+    };
+    let jvm = &ctx.sources.jvm;
+    let held = || {
+        let pids: Vec<String> = lock(jvm).list().iter().map(|j| j.pid.to_string()).collect();
+        if pids.is_empty() {
+            "jpd holds no JVM".to_string()
+        } else {
+            format!("jpd holds JVMs {}", pids.join(", "))
+        }
+    };
+    let Some(pid) = pid else {
+        return (
+            StatusCode::BAD_REQUEST,
+            format!("pid=P is required; {}\n", held()),
+        )
+            .into_response();
+    };
+    let Some(before) = lock(jvm).mct(pid) else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("no JVM with pid {pid}; {}\n", held()),
+        )
+            .into_response();
+    };
+    let tree = if seconds == 0 {
+        before
+    } else {
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+        match lock(jvm).mct(pid) {
+            Some(after) => jvm_pprof::mct_delta(&before, &after),
+            None => {
+                return (
+                    StatusCode::NOT_FOUND,
+                    format!("JVM {pid} left jpd's store during the profile\n"),
+                )
+                    .into_response()
+            }
+        }
+    };
+    let mut out = Vec::new();
+    let written = jp_mct::write_pprof(&tree, &mut out).map(|()| out);
+    gzipped_profile(written, &format!("jvm-{pid}.pb.gz"))
 }
 
 #[cfg(test)]
@@ -225,7 +330,10 @@ mod tests {
 
     #[tokio::test]
     async fn serves_metrics_and_rejects_bad_profiles_over_http() {
-        let store = Store::new();
+        let store = Sources::new(
+            Store::new(),
+            Arc::new(Mutex::new(JvmStore::new(crate::jvm::JvmLimits::default()))),
+        );
         let cfg = ExportConfig {
             enabled: true,
             listen: "127.0.0.1:0".into(),
@@ -256,6 +364,13 @@ mod tests {
         assert!(p.ends_with("seconds=11 is more than export.max_profile_seconds = 10\n"));
         let p = get("/debug/pprof/profile?seconds=0").await;
         assert!(p.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{p}");
+        let p = get("/debug/pprof/jvm?seconds=0").await;
+        assert!(p.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{p}");
+        assert!(p.ends_with("pid=P is required; jpd holds no JVM\n"), "{p}");
+        let p = get("/debug/pprof/jvm?pid=77&seconds=0").await;
+        assert!(p.starts_with("HTTP/1.1 404 Not Found\r\n"), "{p}");
+        assert!(p.ends_with("no JVM with pid 77; jpd holds no JVM\n"), "{p}");
+        assert!(m.contains("\njp_jvms{state=\"running\"} 0\n"), "{m}");
         e.stop().await;
         assert!(tokio::net::TcpStream::connect(addr).await.is_err());
     }

@@ -3,10 +3,10 @@
 //! tool or privilege FAILS the test with what to install.
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Tests that attach kernel probes run one at a time (two jpds would count each other).
@@ -290,5 +290,93 @@ pub fn read_dev_zero(d: Duration) {
         .collect();
     for h in handles {
         h.join().expect("workload thread");
+    }
+}
+
+pub fn jdk17() -> PathBuf {
+    let home = std::env::var_os("JP_JDK17").map_or_else(
+        || PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64"),
+        PathBuf::from,
+    );
+    assert!(
+        home.join("bin/javac").exists(),
+        "no JDK 17 at {}: cargo xtask setup installs it",
+        home.display()
+    );
+    home
+}
+
+/// FleetPaper.class (tests/fleet_jvm/FleetPaper.java) into `dir`.
+pub fn compile_fleet_paper(dir: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fleet_jvm/FleetPaper.java");
+    let st = Command::new(jdk17().join("bin/javac"))
+        .arg("-d")
+        .arg(dir)
+        .arg(&src)
+        .status()
+        .expect("run javac");
+    assert!(st.success(), "javac {}", src.display());
+}
+
+/// FleetPaper under jp's agent, driven through stdin.
+pub struct Java {
+    pub child: Child,
+    pub stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+impl Java {
+    /// Starts FleetPaper from `classes` with the agent `lib` and its `options`, and
+    /// waits until jpd has attached to it.
+    pub fn start(jpd: &Jpd, lib: &Path, classes: &Path, options: &str) -> Java {
+        let mut child = Command::new(jdk17().join("bin/java"))
+            .arg(format!("-agentpath:{}={options}", lib.display()))
+            .arg("-cp")
+            .arg(classes)
+            .arg("FleetPaper")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start java");
+        let pid = child.id();
+        let mut java = Java {
+            stdin: child.stdin.take().expect("stdin"),
+            stdout: BufReader::new(child.stdout.take().expect("stdout")),
+            child,
+        };
+        assert_eq!(java.line(), "ready");
+        // jpd holds the JVM once it found the process (and attached to its library);
+        // it writes the generation in the same scan.
+        let t0 = Instant::now();
+        while jpd.get(&format!("/debug/pprof/jvm?pid={pid}&seconds=0")).0 != 200 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "jpd did not find JVM {pid}:\n{}",
+                jpd.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        java
+    }
+
+    pub fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.stdout
+            .read_line(&mut l)
+            .expect("read the JVM's stdout");
+        l.trim_end().to_string()
+    }
+
+    pub fn run_once(&mut self) {
+        writeln!(self.stdin, "run").expect("write to the JVM");
+        self.stdin.flush().expect("flush");
+        assert_eq!(self.line(), "done");
+    }
+}
+
+impl Drop for Java {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

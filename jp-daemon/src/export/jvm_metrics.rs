@@ -1,0 +1,364 @@
+//! The JVM half of `/metrics`: totals per application — the JVM's main class, a set
+//! the deployments on a host fix, capped at [`MAX_MAINS`] labels (later ones are
+//! `main="other"`) — and the ingest health of the USDT path. Never a pid, thread or
+//! method label.
+//!
+//! JVMs leave the store (exit + retention); their counts must not leave the counters,
+//! or Prometheus would see a counter go down (a reset, i.e. a spike in every rate).
+//! [`JvmTotals`] keeps what departed JVMs had counted, per label.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::SystemTime;
+
+use super::metrics::Family;
+use crate::jvm::{IngestStats, JvmSummary};
+
+/// Distinct `main` label values before new ones become "other".
+pub const MAX_MAINS: usize = 50;
+/// Longest `main` label value (characters); longer names are cut.
+const MAX_MAIN_CHARS: usize = 100;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MainTotals {
+    pub calls: u64,
+    pub bytecodes: u64,
+    pub threads_live: u64,
+    pub jvms: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Seen {
+    label: String,
+    attached_since: SystemTime,
+    calls: u64,
+    bytecodes: u64,
+}
+
+/// Monotonic per-label sums over every JVM jpd ever held.
+#[derive(Debug, Default)]
+pub struct JvmTotals {
+    seen: HashMap<u32, Seen>,
+    retired: BTreeMap<String, (u64, u64)>,
+}
+
+impl JvmTotals {
+    fn label_for(&self, main: &str) -> String {
+        let name = if main.is_empty() { "unknown" } else { main };
+        let name: String = name.chars().take(MAX_MAIN_CHARS).collect();
+        let known = self.retired.contains_key(&name) || self.seen.values().any(|s| s.label == name);
+        let mut labels: Vec<&str> = self.retired.keys().map(String::as_str).collect();
+        labels.extend(self.seen.values().map(|s| s.label.as_str()));
+        labels.sort_unstable();
+        labels.dedup();
+        if known || labels.len() < MAX_MAINS {
+            name
+        } else {
+            "other".into()
+        }
+    }
+
+    fn retire(&mut self, s: Seen) {
+        let r = self.retired.entry(s.label).or_default();
+        r.0 = r.0.saturating_add(s.calls);
+        r.1 = r.1.saturating_add(s.bytecodes);
+    }
+
+    /// Folds the store's current list in; returns the totals per label.
+    pub fn update(&mut self, list: &[JvmSummary]) -> BTreeMap<String, MainTotals> {
+        let present: std::collections::HashSet<u32> = list.iter().map(|j| j.pid).collect();
+        let gone: Vec<u32> = self
+            .seen
+            .keys()
+            .filter(|p| !present.contains(p))
+            .copied()
+            .collect();
+        for pid in gone {
+            if let Some(s) = self.seen.remove(&pid) {
+                self.retire(s);
+            }
+        }
+        let mut out: BTreeMap<String, MainTotals> = BTreeMap::new();
+        // Before its HELLO a JVM has counted nothing and its `main` is only a guess
+        // from the command line: it gets a label once the agent has named it.
+        for j in list.iter().filter(|j| !j.jdk_version.is_empty()) {
+            // The same pid for another JVM (reused pid): the old one is retired.
+            if let Some(old) = self.seen.get(&j.pid) {
+                if old.attached_since != j.attached_since
+                    || j.calls < old.calls
+                    || j.bytecodes < old.bytecodes
+                {
+                    if let Some(old) = self.seen.remove(&j.pid) {
+                        self.retire(old);
+                    }
+                }
+            }
+            let label = match self.seen.get(&j.pid) {
+                Some(s) => s.label.clone(),
+                None => self.label_for(&j.main),
+            };
+            self.seen.insert(
+                j.pid,
+                Seen {
+                    label: label.clone(),
+                    attached_since: j.attached_since,
+                    calls: j.calls,
+                    bytecodes: j.bytecodes,
+                },
+            );
+            let t = out.entry(label).or_default();
+            t.calls = t.calls.saturating_add(j.calls);
+            t.bytecodes = t.bytecodes.saturating_add(j.bytecodes);
+            if j.exited_at.is_none() {
+                t.threads_live += u64::from(j.threads_live);
+                t.jvms += 1;
+            }
+        }
+        for (label, (calls, bytecodes)) in &self.retired {
+            let t = out.entry(label.clone()).or_default();
+            t.calls = t.calls.saturating_add(*calls);
+            t.bytecodes = t.bytecodes.saturating_add(*bytecodes);
+        }
+        out
+    }
+}
+
+/// Appends the JVM families to `out`.
+pub fn render(out: &mut String, per_main: &BTreeMap<String, MainTotals>, stats: &IngestStats) {
+    type Get = fn(&MainTotals) -> f64;
+    let per: [(&str, &str, &str, Get); 4] = [
+        (
+            "jp_jvm_calls_total",
+            "counter",
+            "Method invocations jp's agent counted, by main class (exited JVMs included).",
+            |t| t.calls as f64,
+        ),
+        (
+            "jp_jvm_bytecodes_total",
+            "counter",
+            "Bytecodes executed as jp's agent counted them, by main class (exited JVMs included).",
+            |t| t.bytecodes as f64,
+        ),
+        (
+            "jp_jvm_threads",
+            "gauge",
+            "Live Java threads of running JVMs, by main class.",
+            |t| t.threads_live as f64,
+        ),
+        (
+            "jp_jvm_running",
+            "gauge",
+            "Running JVMs jpd receives profiles from, by main class.",
+            |t| t.jvms as f64,
+        ),
+    ];
+    for (name, kind, help, get) in per {
+        let mut f = Family::header(out, name, kind, help);
+        for (main, t) in per_main {
+            f.sample(name, &[("main", main)], get(t));
+        }
+    }
+    let name = "jp_jvms";
+    let mut f = Family::header(
+        out,
+        name,
+        "gauge",
+        "JVMs in jpd's store, running or exited (kept for the retention time).",
+    );
+    f.sample(name, &[("state", "running")], f64::from(stats.jvms_running));
+    f.sample(name, &[("state", "exited")], f64::from(stats.jvms_exited));
+
+    for (name, help, v) in [
+        (
+            "jp_jvm_records_total",
+            "Agent records jpd decoded.",
+            stats.records,
+        ),
+        (
+            "jp_jvm_record_bytes_total",
+            "Bytes of agent records jpd received.",
+            stats.bytes,
+        ),
+        (
+            "jp_jvm_records_lost_total",
+            "Agent records lost (sequence gaps); each one makes jpd ask for a re-send.",
+            stats.lost,
+        ),
+        (
+            "jp_jvm_resync_requests_total",
+            "Re-sends jpd asked agents for.",
+            stats.resync_requests,
+        ),
+        (
+            "jp_jvm_limit_drops_total",
+            "Updates dropped because a per-JVM limit was reached.",
+            stats.limit_drops.saturating_add(stats.jvm_limit_drops),
+        ),
+        (
+            "jp_usdt_probe_hits_total",
+            "Times an agent's jp:record USDT probe fired.",
+            stats.kernel.fired,
+        ),
+    ] {
+        Family::header(out, name, "counter", help).sample(name, &[], v as f64);
+    }
+    let name = "jp_jvm_records_malformed_total";
+    let mut f = Family::header(
+        out,
+        name,
+        "counter",
+        "Agent records jpd rejected as malformed, by reason.",
+    );
+    let by_reason = stats.malformed.by_reason();
+    if by_reason.is_empty() {
+        f.sample(name, &[("reason", "none")], 0.0);
+    }
+    for (reason, n) in by_reason {
+        f.sample(name, &[("reason", reason)], n as f64);
+    }
+    let name = "jp_usdt_records_dropped_total";
+    let mut f = Family::header(
+        out,
+        name,
+        "counter",
+        "Records the eBPF program could not pass on, by reason.",
+    );
+    for (reason, n) in [
+        ("ring_full", stats.kernel.ring_full),
+        ("fault", stats.kernel.fault),
+        ("too_long", stats.kernel.too_long),
+    ] {
+        f.sample(name, &[("reason", reason)], n as f64);
+    }
+    for (name, help, v) in [
+        (
+            "jp_jvm_store_nodes",
+            "Calling-context nodes jpd holds for all JVMs.",
+            stats.nodes,
+        ),
+        (
+            "jp_jvm_store_memory_bytes",
+            "Memory jpd's JVM store uses (estimate).",
+            stats.memory_bytes,
+        ),
+    ] {
+        Family::header(out, name, "gauge", help).sample(name, &[], v as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn jvm(pid: u32, main: &str, calls: u64, bytecodes: u64, since: u64) -> JvmSummary {
+        JvmSummary {
+            pid,
+            ns_pid: None,
+            main: main.into(),
+            cmdline: String::new(),
+            exe: String::new(),
+            jdk_version: "17".into(),
+            agent_version: String::new(),
+            bba: "default".into(),
+            granularity: 0,
+            jvm_start_unix_ms: 0,
+            threads_live: 3,
+            threads_total: 3,
+            calls,
+            bytecodes,
+            attached_since: UNIX_EPOCH + Duration::from_secs(since),
+            exited_at: None,
+            finished: false,
+            complete: true,
+            incomplete_reason: String::new(),
+            records_lost: 0,
+            records_malformed: 0,
+            limit_drops: 0,
+            records: 0,
+            nodes: 0,
+            methods: 0,
+            last_update: None,
+            memory_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn counts_of_departed_jvms_stay_in_their_labels() {
+        let mut t = JvmTotals::default();
+        let a = t.update(&[jvm(10, "app.Main", 5, 50, 1), jvm(11, "app.Main", 1, 10, 1)]);
+        assert_eq!(
+            a["app.Main"],
+            MainTotals {
+                calls: 6,
+                bytecodes: 60,
+                threads_live: 6,
+                jvms: 2
+            }
+        );
+        // 11 leaves the store; 10 goes on counting.
+        let a = t.update(&[jvm(10, "app.Main", 7, 70, 1)]);
+        assert_eq!((a["app.Main"].calls, a["app.Main"].bytecodes), (8, 80));
+        // pid 10 reused by another JVM: the old counts are kept.
+        let a = t.update(&[jvm(10, "app.Main", 2, 2, 99)]);
+        assert_eq!((a["app.Main"].calls, a["app.Main"].bytecodes), (10, 82));
+        assert_eq!(a["app.Main"].jvms, 1);
+        let a = t.update(&[]);
+        assert_eq!((a["app.Main"].calls, a["app.Main"].jvms), (10, 0));
+    }
+
+    #[test]
+    fn a_jvm_is_labelled_once_it_said_hello() {
+        let mut t = JvmTotals::default();
+        let mut early = jvm(5, "/usr/bin/java -cp x App", 0, 0, 1);
+        early.jdk_version.clear();
+        assert!(t.update(&[early]).is_empty());
+        let a = t.update(&[jvm(5, "App", 3, 30, 1)]);
+        assert_eq!(a.keys().collect::<Vec<_>>(), ["App"]);
+    }
+
+    #[test]
+    fn labels_are_bounded() {
+        let mut t = JvmTotals::default();
+        let many: Vec<JvmSummary> = (0..MAX_MAINS as u32 + 5)
+            .map(|i| jvm(100 + i, &format!("m{i:03}"), 1, 1, 1))
+            .collect();
+        let a = t.update(&many);
+        assert_eq!(a.len(), MAX_MAINS + 1);
+        assert_eq!(a["other"].jvms, 5);
+        let a = t.update(&[jvm(1, &"x".repeat(500), 1, 1, 1), jvm(2, "", 1, 1, 1)]);
+        assert!(a.keys().all(|k| k.chars().count() <= MAX_MAIN_CHARS));
+        assert!(a.contains_key("other"));
+    }
+
+    #[test]
+    fn exposition() {
+        let per: BTreeMap<String, MainTotals> = [(
+            "Paper".to_string(),
+            MainTotals {
+                calls: 78,
+                bytecodes: 624,
+                threads_live: 1,
+                jvms: 1,
+            },
+        )]
+        .into();
+        let stats = IngestStats {
+            records: 4,
+            jvms_running: 1,
+            ..IngestStats::default()
+        };
+        let mut out = String::new();
+        render(&mut out, &per, &stats);
+        for line in [
+            "# TYPE jp_jvm_calls_total counter\njp_jvm_calls_total{main=\"Paper\"} 78\n",
+            "jp_jvm_bytecodes_total{main=\"Paper\"} 624\n",
+            "# TYPE jp_jvm_threads gauge\njp_jvm_threads{main=\"Paper\"} 1\n",
+            "jp_jvms{state=\"running\"} 1\njp_jvms{state=\"exited\"} 0\n",
+            "jp_jvm_records_total 4\n",
+            "jp_jvm_records_malformed_total{reason=\"none\"} 0\n",
+            "jp_usdt_records_dropped_total{reason=\"ring_full\"} 0\n",
+        ] {
+            assert!(out.contains(line), "{line:?} not in:\n{out}");
+        }
+    }
+}

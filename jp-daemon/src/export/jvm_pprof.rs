@@ -1,0 +1,111 @@
+//! A JVM's Method Call Tree over a time window: the difference of two snapshots of the
+//! merged tree, context by context (a context is its path of methods from the root),
+//! written by `jp_mct::write_pprof` (sample types calls and bytecodes).
+
+use jp_mct::{Mct, MethodInfo};
+
+/// `after - before` per calling context; contexts new in `after` keep their counts.
+/// Counts never go below zero (a re-send may briefly show less than before).
+pub fn mct_delta(before: &Mct, after: &Mct) -> Mct {
+    let mut out = Mct::new(&after.bba);
+    // (node in `after`, same context in `before` if any, node in `out`)
+    let mut stack: Vec<(usize, Option<usize>, usize)> = vec![(0, Some(0), 0)];
+    while let Some((a, b, o)) = stack.pop() {
+        let Some(node) = after.nodes.get(a) else {
+            continue;
+        };
+        for &c in &node.children {
+            let Some(cn) = after.nodes.get(c) else {
+                continue;
+            };
+            let bc = b.and_then(|b| before.nodes.get(b)).and_then(|bn| {
+                bn.children.iter().copied().find(|&x| {
+                    before
+                        .nodes
+                        .get(x)
+                        .is_some_and(|x| x.method == cn.method && x.file == cn.file)
+                })
+            });
+            let (pc, pb) = bc
+                .and_then(|x| before.nodes.get(x))
+                .map_or((0, 0), |x| (x.calls, x.bytecodes));
+            let oc = out.add(
+                o,
+                MethodInfo {
+                    name: cn.method.clone(),
+                    file: cn.file.clone(),
+                },
+                cn.calls.saturating_sub(pc),
+                cn.bytecodes.saturating_sub(pb),
+            );
+            stack.push((c, bc, oc));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn info(name: &str) -> MethodInfo {
+        MethodInfo {
+            name: Arc::from(name),
+            file: None,
+        }
+    }
+
+    /// (path, calls, bytecodes) of every node but the root, sorted.
+    fn rows(t: &Mct) -> Vec<(String, u64, u64)> {
+        let mut out = Vec::new();
+        for (i, n) in t.nodes.iter().enumerate().skip(1) {
+            let mut path = vec![n.method.to_string()];
+            let mut at = n.parent;
+            while let Some(p) = at.filter(|&p| p != 0) {
+                path.push(t.nodes[p].method.to_string());
+                at = t.nodes[p].parent;
+            }
+            path.reverse();
+            out.push((path.join(">"), t.nodes[i].calls, t.nodes[i].bytecodes));
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn delta_is_per_context() {
+        let mut before = Mct::new("precise");
+        let m = before.add(0, info("M.main"), 1, 5);
+        let f = before.add(m, info("M.f"), 2, 20);
+        before.add(f, info("M.h"), 4, 4);
+        before.add(m, info("M.h"), 1, 1);
+
+        let mut after = Mct::new("precise");
+        let m = after.add(0, info("M.main"), 1, 5);
+        let h_top = after.add(m, info("M.h"), 3, 3);
+        let f = after.add(m, info("M.f"), 5, 50);
+        after.add(f, info("M.h"), 4, 4);
+        after.add(f, info("M.g"), 7, 70);
+        let _ = h_top;
+
+        let d = mct_delta(&before, &after);
+        assert_eq!(d.bba, "precise");
+        assert_eq!(
+            rows(&d),
+            [
+                ("M.main".to_string(), 0, 0),
+                ("M.main>M.f".to_string(), 3, 30),
+                ("M.main>M.f>M.g".to_string(), 7, 70),
+                ("M.main>M.f>M.h".to_string(), 0, 0),
+                ("M.main>M.h".to_string(), 2, 2),
+            ]
+        );
+        // Against an empty tree, the delta is the tree itself.
+        assert_eq!(rows(&mct_delta(&Mct::new("precise"), &after)), rows(&after));
+        // Parents come before children (the writers rely on it).
+        for (i, n) in d.nodes.iter().enumerate() {
+            assert!(n.parent.is_none_or(|p| p < i));
+        }
+    }
+}
