@@ -1,7 +1,8 @@
 //! Measures the JVM store's ingest speed and memory per node (run in release):
-//! `cargo run --release -p jp-daemon --example jvm_ingest_bench -- [NODES] [UPDATES]`.
+//! `cargo run --release -p jp-daemon --example jvm_ingest_bench -- [NODES] [UPDATES]
+//! [ENTRIES_PER_RECORD]`.
 
-use jp_daemon::jvm::bench::ingest_throughput;
+use jp_daemon::jvm::bench::ingest_throughput_with;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -10,12 +11,14 @@ fn main() {
         .next()
         .and_then(|a| a.parse().ok())
         .unwrap_or(50_000_000);
-    let b = ingest_throughput(nodes, updates);
+    let per = args.next().and_then(|a| a.parse().ok()).unwrap_or(4000);
+    let b = ingest_throughput_with(nodes, updates, per);
     if b.node_updates == 0 {
         eprintln!("jvm_ingest_bench: records were dropped, the measure is void: {b:?}");
         std::process::exit(1);
     }
     println!("nodes                 {}", b.nodes);
+    println!("entries/record        {}", b.entries_per_record);
     println!("delta records         {}", b.records);
     println!("node updates          {}", b.node_updates);
     println!("seconds               {:.3}", b.seconds);
@@ -25,7 +28,11 @@ fn main() {
         "node updates/cpu-s    {:.0} (one core)",
         b.updates_per_cpu_sec
     );
-    println!("records/s             {:.0}", b.records_per_sec);
+    println!("records/s             {:.0} (wall)", b.records_per_sec);
+    println!(
+        "records/cpu-s         {:.0} (one core)",
+        b.records_per_cpu_sec
+    );
     println!(
         "MB/s of records       {:.1}",
         b.bytes as f64 / b.seconds / 1e6

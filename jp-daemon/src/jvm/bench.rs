@@ -12,6 +12,8 @@ use super::{JvmLimits, JvmStore};
 pub struct IngestBench {
     /// Nodes of the tree the deltas update (one thread, so also the merged tree's).
     pub nodes: usize,
+    /// Entries of each delta record (the last record of a set may have fewer).
+    pub entries_per_record: usize,
     /// Delta records ingested in the timed part, and the node updates they carried.
     pub records: u64,
     pub node_updates: u64,
@@ -24,6 +26,7 @@ pub struct IngestBench {
     pub updates_per_sec: f64,
     pub updates_per_cpu_sec: f64,
     pub records_per_sec: f64,
+    pub records_per_cpu_sec: f64,
     /// Store memory per merged-tree node while the thread lives (merged tree + the
     /// thread's own node map and counts + method table), and after it ended (merged
     /// tree only).
@@ -131,6 +134,17 @@ fn tree_records(
 /// ingests delta records of random nodes until `updates` node updates were applied, and
 /// measures the time of that part alone.
 pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
+    ingest_throughput_with(nodes, updates, 4000)
+}
+
+/// [`ingest_throughput`] with delta records of `entries_per_record` entries (at most what
+/// fits a record, about 4000): small records measure the cost per record.
+pub fn ingest_throughput_with(
+    nodes: usize,
+    updates: u64,
+    entries_per_record: usize,
+) -> IngestBench {
+    let per = entries_per_record.clamp(1, 4000);
     let nodes = nodes.max(1);
     let limits = JvmLimits {
         max_nodes_per_jvm: nodes + 1,
@@ -173,8 +187,9 @@ pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
 
     // Delta records over random nodes (a few distinct sets, re-used with new seqs).
     let mut deltas = Vec::new();
-    for _ in 0..16 {
-        let entries: Vec<TreeEntry> = (0..4000)
+    let sets = (64_000 / per).clamp(16, 4096);
+    for _ in 0..sets {
+        let entries: Vec<TreeEntry> = (0..per)
             .map(|_| TreeEntry {
                 node: 1 + rng.below(nodes as u64) as u32,
                 definition: None,
@@ -242,6 +257,7 @@ pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
     let merged = (ended.nodes.max(1)) as f64;
     IngestBench {
         nodes,
+        entries_per_record: per,
         records,
         node_updates: if ok { done } else { 0 },
         bytes,
@@ -250,6 +266,7 @@ pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
         updates_per_sec: if ok { done as f64 / seconds } else { 0.0 },
         updates_per_cpu_sec: if ok { done as f64 / cpu_seconds } else { 0.0 },
         records_per_sec: records as f64 / seconds,
+        records_per_cpu_sec: records as f64 / cpu_seconds,
         bytes_per_node_live: live.memory_bytes as f64 / merged,
         bytes_per_node_ended: ended.memory_bytes as f64 / merged,
         rss_bytes_per_node_live: rss_growth as f64 / merged,
