@@ -19,6 +19,7 @@ use jp_common::wire::{
     FLAG_ABSOLUTE, FLAG_RESYNC, KIND_HELLO, KIND_METHODS, KIND_TREE, MAX_RECORD,
 };
 use jp_daemon::usdt::collector::{UsdtCollector, UsdtOptions};
+use jp_daemon::usdt::control;
 use usdt_common::fake_agent::{build, require_root, wait_for, write_records, Agent, Recording};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -173,6 +174,7 @@ fn records_generations_faults_and_exit() {
         .find(|f| same_file(&lib, f.dev, f.inode))
         .unwrap_or_else(|| panic!("{status:?}"));
     assert_eq!(file.path, lib.display().to_string());
+    let (dev, inode) = (file.dev, file.inode);
     assert_eq!(file.sites, 1);
     assert!(file.users.contains(&pid));
 
@@ -224,6 +226,16 @@ fn records_generations_faults_and_exit() {
     assert!(second > generation);
     wait_for(&sink, WAIT, "the second generation", |r| {
         r.generations_of(pid) == [generation, second]
+    });
+
+    // Another tracer writes a generation of its own: jpd follows it, so that it
+    // accepts the re-send answering it.
+    let symbol = control::control_symbol(&std::fs::read(&lib).unwrap()).unwrap();
+    let addr = control::address_in(pid, dev, inode, &symbol).unwrap();
+    let foreign = second + 12_345;
+    control::write_generation(pid, addr, foreign).unwrap();
+    wait_for(&sink, WAIT, "the foreign generation", |r| {
+        r.generations_of(pid) == [generation, second, foreign]
     });
 
     // Counters reach the sink: this collector's program ran for this process only.

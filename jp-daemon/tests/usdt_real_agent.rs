@@ -27,7 +27,12 @@ public class Main {
     static long fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
     public static void main(String[] args) throws Exception {
         long until = System.currentTimeMillis() + Long.parseLong(args[0]);
-        Thread t = new Thread(() -> { long s = 0; for (int i = 0; i < 200; i++) s += fib(18); System.out.println(s); }, "worker");
+        // Runs as long as main: alive when the collector attaches, whatever the timing.
+        Thread t = new Thread(() -> {
+            long s = 0;
+            while (System.currentTimeMillis() < until) { s += fib(18); try { Thread.sleep(20); } catch (InterruptedException e) { } }
+            System.out.println(s);
+        }, "worker");
         t.start();
         long sum = 0;
         while (System.currentTimeMillis() < until) {
@@ -73,6 +78,7 @@ fn compile_main(dir: &std::path::Path) {
 #[test]
 fn real_agent_records_arrive_complete_and_answer_resync() {
     require_root();
+    let _ = env_logger::builder().is_test(true).try_init();
     let dir = tempfile::tempdir().unwrap();
     let lib = agent_library(dir.path(), "libjptest-agent-resync.so");
     compile_main(dir.path());
@@ -181,6 +187,7 @@ fn real_agent_records_arrive_complete_and_answer_resync() {
 #[test]
 fn real_agent_into_the_jvm_store() {
     require_root();
+    let _ = env_logger::builder().is_test(true).try_init();
     let dir = tempfile::tempdir().unwrap();
     let lib = agent_library(dir.path(), "libjptest-agent-store.so");
     compile_main(dir.path());

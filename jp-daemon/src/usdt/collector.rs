@@ -30,7 +30,7 @@ use anyhow::Context as _;
 use jp_common::wire::{EventHeader, PROBE_NAME, PROBE_PROVIDER};
 
 use super::attach::{BpfLink, UprobeEvent, UprobePmu};
-use super::control::{self, ControlError, GenerationClock};
+use super::control::{self, ControlError, ControlSymbol, GenerationClock};
 pub use super::discovery::ProcessInfo;
 use super::discovery::{self, Found};
 use super::maps::{self, MappedFile};
@@ -249,7 +249,7 @@ struct AttachedFile {
     shown: String,
     sites: Vec<Site>,
     /// File offset of the control block, if the library exports one.
-    control_offset: Option<u64>,
+    control: Option<ControlSymbol>,
     users: BTreeSet<u32>,
 }
 
@@ -266,7 +266,14 @@ struct Site {
 struct Process {
     start_time: u64,
     key: FileKey,
+    /// File offset of the library's control block, if it exports one.
+    control: Option<ControlSymbol>,
+    /// Its address in the process, once found.
     control_addr: Option<u64>,
+    /// The generation last written (or adopted, see [`Manager::adopt_generations`]).
+    generation: Option<u64>,
+    /// Another tracer was seen writing generations (logged once).
+    shared: bool,
 }
 
 struct Manager<S> {
@@ -330,6 +337,7 @@ impl<S: RecordSink> Manager<S> {
         for pid in exited {
             self.gone(pid, now);
         }
+        self.adopt_generations();
         lock(&self.sink).expire(now);
         self.scans += 1;
         self.last_scan = started.elapsed();
@@ -373,31 +381,48 @@ impl<S: RecordSink> Manager<S> {
             return;
         };
         file.users.insert(found.pid);
-        let control_offset = file.control_offset;
+        let control = file.control;
         let info = discovery::process_info(found.pid, found.start_time);
         lock(&self.sink).process_found(found.pid, info, now);
-        let control_addr = control_offset.and_then(|offset| {
-            match control::address_in(found.pid, key.0, key.1, offset) {
-                Ok(addr) => Some(addr),
-                Err(ControlError::Gone) => None,
-                Err(e) => {
-                    self.error(format!(
-                        "process {}: control block not found: {e}",
-                        found.pid
-                    ));
-                    None
-                }
-            }
-        });
         self.procs.insert(
             found.pid,
             Process {
                 start_time: found.start_time,
                 key,
-                control_addr,
+                control,
+                control_addr: None,
+                generation: None,
+                shared: false,
             },
         );
-        self.write_generation(found.pid);
+        self.first_contact(found.pid);
+    }
+
+    /// Writes the first generation into a process once its control block is mapped: a
+    /// scan can find a library whose data segment the loader has not mapped yet, so a
+    /// process without a generation is tried again at every tick.
+    fn first_contact(&mut self, pid: u32) {
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        if p.generation.is_some() {
+            return;
+        }
+        let Some(symbol) = p.control else {
+            return;
+        };
+        if p.control_addr.is_none() {
+            match control::address_in(pid, p.key.0, p.key.1, &symbol) {
+                Ok(addr) => p.control_addr = Some(addr),
+                // Not mapped yet, or exiting: the next scan tries again, or sees the exit.
+                Err(ControlError::NotMapped) | Err(ControlError::Gone) => return,
+                Err(e) => {
+                    self.error(format!("process {pid}: control block not found: {e}"));
+                    return;
+                }
+            }
+        }
+        self.write_generation(pid);
     }
 
     /// Opens the library through a host path, reads its probe sites and control block,
@@ -441,7 +466,7 @@ impl<S: RecordSink> Manager<S> {
                 sites.len()
             )));
         }
-        let control_offset = match control::control_file_offset(&data) {
+        let control = match control::control_symbol(&data) {
             Ok(offset) => Some(offset),
             Err(e) => {
                 log::warn!(
@@ -459,7 +484,7 @@ impl<S: RecordSink> Manager<S> {
                 mapped.path.clone()
             },
             sites: Vec::new(),
-            control_offset,
+            control,
             users: BTreeSet::new(),
         };
         for probe in sites {
@@ -556,16 +581,72 @@ impl<S: RecordSink> Manager<S> {
         match control::write_generation(pid, addr, generation) {
             Ok(()) => {
                 self.generations += 1;
+                if let Some(p) = self.procs.get_mut(&pid) {
+                    p.generation = Some(generation);
+                }
                 lock(&self.sink).generation_written(pid, generation);
             }
             // The next scan reports the exit.
             Err(ControlError::Gone) => {}
+            // Before the first generation: the address may have been found while the
+            // loader was still mapping the library; look it up again at the next scan.
+            Err(ControlError::BadMagic(magic))
+                if self.procs.get(&pid).is_some_and(|p| p.generation.is_none()) =>
+            {
+                if let Some(p) = self.procs.get_mut(&pid) {
+                    p.control_addr = None;
+                }
+                log::debug!("USDT: process {pid}: control block magic {magic:#x}, trying again");
+            }
             Err(e) => self.error(format!("process {pid}: cannot write the generation: {e}")),
         }
     }
 
-    /// Re-send requests, counters and the status snapshot.
+    /// Another tracer on the host (a second jpd, a test) writes its own generations
+    /// into the same control blocks, and the agents answer the latest one: records
+    /// then carry a generation this jpd did not write, and its store would wait for a
+    /// re-send of its own forever. So a generation found in the block that this jpd did
+    /// not write is adopted as if written here: every tracer then accepts the re-send
+    /// that all of them receive.
+    fn adopt_generations(&mut self) {
+        let mut adopted = Vec::new();
+        for (&pid, p) in &mut self.procs {
+            let (Some(addr), Some(ours)) = (p.control_addr, p.generation) else {
+                continue;
+            };
+            let Ok(current) = control::read_generation(pid, addr) else {
+                continue;
+            };
+            if current != ours && current != 0 {
+                if !p.shared {
+                    log::info!(
+                        "USDT: process {pid}: another tracer wrote generation {current} (a second jpd?); following it"
+                    );
+                    p.shared = true;
+                }
+                p.generation = Some(current);
+                adopted.push((pid, current));
+            }
+        }
+        if !adopted.is_empty() {
+            let mut sink = lock(&self.sink);
+            for (pid, generation) in adopted {
+                sink.generation_written(pid, generation);
+            }
+        }
+    }
+
+    /// First contacts still pending, re-send requests, counters and the status snapshot.
     fn tick(&mut self) {
+        let pending: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.generation.is_none() && p.control.is_some())
+            .map(|(&pid, _)| pid)
+            .collect();
+        for pid in pending {
+            self.first_contact(pid);
+        }
         let resync = lock(&self.sink).take_resync_requests();
         for pid in resync {
             self.write_generation(pid);

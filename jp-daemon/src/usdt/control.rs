@@ -45,43 +45,85 @@ impl From<io::Error> for ControlError {
     }
 }
 
-/// File offset of the control block in the library image `data`.
-pub fn control_file_offset(data: &[u8]) -> Result<u64, ControlError> {
+/// Where the control block is in the library file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControlSymbol {
+    /// The symbol's link-time address.
+    pub vaddr: u64,
+    /// Its file offset.
+    pub file_offset: u64,
+    /// Link-time address of the first `PT_LOAD` segment, page-aligned down: the
+    /// mapping of file offset 0 is there, plus the load bias.
+    pub base_vaddr: u64,
+}
+
+const PAGE: u64 = 4096;
+
+/// The control block of the library image `data`.
+pub fn control_symbol(data: &[u8]) -> Result<ControlSymbol, ControlError> {
     let file = object::File::parse(data)?;
     let symbol = file
         .dynamic_symbols()
         .find(|s| s.name_bytes().ok() == Some(CONTROL_SYMBOL.as_bytes()))
         .ok_or(ControlError::NoSymbol)?;
     let vaddr = symbol.address();
+    let base_vaddr = file
+        .segments()
+        .map(|s| s.address())
+        .min()
+        .ok_or(ControlError::NotInFile(vaddr))?
+        & !(PAGE - 1);
     for segment in file.segments() {
         let (offset, filesz) = segment.file_range();
         let Some(delta) = vaddr.checked_sub(segment.address()) else {
             continue;
         };
         if delta.checked_add(USED).is_some_and(|end| end <= filesz) {
-            return offset
+            let file_offset = offset
                 .checked_add(delta)
-                .ok_or(ControlError::NotInFile(vaddr));
+                .ok_or(ControlError::NotInFile(vaddr))?;
+            return Ok(ControlSymbol {
+                vaddr,
+                file_offset,
+                base_vaddr,
+            });
         }
     }
     Err(ControlError::NotInFile(vaddr))
 }
 
-/// The address of file offset `file_offset` of the file (`dev`, `inode`) in process `pid`.
+/// The control block's address in process `pid`, which maps the file (`dev`,
+/// `inode`): the load bias (where file offset 0 is mapped) plus the symbol's address,
+/// checked against the mapping that holds it. While the loader is still mapping the
+/// library (it maps the whole span from offset 0 first, then each segment in place),
+/// the check fails with [`ControlError::NotMapped`]: try again later.
 pub fn address_in(
     pid: u32,
     dev: (u32, u32),
     inode: u64,
-    file_offset: u64,
+    symbol: &ControlSymbol,
 ) -> Result<u64, ControlError> {
     let text = maps::read_maps(pid)?;
-    maps::mappings_of(&text, dev, inode)
-        .into_iter()
-        .find_map(|m| {
-            let delta = file_offset.checked_sub(m.offset)?;
-            (delta.checked_add(USED)? <= m.end.checked_sub(m.start)?).then(|| m.start + delta)
-        })
-        .ok_or(ControlError::NotMapped)
+    let mappings = maps::mappings_of(&text, dev, inode);
+    let base = mappings
+        .iter()
+        .find(|m| m.offset == 0)
+        .ok_or(ControlError::NotMapped)?;
+    let addr = base
+        .start
+        .checked_sub(symbol.base_vaddr)
+        .and_then(|bias| bias.checked_add(symbol.vaddr))
+        .ok_or(ControlError::NotMapped)?;
+    let in_place = mappings.iter().any(|m| {
+        addr >= m.start
+            && addr.checked_add(USED).is_some_and(|end| end <= m.end)
+            && m.offset.checked_add(addr - m.start) == Some(symbol.file_offset)
+    });
+    if in_place {
+        Ok(addr)
+    } else {
+        Err(ControlError::NotMapped)
+    }
 }
 
 /// Checks the magic at `addr` in process `pid` and writes `generation` after it.
