@@ -253,7 +253,7 @@ fn vm_init(env: Env) -> Result<(), String> {
     let rt = env
         .find_class("jp/rt/Rt")
         .ok_or("cannot load jp.rt.Rt from the runtime jar on the boot class path")?;
-    let natives: [(&CStr, &CStr, *mut c_void); 9] = [
+    let natives: [(&CStr, &CStr, *mut c_void); 10] = [
         (
             c"bind",
             c"(Ljp/rt/ThreadState;)V",
@@ -291,6 +291,7 @@ fn vm_init(env: Env) -> Result<(), String> {
         ),
         (c"fire", c"(JII)V", native_fire as *mut c_void),
         (c"usdtEnd", c"(I)V", native_usdt_end as *mut c_void),
+        (c"usdtPid", c"()I", native_usdt_pid as *mut c_void),
     ];
     if !env.register_natives(rt, &natives) {
         return Err("RegisterNatives on jp.rt.Rt failed".into());
@@ -738,6 +739,11 @@ unsafe extern "system" fn native_fire(
         // callee also rejects anything above MAX_RECORD, the buffer's size).
         unsafe { usdt::fire_thread_record(addr as usize as *const u8, len, live) };
     })
+}
+
+unsafe extern "system" fn native_usdt_pid(_raw: RawEnv, _cls: JClass) -> JInt {
+    // A pid fits in an int (pid_max is at most 2^22).
+    guard(0, || JInt::try_from(std::process::id()).unwrap_or(0))
 }
 
 /// `Rt.usdtEnd(liveThreads)`: VM death, after every thread's last record.

@@ -136,11 +136,16 @@ fn check_run(x: &Expect<'_>, o: &Outputs<'_>) -> Checked {
 }
 
 /// Runs `main` from `cp` with `out=` and `usdt_tap=` and checks the two against each other.
-/// A Java program: class path, main class, arguments.
+/// The JVM loads a copy of the library that no jpd on the host can find (see
+/// [`untraced_agent`]), so the tap is the only tracer and the runs are deterministic.
+/// A Java program: class path, main class, arguments; and the way the agent comes in.
+#[derive(Clone, Copy)]
 struct Program<'a> {
     cp: &'a Path,
     main: &'a str,
     args: &'a [&'a str],
+    /// `-javaagent:jp-agent.jar` instead of `-agentpath:`.
+    javaagent: bool,
 }
 
 fn run_checked(
@@ -151,7 +156,7 @@ fn run_checked(
     dir: &Path,
     extra: &str,
 ) -> Checked {
-    let Program { cp, main, args } = program;
+    let Program { cp, main, args, .. } = program;
     // File names must not contain the option separators.
     let tag =
         format!("{main}-{}-{bba}-{granularity:?}{extra}", jdk.name()).replace([',', '='], "_");
@@ -163,9 +168,17 @@ fn run_checked(
         &json_path,
         &format!("usdt_tap={}{extra}", tap_path.display()),
     );
+    let lib = untraced_agent(dir);
+    let agent = if program.javaagent {
+        // -javaagent loads the library named by -Djp.agent.lib.
+        format!("-javaagent:{}={opts}", agent_jar().display())
+    } else {
+        format!("-agentpath:{}={opts}", lib.display())
+    };
     let mut jargs = vec![
         "-Xverify:all".to_string(),
-        format!("-agentpath:{}={opts}", agent_lib().display()),
+        format!("-Djp.agent.lib={}", lib.display()),
+        agent,
         "-cp".to_string(),
         cp.display().to_string(),
         main.to_string(),
@@ -210,6 +223,7 @@ fn paper(jdk: Jdk) {
                     cp: programs(),
                     main: "Paper",
                     args: &[],
+                    javaagent: false,
                 },
                 bba,
                 gran,
@@ -226,6 +240,21 @@ fn paper(jdk: Jdk) {
             }
         }
     }
+    // The -javaagent way in: the same natives, probe and tap.
+    let c = run_checked(
+        jdk,
+        Program {
+            cp: programs(),
+            main: "Paper",
+            args: &[],
+            javaagent: true,
+        },
+        "precise",
+        Some(1000),
+        &dir,
+        "",
+    );
+    assert_eq!(c.tap.hellos.len(), 1);
 }
 
 #[test]
@@ -250,6 +279,7 @@ fn programs_(jdk: Jdk) {
                     cp: programs(),
                     main,
                     args: &[],
+                    javaagent: false,
                 },
                 "precise",
                 gran,
@@ -272,6 +302,7 @@ fn programs_(jdk: Jdk) {
             cp: programs(),
             main: "Threads",
             args: &[],
+            javaagent: false,
         },
         "default",
         Some(10_000),
@@ -316,6 +347,7 @@ fn big_tree(jdk: Jdk) {
                 cp: bushy_classes(),
                 main: "Bushy",
                 args: &["2", "1"],
+                javaagent: false,
             },
             "default",
             gran,
@@ -372,7 +404,9 @@ fn big_tree_jdk25() {
 /// none, use it.
 fn untraced_agent(dir: &Path) -> PathBuf {
     let copy = dir.join("libjp-untraced.so");
-    std::fs::copy(agent_lib(), &copy).expect("copy the agent library");
+    if !copy.exists() {
+        std::fs::copy(agent_lib(), &copy).expect("copy the agent library");
+    }
     copy
 }
 
@@ -484,6 +518,7 @@ fn resync(jdk: Jdk) {
             stderr: &stderr,
         },
     );
+    assert_eq!(c.tap.pid, pid, "{what}: the records' pid");
     // The library copy is invisible to any jpd on the host: ours are the only generations.
     let gens: Vec<u64> = c.tap.hellos.iter().map(|h| h.generation).collect();
     assert_eq!(

@@ -354,6 +354,9 @@ public final class Rt {
      */
     static native void fire(long addr, int len, int liveThreads);
 
+    /** The process id as this JVM sees it (the records' informational pid). */
+    static native int usdtPid();
+
     /** VM death: the JVM stream's last record (when a tracer listens); flushes usdt_tap. */
     static native void usdtEnd(int liveThreads);
 

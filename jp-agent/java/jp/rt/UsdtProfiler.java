@@ -39,7 +39,8 @@ final class UsdtProfiler implements Profiler {
     private static final ByteBuffer CONTROL = Rt.usdtControl().order(ByteOrder.nativeOrder());
 
     private static final int GENERATION_OFFSET = 8;
-    private static final int PID = (int) ProcessHandle.current().pid();
+    /** getpid() from the agent (ProcessHandle would bootstrap lambdas: ~140 classes at start). */
+    private static final int PID = Rt.usdtPid();
 
     /** Also write the file at exit (null: live view only). */
     private final FileProfiler file;
