@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hyper_util::rt::TokioIo;
 use jp_daemon::kernel::symbols::Symbols;
@@ -1186,8 +1186,10 @@ async fn jvm_list_profile_top_export_and_status() {
 #[test]
 fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
     let jvm = jvm_store();
+    let lock = || jp_daemon::server::jvm::lock(&jvm);
     let mut w = JvmWatch::default();
-    let d0 = w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    let t0 = Instant::now();
+    let d0 = w.next(&lock(), t0).unwrap();
     assert_eq!(d0.new_jvms.len(), 1);
     assert_eq!(
         (d0.new_jvms[0].pid, d0.new_jvms[0].main.as_str()),
@@ -1214,6 +1216,7 @@ fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
         calls,
         bytecodes,
     };
+    // The JVM's history: its first method deltas cover no known time (0).
     assert_eq!(
         d0.jvms,
         [pb::JvmActivity {
@@ -1227,37 +1230,45 @@ fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
                 md(3, 1, 5),
                 md(4, 1, 3)
             ],
+            methods_elapsed_ns: 0,
         }]
     );
     assert!(d0.exited.is_empty() && d0.removed.is_empty());
 
     // Nothing changed: no JVM part at all.
-    assert_eq!(w.next(&jp_daemon::server::jvm::lock(&jvm)), None);
+    assert_eq!(w.next(&lock(), t0 + Duration::from_millis(500)), None);
 
-    // A delta record: only h's change, no names again.
-    ingest(&mut jp_daemon::server::jvm::lock(&jvm), &paper_delta());
-    let d1 = w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    // A delta record, at once: the totals travel, but the method totals were just
+    // computed (no time since them is 10x their cost): not yet.
+    ingest(&mut lock(), &paper_delta());
+    let activity = |calls, bytecodes, methods, ns| pb::JvmDelta {
+        jvms: vec![pb::JvmActivity {
+            pid: JVM,
+            calls,
+            bytecodes,
+            methods,
+            methods_elapsed_ns: ns,
+        }],
+        ..Default::default()
+    };
+    assert_eq!(w.next(&lock(), t0), Some(activity(5, 5, vec![], 0)));
+    // A second later they are due: only h's change, no names again, with the time
+    // since the previous method deltas.
+    let t1 = t0 + Duration::from_secs(1);
     assert_eq!(
-        d1,
-        pb::JvmDelta {
-            jvms: vec![pb::JvmActivity {
-                pid: JVM,
-                calls: 5,
-                bytecodes: 5,
-                methods: vec![md(2, 5, 5)],
-            }],
-            ..Default::default()
-        }
+        w.next(&lock(), t1),
+        Some(activity(0, 0, vec![md(2, 5, 5)], 1_000_000_000))
     );
+    assert_eq!(w.next(&lock(), t1 + Duration::from_secs(1)), None);
 
     // Exit, then retention over.
     let gone = attached() + Duration::from_secs(1);
-    jp_daemon::server::jvm::lock(&jvm).process_gone(JVM, gone);
-    let d2 = w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    lock().process_gone(JVM, gone);
+    let d2 = w.next(&lock(), t1 + Duration::from_secs(2)).unwrap();
     assert_eq!(d2.exited, [JVM]);
     assert!(d2.jvms.is_empty() && d2.new_jvms.is_empty() && d2.removed.is_empty());
-    jp_daemon::server::jvm::lock(&jvm).expire(gone + Duration::from_secs(61));
-    let d3 = w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    lock().expire(gone + Duration::from_secs(61));
+    let d3 = w.next(&lock(), t1 + Duration::from_secs(3)).unwrap();
     assert_eq!(
         d3,
         pb::JvmDelta {
@@ -1268,11 +1279,7 @@ fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
 
     // A second stream starts from scratch: everything is new again.
     let mut w2 = JvmWatch::default();
-    assert_eq!(
-        w2.next(&jp_daemon::server::jvm::lock(&jvm)),
-        None,
-        "no JVM left"
-    );
+    assert_eq!(w2.next(&lock(), t1), None, "no JVM left");
 }
 
 #[tokio::test]
@@ -1299,6 +1306,9 @@ async fn watch_stream_carries_jvm_deltas() {
     let u2 = watch.message().await.unwrap().unwrap();
     let j = u2.jvm.expect("the delta");
     assert_eq!((j.jvms[0].calls, j.jvms[0].bytecodes), (5, 5));
+    // Since the first message's method totals: two 100 ms ticks.
+    let ns = j.jvms[0].methods_elapsed_ns;
+    assert!((150_000_000..1_000_000_000).contains(&ns), "{ns} ns");
     assert_eq!(
         j.jvms[0].methods,
         [pb::JvmMethodDelta {
@@ -1315,7 +1325,8 @@ async fn watch_stream_carries_jvm_deltas() {
 fn jvm_watch_reports_a_reused_pid_as_removed_then_new() {
     let jvm = jvm_store();
     let mut w = JvmWatch::default();
-    w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    w.next(&jp_daemon::server::jvm::lock(&jvm), Instant::now())
+        .unwrap();
     // Another process now has the pid (another start time): the store replaces it.
     let later = attached() + Duration::from_secs(5);
     let info = ProcessInfo {
@@ -1325,7 +1336,9 @@ fn jvm_watch_reports_a_reused_pid_as_removed_then_new() {
         exe: "/usr/bin/java".into(),
     };
     jp_daemon::server::jvm::lock(&jvm).process_found(JVM, info, later);
-    let d = w.next(&jp_daemon::server::jvm::lock(&jvm)).unwrap();
+    let d = w
+        .next(&jp_daemon::server::jvm::lock(&jvm), Instant::now())
+        .unwrap();
     assert_eq!(d.removed, [JVM]);
     assert_eq!(d.new_jvms.len(), 1);
     let s = &d.new_jvms[0];

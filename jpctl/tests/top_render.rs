@@ -277,7 +277,7 @@ fn md(id: u32, calls: u64, bytecodes: u64) -> JvmMethodDelta {
     }
 }
 
-/// Two JVMs; in 2 s, Paper ran g, f and main; Server ran handle.
+/// Two JVMs and their history so far: Paper ran g, f and main; Server ran handle.
 fn jvm_first() -> WatchUpdate {
     let mut u = update();
     u.elapsed_ns = 2_000_000_000;
@@ -296,12 +296,14 @@ fn jvm_first() -> WatchUpdate {
                 calls: 12,
                 bytecodes: 600,
                 methods: vec![md(0, 10, 450), md(1, 1, 100), md(2, 1, 50)],
+                methods_elapsed_ns: 0,
             },
             JvmActivity {
                 pid: 5151,
                 calls: 7,
                 bytecodes: 3_000_000,
                 methods: vec![md(3, 7, 3_000_000)],
+                methods_elapsed_ns: 0,
             },
         ],
         removed: vec![],
@@ -322,6 +324,7 @@ fn jvm_second() -> WatchUpdate {
                 calls: 5,
                 bytecodes: 400,
                 methods: vec![md(1, 5, 400)],
+                methods_elapsed_ns: 500_000_000,
             }],
             ..Default::default()
         }),
@@ -353,15 +356,15 @@ fn jvm_pane_rates_sorting_and_switching_at_80x24() {
     s.apply(&jvm_first());
     let sc = screen(&s);
     assert!(sc.iter().all(|l| l.chars().count() == 80));
-    // Rates over the 2 s update; share of the JVM's 600 bytecodes; by bc/s.
+    // History only: no rates yet (ties by bytecodes); share of the JVM's 600.
     assert_eq!(
         jvm_pane(&sc),
         [
             titled(" JVM 4242 Paper (1/2, [ ] switch, sort: bc/s) "),
             boxed(" share    bytecodes    bc/s      calls calls/s method"),
-            boxed(" 75.0%          450     225         10     5.0 Paper.g(int)"),
-            boxed(" 16.7%          100    50.0          1     0.5 Paper.f()"),
-            boxed("  8.3%           50    25.0          1     0.5 Paper.main(java.lang.String[])"),
+            boxed(" 75.0%          450       0         10       0 Paper.g(int)"),
+            boxed(" 16.7%          100       0          1       0 Paper.f()"),
+            boxed("  8.3%           50       0          1       0 Paper.main(java.lang.String[])"),
             boxed(""),
             boxed(""),
             format!("└{}┘", "─".repeat(78)),

@@ -1,31 +1,53 @@
-//! The JVM part of Watch messages: per JVM, the change of each method's calls and
-//! exclusive bytecodes since the previous message; a method's name is sent once
-//! per stream with an id that every JVM shares; JVMs appearing, exiting, and
-//! removed (retention over). One [`JvmWatch`] per stream.
+//! The JVM part of Watch messages: per JVM, the change of its totals since the
+//! previous message and of each method's calls and exclusive bytecodes since the
+//! JVM's previous method deltas; a method's name is sent once per stream with an
+//! id that every JVM shares; JVMs appearing, exiting, and removed (retention
+//! over, or the pid reused). One [`JvmWatch`] per stream.
 //!
-//! Work is skipped when the store did not change (its generation), and per JVM
-//! when that JVM did not change.
+//! Costs: nothing is done when the store did not change (its generation). Per-method
+//! totals take time proportional to the JVM's tree and hold the store's lock, so a
+//! JVM's are computed again only after [`METHODS_BUDGET`] times as long as they took
+//! the last time: a big JVM gets method deltas less often than every message, never
+//! a stalled ingestion. Its totals travel in every message.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use jp_proto::v1 as pb;
 
 use super::jvm::summary;
 use crate::jvm::JvmStore;
 
+/// Per-method totals may take at most 1/METHODS_BUDGET of a stream's time per JVM.
+pub const METHODS_BUDGET: u32 = 10;
+
 /// What the stream has sent of one JVM.
 struct Seen {
     /// Identity of the JVM behind the pid (a reused pid is another JVM).
     attached_since: SystemTime,
     exited: bool,
-    /// The store's change counter of the JVM at the previous message.
-    change: Option<u64>,
     calls: u64,
     bytecodes: u64,
+    /// The store's change counter of the JVM when its methods were last computed.
+    methods_change: Option<u64>,
+    /// When, and how long that took.
+    methods_at: Option<Instant>,
+    methods_cost: Duration,
     /// Per method id of the JVM (its agent's mid): calls, exclusive bytecodes.
     methods: HashMap<u32, (u64, u64)>,
+}
+
+impl Seen {
+    fn methods_due(&self, change: Option<u64>, now: Instant) -> bool {
+        if change == self.methods_change {
+            return false;
+        }
+        match self.methods_at {
+            None => true,
+            Some(at) => now.saturating_duration_since(at) >= self.methods_cost * METHODS_BUDGET,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -38,18 +60,21 @@ pub struct JvmWatch {
 }
 
 impl JvmWatch {
-    /// The JVM part of the next message; None when nothing changed.
-    pub fn next(&mut self, store: &JvmStore) -> Option<pb::JvmDelta> {
+    /// The JVM part of the message taken at `now`; None when nothing changed.
+    pub fn next(&mut self, store: &JvmStore, now: Instant) -> Option<pb::JvmDelta> {
         let generation = store.generation();
-        if self.generation == Some(generation) {
+        let behind = self.jvms.iter().any(|(&pid, s)| {
+            store
+                .jvm_generation(pid)
+                .is_some_and(|c| Some(c) != s.methods_change)
+        });
+        if self.generation == Some(generation) && !behind {
             return None;
         }
         self.generation = Some(generation);
         let mut out = pb::JvmDelta::default();
         let list = store.list();
-        let mut present: Vec<u32> = Vec::with_capacity(list.len());
         for s in &list {
-            present.push(s.pid);
             let replaced = self
                 .jvms
                 .get(&s.pid)
@@ -63,9 +88,11 @@ impl JvmWatch {
                 Seen {
                     attached_since: s.attached_since,
                     exited: s.exited_at.is_some(),
-                    change: None,
                     calls: 0,
                     bytecodes: 0,
+                    methods_change: None,
+                    methods_at: None,
+                    methods_cost: Duration::ZERO,
                     methods: HashMap::new(),
                 }
             });
@@ -73,47 +100,59 @@ impl JvmWatch {
                 seen.exited = true;
                 out.exited.push(s.pid);
             }
-            let change = store.jvm_generation(s.pid);
-            if change == seen.change {
-                continue;
-            }
-            seen.change = change;
             let mut activity = pb::JvmActivity {
                 pid: s.pid,
                 calls: s.calls.saturating_sub(seen.calls),
                 bytecodes: s.bytecodes.saturating_sub(seen.bytecodes),
                 methods: Vec::new(),
+                methods_elapsed_ns: 0,
             };
             (seen.calls, seen.bytecodes) = (s.calls, s.bytecodes);
-            for m in store.top_methods(s.pid).unwrap_or_default() {
-                let prev = seen.methods.entry(m.mid).or_insert((0, 0));
-                let (dc, db) = (
-                    m.calls.saturating_sub(prev.0),
-                    m.exclusive_bytecodes.saturating_sub(prev.1),
-                );
-                *prev = (m.calls, m.exclusive_bytecodes);
-                if dc == 0 && db == 0 {
-                    continue;
-                }
-                let next = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
-                let id = *self
-                    .names
-                    .entry((Arc::clone(&m.name), m.file.clone()))
-                    .or_insert_with(|| {
-                        out.new_methods.push(pb::JvmMethod {
-                            id: next,
-                            name: m.name.to_string(),
-                            file: m.file.as_deref().map(str::to_string),
-                        });
-                        next
-                    });
-                activity.methods.push(pb::JvmMethodDelta {
-                    id,
-                    calls: dc,
-                    bytecodes: db,
+            let change = store.jvm_generation(s.pid);
+            let computed = seen.methods_due(change, now);
+            if computed {
+                let started = Instant::now();
+                let totals = store.top_methods(s.pid).unwrap_or_default();
+                seen.methods_cost = started.elapsed();
+                activity.methods_elapsed_ns = seen.methods_at.map_or(0, |at| {
+                    let d = now.saturating_duration_since(at);
+                    // Never 0 for a real interval: 0 means "none" or "the first".
+                    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
                 });
+                seen.methods_at = Some(now);
+                seen.methods_change = change;
+                for m in totals {
+                    let prev = seen.methods.entry(m.mid).or_insert((0, 0));
+                    let (dc, db) = (
+                        m.calls.saturating_sub(prev.0),
+                        m.exclusive_bytecodes.saturating_sub(prev.1),
+                    );
+                    *prev = (m.calls, m.exclusive_bytecodes);
+                    if dc == 0 && db == 0 {
+                        continue;
+                    }
+                    let next = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+                    let id = *self
+                        .names
+                        .entry((Arc::clone(&m.name), m.file.clone()))
+                        .or_insert_with(|| {
+                            out.new_methods.push(pb::JvmMethod {
+                                id: next,
+                                name: m.name.to_string(),
+                                file: m.file.as_deref().map(str::to_string),
+                            });
+                            next
+                        });
+                    activity.methods.push(pb::JvmMethodDelta {
+                        id,
+                        calls: dc,
+                        bytecodes: db,
+                    });
+                }
             }
-            if activity.calls > 0 || activity.bytecodes > 0 || !activity.methods.is_empty() {
+            // A JVM left out was idle: clients drop its rates to 0.
+            let active = activity.calls > 0 || activity.bytecodes > 0;
+            if active || !activity.methods.is_empty() {
                 out.jvms.push(activity);
             }
         }
@@ -121,7 +160,7 @@ impl JvmWatch {
             .jvms
             .keys()
             .copied()
-            .filter(|p| !present.contains(p))
+            .filter(|p| list.iter().all(|s| s.pid != *p))
             .collect();
         gone.sort_unstable();
         for pid in gone {

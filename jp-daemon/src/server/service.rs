@@ -147,7 +147,7 @@ impl Jp for JpService {
                 // Off the runtime's threads: a big JVM's method totals take a while.
                 let shared = Arc::clone(&jvm);
                 let (delta, back) = match tokio::task::spawn_blocking(move || {
-                    let d = jvm_state.next(&lock(&shared));
+                    let d = jvm_state.next(&lock(&shared), Instant::now());
                     (d, jvm_state)
                 })
                 .await

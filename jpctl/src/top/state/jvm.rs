@@ -166,48 +166,71 @@ impl JvmState {
             }
         }
         if counts {
-            let secs = elapsed_ns as f64 / 1e9;
-            let per_s = |x: u64| if secs > 0.0 { x as f64 / secs } else { 0.0 };
-            if !paused {
-                // A JVM or method without a delta in this update ran at rate 0.
-                for j in &mut self.jvms {
-                    (j.calls_rate, j.bytecodes_rate) = (0.0, 0.0);
+            self.add_counts(d, elapsed_ns, paused);
+        }
+        self.fix_selection();
+    }
+
+    /// Totals and rates. A JVM's first activity on the stream is its history: it
+    /// adds to the totals but is no rate. Method deltas come with the time they
+    /// cover (jpd computes them less often for big JVMs): method rates change only
+    /// when new method deltas arrive, or drop to 0 when the JVM was idle.
+    fn add_counts(&mut self, d: &JvmDelta, elapsed_ns: u64, paused: bool) {
+        let per_s = |x: u64, ns: u64| {
+            if ns > 0 {
+                x as f64 * 1e9 / ns as f64
+            } else {
+                0.0
+            }
+        };
+        if !paused {
+            for j in &mut self.jvms {
+                (j.calls_rate, j.bytecodes_rate) = (0.0, 0.0);
+                let idle = d.jvms.iter().all(|a| a.pid != j.pid);
+                if idle {
                     for m in &mut j.methods {
                         (m.calls_rate, m.bytecodes_rate) = (0.0, 0.0);
                     }
                 }
             }
-            for a in &d.jvms {
-                let Some(j) = self.jvms.iter_mut().find(|j| j.pid == a.pid) else {
-                    continue;
-                };
-                if paused {
-                    j.pending_calls += a.calls;
-                    j.pending_bytecodes += a.bytecodes;
-                } else {
-                    j.calls += a.calls;
-                    j.bytecodes += a.bytecodes;
-                    j.calls_rate = per_s(a.calls);
-                    j.bytecodes_rate = per_s(a.bytecodes);
+        }
+        for a in &d.jvms {
+            let first = d.new_jvms.iter().any(|s| s.pid == a.pid);
+            let Some(j) = self.jvms.iter_mut().find(|j| j.pid == a.pid) else {
+                continue;
+            };
+            if paused {
+                j.pending_calls += a.calls;
+                j.pending_bytecodes += a.bytecodes;
+            } else {
+                j.calls += a.calls;
+                j.bytecodes += a.bytecodes;
+                if !first {
+                    j.calls_rate = per_s(a.calls, elapsed_ns);
+                    j.bytecodes_rate = per_s(a.bytecodes, elapsed_ns);
                 }
-                for md in &a.methods {
-                    let Some((name, file)) = self.names.get(&md.id) else {
-                        continue;
-                    };
-                    let m = j.method(name, file.as_ref());
-                    if paused {
-                        m.pending_calls += md.calls;
-                        m.pending_bytecodes += md.bytecodes;
-                    } else {
-                        m.calls += md.calls;
-                        m.bytecodes += md.bytecodes;
-                        m.calls_rate = per_s(md.calls);
-                        m.bytecodes_rate = per_s(md.bytecodes);
+                if a.methods_elapsed_ns > 0 {
+                    for m in &mut j.methods {
+                        (m.calls_rate, m.bytecodes_rate) = (0.0, 0.0);
                     }
                 }
             }
+            for md in &a.methods {
+                let Some((name, file)) = self.names.get(&md.id) else {
+                    continue;
+                };
+                let m = j.method(name, file.as_ref());
+                if paused {
+                    m.pending_calls += md.calls;
+                    m.pending_bytecodes += md.bytecodes;
+                } else {
+                    m.calls += md.calls;
+                    m.bytecodes += md.bytecodes;
+                    m.calls_rate = per_s(md.calls, a.methods_elapsed_ns);
+                    m.bytecodes_rate = per_s(md.bytecodes, a.methods_elapsed_ns);
+                }
+            }
         }
-        self.fix_selection();
     }
 
     /// Keeps the selection on an existing JVM: when the selected JVM went away
@@ -328,6 +351,8 @@ mod tests {
                     calls: 4,
                     bytecodes: 100,
                 }],
+                // The JVM's history: no time known.
+                methods_elapsed_ns: 0,
             }],
             ..Default::default()
         }
@@ -344,6 +369,7 @@ mod tests {
                     calls: 1,
                     bytecodes: 10,
                 }],
+                methods_elapsed_ns: 500_000_000,
             }],
             ..Default::default()
         }
@@ -359,12 +385,13 @@ mod tests {
         let mut s = JvmState::default();
         s.apply(&first(), 2_000_000_000, true, false);
         assert_eq!(s.selected, Some(9));
-        assert_eq!(run(&s), (4, 100, 50.0));
-        assert_eq!(s.jvms[0].bytecodes_rate, 50.0);
+        // The first activity is the JVM's history: totals, no rate.
+        assert_eq!(run(&s), (4, 100, 0.0));
+        assert_eq!(s.jvms[0].bytecodes_rate, 0.0);
         s.apply(&more(3), 1_000_000_000, true, true);
-        assert_eq!(run(&s), (4, 100, 50.0), "paused: held back");
+        assert_eq!(run(&s), (4, 100, 0.0), "paused: held back");
         s.resume();
-        assert_eq!(run(&s), (5, 110, 50.0));
+        assert_eq!(run(&s), (5, 110, 0.0));
         assert_eq!((s.jvms[0].calls, s.jvms[0].bytecodes), (5, 110));
         s.zero();
         assert_eq!(run(&s), (0, 0, 0.0));
@@ -372,7 +399,37 @@ mod tests {
         assert!(s.order.is_empty(), "nothing since the zero");
         s.apply(&more(3), 500_000_000, true, false);
         assert_eq!(run(&s), (1, 10, 20.0));
+        assert_eq!(s.jvms[0].bytecodes_rate, 20.0);
         assert_eq!(s.share(10), 100.0);
+    }
+
+    #[test]
+    fn method_rates_last_until_new_method_deltas_or_idleness() {
+        let mut s = JvmState::default();
+        s.apply(&first(), 1_000_000_000, true, false);
+        s.apply(&more(3), 1_000_000_000, true, false);
+        assert_eq!(run(&s), (5, 110, 20.0), "10 bytecodes over 0.5 s");
+        assert_eq!(s.jvms[0].bytecodes_rate, 10.0, "10 over the 1 s message");
+        // jpd sent the JVM's totals but computed no method deltas this time.
+        let mut totals_only = more(3);
+        totals_only.jvms[0].methods.clear();
+        totals_only.jvms[0].methods_elapsed_ns = 0;
+        s.apply(&totals_only, 250_000_000, true, false);
+        assert_eq!(run(&s), (5, 110, 20.0), "the method rate stands");
+        assert_eq!(s.jvms[0].bytecodes_rate, 40.0);
+        assert_eq!(s.jvms[0].bytecodes, 120);
+        // Method deltas over 4 s that do not name the method: its rate is 0.
+        let mut other = more(3);
+        other.jvms[0].methods.clear();
+        other.jvms[0].methods_elapsed_ns = 4_000_000_000;
+        s.apply(&other, 1_000_000_000, true, false);
+        assert_eq!(run(&s), (5, 110, 0.0));
+        s.apply(&more(3), 1_000_000_000, true, false);
+        assert_eq!(run(&s).2, 20.0);
+        // The JVM left out of a message was idle.
+        s.apply(&JvmDelta::default(), 1_000_000_000, true, false);
+        assert_eq!(run(&s).2, 0.0);
+        assert_eq!(s.jvms[0].bytecodes_rate, 0.0);
     }
 
     #[test]
@@ -388,7 +445,7 @@ mod tests {
         assert_eq!(s.jvms[0].methods.len(), 1);
         assert_eq!(run(&s).0, 4);
         s.apply(&more(0), 1_000_000_000, true, false);
-        assert_eq!(run(&s), (5, 110, 10.0));
+        assert_eq!(run(&s), (5, 110, 20.0));
         // An id this stream never named is ignored, not guessed.
         s.apply(&more(3), 1_000_000_000, true, false);
         assert_eq!(run(&s).0, 5);
