@@ -1,5 +1,6 @@
-//! `jpctl top` in a real terminal: tmux runs it in a 120x40 pane, the test reads the
-//! screen with capture-pane, presses q, and checks that the terminal is given back
+//! `jpctl top` in a real terminal: tmux runs it in a 120x40 pane while a JVM with jp's
+//! agent runs, the test reads the screen with capture-pane (kernel, IRQ, softirq and
+//! JVM panes), presses q, and checks that the terminal is given back
 //! (alternate screen off, the shell in the foreground again, the view gone).
 mod fleet_common;
 
@@ -7,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fleet_common::{binary, one_at_a_time, tool, Jpd};
+use fleet_common::{binary, compile_fleet_paper, one_at_a_time, tool, Java, Jpd};
 
 struct Tmux {
     bin: PathBuf,
@@ -63,8 +64,15 @@ impl Drop for Tmux {
 #[test]
 fn jpctl_top_shows_its_panes_in_tmux_and_q_gives_the_terminal_back() {
     let bin = tool("tmux", "tmux");
+    let lib = binary("JP_AGENT_LIB");
+    let classes = tempfile::tempdir().expect("temp dir");
+    compile_fleet_paper(classes.path());
     let _one = one_at_a_time();
-    let jpd = Jpd::start("");
+    let jpd = Jpd::start("[usdt]\nscan_interval_ms = 100\n");
+    // The JVM pane shows when jpd holds a JVM.
+    let mut java = Java::start(&jpd, &lib, classes.path(), "bba=precise");
+    java.run_once();
+    let jvm_title = format!(" JVM {} ", java.child.id());
     let tmux = Tmux {
         bin,
         server: format!("jp-fleet-{}", std::process::id()),
@@ -90,18 +98,27 @@ fn jpctl_top_shows_its_panes_in_tmux_and_q_gives_the_terminal_back() {
     );
     tmux.cmd(&["send-keys", "-t", "top", &line, "Enter"]);
 
-    tmux.wait_for("the top view", |t| {
+    let panes = ["Kernel functions", "IRQ handlers", "Softirqs", "┌ JVM "];
+    tmux.wait_for(&format!("the panes {panes:?}"), |t| {
         let s = t.screen();
-        s.contains("Kernel functions")
-            && s.contains("IRQ handlers")
-            && s.contains("Softirqs")
-            && s.contains(" JVM")
+        panes.iter().all(|p| s.contains(p))
     });
     assert_eq!(
         tmux.format("#{alternate_on}"),
         "1",
         "top draws on the alternate screen"
     );
+    // Other JVMs with the agent may run on this host: `]` steps to ours.
+    let t0 = Instant::now();
+    while !tmux.screen().contains(&jvm_title) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "`]` never showed {jvm_title:?}:\n{}",
+            tmux.screen()
+        );
+        tmux.cmd(&["send-keys", "-t", "top", "]"]);
+        std::thread::sleep(Duration::from_millis(300));
+    }
     let screen = tmux.screen();
     assert!(
         screen
@@ -135,5 +152,6 @@ fn jpctl_top_shows_its_panes_in_tmux_and_q_gives_the_terminal_back() {
     tmux.wait_for("the shell to answer", |t| {
         t.screen().contains("jp-fleet-42")
     });
+    drop(java);
     jpd.stop();
 }
