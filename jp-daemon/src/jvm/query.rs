@@ -201,7 +201,13 @@ pub(crate) fn top_methods(jvm: &Jvm) -> Vec<MethodTotals> {
 }
 
 pub(crate) fn thread_trees(jvm: &Jvm) -> Vec<ThreadTree> {
-    let mut ids: Vec<u64> = jvm.threads.keys().copied().collect();
+    // The agent's snapshot of ended threads is a stream but not a thread.
+    let mut ids: Vec<u64> = jvm
+        .threads
+        .keys()
+        .copied()
+        .filter(|&t| t != jp_common::wire::STREAM_ENDED)
+        .collect();
     ids.sort_unstable();
     let mut names = Names {
         jvm,

@@ -6,8 +6,10 @@ use std::time::{Duration, SystemTime};
 
 use jp_common::wire::{
     self, Hello, MethodDef, MethodIter, Record, TreeEntry, FLAG_ABSOLUTE, FLAG_END, FLAG_RESYNC,
+    STREAM_ENDED,
 };
 
+use super::chunked::ChunkVec;
 use super::methods::{MethodNames, StringBudget};
 use super::nodes::NodeTable;
 use super::stream::{Reject, SlotBudget, ThreadStream};
@@ -72,6 +74,9 @@ pub(crate) struct Jvm {
     ended_total: u64,
     ended_broken: u64,
     ended_since_hello: u64,
+    /// What the threads that ended contributed to the merged tree, by merged node: a
+    /// RESYNC of the agent's [`STREAM_ENDED`] snapshot replaces all of it.
+    ended_counts: ChunkVec<[u64; 2]>,
 
     pub tree: NodeTable,
     pub methods: MethodNames,
@@ -117,6 +122,7 @@ impl Jvm {
             ended_total: 0,
             ended_broken: 0,
             ended_since_hello: 0,
+            ended_counts: ChunkVec::new(),
             tree: NodeTable::new(limits.max_nodes_per_jvm),
             methods: MethodNames::default(),
             slots: SlotBudget {
@@ -423,6 +429,16 @@ impl Jvm {
         );
         match r {
             Ok((applied, name)) => {
+                if resync && tid == STREAM_ENDED {
+                    // The snapshot covers every thread whose END came before it: their
+                    // own contributions go (the snapshot's replace them).
+                    for (node, c) in self.ended_counts.iter_mut().enumerate() {
+                        if *c != [0, 0] {
+                            self.tree.sub(node as u32, c[0], c[1]);
+                            *c = [0, 0];
+                        }
+                    }
+                }
                 th.records += 1;
                 th.limited = false;
                 if resync {
@@ -479,6 +495,16 @@ impl Jvm {
         if !broken {
             th.finish_resync(&mut self.tree);
         }
+        for (node, calls, bytecodes) in th.contributions() {
+            let i = node as usize;
+            if i >= self.ended_counts.len() {
+                self.ended_counts.grow_to(i + 1, [0, 0]);
+            }
+            if let Some(c) = self.ended_counts.get_mut(i) {
+                c[0] = c[0].wrapping_add(calls);
+                c[1] = c[1].wrapping_add(bytecodes);
+            }
+        }
         th.release(&mut self.slots);
         self.ended_total += 1;
         self.ended_since_hello += 1;
@@ -497,6 +523,12 @@ impl Jvm {
     }
 
     // --- views ---------------------------------------------------------------
+
+    /// Thread streams that are threads (the ended-threads snapshot is not one).
+    pub fn live_threads(&self) -> u32 {
+        let snapshot = u32::from(self.threads.contains_key(&STREAM_ENDED));
+        (self.threads.len() as u32).saturating_sub(snapshot)
+    }
 
     pub fn node_count(&self) -> u64 {
         self.tree.len() as u64 - 1
@@ -518,6 +550,7 @@ impl Jvm {
             + self.methods.memory_bytes()
             + threads
             + ended
+            + self.ended_counts.memory_bytes()
             + self.ended_order.capacity() * 8) as u64
     }
 
@@ -542,7 +575,11 @@ impl Jvm {
         if self.hello.is_some() && !self.jvm_synced {
             why.push("method records lost, waiting for a re-send".to_string());
         }
-        let waiting = self.threads.values().filter(|t| !t.synced).count();
+        let waiting = self
+            .threads
+            .iter()
+            .filter(|(&id, t)| id != STREAM_ENDED && !t.synced)
+            .count();
         if waiting > 0 {
             why.push(format!("{waiting} threads waiting for a re-send"));
         }
@@ -580,7 +617,7 @@ impl Jvm {
         if !self.finished {
             if let Some(h) = &self.hello {
                 // Threads jpd knows (synced or waiting: the other reasons cover those).
-                let known = self.threads.len() as u64 + self.ended_since_hello;
+                let known = u64::from(self.live_threads()) + self.ended_since_hello;
                 let missing = h.live_threads.saturating_sub(known);
                 if missing > 0 {
                     why.push(format!("{missing} threads not yet reported"));
@@ -618,8 +655,8 @@ impl Jvm {
             bba: self.bba_name().to_string(),
             granularity: hello.granularity,
             jvm_start_unix_ms: hello.start_time_ms,
-            threads_live: self.threads.len() as u32,
-            threads_total: (self.threads.len() as u64 + self.ended_total) as u32,
+            threads_live: self.live_threads(),
+            threads_total: (u64::from(self.live_threads()) + self.ended_total) as u32,
             calls,
             bytecodes,
             attached_since: self.attached_since,

@@ -141,6 +141,13 @@ impl ThreadStream {
         self.slots.memory_bytes() + self.old.capacity() * 24 + self.name.capacity()
     }
 
+    /// What this thread has put in the merged tree: its nodes' counts and, during a
+    /// re-send, the old counts not replaced yet.
+    pub fn contributions(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        self.nodes()
+            .chain(self.old.iter().map(|(&node, &[c, b])| (node, c, b)))
+    }
+
     /// (merged node, calls, bytecodes) of every node of this thread.
     pub fn nodes(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
         self.slots

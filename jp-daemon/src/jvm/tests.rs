@@ -1199,3 +1199,83 @@ fn exits_change_the_jvm_and_requests_queue_once_per_jvm() {
     s.ingest(&ev(PID, &gap), &gap, later + Duration::from_secs(6));
     assert_eq!(s.take_resync_requests(), vec![PID]);
 }
+
+#[test]
+fn the_ended_threads_snapshot_replaces_the_ended_threads_own_contributions() {
+    // Thread 1 runs and ends while jpd listens; thread 2 lives on. Then jpd asks for a
+    // re-send (new generation): the agent sends HELLO, its snapshot of every ended thread
+    // (which includes thread 1) and thread 2's whole tree. Thread 1 must count once.
+    let mut s = started(2);
+    base_thread(&mut s);
+    feed(&mut s, &tree_rec(GEN, 1, 1, FLAG_END, "", &[upd(3, 1, 5)]));
+    let two = [def(1, 0, 0, 1, 100), def(2, 1, 2, 5, 50)];
+    feed(
+        &mut s,
+        &tree_rec(GEN, 2, 0, FLAG_RESYNC | FLAG_ABSOLUTE, "t2", &two),
+    );
+    let before = nodes(&s);
+    assert_eq!(
+        before,
+        vec![
+            n(0, MAIN, 2, 110),
+            n(1, F, 2, 20),
+            n(2, G, 4, 35),
+            n(1, H, 4, 40),
+            n(1, G, 5, 50),
+        ]
+    );
+
+    const GEN2: u64 = GEN + 1;
+    s.generation_written(PID, GEN2);
+    feed(&mut s, &hello_rec(GEN2, 1, 1));
+    feed(&mut s, &methods_rec(GEN2, 1, METHODS));
+    // The snapshot holds thread 1's final totals, in its own ids.
+    let ended = [
+        def(7, 0, 0, 1, 10),
+        def(8, 7, 1, 2, 20),
+        def(9, 8, 2, 4, 35),
+        def(10, 7, 3, 4, 40),
+    ];
+    feed(
+        &mut s,
+        &tree_rec(
+            GEN2,
+            wire::STREAM_ENDED,
+            0,
+            FLAG_RESYNC | FLAG_ABSOLUTE,
+            "",
+            &ended,
+        ),
+    );
+    feed(
+        &mut s,
+        &tree_rec(GEN2, 2, 0, FLAG_RESYNC | FLAG_ABSOLUTE, "", &two),
+    );
+    assert_eq!(nodes(&s), before, "thread 1 counted once, thread 2 once");
+    let sum = s.summary(PID).unwrap();
+    assert_eq!((sum.threads_live, sum.threads_total), (1, 2));
+    assert!(sum.complete, "{}", sum.incomplete_reason);
+
+    // A third generation (say jpd lost records): the snapshot comes again, unchanged.
+    const GEN3: u64 = GEN + 2;
+    s.generation_written(PID, GEN3);
+    feed(&mut s, &hello_rec(GEN3, 1, 1));
+    feed(&mut s, &methods_rec(GEN3, 1, METHODS));
+    feed(
+        &mut s,
+        &tree_rec(
+            GEN3,
+            wire::STREAM_ENDED,
+            0,
+            FLAG_RESYNC | FLAG_ABSOLUTE,
+            "",
+            &ended,
+        ),
+    );
+    assert_eq!(
+        nodes(&s),
+        before,
+        "a repeated snapshot replaces the previous one"
+    );
+    assert_eq!(s.thread_trees(PID).map(|t| t.len()), Some(1));
+}
