@@ -253,7 +253,7 @@ fn vm_init(env: Env) -> Result<(), String> {
     let rt = env
         .find_class("jp/rt/Rt")
         .ok_or("cannot load jp.rt.Rt from the runtime jar on the boot class path")?;
-    let natives: [(&CStr, &CStr, *mut c_void); 10] = [
+    let natives: [(&CStr, &CStr, *mut c_void); 11] = [
         (
             c"bind",
             c"(Ljp/rt/ThreadState;)V",
@@ -290,6 +290,7 @@ fn vm_init(env: Env) -> Result<(), String> {
             native_buffer_address as *mut c_void,
         ),
         (c"fire", c"(JII)V", native_fire as *mut c_void),
+        (c"usdtHello", c"(JI)V", native_usdt_hello as *mut c_void),
         (c"usdtEnd", c"(I)V", native_usdt_end as *mut c_void),
         (c"usdtPid", c"()I", native_usdt_pid as *mut c_void),
     ];
@@ -738,6 +739,19 @@ unsafe extern "system" fn native_fire(
         // which it keeps reachable and unchanged during this call; len is within it (the
         // callee also rejects anything above MAX_RECORD, the buffer's size).
         unsafe { usdt::fire_thread_record(addr as usize as *const u8, len, live) };
+    })
+}
+
+/// `Rt.usdtHello(generation, liveThreads)`: HELLO and the method table for a generation the
+/// runtime has not answered yet.
+unsafe extern "system" fn native_usdt_hello(
+    _raw: RawEnv,
+    _cls: JClass,
+    generation: jni::JLong,
+    live_threads: JInt,
+) {
+    guard((), || {
+        usdt::answer_generation(generation as u64, u64::try_from(live_threads).unwrap_or(0));
     })
 }
 

@@ -118,6 +118,11 @@ fn check_run(x: &Expect<'_>, o: &Outputs<'_>) -> Checked {
         "{what}: no stream named main: {:?}",
         tap.thread_names()
     );
+    assert_eq!(
+        tap.snapshots,
+        tap.hellos.len(),
+        "{what}: one ended-threads snapshot per generation answered"
+    );
     let rebuilt = tap
         .merged(bba)
         .unwrap_or_else(|e| panic!("{what}: cannot rebuild the tree: {e}"));
@@ -519,6 +524,35 @@ fn resync(jdk: Jdk) {
         },
     );
     assert_eq!(c.tap.pid, pid, "{what}: the records' pid");
+    assert_eq!(
+        c.tap.snapshots, 3,
+        "{what}: ended-threads snapshots, one per generation"
+    );
+    // A jpd that attached (or restarted) when each generation was written sees nothing
+    // before that generation's hello: the threads that ended earlier (early-0, early-1 end
+    // before main's first round) reach it only through the ended-threads snapshot, and its
+    // tree must still equal the file exactly.
+    let bytes = std::fs::read(&tap_path).unwrap();
+    for g in &written {
+        let late = Tap::decode_from(&bytes, Some(*g))
+            .unwrap_or_else(|e| panic!("{what}: as seen from generation {g:#x}: {e}"));
+        assert!(
+            late.skipped > 0,
+            "{what}: nothing before generation {g:#x}?"
+        );
+        let names = late.thread_names();
+        assert!(
+            !names.values().any(|n| n.starts_with("early-")),
+            "{what}: early threads still sending after generation {g:#x}: {names:?}"
+        );
+        let rebuilt = late.merged("precise").unwrap();
+        let diffs = compare(&c.json, &rebuilt, Rule::Exact);
+        assert!(
+            diffs.is_empty(),
+            "{what}: a tracer attached at generation {g:#x} holds a different tree:\n  {}",
+            diffs[..diffs.len().min(30)].join("\n  ")
+        );
+    }
     // The library copy is invisible to any jpd on the host: ours are the only generations.
     let gens: Vec<u64> = c.tap.hellos.iter().map(|h| h.generation).collect();
     assert_eq!(

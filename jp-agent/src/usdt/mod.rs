@@ -1,8 +1,10 @@
 //! The agent's side of the live view (`profiler=usdt`): the probe and control block
 //! ([`probe`]), and the JVM stream (stream 0: hello, method table, end) that Rust builds
-//! itself. Thread streams are serialized by the Java runtime (`jp.rt.UsdtProfiler`) and
-//! fired through [`fire_thread_record`], which first brings the JVM stream up to date, so
-//! that a tracer always has the hello and every method a tree names before the tree.
+//! itself. Thread streams (and the ended threads' snapshot) are serialized by the Java
+//! runtime (`jp.rt.UsdtProfiler`), which answers a new generation through
+//! [`answer_generation`] first, and are fired through [`fire_thread_record`], which first
+//! sends the methods registered since, so that a tracer always has the hello and every
+//! method a tree names before the tree.
 //!
 //! `usdt_tap=FILE` ([`start_tap`]) pretends a tracer is attached and appends every fired
 //! record to FILE behind its `u32` little-endian length.
@@ -100,17 +102,24 @@ impl JvmStream {
         }
     }
 
-    /// Sends the hello and the whole method table if the control generation changed since
-    /// the last hello, else the methods registered since the last methods record.
-    fn catch_up(&mut self, live_threads: u64) {
-        let generation = probe::jp_usdt_control.generation();
-        if self.answered != Some(generation) {
-            self.answered = Some(generation);
-            self.seq = 0;
-            self.methods_sent = 0;
-            self.hello(generation, live_threads);
-        }
+    /// Answers `generation`: HELLO, then the whole method table. The Java runtime calls this
+    /// (through `Rt.usdtHello`) when it sees a generation it has not answered, and then sends
+    /// the ended threads' snapshot, before any thread record of that generation.
+    fn answer(&mut self, generation: u64, live_threads: u64) {
+        self.answered = Some(generation);
+        self.seq = 0;
+        self.methods_sent = 0;
+        self.hello(generation, live_threads);
         self.methods(generation);
+    }
+
+    /// Sends the methods registered since the last METHODS record (all of them, after a
+    /// hello, if none was sent yet: the runtime always answers first, this is a fallback).
+    fn catch_up(&mut self, live_threads: u64) {
+        match self.answered {
+            Some(generation) => self.methods(generation),
+            None => self.answer(probe::jp_usdt_control.generation(), live_threads),
+        }
     }
 
     fn next_header(&mut self, kind: u16, flags: u32, generation: u64) -> wire::RecordHeader {
@@ -221,8 +230,13 @@ fn with_jvm<R>(f: impl FnOnce(&mut JvmStream) -> R) -> R {
     f(g.get_or_insert_with(JvmStream::new))
 }
 
-/// Fires a record a Java thread serialized at `addr` (`len` bytes), after bringing the JVM
-/// stream up to date.
+/// `Rt.usdtHello`: answers a new control generation on the JVM stream.
+pub fn answer_generation(generation: u64, live_threads: u64) {
+    with_jvm(|j| j.answer(generation, live_threads));
+}
+
+/// Fires a record a Java thread serialized at `addr` (`len` bytes), after sending the
+/// methods registered since the last METHODS record.
 ///
 /// # Safety
 /// `addr` must point at `len` readable bytes that stay unchanged until this returns.

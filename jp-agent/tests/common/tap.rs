@@ -21,6 +21,8 @@ pub struct HelloInfo {
 
 #[derive(Default)]
 struct Stream {
+    /// Its contributions were replaced by a snapshot of the ended threads.
+    dropped: bool,
     synced: bool,
     next_seq: u32,
     ended: bool,
@@ -51,6 +53,15 @@ pub struct Tap {
     pub resyncs: BTreeMap<u64, usize>,
     pub jvm_end: bool,
     pub pid: u32,
+    /// Records of a stream that ended, folded into the next ended-threads snapshot.
+    pub snapshots: usize,
+    /// Late attach: the records before the hello of this generation were never seen, and
+    /// old-generation records of streams not yet re-sent are dropped (as jpd does).
+    from_generation: Option<u64>,
+    started: bool,
+    hello_generation: u64,
+    /// Records skipped: before the first hello seen, or stale (see `from_generation`).
+    pub skipped: usize,
     streams: BTreeMap<u64, Stream>,
 }
 
@@ -61,7 +72,17 @@ fn s(b: &[u8]) -> String {
 impl Tap {
     /// Decodes and checks a whole capture; the error names the record and what is wrong.
     pub fn decode(buf: &[u8]) -> Result<Tap, String> {
-        let mut t = Tap::default();
+        Tap::decode_from(buf, None)
+    }
+
+    /// Like [`Tap::decode`], as a tracer that attached when `generation` was written sees it:
+    /// nothing before the hello answering it.
+    pub fn decode_from(buf: &[u8], generation: Option<u64>) -> Result<Tap, String> {
+        let mut t = Tap {
+            from_generation: generation,
+            started: generation.is_none(),
+            ..Tap::default()
+        };
         let mut at = 0usize;
         let mut jvm_seq: Option<u32> = None;
         while at < buf.len() {
@@ -92,6 +113,14 @@ impl Tap {
     fn record(&mut self, rec: &[u8], jvm_seq: &mut Option<u32>) -> Result<(), String> {
         let r = wire::split_record(rec).map_err(|e| format!("split_record: {e}"))?;
         let h = r.header;
+        if !self.started {
+            if h.kind == wire::KIND_HELLO && Some(h.generation) == self.from_generation {
+                self.started = true;
+            } else {
+                self.skipped += 1;
+                return Ok(());
+            }
+        }
         if self.jvm_end {
             return Err("record after JVM_END".into());
         }
@@ -130,6 +159,7 @@ impl Tap {
                 });
                 // A hello replaces the method table: the whole table follows.
                 self.methods.clear();
+                self.hello_generation = h.generation;
             }
             wire::KIND_METHODS => {
                 for m in MethodIter::new(r.body).map_err(|e| format!("methods: {e}"))? {
@@ -143,7 +173,11 @@ impl Tap {
             }
             wire::KIND_TREE => self.tree(&h, r.body)?,
             wire::KIND_JVM_END => {
-                if let Some((id, _)) = self.streams.iter().find(|(_, st)| !st.ended) {
+                if let Some((id, _)) = self
+                    .streams
+                    .iter()
+                    .find(|(id, st)| **id != wire::STREAM_ENDED && !st.ended && !st.dropped)
+                {
                     return Err(format!("JVM_END while thread stream {id} has not ended"));
                 }
                 self.jvm_end = true;
@@ -156,9 +190,35 @@ impl Tap {
     fn tree(&mut self, h: &wire::RecordHeader, body: &[u8]) -> Result<(), String> {
         let t = Tree::decode(body).map_err(|e| format!("tree: {e}"))?;
         self.tree_records += 1;
-        let st = self.streams.entry(h.stream).or_default();
         let absolute = h.flags & wire::FLAG_ABSOLUTE != 0;
-        if h.flags & wire::FLAG_RESYNC != 0 {
+        let resync = h.flags & wire::FLAG_RESYNC != 0;
+        let known = self.streams.get(&h.stream).is_some_and(|s| s.synced);
+        if !known
+            && !resync
+            && self.from_generation.is_some()
+            && h.generation != self.hello_generation
+        {
+            // A thread that had not seen the new generation yet: jpd drops these too.
+            self.skipped += 1;
+            return Ok(());
+        }
+        if h.stream == wire::STREAM_ENDED {
+            // Always a whole snapshot (its first record RESYNC), never ended.
+            if !absolute || h.flags & wire::FLAG_END != 0 {
+                return Err(format!("ended-threads snapshot with flags {:#x}", h.flags));
+            }
+            if resync {
+                // The snapshot replaces every ended thread's own contribution.
+                for (id, st) in self.streams.iter_mut() {
+                    if *id != wire::STREAM_ENDED && st.ended {
+                        st.dropped = true;
+                    }
+                }
+                self.snapshots += 1;
+            }
+        }
+        let st = self.streams.entry(h.stream).or_default();
+        if resync {
             if st.ended {
                 return Err(format!("stream {} resyncs after its END", h.stream));
             }
@@ -254,7 +314,7 @@ impl Tap {
     /// The merged tree, as jpd builds it: every thread's tree added by calling-context path.
     pub fn merged(&self, bba: &str) -> Result<Mct, String> {
         let mut nodes: BTreeMap<Path, Counts> = BTreeMap::new();
-        for (id, st) in &self.streams {
+        for (id, st) in self.streams.iter().filter(|(_, st)| !st.dropped) {
             let mut paths: HashMap<u32, Path> = HashMap::new();
             for &node in st.nodes.keys() {
                 let p = self.path(*id, st, node, &mut paths)?;

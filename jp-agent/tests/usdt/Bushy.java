@@ -1,8 +1,9 @@
 // A wide, deep tree for the USDT tests: step(depth, x) picks one of eight methods by the low
 // three bits of x, so depth 5 gives 8^5 leaf contexts (about 75 000 nodes): a thread's full
 // tree spans many records. args[0] = rounds of main (each a few million bytecodes), args[1] =
-// threads, which run twice as many rounds (so they outlive main's); main prints "round N" after
-// each of its rounds (the resync test writes new generations at given rounds).
+// threads, which run twice as many rounds (so they outlive main's); two more threads run one
+// round each and end before main starts its rounds; main prints "round N" after each of its
+// rounds (the resync test writes new generations at given rounds).
 public class Bushy {
     static long sink;
 
@@ -52,6 +53,14 @@ public class Bushy {
         for (int i = 0; i < threads; i++) {
             ts[i] = new Thread(() -> rounds(2 * n, false), "bushy-" + i);
             ts[i].start();
+        }
+        Thread[] early = new Thread[2];
+        for (int i = 0; i < early.length; i++) {
+            early[i] = new Thread(() -> rounds(1, false), "early-" + i);
+            early[i].start();
+        }
+        for (Thread t : early) {
+            t.join();
         }
         rounds(n, true);
         for (Thread t : ts) {

@@ -349,8 +349,14 @@ public final class Rt {
     static native long bufferAddress(ByteBuffer b);
 
     /**
+     * Answers control generation {@code generation} on the JVM stream: HELLO and the whole method
+     * table (the caller then sends the ended threads' snapshot).
+     */
+    static native void usdtHello(long generation, int liveThreads);
+
+    /**
      * Fires the probe with the record at {@code addr} ({@code len} bytes) of the calling thread's
-     * stream, after the agent has sent the hello and any methods the tracer does not have yet.
+     * stream, after the agent has sent any methods the tracer does not have yet.
      */
     static native void fire(long addr, int len, int liveThreads);
 

@@ -30,6 +30,8 @@ final class UsdtProfiler implements Profiler {
     static final int FLAG_RESYNC = 1;
     static final int FLAG_ABSOLUTE = 2;
     static final int FLAG_END = 4;
+    /** wire::STREAM_ENDED (u64::MAX): the merged tree of the threads that ended. */
+    static final long STREAM_ENDED = -1L;
     /** Largest tree entry: tag, parent and mid (5 bytes each as varints), two u64 varints. */
     static final int MAX_ENTRY = 5 + 5 + 5 + 10 + 10;
 
@@ -44,6 +46,19 @@ final class UsdtProfiler implements Profiler {
 
     /** Also write the file at exit (null: live view only). */
     private final FileProfiler file;
+
+    /**
+     * Every ended thread's tree, merged (64-bit counters). A thread that ended while nobody
+     * listened, or before jpd restarted, cannot re-send its own tree: this snapshot goes out as
+     * stream {@link #STREAM_ENDED} with every new generation, after the hello and the methods.
+     * Guarded by this profiler's monitor, which also makes a thread's END and its fold into
+     * this tree one step (see wire.rs, "Ended threads").
+     */
+    private final Node ended = new Node(-1, null, null);
+    private final Stream endedStream = new Stream(STREAM_ENDED, "(ended threads)");
+    /** The generation the JVM stream last answered (valid once {@link #jvmSynced}). */
+    private volatile long jvmAnswered;
+    private volatile boolean jvmSynced;
 
     UsdtProfiler(FileProfiler file) {
         this.file = file;
@@ -75,16 +90,19 @@ final class UsdtProfiler implements Profiler {
 
     @Override
     public void threadEnded(Thread thread, Node root) {
-        if (SEMAPHORE.getShort(0) != 0) {
-            send(root, true);
-        }
         ThreadState st = root.state;
-        if (st != null) {
-            Stream s = stream(st);
-            synchronized (s) {
-                s.ended = true;
-                s.release();
+        synchronized (this) {
+            if (SEMAPHORE.getShort(0) != 0) {
+                send(root, true);
             }
+            if (st != null) {
+                Stream s = stream(st);
+                synchronized (s) {
+                    s.ended = true;
+                    s.release();
+                }
+            }
+            FileProfiler.merge(ended, root);
         }
         if (file != null) {
             file.threadEnded(thread, root);
@@ -94,9 +112,34 @@ final class UsdtProfiler implements Profiler {
     @Override
     public void shutdown() {
         // Rt.vmDeath has handed every remaining thread to threadEnded: their last records are out.
+        if (SEMAPHORE.getShort(0) != 0) {
+            syncJvm(CONTROL.getLong(GENERATION_OFFSET));
+        }
         Rt.usdtEnd(Rt.liveThreads());
         if (file != null) {
             file.shutdown();
+        }
+    }
+
+    /**
+     * Answers generation {@code gen} on the JVM stream if not done yet: the hello and the whole
+     * method table (by the agent), then the ended threads' snapshot — before this thread's
+     * record, and before any other thread's record of {@code gen} (they wait here).
+     */
+    private void syncJvm(long gen) {
+        if (jvmSynced && jvmAnswered == gen) {
+            return;
+        }
+        synchronized (this) {
+            if (jvmSynced && jvmAnswered == gen) {
+                return;
+            }
+            Rt.usdtHello(gen, Rt.liveThreads());
+            synchronized (endedStream) {
+                endedStream.resend(ended, gen);
+            }
+            jvmAnswered = gen;
+            jvmSynced = true;
         }
     }
 
@@ -120,24 +163,30 @@ final class UsdtProfiler implements Profiler {
         return s;
     }
 
-    private static void send(Node root, boolean end) {
+    private void send(Node root, boolean end) {
         ThreadState st = root.state;
         if (st == null || st.thread == null) {
             return;
         }
+        long gen = CONTROL.getLong(GENERATION_OFFSET);
+        // Lock order: this profiler, then a stream (threadEnded holds both).
+        syncJvm(gen);
         Stream s = stream(st);
         // The owner reports; at VM death another thread may end a thread that still runs.
         synchronized (s) {
             if (!s.ended) {
-                s.send(root, CONTROL.getLong(GENERATION_OFFSET), end);
+                s.send(root, gen, end);
             }
         }
     }
 
     /** One thread's stream: its record buffer, sequence number and what was sent of its tree. */
     static final class Stream {
+        /** Null for {@link #STREAM_ENDED}. */
         final Thread thread;
         final long id;
+        /** The name of a stream without a thread. */
+        private final String fixedName;
 
         /** Off-heap record buffer handed to the probe (allocated at the first record). */
         private ByteBuffer direct;
@@ -171,6 +220,19 @@ final class UsdtProfiler implements Profiler {
             // hooks, instrumented with jdk=true) reports id 0: give such threads ids far above
             // any real thread id.
             this.id = tid > 0 ? tid : nextSyntheticId();
+            this.fixedName = null;
+        }
+
+        Stream(long id, String name) {
+            this.thread = null;
+            this.id = id;
+            this.fixedName = name;
+        }
+
+        /** The whole tree again, as answer to {@code gen}, whatever was sent before. */
+        void resend(Node root, long gen) {
+            synced = false;
+            send(root, gen, false);
         }
 
         private boolean allocate() {
@@ -214,7 +276,7 @@ final class UsdtProfiler implements Profiler {
                 generation = gen;
                 seq = 0;
             }
-            String name = thread.getName();
+            String name = thread != null ? thread.getName() : fixedName;
             boolean sendName = full || name != sentName;
             int flags = full ? FLAG_RESYNC | FLAG_ABSOLUTE : 0;
             begin(sendName ? name : null);
