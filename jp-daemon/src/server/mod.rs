@@ -7,12 +7,14 @@
 
 pub mod auth;
 pub mod convert;
+pub mod jvm;
+pub mod jvm_watch;
 mod service;
 pub mod socket;
 pub mod watch;
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use jp_proto::v1::jp_server::JpServer;
@@ -21,13 +23,31 @@ use tokio_stream::wrappers::UnixListenerStream;
 
 pub use service::JpService;
 
+use crate::jvm::{JvmLimits, JvmStore};
 use crate::store::Store;
+
+/// What the API answers from: the kernel collector's store and the JVM store.
+#[derive(Clone)]
+pub struct Sources {
+    pub kernel: Arc<Store>,
+    pub jvm: jvm::SharedJvmStore,
+}
+
+/// Kernel data only: the JVM store stays empty (no USDT collector feeds it).
+impl From<Arc<Store>> for Sources {
+    fn from(kernel: Arc<Store>) -> Sources {
+        Sources {
+            kernel,
+            jvm: Arc::new(Mutex::new(JvmStore::new(JvmLimits::default()))),
+        }
+    }
+}
 
 /// Serves until `shutdown` completes, then returns once in-flight calls are done.
 /// Only root and jpd's own user may call (see [`serve_with`]).
 pub async fn serve(
     listener: UnixListener,
-    store: Arc<Store>,
+    store: impl Into<Sources>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     serve_with(listener, store, shutdown, auth::Authorizer::default()).await
@@ -36,7 +56,7 @@ pub async fn serve(
 /// As [`serve`], every request authorized by `auth` (see [`auth`]).
 pub async fn serve_with(
     listener: UnixListener,
-    store: Arc<Store>,
+    store: impl Into<Sources>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     auth: auth::Authorizer,
 ) -> anyhow::Result<()> {
@@ -64,7 +84,7 @@ pub async fn serve_with(
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(JpServer::new(JpService::new(store, stop_rx)))
+        .add_service(JpServer::new(JpService::new(store.into(), stop_rx)))
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), signal)
         .await
         .context("gRPC server failed")
