@@ -64,6 +64,7 @@ struct Jvm {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     out: PathBuf,
+    started: bool,
     phases_done: usize,
 }
 
@@ -103,6 +104,7 @@ impl Jvm {
             stdin,
             stdout,
             out,
+            started: false,
             phases_done: 0,
         }
     }
@@ -136,6 +138,17 @@ impl Jvm {
                 }
             }
         }
+    }
+
+    /// Waits for "started" (main began, nothing else ran yet).
+    fn wait_started(&mut self) {
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).expect("read JVM stdout");
+        assert!(
+            n > 0 && line.starts_with("started"),
+            "the JVM printed {line:?} instead of started"
+        );
+        self.started = true;
     }
 
     /// Waits for the next "phase N done" line.
@@ -300,6 +313,10 @@ fn check_final(d: &Daemon, pid: u32, agent_tree: &Value, what: &str) {
 }
 
 fn run_all_phases(jvm: &mut Jvm, phases: usize) {
+    if !jvm.started {
+        jvm.wait_started();
+        jvm.release();
+    }
     while jvm.phases_done < phases {
         jvm.wait_phase();
         if jvm.phases_done < phases {
@@ -315,6 +332,10 @@ fn jpd_started_before_the_jvm_holds_the_agents_tree_on_both_jdks() {
     for jdk in [Jdk::J17, Jdk::J25] {
         let mut jvm = Jvm::start(jdk, &format!("before-{jdk:?}"), 3, 300, &[], &agent_lib());
         let pid = jvm.host_pid();
+        // jpd finds a new JVM at its next /proc rescan: the workload starts once it has.
+        jvm.wait_started();
+        wait_listed(&d, pid, "listed", |_| true);
+        jvm.release();
         run_all_phases(&mut jvm, 3);
         let agent_tree = jvm.finish();
         check_final(
@@ -332,6 +353,8 @@ fn jpd_started_after_the_jvm_gets_the_whole_tree() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let mut jvm = Jvm::start(Jdk::J17, "after", 2, 300, &[], &agent_lib());
     let pid = jvm.host_pid();
+    jvm.wait_started();
+    jvm.release();
     jvm.wait_phase(); // phase 0 ran with nobody listening
     let d = Daemon::start_with("jvm-after", USDT_CONFIG);
     wait_listed(&d, pid, "listed", |_| true);
@@ -348,6 +371,8 @@ fn jpd_killed_and_restarted_while_the_jvm_runs_loses_nothing() {
     let d = Daemon::start_with("jvm-restart", USDT_CONFIG);
     let mut jvm = Jvm::start(Jdk::J25, "restart", 3, 300, &[], &agent_lib());
     let pid = jvm.host_pid();
+    jvm.wait_started();
+    jvm.release();
     jvm.wait_phase();
     wait_listed(&d, pid, "listed", |_| true);
     // SIGKILL: jpd cannot clean up; the kernel drops the probes and the semaphore.
@@ -381,6 +406,8 @@ fn several_jvms_at_once_each_exact_and_a_killed_one_is_flagged() {
         .collect();
     let mut victim = Jvm::start(Jdk::J17, "victim", 2, 200, &[], &agent_lib());
     let victim_pid = victim.host_pid();
+    victim.wait_started();
+    victim.release();
     victim.wait_phase();
     wait_listed(&d, victim_pid, "listed", |_| true);
     let _ = victim.child.kill(); // SIGKILL mid-run: no thread end, no VM death
@@ -437,6 +464,8 @@ fn a_jvm_in_other_mount_and_pid_namespaces_is_found_and_exact() {
         "sh",
     ];
     let mut jvm = Jvm::start(Jdk::J17, "ns", 2, 200, &wrapper, &inner_lib);
+    jvm.wait_started();
+    jvm.release();
     jvm.wait_phase();
     let pid = jvm.host_pid();
     assert!(

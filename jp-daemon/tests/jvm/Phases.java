@@ -1,8 +1,9 @@
 /**
  * A deterministic workload for jpd's end-to-end JVM tests: PHASES rounds of work on the main
- * thread and on three short-lived worker threads. After each round but the last it prints
- * "phase N done" and waits for a line on stdin, so that a test can start, stop or restart jpd
- * between rounds. Every count in its Method Call Tree is fixed by the arguments.
+ * thread and on three short-lived worker threads. It prints "started" and waits for a line on
+ * stdin before the first round, and after each round but the last prints "phase N done" and
+ * waits again, so that a test can start, stop or restart jpd between rounds. Every count in its
+ * Method Call Tree is fixed by the arguments.
  */
 public final class Phases {
     static int fib(int n) {
@@ -39,6 +40,9 @@ public final class Phases {
         int phases = Integer.parseInt(args[0]);
         int size = Integer.parseInt(args[1]);
         long total = 0;
+        System.out.println("started");
+        System.out.flush();
+        awaitLine();
         for (int p = 0; p < phases; p++) {
             Thread[] workers = new Thread[3];
             for (int t = 0; t < workers.length; t++) {
@@ -53,10 +57,15 @@ public final class Phases {
             System.out.println("phase " + p + " done " + total);
             System.out.flush();
             if (p + 1 < phases) {
-                while (System.in.read() != '\n') {
-                    // one line from the test: go on
-                }
+                awaitLine();
             }
+        }
+    }
+
+    static void awaitLine() throws java.io.IOException {
+        int c;
+        while ((c = System.in.read()) != '\n' && c != -1) {
+            // one line from the test: go on
         }
     }
 }
