@@ -163,7 +163,7 @@ fn table(label: &str, programs: &[Program], cells: &mut BTreeMap<(usize, Mode), 
 }
 
 /// CPU time (user + system) of all children this process has waited for.
-fn children_cpu_seconds() -> f64 {
+pub(super) fn children_cpu_seconds() -> f64 {
     // SAFETY: getrusage writes one rusage into the zeroed struct we own.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: as above; RUSAGE_CHILDREN is a valid `who`.

@@ -212,7 +212,7 @@ fn workload(threads: usize, window: Duration) -> f64 {
 }
 
 /// CPU time of all threads of `pid`, ns.
-fn task_cpu_ns(pid: u32) -> Result<u64> {
+pub(super) fn task_cpu_ns(pid: u32) -> Result<u64> {
     let dir = format!("/proc/{pid}/task");
     let mut total = 0;
     for entry in std::fs::read_dir(&dir).with_context(|| format!("cannot read {dir}"))? {
@@ -277,14 +277,27 @@ fn bpf_stats(pid: u32) -> Result<BpfStats> {
     Ok(st)
 }
 
-struct Jpd {
+pub(super) struct Jpd {
     child: Child,
     socket: std::path::PathBuf,
 }
 
 impl Jpd {
-    fn start(out: &Deliverables, socket: &Path) -> Result<Jpd> {
-        let child = Command::new(&out.jpd)
+    pub(super) fn start(out: &Deliverables, socket: &Path) -> Result<Jpd> {
+        Jpd::start_with(out, socket, None)
+    }
+
+    /// With a configuration file (its socket and frequency are overridden).
+    pub(super) fn start_with(
+        out: &Deliverables,
+        socket: &Path,
+        config: Option<&Path>,
+    ) -> Result<Jpd> {
+        let mut cmd = Command::new(&out.jpd);
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        let child = cmd
             .arg("--socket")
             .arg(socket)
             .args(["--frequency", &FREQUENCY_HZ.to_string()])
@@ -306,10 +319,17 @@ impl Jpd {
         std::thread::sleep(Duration::from_secs(2));
         Ok(jpd)
     }
-    fn pid(&self) -> u32 {
+    pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
-    fn stop(&mut self) {
+
+    /// SIGKILL, as a crash would: nothing of jpd's own clean-up runs.
+    pub(super) fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+    pub(super) fn stop(&mut self) {
         // SAFETY: kill on our own child's pid, which we have not reaped yet.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let _ = self.child.wait();

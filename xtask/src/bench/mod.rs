@@ -4,9 +4,11 @@
 use anyhow::Result;
 use clap::Subcommand;
 
+mod fleet;
 mod jvm;
 mod kernel;
 mod report;
+mod usdt;
 
 #[derive(Subcommand, Clone, Copy)]
 pub enum Which {
@@ -14,6 +16,12 @@ pub enum Which {
     Kernel,
     /// The JVM agent's slowdown on real programs, both JDKs and BBAs; class rewriting speed.
     Jvm,
+    /// The live JVM view: report-point cost with and without jpd, jpd's ingestion speed
+    /// and memory per node, delay from a report to `jpctl jvm top`.
+    Usdt,
+    /// jpd on a loaded fleet host: many JVMs reporting, kernel sampling, kill -9 and
+    /// restart; jpd's CPU and memory over time, scrape and query latency.
+    Fleet,
 }
 
 pub fn run(which: Which) -> Result<()> {
@@ -22,5 +30,7 @@ pub fn run(which: Which) -> Result<()> {
     match which {
         Which::Kernel => kernel::run(&out),
         Which::Jvm => jvm::run(&out),
+        Which::Usdt => usdt::run(&out),
+        Which::Fleet => fleet::run(&out),
     }
 }
