@@ -7,7 +7,7 @@
 use crate::bootjar;
 use crate::classfile::{rewrite_class, RewriteOptions, Rewritten};
 use crate::ffi::jni::{
-    self, Env, JClass, JInt, JMethodId, JObject, JString, JValue, RawEnv, RawVm,
+    self, Env, JClass, JInt, JLong, JMethodId, JObject, JString, JValue, RawEnv, RawVm,
 };
 use crate::ffi::jvmti::{self, Callbacks, Capabilities, Jvmti, RawJvmti};
 use crate::filter::{decide, Decision};
@@ -253,7 +253,7 @@ fn vm_init(env: Env) -> Result<(), String> {
     let rt = env
         .find_class("jp/rt/Rt")
         .ok_or("cannot load jp.rt.Rt from the runtime jar on the boot class path")?;
-    let natives: [(&CStr, &CStr, *mut c_void); 11] = [
+    let natives: [(&CStr, &CStr, *mut c_void); 12] = [
         (
             c"bind",
             c"(Ljp/rt/ThreadState;)V",
@@ -293,6 +293,11 @@ fn vm_init(env: Env) -> Result<(), String> {
         (c"usdtHello", c"(JI)V", native_usdt_hello as *mut c_void),
         (c"usdtEnd", c"(I)V", native_usdt_end as *mut c_void),
         (c"usdtPid", c"()I", native_usdt_pid as *mut c_void),
+        (
+            c"countReports",
+            c"(J)V",
+            native_count_reports as *mut c_void,
+        ),
     ];
     if !env.register_natives(rt, &natives) {
         return Err("RegisterNatives on jp.rt.Rt failed".into());
@@ -764,6 +769,15 @@ unsafe extern "system" fn native_usdt_pid(_raw: RawEnv, _cls: JClass) -> JInt {
 unsafe extern "system" fn native_usdt_end(_raw: RawEnv, _cls: JClass, live_threads: JInt) {
     guard((), || {
         usdt::jvm_end(u64::try_from(live_threads).unwrap_or(0));
+    })
+}
+
+/// `Rt.countReports(n)`: at VM death, how often the profiler was called in all.
+unsafe extern "system" fn native_count_reports(_raw: RawEnv, _cls: JClass, reports: JLong) {
+    guard((), || {
+        STATS
+            .reports
+            .store(u64::try_from(reports).unwrap_or(0), Ordering::Relaxed);
     })
 }
 

@@ -18,6 +18,8 @@ pub struct Stats {
     pub code_bytes_before: AtomicU64,
     pub code_bytes_after: AtomicU64,
     pub rewrite_nanos: AtomicU64,
+    /// Profiler calls (report points) of all threads, known at VM death.
+    pub reports: AtomicU64,
 }
 
 impl Stats {
@@ -36,6 +38,7 @@ impl Stats {
             code_bytes_before: AtomicU64::new(0),
             code_bytes_after: AtomicU64::new(0),
             rewrite_nanos: AtomicU64::new(0),
+            reports: AtomicU64::new(0),
         }
     }
 
@@ -68,7 +71,8 @@ impl Stats {
             "classes_seen={} classes_skipped={} classes_rewritten={} classes_unchanged={} \
              classes_failed={} classes_retransformed={} methods_instrumented={} \
              methods_too_large={} methods_unwidenable={} methods_without_catch_all={} \
-             code_bytes_before={} code_bytes_after={} rewrite_ms={:.1} classes_per_s={:.0}",
+             code_bytes_before={} code_bytes_after={} rewrite_ms={:.1} classes_per_s={:.0} \
+             reports={}",
             g(&self.classes_seen),
             g(&self.classes_skipped),
             rewritten,
@@ -83,6 +87,7 @@ impl Stats {
             g(&self.code_bytes_after),
             nanos as f64 / 1e6,
             per_sec,
+            g(&self.reports),
         )
     }
 }

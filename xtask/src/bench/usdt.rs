@@ -80,8 +80,8 @@ fn report_run(out: &Deliverables, dir: &Path, granularity: u32) -> Result<(f64, 
     if !o.status.success() {
         bail!("ReportCost failed with {}:\n{stderr}", o.status);
     }
-    let reports = stat(&stderr, "usdt_reports")
-        .with_context(|| format!("the agent's stats line has no usdt_reports=:\n{stderr}"))?;
+    let reports = stat(&stderr, "reports")
+        .with_context(|| format!("the agent's stats line has no reports=:\n{stderr}"))?;
     Ok((cpu, reports as u64))
 }
 

@@ -221,6 +221,9 @@ public final class Rt {
         }
     }
 
+    /** Profiler calls of every thread that has ended (under {@link #LOCK}). */
+    private static long reportsOfEnded;
+
     private static boolean unregister(ThreadState s) {
         synchronized (LOCK) {
             int i = s.slot;
@@ -233,6 +236,7 @@ public final class Rt {
             live[nLive] = null;
             s.slot = -1;
             forget(s);
+            reportsOfEnded += s.reports;
             return true;
         }
     }
@@ -320,6 +324,9 @@ public final class Rt {
                 System.err.println("jp-agent: profiler shutdown failed: " + e);
             }
         }
+        synchronized (LOCK) {
+            countReports(reportsOfEnded);
+        }
     }
 
     // ---- natives (registered by the agent with RegisterNatives) ----
@@ -365,6 +372,9 @@ public final class Rt {
 
     /** VM death: the JVM stream's last record (when a tracer listens); flushes usdt_tap. */
     static native void usdtEnd(int liveThreads);
+
+    /** Profiler calls of all threads, for the statistics line ({@code reports=}). */
+    static native void countReports(long reports);
 
     /** Threads registered and not ended (racy: for the hello record). */
     static int liveThreads() {

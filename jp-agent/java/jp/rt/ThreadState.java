@@ -18,6 +18,8 @@ final class ThreadState {
     UsdtProfiler.Stream usdt;
     /** Slot in {@link Rt}'s registry of live threads, -1 when not registered. */
     int slot = -1;
+    /** Times the profiler was called for this thread (for the agent's statistics). */
+    long reports;
 
     ThreadState(Thread thread, int granularity) {
         this.thread = thread;
@@ -36,6 +38,7 @@ final class ThreadState {
         int next = Rt.granularity;
         if (p != null) {
             busy = true;
+            reports++;
             try {
                 next = p.report(root, at);
             } catch (Throwable e) {
