@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jp_common::wire::{
-    split_record, EVENT_OK, FLAG_END, FLAG_RESYNC, KIND_HELLO, KIND_JVM_END, KIND_TREE,
+    self, split_record, EVENT_OK, FLAG_END, FLAG_RESYNC, KIND_HELLO, KIND_JVM_END, KIND_TREE,
 };
 use jp_daemon::jvm::{JvmLimits, JvmStore};
 use jp_daemon::usdt::collector::{UsdtCollector, UsdtOptions};
@@ -166,7 +166,12 @@ fn real_agent_records_arrive_complete_and_answer_resync() {
     }
     let last = split_record(&events.last().unwrap().1).unwrap().header;
     assert_eq!(last.kind, KIND_JVM_END);
-    let threads: Vec<u64> = next_seq.keys().copied().filter(|&s| s != 0).collect();
+    // STREAM_ENDED is the agent's snapshot of ended threads, not a thread.
+    let threads: Vec<u64> = next_seq
+        .keys()
+        .copied()
+        .filter(|&s| s != 0 && s != wire::STREAM_ENDED)
+        .collect();
     for t in &threads {
         assert!(ended.contains(t), "thread stream {t} never ended");
     }
