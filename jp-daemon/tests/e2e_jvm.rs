@@ -40,12 +40,17 @@ impl Jdk {
     }
 }
 
-/// `Phases.class`, compiled once per JDK into the test's scratch directory.
+/// `Phases.class`, compiled once per JDK and test process (never reused from an earlier
+/// run: the source may have changed since).
 fn classes(jdk: Jdk) -> PathBuf {
+    static DONE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-jvm-{jdk:?}"));
-    if dir.join("Phases.class").exists() {
+    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
+    let key = format!("{jdk:?}");
+    if done.contains(&key) {
         return dir;
     }
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jvm/Phases.java");
     let status = Command::new(jdk.home().join("bin/javac"))
@@ -55,6 +60,7 @@ fn classes(jdk: Jdk) -> PathBuf {
         .status()
         .expect("run javac");
     assert!(status.success(), "javac {} failed", src.display());
+    done.push(key);
     dir
 }
 
@@ -89,6 +95,9 @@ impl Jvm {
             lib.display(),
             out.display()
         ))
+        // No hsperfdata file: two JVMs that are both PID 1 in their own PID namespaces
+        // would share /tmp/hsperfdata_root/1, and the loser warns on stdout.
+        .arg("-XX:-UsePerfData")
         .arg("-cp")
         .arg(&dir)
         .arg("Phases")
