@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::Parser;
 use jp_daemon::config::{Config, Source};
 use jp_daemon::export::{self, Exporter};
-use jp_daemon::jvm::{JvmLimits, JvmStore};
+use jp_daemon::jvm::JvmStore;
 use jp_daemon::kernel::KernelCollector;
 use jp_daemon::notify::{self, Notifier};
 use jp_daemon::server::{self, auth};
@@ -295,7 +295,7 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     let store = Store::new();
     let collector = KernelCollector::start(config.kernel.options(), store.clone())
         .context("cannot start the kernel collector")?;
-    let jvm_store = Arc::new(Mutex::new(JvmStore::new(JvmLimits::default())));
+    let jvm_store = Arc::new(Mutex::new(JvmStore::new(config.usdt.limits())));
     let usdt = jp_daemon::usdt::start_from_config(&config.usdt, Arc::clone(&jvm_store))?;
     let socket = config.server.socket.clone();
     let (listener, socket_guard) = server::socket::bind(&socket)?;

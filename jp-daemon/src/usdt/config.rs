@@ -5,6 +5,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::collector::UsdtOptions;
 use super::program::{MAX_RING_BYTES, MIN_RING_BYTES};
+use crate::jvm::JvmLimits;
 
 pub const SCAN_INTERVAL_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=60_000;
 pub const RING_BUFFER_KIB_RANGE: std::ops::RangeInclusive<u32> =
@@ -21,6 +22,15 @@ pub struct UsdtConfig {
     pub ring_buffer_kib: u32,
     #[serde(deserialize_with = "library")]
     pub library: String,
+    /// How long an exited JVM's profile is kept, in seconds.
+    #[serde(deserialize_with = "retention")]
+    pub retention_s: u64,
+    /// JVMs kept (running and exited).
+    #[serde(deserialize_with = "positive")]
+    pub max_jvms: usize,
+    /// Nodes of one JVM's merged tree.
+    #[serde(deserialize_with = "positive")]
+    pub max_nodes_per_jvm: usize,
 }
 
 impl Default for UsdtConfig {
@@ -31,11 +41,24 @@ impl Default for UsdtConfig {
             scan_interval_ms: u64::try_from(o.scan_interval.as_millis()).unwrap_or(1000),
             ring_buffer_kib: o.ring_buffer_bytes >> 10,
             library: o.library,
+            retention_s: JvmLimits::default().retention.as_secs(),
+            max_jvms: JvmLimits::default().max_jvms,
+            max_nodes_per_jvm: JvmLimits::default().max_nodes_per_jvm,
         }
     }
 }
 
 impl UsdtConfig {
+    /// The JVM store's limits: the configured ones, the rest at their defaults.
+    pub fn limits(&self) -> JvmLimits {
+        JvmLimits {
+            retention: Duration::from_secs(self.retention_s),
+            max_jvms: self.max_jvms,
+            max_nodes_per_jvm: self.max_nodes_per_jvm,
+            ..JvmLimits::default()
+        }
+    }
+
     pub fn options(&self) -> UsdtOptions {
         UsdtOptions {
             library: self.library.clone(),
@@ -68,6 +91,30 @@ fn ring_buffer_kib<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
             RING_BUFFER_KIB_RANGE.start(),
             RING_BUFFER_KIB_RANGE.end()
         )))
+    }
+}
+
+pub const RETENTION_S_RANGE: std::ops::RangeInclusive<u64> = 0..=30 * 86_400;
+
+fn retention<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = u64::deserialize(d)?;
+    if RETENTION_S_RANGE.contains(&v) {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "retention_s = {v} is out of range {}..={} (30 days)",
+            RETENTION_S_RANGE.start(),
+            RETENTION_S_RANGE.end()
+        )))
+    }
+}
+
+fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let v = usize::deserialize(d)?;
+    if v > 0 {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom("must be at least 1"))
     }
 }
 
@@ -131,6 +178,22 @@ mod tests {
             "library = \"/opt/libjpagent.so\" must be a file name (no '/'), such as \"libjpagent.so\""
         );
         assert!(parse("library = \"\"").is_err());
+        let l = parse("retention_s = 60\nmax_jvms = 3\nmax_nodes_per_jvm = 1000\n")
+            .unwrap()
+            .limits();
+        assert_eq!(
+            (l.retention, l.max_jvms, l.max_nodes_per_jvm),
+            (Duration::from_secs(60), 3, 1000)
+        );
+        assert_eq!(
+            l.max_threads_per_jvm,
+            JvmLimits::default().max_threads_per_jvm
+        );
+        assert_eq!(
+            parse("retention_s = 9999999").unwrap_err(),
+            "retention_s = 9999999 is out of range 0..=2592000 (30 days)"
+        );
+        assert_eq!(parse("max_jvms = 0").unwrap_err(), "must be at least 1");
         assert!(parse("enabled = 1").is_err());
         assert!(parse("scan = 1")
             .unwrap_err()
