@@ -17,7 +17,15 @@ pub fn run(extra: &[String]) -> Result<()> {
     let out = build::run()?;
     let mut c = Command::new("cargo");
     c.current_dir(root())
-        .args(["test", "--release", "--workspace", "--exclude", "jp-ebpf"])
+        // Every failure at once: one CI run shows them all.
+        .args([
+            "test",
+            "--release",
+            "--no-fail-fast",
+            "--workspace",
+            "--exclude",
+            "jp-ebpf",
+        ])
         .env("JPD", &out.jpd)
         .env("JPCTL", &out.jpctl)
         .env("JP_AGENT_LIB", &out.agent_lib)
