@@ -560,15 +560,25 @@ fn resync(jdk: Jdk) {
         [1, written[0], written[1]],
         "{what}: hello generations"
     );
-    // main and the two workers answered each generation with a full tree (they run through
-    // the whole program, so they saw every write).
+    // main prints the rounds, so it is alive at both writes: it answers each generation
+    // with a full tree. The workers may end before the second write (scheduling decides:
+    // CI saw bushy-0 end before round 15 on JDK 25); then the ended-threads snapshot
+    // carries them, which the rebuilt trees above check exactly.
     let names = c.tap.thread_names();
     for name in ["main", "bushy-0", "bushy-1"] {
         let (stream, _) = names
             .iter()
             .find(|(_, n)| *n == name)
             .unwrap_or_else(|| panic!("{what}: no stream {name}: {names:?}"));
-        assert_eq!(c.tap.resyncs[stream], 3, "{what}: {name}'s full trees");
+        let full = c.tap.resyncs[stream];
+        if name == "main" {
+            assert_eq!(full, 3, "{what}: {name}'s full trees");
+        } else {
+            assert!(
+                (1..=3).contains(&full),
+                "{what}: {name}'s full trees: {full}"
+            );
+        }
     }
 }
 
