@@ -68,7 +68,8 @@ pub fn run(out: &Deliverables) -> Result<()> {
 
     let mut jpd = Jpd::start_with(out, &socket, Some(&config))?;
     eprintln!("xtask: bench fleet: {jvms} JVMs × {threads} threads for {seconds} s");
-    let mut children: Vec<Child> = Vec::new();
+    let mut fleet = Fleet(Vec::new());
+    let children = &mut fleet.0;
     for _ in 0..jvms {
         children.push(
             Command::new(Path::new(JDK17).join("bin/java"))
@@ -118,6 +119,7 @@ pub fn run(out: &Deliverables) -> Result<()> {
             / cpu_now.1.duration_since(cpu_prev.1).as_secs_f64()
             * 100.0;
         cpu_prev = cpu_now;
+        // A slow answer is a result, not an error: timed (up to a minute) and shown.
         let s0 = Instant::now();
         let metrics = scrape()?;
         let scrape_ms = s0.elapsed().as_secs_f64() * 1e3;
@@ -150,7 +152,7 @@ pub fn run(out: &Deliverables) -> Result<()> {
 
     // Normal end: every thread's last record and the JVM's end go out.
     std::fs::write(&stop, b"")?;
-    for c in &mut children {
+    for c in children.iter_mut() {
         let _ = c.wait();
     }
     std::thread::sleep(Duration::from_secs(2));
@@ -248,9 +250,23 @@ fn body(
     write_section("fleet", &body)
 }
 
+/// The JVMs: killed if the benchmark stops half-way (they would load the machine forever).
+struct Fleet(Vec<Child>);
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            if let Ok(None) = c.try_wait() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
 fn scrape() -> Result<String> {
     let mut s = TcpStream::connect(EXPORT).context("connect to the exporter")?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
     s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
     let mut text = String::new();
     s.read_to_string(&mut text)?;
