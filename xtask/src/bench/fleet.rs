@@ -230,7 +230,8 @@ fn body(
          (goal: both under 100 ms). Restart: jpd was back and held all {jvms} JVMs again after \
          {restart_s:.1} s; JVMs alive after the kill: {alive} of {jvms}.\n\n\
          At the end (normal exit of every JVM): jpd held {held} of {jvms}, {complete} complete; \
-         complete with unrecovered lost records: {lost_complete}. Records {}, lost (sequence \
+         complete after losing records that a re-send recovered (every stream that lost \
+         records sent its whole state again): {lost_complete}. Records {}, lost (sequence \
          gaps) {}, ring buffer full {}, malformed {}. Reasons given for incomplete JVMs: {}.\n",
         WINDOW.as_secs(),
         median(&mut scrape),
