@@ -6,6 +6,10 @@
 //! profiles resume. At the end the JVMs stop normally and jpd must hold each one, saying
 //! whether it is complete — never complete with records it lost and did not get back.
 //!
+//! jpd, the JVMs and the clients (this process, jpctl, the scrape) run in three sibling CPU
+//! cgroups of equal weight, as systemd places a service, the workload's services and a
+//! login session (see `cgroups`).
+//!
 //! Sizes from the environment: `JP_FLEET_JVMS` (20), `JP_FLEET_THREADS` (50),
 //! `JP_FLEET_SECONDS` (180).
 use std::io::{Read, Write};
@@ -17,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
+use super::cgroups::FleetGroups;
 use super::kernel::{task_cpu_ns, Jpd};
 use super::report::{median, write_section};
 use crate::build::Deliverables;
@@ -66,7 +71,10 @@ pub fn run(out: &Deliverables) -> Result<()> {
     let stop = dir.join("stop");
     let _ = std::fs::remove_file(&stop);
 
+    let groups = FleetGroups::create()?;
+    FleetGroups::enter(&groups.client, std::process::id())?;
     let mut jpd = Jpd::start_with(out, &socket, Some(&config))?;
+    FleetGroups::enter(&groups.jpd, jpd.pid())?;
     eprintln!("xtask: bench fleet: {jvms} JVMs × {threads} threads for {seconds} s");
     let mut fleet = Fleet(Vec::new());
     let children = &mut fleet.0;
@@ -89,6 +97,9 @@ pub fn run(out: &Deliverables) -> Result<()> {
         );
     }
     let pids: Vec<u32> = children.iter().map(Child::id).collect();
+    for pid in &pids {
+        FleetGroups::enter(&groups.workload, *pid)?;
+    }
     wait_all_listed(out, &socket, &pids, Duration::from_secs(120))?;
 
     let t0 = Instant::now();
@@ -102,6 +113,7 @@ pub fn run(out: &Deliverables) -> Result<()> {
             jpd.kill9();
             let r0 = Instant::now();
             jpd = Jpd::start_with(out, &socket, Some(&config))?;
+            FleetGroups::enter(&groups.jpd, jpd.pid())?;
             wait_all_listed(out, &socket, &pids, Duration::from_secs(120))?;
             let mut alive = 0;
             for c in children.iter_mut() {
@@ -222,7 +234,9 @@ fn body(
         "## A fleet host under load: `cargo xtask bench fleet`\n\n\
          {jvms} JVMs (JDK 17, C1 only) × {threads} threads calling small methods, reporting \
          every 100 000 bytecodes, kernel sampling at 997 Hz, {seconds} s; jpd SIGKILLed and \
-         started again half-way. Per {}-second window: jpd's CPU (% of one core), resident \
+         started again half-way. jpd, the JVMs and the clients in three sibling CPU cgroups of \
+         equal weight, as systemd places jpd.service, the workload's services and a login \
+         session. Per {}-second window: jpd's CPU (% of one core), resident \
          memory, a Prometheus scrape of /metrics and a `jpctl jvm top` (process start \
          included), and the MCT nodes jpd holds.\n\n\
          | s | jpd CPU % | RSS MiB | scrape ms | jvm top ms | nodes |\n|---:|---:|---:|---:|---:|---:|\n{rows}\n\

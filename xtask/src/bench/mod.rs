@@ -4,6 +4,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 
+mod cgroups;
 mod fleet;
 mod jvm;
 mod kernel;
