@@ -488,3 +488,49 @@ fn a_jvm_in_other_mount_and_pid_namespaces_is_found_and_exact() {
     check_final(&d, pid, &agent_tree, "JVM in other namespaces");
     d.stop();
 }
+
+#[test]
+fn a_jvm_that_no_scan_found_is_held_exactly() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // jpd scans /proc once at start, then not for a minute: the first JVM makes it attach
+    // to the library; the second one starts, runs and exits between two scans.
+    let mut first = Jvm::start(Jdk::J17, "unseen-first", 1, 100, &[], &agent_lib());
+    let first_pid = first.host_pid();
+    first.wait_started();
+    let d = Daemon::start_with("jvm-unseen", "[usdt]\nscan_interval_ms = 60000\n");
+    wait_listed(&d, first_pid, "listed", |_| true);
+    let t0 = Instant::now();
+    let mut short = Jvm::start(Jdk::J25, "unseen-short", 2, 300, &[], &agent_lib());
+    let pid = short.host_pid();
+    run_all_phases(&mut short, 2);
+    let agent_tree = short.finish();
+    // The kernel armed the probe in it when it mapped the library; its records carry its
+    // tgid and its HELLO names it. Its exit is noticed at the next scan, so wait for the
+    // tree itself.
+    let what = "a JVM no scan found";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut jpd_tree = Value::Null;
+    while Instant::now() < deadline {
+        if listed(&d, pid).is_some_and(|j| j["complete"] == Value::Bool(true)) {
+            jpd_tree = exported(&d, pid, &format!("{what}-{pid}"));
+            if jpd_tree == agent_tree {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(55),
+        "the short JVM ran too long for this test's premise (no scan during its life)"
+    );
+    assert_same_tree(what, &agent_tree, &jpd_tree);
+    let entry = listed(&d, pid).expect("listed");
+    assert!(
+        entry["main"].as_str().is_some_and(|m| m.contains("Phases")),
+        "the HELLO names the main class: {entry}"
+    );
+    first.release();
+    run_all_phases(&mut first, 1);
+    first.finish();
+    d.stop();
+}

@@ -134,6 +134,23 @@ fn semaphore(agent: &mut Agent) -> u32 {
     answer.strip_prefix("sema ").unwrap().parse().unwrap()
 }
 
+/// Waits until the collector's published status satisfies `pred`.
+fn wait_status(
+    collector: &UsdtCollector,
+    what: &str,
+    pred: impl Fn(&jp_daemon::usdt::collector::UsdtStatus) -> bool,
+) {
+    let start = std::time::Instant::now();
+    loop {
+        let status = collector.status();
+        if pred(&status) {
+            return;
+        }
+        assert!(start.elapsed() < WAIT, "waiting for {what}: {status:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn same_file(a: &Path, dev: (u32, u32), inode: u64) -> bool {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(a).unwrap();
@@ -250,20 +267,51 @@ fn records_generations_faults_and_exit() {
         "{c:?}"
     );
 
-    // Exit: reported, and the file detached once nobody uses it.
+    // Exit: reported; the file stays attached, idle, for the next process that maps it.
     agent.exit();
     wait_for(&sink, WAIT, "the exit", |r| r.gone.contains(&pid));
     // The status is published after the scan that saw the exit.
-    let start = std::time::Instant::now();
-    loop {
-        let status = collector.status();
-        let detached = !status.files.iter().any(|f| same_file(&lib, f.dev, f.inode));
-        if detached && !status.processes.contains(&pid) {
-            break;
-        }
-        assert!(start.elapsed() < WAIT, "not detached: {status:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let idle = |status: &jp_daemon::usdt::collector::UsdtStatus| {
+        status
+            .files
+            .iter()
+            .any(|f| same_file(&lib, f.dev, f.inode) && f.idle && f.users.is_empty())
+    };
+    wait_status(&collector, "the file idle, still attached", |s| {
+        idle(s) && !s.processes.contains(&pid)
+    });
+
+    // A process started now has its probe armed by the kernel when it maps the file,
+    // before any scan found it: its records from the very first one arrive (a JVM
+    // shorter than a rescan is not lost).
+    let mut second = Agent::spawn(Command::new(&prog));
+    let pid2 = second.pid;
+    assert_eq!(semaphore(&mut second), 1, "semaphore armed at load time");
+    let records2 = sample_records(pid2, 0);
+    write_records(&path, &records2);
+    let (fired2, _) = second.fire(&format!("fire {}", path.display()));
+    assert_eq!(fired2, records2.len() as u64);
+    second.exit();
+    wait_for(&sink, WAIT, "the second process's records", |r| {
+        r.events_of(pid2).len() == records2.len()
+    });
+    let got: Vec<Vec<u8>> = sink
+        .lock()
+        .unwrap()
+        .events_of(pid2)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(got, records2);
+
+    // Deleted: no process can map it again, so it is detached.
+    wait_status(&collector, "idle again after the second process", |s| {
+        idle(s) && !s.processes.contains(&pid2)
+    });
+    std::fs::remove_file(&lib).unwrap();
+    wait_status(&collector, "the deleted file detached", |s| {
+        !s.files.iter().any(|f| f.dev == dev && f.inode == inode)
+    });
     collector.shutdown();
 }
 

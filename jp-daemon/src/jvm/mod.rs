@@ -439,6 +439,15 @@ impl JvmStore {
         }
     }
 
+    /// JVMs not known to have exited.
+    pub fn running_tgids(&self) -> Vec<u32> {
+        self.jvms
+            .iter()
+            .filter(|(_, j)| j.exited_at.is_none())
+            .map(|(&t, _)| t)
+            .collect()
+    }
+
     /// Processes whose records were lost: the collector writes a new generation into
     /// each (and then calls [`JvmStore::generation_written`]).
     pub fn take_resync_requests(&mut self) -> Vec<u32> {

@@ -12,8 +12,14 @@
 //! Per library file (device, inode) there is one uprobe event per probe site
 //! (system-wide: it covers every process mapping the file, in any mount namespace, on
 //! every CPU), opened through a descriptor jpd keeps on the file, so that the path
-//! it was found under may vanish. A file is detached when the last process using it
-//! is gone.
+//! it was found under may vanish.
+//!
+//! When the last process using a file is gone, a file of jpd's own mount namespace
+//! stays attached (idle) while it exists: the kernel then arms the probe in the next JVM
+//! that maps it from its first instruction, so a JVM that lives shorter than one rescan
+//! (a batch job, a CLI tool) still delivers everything — its records carry its tgid and
+//! its HELLO names it. A file in another mount namespace (a container's image) is
+//! detached at once: the open descriptor would keep that filesystem busy.
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::io::Read as _;
@@ -56,6 +62,11 @@ pub trait RecordSink: Send + 'static {
     fn set_kernel_counters(&mut self, counters: KernelCounters);
     /// Called after every scan: drop what is past its retention.
     fn expire(&mut self, _now: SystemTime) {}
+    /// Processes the sink holds as running (records from a process no scan has found
+    /// yet create one): the collector tells it when such a process is gone.
+    fn running_tgids(&self) -> Vec<u32> {
+        Vec::new()
+    }
 }
 
 /// What the collector needs from the configuration.
@@ -83,6 +94,8 @@ impl Default for UsdtOptions {
 pub const TICK: Duration = Duration::from_millis(100);
 /// Probe sites of one library accepted (the agent has one).
 const MAX_SITES_PER_FILE: usize = 64;
+/// Files kept attached with no process using them; beyond this the longest idle goes.
+const MAX_IDLE_FILES: usize = 8;
 
 /// A snapshot of what the collector does, for status and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -115,6 +128,8 @@ pub struct FileStatus {
     /// Probe sites attached.
     pub sites: usize,
     pub users: Vec<u32>,
+    /// No process uses it and it stays attached for the next one (see the module doc).
+    pub idle: bool,
 }
 
 /// Handle on the running collector.
@@ -234,6 +249,17 @@ impl Drop for UsdtCollector {
     }
 }
 
+/// Whether `pid` sees the filesystem jpd sees (it may not exist any more: then no).
+fn same_mount_namespace(pid: u32) -> bool {
+    match (
+        std::fs::read_link(format!("/proc/{pid}/ns/mnt")),
+        std::fs::read_link("/proc/self/ns/mnt"),
+    ) {
+        (Ok(theirs), Ok(ours)) => theirs == ours,
+        _ => false,
+    }
+}
+
 /// Locks the sink; a panic in another holder leaves its data usable.
 pub fn lock<S: ?Sized>(sink: &Mutex<S>) -> MutexGuard<'_, S> {
     sink.lock().unwrap_or_else(|p| p.into_inner())
@@ -251,6 +277,10 @@ struct AttachedFile {
     /// File offset of the control block, if the library exports one.
     control: Option<ControlSymbol>,
     users: BTreeSet<u32>,
+    /// Found by a process in jpd's mount namespace: may stay attached when idle.
+    may_idle: bool,
+    /// Since when no process uses it (kept attached).
+    idle_since: Option<Instant>,
 }
 
 /// One probe site of an attached file.
@@ -337,6 +367,8 @@ impl<S: RecordSink> Manager<S> {
         for pid in exited {
             self.gone(pid, now);
         }
+        self.unseen_gone(&present, now);
+        self.limit_idle_files();
         self.adopt_generations();
         lock(&self.sink).expire(now);
         self.scans += 1;
@@ -381,6 +413,7 @@ impl<S: RecordSink> Manager<S> {
             return;
         };
         file.users.insert(found.pid);
+        file.idle_since = None;
         let control = file.control;
         let info = discovery::process_info(found.pid, found.start_time);
         lock(&self.sink).process_found(found.pid, info, now);
@@ -486,6 +519,8 @@ impl<S: RecordSink> Manager<S> {
             sites: Vec::new(),
             control,
             users: BTreeSet::new(),
+            may_idle: !mapped.deleted && same_mount_namespace(pid),
+            idle_since: None,
         };
         for probe in sites {
             let usdt_spec = spec::usdt_spec(&probe.args, 0)
@@ -563,10 +598,68 @@ impl<S: RecordSink> Manager<S> {
             }
             None => false,
         };
-        if last_user {
-            if let Some(file) = self.files.remove(&process.key) {
-                log::info!("USDT: detached from {} (no process uses it)", file.shown);
+        if !last_user {
+            return;
+        }
+        match self.files.get_mut(&process.key) {
+            Some(file) if file.may_idle => {
+                file.idle_since = Some(Instant::now());
+                log::debug!("USDT: {} idle, kept attached", file.shown);
+                self.limit_idle_files();
+            }
+            _ => {
+                if let Some(file) = self.files.remove(&process.key) {
+                    log::info!("USDT: detached from {} (no process uses it)", file.shown);
+                    self.detach_file(file);
+                }
+            }
+        }
+    }
+
+    /// Detaches idle files that were deleted or replaced (no JVM can map them again),
+    /// and the longest idle beyond [`MAX_IDLE_FILES`].
+    fn limit_idle_files(&mut self) {
+        let deleted: Vec<FileKey> = self
+            .files
+            .iter()
+            .filter(|(_, f)| f.idle_since.is_some())
+            .filter(|(_, f)| f.file.metadata().map_or(true, |m| m.nlink() == 0))
+            .map(|(&k, _)| k)
+            .collect();
+        for key in deleted {
+            if let Some(file) = self.files.remove(&key) {
+                log::info!(
+                    "USDT: detached from {} (deleted, no process uses it)",
+                    file.shown
+                );
                 self.detach_file(file);
+            }
+        }
+        let mut idle: Vec<(Instant, FileKey)> = self
+            .files
+            .iter()
+            .filter_map(|(&k, f)| f.idle_since.map(|t| (t, k)))
+            .collect();
+        idle.sort_unstable();
+        let excess = idle.len().saturating_sub(MAX_IDLE_FILES);
+        for (_, key) in idle.into_iter().take(excess) {
+            if let Some(file) = self.files.remove(&key) {
+                log::info!("USDT: detached from {} (idle the longest)", file.shown);
+                self.detach_file(file);
+            }
+        }
+    }
+
+    /// JVMs whose records arrived through an idle file before any scan found them: the
+    /// store holds them as running until told otherwise.
+    fn unseen_gone(&mut self, present: &BTreeSet<u32>, now: SystemTime) {
+        let running = lock(&self.sink).running_tgids();
+        for tgid in running {
+            if !self.procs.contains_key(&tgid)
+                && !present.contains(&tgid)
+                && !std::path::Path::new(&format!("/proc/{tgid}")).exists()
+            {
+                lock(&self.sink).process_gone(tgid, now);
             }
         }
     }
@@ -669,6 +762,7 @@ impl<S: RecordSink> Manager<S> {
                 inode,
                 sites: f.sites.len(),
                 users: f.users.iter().copied().collect(),
+                idle: f.idle_since.is_some(),
             })
             .collect();
         files.sort_by_key(|f| (f.dev, f.inode));

@@ -49,4 +49,8 @@ impl RecordSink for JvmStore {
     fn expire(&mut self, now: SystemTime) {
         JvmStore::expire(self, now);
     }
+
+    fn running_tgids(&self) -> Vec<u32> {
+        JvmStore::running_tgids(self)
+    }
 }
