@@ -14,7 +14,9 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use fleet_common::{binary, compile_fleet_paper, jdk17, one_at_a_time, read_dev_zero};
+use fleet_common::{
+    binary, compile_fleet_paper, free_port, http_get, jdk17, one_at_a_time, read_dev_zero,
+};
 use serde_json::Value;
 use systemd_container::{Bind, Container};
 
@@ -24,7 +26,7 @@ const CONFIG: &str = include_str!("../jpd.toml");
 /// the unit's CapabilityBoundingSet, nothing else.
 const UNIT_CAPS: &str = "0000000400280005";
 /// `systemd-analyze security jpd.service`'s overall exposure (0 best, 10 worst).
-const EXPOSURE: f64 = 4.8;
+const EXPOSURE: f64 = 3.5;
 
 /// jp laid out as `cargo xtask install` does (prefix /usr/local, /etc/jp), in a
 /// directory the container binds over its /usr/local and /etc/jp.
@@ -236,6 +238,45 @@ fn start_reload_restart_and_stop_under_systemd() {
         .nth(16)
         .expect("nice field");
     assert_eq!(nice, "-5", "Nice=-5");
+    // systemd applied the sandbox: seccomp filters, a read-only root with a writable
+    // /run/jp, a private /tmp, no /root.
+    assert_eq!(status_field(&ct, pid, "Seccomp"), "2");
+    let mounts = std::fs::read_to_string(ct.host_path(&format!("/proc/{pid}/mountinfo")))
+        .expect("mountinfo");
+    let options = |point: &str| {
+        mounts
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.get(4) == Some(&point)).then(|| f.get(5).map(|o| o.to_string()))
+            })
+            .last()
+            .flatten()
+            .unwrap_or_else(|| panic!("{point} is not a mount of jpd's:\n{mounts}"))
+    };
+    for (point, mode) in [("/", "ro"), ("/etc/jp", "ro"), ("/run/jp", "rw")] {
+        assert!(
+            options(point).split(',').any(|o| o == mode),
+            "{point} is not {mode} for jpd:\n{mounts}"
+        );
+    }
+    let id = |p: std::path::PathBuf| {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        (m.dev(), m.ino())
+    };
+    assert_ne!(
+        id(ct.host_path(&format!("/proc/{pid}/root/tmp"))),
+        id(ct.host_path("/tmp")),
+        "PrivateTmp=yes gives jpd a /tmp of its own"
+    );
+    let root = std::fs::metadata(ct.host_path(&format!("/proc/{pid}/root/root")))
+        .expect("/root in jpd's namespace");
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&root.permissions()) & 0o777,
+        0,
+        "ProtectHome=yes leaves /root inaccessible"
+    );
 
     // systemctl reload: SIGHUP, RELOADING=1, the new frequency, READY=1 again.
     staged.set_config(&CONFIG.replace("frequency_hz = 997", "frequency_hz = 499"));
@@ -379,8 +420,9 @@ fn the_watchdog_is_armed_fed_and_fires() {
     ct.ok(&["jpctl", "status"]);
 }
 
-/// FleetPaper as a service of its own (PrivateTmp, ProtectHome, ...), fed through a
-/// FIFO; jpd must see into its namespaces to attach.
+/// FleetPaper as a service of its own (PrivateTmp, ProtectSystem), fed through a FIFO,
+/// with the agent library in root's 0700 home, which jpd's ProtectHome=yes hides from
+/// jpd's own mount namespace: jpd must reach it through the JVM's.
 struct JvmService<'a> {
     ct: &'a Container,
     input: std::fs::File,
@@ -395,17 +437,21 @@ impl<'a> JvmService<'a> {
         let c = std::ffi::CString::new(fifo.to_str().expect("UTF-8")).expect("path");
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        let home = ct.host_path("/root");
+        std::fs::create_dir_all(home.join("jp")).expect("mkdir /root/jp");
+        chmod(&home, 0o700);
+        std::fs::copy(binary("JP_AGENT_LIB"), home.join("jp/libjpagent.so"))
+            .expect("copy the agent into /root/jp");
         let java = format!("{}/bin/java", jdk17().display());
         ct.ok(&[
             "systemd-run",
             "--unit=jp-test-jvm",
             "--property=PrivateTmp=yes",
-            "--property=ProtectHome=yes",
             "--property=ProtectSystem=strict",
             "--property=StandardInput=file:/srv/jp-test/io/in",
             "--property=StandardOutput=file:/srv/jp-test/io/out",
             &java,
-            "-agentpath:/usr/local/lib/jp/libjpagent.so=bba=precise,profiler=usdt",
+            "-agentpath:/root/jp/libjpagent.so=bba=precise,profiler=usdt",
             "-cp",
             "/srv/jp-test/classes",
             "FleetPaper",
@@ -466,6 +512,17 @@ impl Drop for JvmService<'_> {
 fn hardened_jpd_samples_the_kernel_and_profiles_a_jvm_of_another_service() {
     let _one = one_at_a_time();
     let (staged, ct) = boot("profile");
+    // The exporters too (the container shares the host's network).
+    let http: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+    let config = CONFIG.replace("enabled = false", "enabled = true").replace(
+        "listen = \"127.0.0.1:9464\"",
+        &format!("listen = \"{http}\""),
+    );
+    assert_ne!(
+        config, CONFIG,
+        "jpd.toml's [export] keys changed: update this test"
+    );
+    staged.set_config(&config);
     start(&ct);
 
     ct.ok(&["jpctl", "reset"]);
@@ -491,14 +548,22 @@ fn hardened_jpd_samples_the_kernel_and_profiles_a_jvm_of_another_service() {
         .contains(&hottest),
         "the hottest kernel function is not on the /dev/zero read path: {k}"
     );
+    let (code, body) = http_get(http, "/metrics");
+    let metrics = String::from_utf8_lossy(&body);
+    assert_eq!(code, 200, "GET /metrics: {metrics}");
+    assert!(
+        metrics.contains("jp_kernel_samples_total{mode=\"kernel\"}"),
+        "{metrics}"
+    );
 
     // FleetPaper in a service of its own, with its own /tmp and mount namespace: jpd
-    // finds the library through /proc/PID/maps and /proc/PID/map_files, attaches its
-    // probe and writes the generation through /proc/PID/mem, all under its hardening.
+    // finds the library through /proc/PID/maps and /proc/PID/root, attaches its probe
+    // and writes the generation through /proc/PID/mem, all under its hardening.
     let mut jvm = JvmService::start(&ct, &staged);
     let pid = jvm.pid();
-    let attached =
-        format!("USDT: attached to /usr/local/lib/jp/libjpagent.so (1 probe site(s), found in process {pid})");
+    let attached = format!(
+        "USDT: attached to /root/jp/libjpagent.so (1 probe site(s), found in process {pid})"
+    );
     wait_for(
         &ct,
         Duration::from_secs(30),
