@@ -250,7 +250,7 @@ fn start_reload_restart_and_stop_under_systemd() {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 (f.get(4) == Some(&point)).then(|| f.get(5).map(|o| o.to_string()))
             })
-            .last()
+            .next_back()
             .flatten()
             .unwrap_or_else(|| panic!("{point} is not a mount of jpd's:\n{mounts}"))
     };
