@@ -36,8 +36,23 @@ struct Staged {
 
 impl Staged {
     fn new() -> Staged {
+        // Left by a test process that was killed before its drop.
+        for e in std::fs::read_dir(std::env::temp_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix("jp-systemd-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
         let dir = tempfile::Builder::new()
-            .prefix("jp-systemd-")
+            .prefix(&format!("jp-systemd-{}-", std::process::id()))
             .tempdir()
             .expect("temp dir");
         let local = dir.path().join("usr-local");

@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 /// host mounts them): nspawn gives the container a subtree of the one it runs in.
 const HIERARCHIES: [&str; 2] = ["/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified"];
 
+/// Names of the test cgroups (and machines): PREFIX, the test's tag, the test's pid.
+const PREFIX: &str = "jp-systemd-test-";
+
 /// PATH inside the container: a clean one, not the test's.
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -75,6 +78,12 @@ fn cstring(s: &str) -> CString {
 /// In the forked child, before exec: join the test cgroups, then a private mount
 /// namespace with its own /run. Only system calls (no allocation) after fork.
 fn prepare(procs: &[CString; 2]) -> std::io::Result<()> {
+    // If the test process is killed before its drop runs, nspawn gets SIGTERM and
+    // halts the container.
+    // SAFETY: prctl with an integer argument.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
     for p in procs {
         // SAFETY: `p` is a valid NUL-terminated path; the fd is closed below.
         let fd = unsafe { libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
@@ -138,7 +147,8 @@ impl Container {
                  name=systemd (v1) and the unified (v2) hierarchies there"
             );
         }
-        let name = format!("jp-{tag}-{}", std::process::id());
+        sweep_stale();
+        let name = format!("{PREFIX}{tag}-{}", std::process::id());
         for h in HIERARCHIES {
             let dir = Path::new(h).join(&name);
             std::fs::create_dir_all(&dir)
@@ -368,6 +378,30 @@ fn rmdir_tree(dir: &Path) -> bool {
         }
     }
     std::fs::remove_dir(dir).is_ok() || !dir.exists()
+}
+
+/// The cgroups of test processes that died without their drop (killed).
+fn sweep_stale() {
+    for h in HIERARCHIES {
+        let Ok(entries) = std::fs::read_dir(h) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .strip_prefix(PREFIX)
+                .and_then(|r| r.rsplit('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                // v2 first: its cgroup.kill ends whatever is left.
+                remove_cgroup(&Path::new(HIERARCHIES[1]).join(&name));
+                remove_cgroup(&Path::new(HIERARCHIES[0]).join(&name));
+            }
+        }
+    }
 }
 
 impl Drop for Container {
