@@ -78,8 +78,7 @@ impl Staged {
         // The JVM service's class path and its stdin/stdout.
         std::fs::create_dir_all(dir.path().join("classes")).expect("mkdir");
         std::fs::create_dir_all(dir.path().join("io")).expect("mkdir");
-        // The container's root is a tmpfs of mode 0755 seen by root only; the staged
-        // tree must be readable by jpd's uid 0 without CAP_DAC_OVERRIDE.
+        // tempdir makes it 0700: 0755 as an installed tree would be.
         chmod(dir.path(), 0o755);
         Staged { dir }
     }
