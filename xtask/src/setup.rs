@@ -52,6 +52,10 @@ const PACKAGES: &[(&str, &str)] = &[
         "test-only: systemd-analyze verify checks deploy/systemd/jpd.service",
     ),
     (
+        "systemd-container",
+        "test-only: systemd-nspawn boots a real systemd (PID 1 of a container) to run jpd.service",
+    ),
+    (
         "prometheus",
         "test-only: a real Prometheus scrapes jpd's /metrics; promtool checks the exposition",
     ),
