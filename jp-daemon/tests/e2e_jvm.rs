@@ -499,6 +499,16 @@ fn a_jvm_that_no_scan_found_is_held_exactly() {
     first.wait_started();
     let d = Daemon::start_with("jvm-unseen", "[usdt]\nscan_interval_ms = 60000\n");
     wait_listed(&d, first_pid, "listed", |_| true);
+    // `jpctl status` says which library file the probe is attached to.
+    let status = d.json(&["status", "--json"]);
+    let files = &status["jvm"]["collector"]["files"];
+    assert!(
+        files.as_array().is_some_and(|f| f.len() == 1
+            && f[0]["path"].as_str() == agent_lib().to_str()
+            && f[0]["processes"] == 1
+            && f[0]["idle"] == false),
+        "jpctl status --json: collector files {files}"
+    );
     let t0 = Instant::now();
     let mut short = Jvm::start(Jdk::J25, "unseen-short", 2, 300, &[], &agent_lib());
     let pid = short.host_pid();

@@ -1143,6 +1143,31 @@ async fn jvm_list_profile_top_export_and_status() {
         &mut jp_daemon::server::jvm::lock(&jvm),
         b"JPW0 this is not a record: bad magic, 48 bytes..",
     );
+    // What the USDT collector last published (it feeds the store every tick).
+    {
+        use jp_daemon::usdt::collector::{FileStatus, RefusedFile, UsdtStatus};
+        jp_daemon::server::jvm::lock(&jvm).set_collector_status(UsdtStatus {
+            files: vec![FileStatus {
+                path: "/opt/jp/lib/jp/libjpagent.so".into(),
+                dev: (8, 1),
+                inode: 42,
+                sites: 1,
+                users: vec![],
+                idle: true,
+            }],
+            refused: vec![RefusedFile {
+                path: "/tmp/libjpagent.so".into(),
+                reason: "no USDT probe jp:record".into(),
+            }],
+            processes: vec![7, 8],
+            scans: 3,
+            last_scan: std::time::Duration::from_micros(1500),
+            generations_written: 2,
+            errors: 1,
+            last_error: "process 9: control block not found".into(),
+            ..Default::default()
+        });
+    }
     let st = jp
         .get_status(pb::GetStatusRequest {})
         .await
@@ -1175,6 +1200,24 @@ async fn jvm_list_profile_top_export_and_status() {
             jvm_limit_drops: 0,
             events: 5,
             thread_nodes: stats.thread_nodes,
+            collector: Some(pb::UsdtCollector {
+                files: vec![pb::UsdtFile {
+                    path: "/opt/jp/lib/jp/libjpagent.so".into(),
+                    probe_sites: 1,
+                    processes: 0,
+                    idle: true,
+                }],
+                refused: vec![pb::UsdtRefusedFile {
+                    path: "/tmp/libjpagent.so".into(),
+                    reason: "no USDT probe jp:record".into(),
+                }],
+                processes: 2,
+                scans: 3,
+                last_scan_us: 1500,
+                generations_written: 2,
+                errors: 1,
+                last_error: "process 9: control block not found".into(),
+            }),
         })
     );
 

@@ -243,6 +243,47 @@ pub fn render(out: &mut String, per_main: &BTreeMap<String, MainTotals>, stats: 
     ] {
         Family::header(out, name, "gauge", help).sample(name, &[], v as f64);
     }
+    if let Some(c) = &stats.collector {
+        collector(out, c);
+    }
+}
+
+/// The USDT collector's own health: a fleet alert on "agent library refused" or
+/// "collector errors rising" finds the hosts where JVMs are not seen.
+fn collector(out: &mut String, c: &crate::usdt::collector::UsdtStatus) {
+    let name = "jp_usdt_library_files";
+    let mut f = Family::header(
+        out,
+        name,
+        "gauge",
+        "Agent library files jpd's probe is attached to (in use or idle), and refused ones.",
+    );
+    let idle = c.files.iter().filter(|f| f.idle).count();
+    f.sample(name, &[("state", "in_use")], (c.files.len() - idle) as f64);
+    f.sample(name, &[("state", "idle")], idle as f64);
+    f.sample(name, &[("state", "refused")], c.refused.len() as f64);
+    for (name, kind, help, v) in [
+        (
+            "jp_usdt_scans_total",
+            "counter",
+            "Scans of /proc for processes that map the agent library.",
+            c.scans as f64,
+        ),
+        (
+            "jp_usdt_last_scan_seconds",
+            "gauge",
+            "Duration of the latest /proc scan.",
+            c.last_scan.as_secs_f64(),
+        ),
+        (
+            "jp_usdt_collector_errors_total",
+            "counter",
+            "Attach, scan and control-write failures of the USDT collector.",
+            c.errors as f64,
+        ),
+    ] {
+        Family::header(out, name, kind, help).sample(name, &[], v);
+    }
 }
 
 #[cfg(test)]
@@ -345,6 +386,20 @@ mod tests {
         let stats = IngestStats {
             records: 4,
             jvms_running: 1,
+            collector: Some(crate::usdt::collector::UsdtStatus {
+                files: vec![crate::usdt::collector::FileStatus {
+                    path: "/opt/jp/lib/jp/libjpagent.so".into(),
+                    dev: (8, 1),
+                    inode: 42,
+                    sites: 1,
+                    users: vec![],
+                    idle: true,
+                }],
+                scans: 12,
+                errors: 2,
+                last_scan: std::time::Duration::from_millis(3),
+                ..Default::default()
+            }),
             ..IngestStats::default()
         };
         let mut out = String::new();
@@ -357,6 +412,10 @@ mod tests {
             "jp_jvm_records_total 4\n",
             "jp_jvm_records_malformed_total{reason=\"none\"} 0\n",
             "jp_usdt_records_dropped_total{reason=\"ring_full\"} 0\n",
+            "jp_usdt_library_files{state=\"in_use\"} 0\njp_usdt_library_files{state=\"idle\"} 1\njp_usdt_library_files{state=\"refused\"} 0\n",
+            "# TYPE jp_usdt_scans_total counter\njp_usdt_scans_total 12\n",
+            "jp_usdt_last_scan_seconds 0.003\n",
+            "jp_usdt_collector_errors_total 2\n",
         ] {
             assert!(out.contains(line), "{line:?} not in:\n{out}");
         }

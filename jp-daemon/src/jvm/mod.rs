@@ -314,6 +314,8 @@ pub struct IngestStats {
     pub thread_nodes: u64,
     /// Memory of the store (bytes, estimated from allocation sizes).
     pub memory_bytes: u64,
+    /// What the USDT collector feeding this store is attached to (none without one).
+    pub collector: Option<crate::usdt::collector::UsdtStatus>,
 }
 
 /// All JVMs jpd knows. A plain struct: the daemon wraps it in `Arc<Mutex<_>>`.
@@ -437,6 +439,11 @@ impl JvmStore {
                 j.change += 1;
             }
         }
+    }
+
+    /// The collector's latest state, passed on in [`JvmStore::stats`].
+    pub fn set_collector_status(&mut self, status: crate::usdt::collector::UsdtStatus) {
+        self.stats.collector = Some(status);
     }
 
     /// JVMs not known to have exited.

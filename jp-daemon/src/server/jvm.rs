@@ -10,6 +10,7 @@ use tonic::Status;
 
 use super::convert::unix_ms;
 use crate::jvm::{IngestStats, JvmStore, JvmSummary, MethodTotals};
+use crate::usdt::collector::UsdtStatus;
 
 /// The store as the daemon shares it between the USDT collector and the server.
 pub type SharedJvmStore = Arc<Mutex<JvmStore>>;
@@ -86,6 +87,36 @@ pub fn status(s: &IngestStats) -> pb::JvmStatus {
         jvm_limit_drops: s.jvm_limit_drops,
         events: s.events,
         thread_nodes: s.thread_nodes,
+        collector: s.collector.as_ref().map(collector),
+    }
+}
+
+fn collector(c: &UsdtStatus) -> pb::UsdtCollector {
+    pb::UsdtCollector {
+        files: c
+            .files
+            .iter()
+            .map(|f| pb::UsdtFile {
+                path: f.path.clone(),
+                probe_sites: u32::try_from(f.sites).unwrap_or(u32::MAX),
+                processes: u32::try_from(f.users.len()).unwrap_or(u32::MAX),
+                idle: f.idle,
+            })
+            .collect(),
+        refused: c
+            .refused
+            .iter()
+            .map(|r| pb::UsdtRefusedFile {
+                path: r.path.clone(),
+                reason: r.reason.clone(),
+            })
+            .collect(),
+        processes: u32::try_from(c.processes.len()).unwrap_or(u32::MAX),
+        scans: c.scans,
+        last_scan_us: u64::try_from(c.last_scan.as_micros()).unwrap_or(u64::MAX),
+        generations_written: c.generations_written,
+        errors: c.errors,
+        last_error: c.last_error.clone(),
     }
 }
 

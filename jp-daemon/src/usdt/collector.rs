@@ -67,6 +67,8 @@ pub trait RecordSink: Send + 'static {
     fn running_tgids(&self) -> Vec<u32> {
         Vec::new()
     }
+    /// The collector's own state, after every tick (for jpd's status API).
+    fn collector_status(&mut self, _status: &UsdtStatus) {}
 }
 
 /// What the collector needs from the configuration.
@@ -107,8 +109,11 @@ pub struct UsdtStatus {
     pub last_scan: Duration,
     /// Generations written (first contact and re-sends).
     pub generations_written: u64,
-    /// Attach, scan and control-write failures.
+    /// Attach, scan and control-write failures, and the latest one in words.
     pub errors: u64,
+    pub last_error: String,
+    /// Library files that map the library name but cannot be attached, with why.
+    pub refused: Vec<RefusedFile>,
     /// Ring items handed to the sink, and batches (sink locks).
     pub items: u64,
     pub batches: u64,
@@ -130,6 +135,12 @@ pub struct FileStatus {
     pub users: Vec<u32>,
     /// No process uses it and it stays attached for the next one (see the module doc).
     pub idle: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedFile {
+    pub path: String,
+    pub reason: String,
 }
 
 /// Handle on the running collector.
@@ -187,6 +198,7 @@ impl UsdtCollector {
             last_scan: Duration::ZERO,
             generations: 0,
             errors: 0,
+            last_error: String::new(),
             last_error_log: None,
         };
         manager.scan();
@@ -314,7 +326,7 @@ struct Manager<S> {
     files: HashMap<FileKey, AttachedFile>,
     /// Files that cannot be attached (no probe, malformed), with the reason, so that
     /// they are tried (and logged) once.
-    refused: HashMap<FileKey, String>,
+    refused: HashMap<FileKey, RefusedFile>,
     procs: HashMap<u32, Process>,
     clock: GenerationClock,
     next_cookie: u64,
@@ -324,6 +336,7 @@ struct Manager<S> {
     last_scan: Duration,
     generations: u64,
     errors: u64,
+    last_error: String,
     last_error_log: Option<Instant>,
 }
 
@@ -397,7 +410,13 @@ impl<S: RecordSink> Manager<S> {
                         found.file.path,
                         found.pid
                     );
-                    self.refused.insert(key, why);
+                    self.refused.insert(
+                        key,
+                        RefusedFile {
+                            path: found.file.path.clone(),
+                            reason: why,
+                        },
+                    );
                     return;
                 }
                 Err(FileError::Transient(why)) => {
@@ -776,12 +795,19 @@ impl<S: RecordSink> Manager<S> {
             last_scan: self.last_scan,
             generations_written: self.generations,
             errors: self.errors,
+            last_error: self.last_error.clone(),
+            refused: {
+                let mut refused: Vec<RefusedFile> = self.refused.values().cloned().collect();
+                refused.sort_by(|a, b| a.path.cmp(&b.path));
+                refused
+            },
             items: r.items.load(Ordering::Relaxed),
             batches: r.batches.load(Ordering::Relaxed),
             malformed_items: r.malformed.load(Ordering::Relaxed),
             run_count,
             run_time_ns,
         };
+        lock(&self.sink).collector_status(&status);
         *self.status.lock().unwrap_or_else(|p| p.into_inner()) = status;
     }
 
@@ -796,6 +822,7 @@ impl<S: RecordSink> Manager<S> {
 
     fn error(&mut self, message: String) {
         self.errors += 1;
+        self.last_error.clone_from(&message);
         // At most one message every 10 s: a persistent failure must not flood the log.
         if self
             .last_error_log

@@ -3,7 +3,7 @@ use std::time::SystemTime;
 
 use jp_common::wire::EventHeader;
 
-use super::collector::{KernelCounters, ProcessInfo, RecordSink};
+use super::collector::{KernelCounters, ProcessInfo, RecordSink, UsdtStatus};
 use crate::jvm::{self, JvmStore};
 
 impl RecordSink for JvmStore {
@@ -52,5 +52,9 @@ impl RecordSink for JvmStore {
 
     fn running_tgids(&self) -> Vec<u32> {
         JvmStore::running_tgids(self)
+    }
+
+    fn collector_status(&mut self, status: &UsdtStatus) {
+        self.set_collector_status(status.clone());
     }
 }

@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use jp_proto::v1::{JvmCut, JvmList, JvmProfile, JvmSummary, JvmTop, JvmTopOrder, Status};
+use jp_proto::v1::{
+    JvmCut, JvmList, JvmProfile, JvmSummary, JvmTop, JvmTopOrder, Status, UsdtCollector,
+};
 use serde::Serialize;
 
 use super::percent;
@@ -497,7 +499,39 @@ pub fn status_jvm_text(s: &Status) -> String {
         "  nodes    {} ({} bytes of memory)",
         v.nodes, v.memory_bytes
     );
+    match &v.collector {
+        None => out.push_str("  usdt     no collector (usdt.enabled = false)\n"),
+        Some(c) => collector_text(&mut out, c),
+    }
     out
+}
+
+/// Why a JVM is or is not seen: the files the probe is attached to, those refused and why.
+fn collector_text(out: &mut String, c: &UsdtCollector) {
+    let _ = writeln!(
+        out,
+        "  usdt     {} library file(s), {} process(es), {} scans (last {} us), {} generations written, {} errors",
+        c.files.len(),
+        c.processes,
+        c.scans,
+        c.last_scan_us,
+        c.generations_written,
+        c.errors
+    );
+    for f in &c.files {
+        let users = if f.idle {
+            "idle, kept attached".to_string()
+        } else {
+            format!("{} process(es)", f.processes)
+        };
+        let _ = writeln!(out, "    attached {} ({users})", f.path);
+    }
+    for r in &c.refused {
+        let _ = writeln!(out, "    refused  {}: {}", r.path, r.reason);
+    }
+    if !c.last_error.is_empty() {
+        let _ = writeln!(out, "    last error: {}", c.last_error);
+    }
 }
 
 pub fn status_jvm_json(s: &Status) -> serde_json::Value {
@@ -519,6 +553,24 @@ pub fn status_jvm_json(s: &Status) -> serde_json::Value {
         "too_long": v.too_long,
         "nodes": v.nodes,
         "memory_bytes": v.memory_bytes,
+        "collector": v.collector.as_ref().map(|c| serde_json::json!({
+            "files": c.files.iter().map(|f| serde_json::json!({
+                "path": f.path,
+                "probe_sites": f.probe_sites,
+                "processes": f.processes,
+                "idle": f.idle,
+            })).collect::<Vec<_>>(),
+            "refused": c.refused.iter().map(|r| serde_json::json!({
+                "path": r.path,
+                "reason": r.reason,
+            })).collect::<Vec<_>>(),
+            "processes": c.processes,
+            "scans": c.scans,
+            "last_scan_us": c.last_scan_us,
+            "generations_written": c.generations_written,
+            "errors": c.errors,
+            "last_error": c.last_error,
+        })),
     })
 }
 
@@ -526,6 +578,59 @@ pub fn status_jvm_json(s: &Status) -> serde_json::Value {
 mod tests {
     use super::*;
     use jp_proto::v1::{JvmMethod, JvmNode};
+
+    #[test]
+    fn status_names_attached_idle_and_refused_library_files() {
+        let s = Status {
+            jvm: Some(jp_proto::v1::JvmStatus {
+                collector: Some(UsdtCollector {
+                    files: vec![
+                        jp_proto::v1::UsdtFile {
+                            path: "/opt/jp/lib/jp/libjpagent.so".into(),
+                            probe_sites: 1,
+                            processes: 2,
+                            idle: false,
+                        },
+                        jp_proto::v1::UsdtFile {
+                            path: "/old/libjpagent.so".into(),
+                            probe_sites: 1,
+                            processes: 0,
+                            idle: true,
+                        },
+                    ],
+                    refused: vec![jp_proto::v1::UsdtRefusedFile {
+                        path: "/tmp/libjpagent.so".into(),
+                        reason: "no USDT probe jp:record".into(),
+                    }],
+                    processes: 2,
+                    scans: 9,
+                    last_scan_us: 812,
+                    generations_written: 3,
+                    errors: 0,
+                    last_error: String::new(),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let text = status_jvm_text(&s);
+        let usdt: Vec<&str> = text.lines().skip(4).collect();
+        assert_eq!(
+            usdt,
+            [
+                "  usdt     2 library file(s), 2 process(es), 9 scans (last 812 us), 3 generations written, 0 errors",
+                "    attached /opt/jp/lib/jp/libjpagent.so (2 process(es))",
+                "    attached /old/libjpagent.so (idle, kept attached)",
+                "    refused  /tmp/libjpagent.so: no USDT probe jp:record",
+            ]
+        );
+        let json = status_jvm_json(&s);
+        assert_eq!(json["collector"]["files"][1]["idle"], true);
+        assert_eq!(
+            json["collector"]["refused"][0]["reason"],
+            "no USDT probe jp:record"
+        );
+    }
 
     fn jvm(pid: u32, jdk: &str) -> JvmSummary {
         JvmSummary {
