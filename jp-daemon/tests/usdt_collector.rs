@@ -161,7 +161,8 @@ fn same_file(a: &Path, dev: (u32, u32), inode: u64) -> bool {
 fn records_generations_faults_and_exit() {
     require_root();
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
+    // On disk, not in a /tmp that may be a tmpfs: the file must stay attached when idle.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let (lib, prog) = build(dir.path(), "libjptest-records.so");
     let rt = runtime();
     let _enter = rt.enter();
@@ -427,10 +428,15 @@ fn process_in_another_mount_namespace_killed() {
     wait_for(&sink, WAIT, "the record", |r| r.events_of(pid).len() == 1);
     assert_eq!(sink.lock().unwrap().events_of(pid)[0].1, records[0]);
 
-    // SIGKILL: the exit is seen by the next scan.
+    // SIGKILL: the exit is seen by the next scan. A file on a tmpfs (as in a container)
+    // is not kept attached: its descriptor would keep the filesystem alive.
+    let (dev, inode) = (file.dev, file.inode);
     agent.child.kill().unwrap();
     agent.child.wait().unwrap();
     wait_for(&sink, WAIT, "the exit", |r| r.gone.contains(&pid));
+    wait_status(&collector, "the tmpfs file detached", |s| {
+        !s.files.iter().any(|f| f.dev == dev && f.inode == inode)
+    });
     collector.shutdown();
 }
 

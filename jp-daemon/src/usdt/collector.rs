@@ -14,12 +14,15 @@
 //! every CPU), opened through a descriptor jpd keeps on the file, so that the path
 //! it was found under may vanish.
 //!
-//! When the last process using a file is gone, a file of jpd's own mount namespace
-//! stays attached (idle) while it exists: the kernel then arms the probe in the next JVM
-//! that maps it from its first instruction, so a JVM that lives shorter than one rescan
-//! (a batch job, a CLI tool) still delivers everything — its records carry its tgid and
-//! its HELLO names it. A file in another mount namespace (a container's image) is
-//! detached at once: the open descriptor would keep that filesystem busy.
+//! When the last process using a file is gone, a file on a disk filesystem stays
+//! attached (idle) while it exists: the kernel then arms the probe in the next JVM that
+//! maps it from its first instruction, so a JVM that lives shorter than one rescan (a
+//! batch job, a CLI tool) still delivers everything — its records carry its tgid and its
+//! HELLO names it. A file on a filesystem a container image or a private mount lives on
+//! (overlayfs, squashfs, FUSE, tmpfs) is detached at once: the open descriptor would keep
+//! that filesystem alive after its container is gone. (The test is the filesystem, not
+//! the mount namespace: under systemd's hardening jpd has a namespace of its own, and
+//! so do JVM services with PrivateTmp.)
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::io::Read as _;
@@ -261,15 +264,26 @@ impl Drop for UsdtCollector {
     }
 }
 
-/// Whether `pid` sees the filesystem jpd sees (it may not exist any more: then no).
-fn same_mount_namespace(pid: u32) -> bool {
-    match (
-        std::fs::read_link(format!("/proc/{pid}/ns/mnt")),
-        std::fs::read_link("/proc/self/ns/mnt"),
-    ) {
-        (Ok(theirs), Ok(ours)) => theirs == ours,
-        _ => false,
+/// Whether `file` lives on a filesystem that outlives containers, so that keeping it
+/// open holds nothing a container runtime wants to unmount (see the module doc).
+fn on_lasting_filesystem(file: &File) -> bool {
+    // Filesystem magic numbers (linux/magic.h).
+    const OVERLAYFS: i64 = 0x794c_7630;
+    const SQUASHFS: i64 = 0x7371_7368;
+    const FUSE: i64 = 0x6573_5546;
+    const TMPFS: i64 = 0x0102_1994;
+    const RAMFS: i64 = 0x8584_58f6;
+    const AUFS: i64 = 0x6175_6673;
+    // SAFETY: statfs is plain old data (integers and an array): all zeroes is valid.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs writes one statfs into `st`, which we own; the descriptor stays
+    // open for the call (borrowed from `file`).
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+        return false;
     }
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs between targets
+    let kind = st.f_type as i64;
+    ![OVERLAYFS, SQUASHFS, FUSE, TMPFS, RAMFS, AUFS].contains(&kind)
 }
 
 /// Locks the sink; a panic in another holder leaves its data usable.
@@ -528,6 +542,7 @@ impl<S: RecordSink> Manager<S> {
                 None
             }
         };
+        let may_idle = !mapped.deleted && on_lasting_filesystem(&file);
         let mut attached = AttachedFile {
             file,
             shown: if mapped.deleted {
@@ -538,7 +553,7 @@ impl<S: RecordSink> Manager<S> {
             sites: Vec::new(),
             control,
             users: BTreeSet::new(),
-            may_idle: !mapped.deleted && same_mount_namespace(pid),
+            may_idle,
             idle_since: None,
         };
         for probe in sites {
