@@ -33,7 +33,9 @@ pub struct ProbeConfig {
     pub irqaction_handler_off: u32,
     /// `offsetof(struct irqaction, name)`.
     pub irqaction_name_off: u32,
-    pub _pad: u32,
+    /// The interrupted IP is looked for at 1 in this many hard-IRQ handler entries per
+    /// CPU (the first of every run of this many); 0 or 1: at every one.
+    pub irq_ip_every: u32,
 }
 
 impl ProbeConfig {
@@ -47,7 +49,7 @@ impl ProbeConfig {
         shift: 0,
         irqaction_handler_off: 0,
         irqaction_name_off: 0,
-        _pad: 0,
+        irq_ip_every: 0,
     };
 }
 
@@ -135,6 +137,8 @@ impl IrqStats {
 pub struct IrqStart {
     pub ts_ns: u64,
     pub action: u64,
+    /// Handler entries on this CPU (for `ProbeConfig::irq_ip_every`).
+    pub entries: u64,
 }
 
 /// Value of `JP_SIRQ_STATS` (per CPU, indexed by vector).
@@ -176,7 +180,7 @@ mod tests {
         assert_eq!(size_of::<ProbeConfig>(), 4 * 8 + 4 * 4);
         assert_eq!(size_of::<IrqKey>(), 16);
         assert_eq!(size_of::<IrqStats>(), 4 * 8 + IRQ_NAME_LEN);
-        assert_eq!(size_of::<IrqStart>(), 16);
+        assert_eq!(size_of::<IrqStart>(), 24);
         assert_eq!(size_of::<SoftirqStats>(), 16);
     }
 }

@@ -26,6 +26,7 @@ pub const MAX_PROFILE_SECONDS_RANGE: std::ops::RangeInclusive<u64> = 1..=3600;
 
 pub const FREQUENCY_RANGE: std::ops::RangeInclusive<u64> = 1..=100_000;
 pub const SHIFT_RANGE: std::ops::RangeInclusive<u32> = 0..=16;
+pub const IRQ_IP_SAMPLE_EVERY_RANGE: std::ops::RangeInclusive<u32> = 1..=1_000_000;
 pub const READ_INTERVAL_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=60_000;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -77,6 +78,8 @@ pub struct KernelConfig {
     pub shift: u32,
     #[serde(deserialize_with = "read_interval")]
     pub read_interval_ms: u64,
+    #[serde(deserialize_with = "irq_ip_sample_every")]
+    pub irq_ip_sample_every: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -118,6 +121,7 @@ impl Default for KernelConfig {
             frequency_hz: k.frequency_hz,
             shift: k.shift,
             read_interval_ms: u64::try_from(k.read_interval.as_millis()).unwrap_or(1000),
+            irq_ip_sample_every: k.irq_ip_sample_every,
         }
     }
 }
@@ -136,6 +140,7 @@ impl KernelConfig {
             frequency_hz: self.frequency_hz,
             shift: self.shift,
             read_interval: Duration::from_millis(self.read_interval_ms),
+            irq_ip_sample_every: self.irq_ip_sample_every,
         }
     }
 }
@@ -344,6 +349,15 @@ fn frequency<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         .map_err(serde::de::Error::custom)
 }
 
+fn irq_ip_sample_every<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    check_range(
+        "irq_ip_sample_every",
+        u32::deserialize(d)?,
+        &IRQ_IP_SAMPLE_EVERY_RANGE,
+    )
+    .map_err(serde::de::Error::custom)
+}
+
 fn shift<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     check_range("shift", u32::deserialize(d)?, &SHIFT_RANGE).map_err(serde::de::Error::custom)
 }
@@ -420,6 +434,7 @@ mod tests {
             "frequency_hz =",
             "shift =",
             "read_interval_ms =",
+            "irq_ip_sample_every =",
             "[log]",
             "level =",
             "[export]",

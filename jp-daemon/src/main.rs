@@ -263,6 +263,11 @@ impl Running {
                 old.kernel.shift.to_string(),
             ),
             (
+                "kernel.irq_ip_sample_every",
+                new.kernel.irq_ip_sample_every.to_string(),
+                old.kernel.irq_ip_sample_every.to_string(),
+            ),
+            (
                 "kernel.read_interval_ms",
                 new.kernel.read_interval_ms.to_string(),
                 old.kernel.read_interval_ms.to_string(),

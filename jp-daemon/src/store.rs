@@ -83,6 +83,10 @@ pub struct KernelCounts {
     pub irqs: HashMap<(u32, String), IrqHandlerCounts>,
     /// softirq vector number (0 = HI … 9 = RCU) → counts.
     pub softirqs: HashMap<u32, SoftirqCounts>,
+    /// Hard-IRQ handler entries, and those at which the interrupted IP was looked for
+    /// (1 in `kernel.irq_ip_sample_every` per CPU; found or not).
+    pub irq_entries: u64,
+    pub irq_ip_sampled: u64,
 }
 
 /// Health of the collectors, always cumulative (reset does not clear it).
@@ -200,6 +204,8 @@ fn subtract(now: &KernelCounts, base: &KernelCounts) -> KernelCounts {
         irq_buckets: subtract_map(&now.irq_buckets, &base.irq_buckets),
         irq_other_ips: subtract_map(&now.irq_other_ips, &base.irq_other_ips),
         irq_modes: now.irq_modes.saturating_sub(&base.irq_modes),
+        irq_entries: now.irq_entries.saturating_sub(base.irq_entries),
+        irq_ip_sampled: now.irq_ip_sampled.saturating_sub(base.irq_ip_sampled),
         irqs: now
             .irqs
             .iter()

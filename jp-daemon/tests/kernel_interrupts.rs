@@ -235,3 +235,41 @@ fn softirq_probe_counts_every_run() {
     assert!(prev.unwrap_or(0) > 0, "no softirq in 2 s");
     drop(c);
 }
+
+/// `kernel.irq_ip_sample_every`: the interrupted IP is looked for at the first of every
+/// N handler entries on each CPU, so with C CPUs and E entries in all the samples S obey
+/// sum(ceil(e_i / N)): ceil(E / N) <= S <= (E + C (N - 1)) / N; with N = 1, S == E.
+#[test]
+fn the_interrupted_ip_is_sampled_at_one_in_n_entries_per_cpu() {
+    for every in [1u32, 7] {
+        let (c, store) = start_with(jp_daemon::kernel::KernelOptions {
+            irq_ip_sample_every: every,
+            ..Default::default()
+        });
+        disk_io(8);
+        {
+            let _dd = Dd::start(None);
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        disk_io(8);
+        let read = || -> BTreeMap<&'static str, u64> {
+            let v = store.kernel_view();
+            [
+                ("entries", v.counts.irq_entries),
+                ("sampled", v.counts.irq_ip_sampled),
+            ]
+            .into()
+        };
+        let (_, now) = quiet_snapshot(&c, BTreeMap::<&str, u64>::new, read);
+        let (e, s) = (now["entries"], now["sampled"]);
+        let cpus = c.status().cpus.len() as u64;
+        c.shutdown();
+        let n = u64::from(every);
+        println!("every {n}: {e} handler entries on {cpus} CPUs, {s} interrupted IPs sampled");
+        assert!(e >= 50, "too few hard IRQs to tell ({e}) after disk I/O");
+        assert!(
+            e.div_ceil(n) <= s && s <= (e + cpus * (n - 1)) / n,
+            "1 in {n}: {s} samples for {e} entries on {cpus} CPUs"
+        );
+    }
+}

@@ -107,6 +107,8 @@ fn counts() -> KernelCounts {
         },
         irqs,
         softirqs,
+        irq_entries: 12,
+        irq_ip_sampled: 12,
     }
 }
 

@@ -19,7 +19,9 @@ use aya::programs::perf_event::{
 };
 use aya::programs::{PerfEvent, RawTracePoint};
 use aya::{Ebpf, EbpfLoader, Pod};
-use jp_common::{mode, IrqKey, IrqStats, ProbeConfig, SoftirqStats, CONFIG_GLOBAL, NR_SOFTIRQS};
+use jp_common::{
+    mode, IrqKey, IrqStart, IrqStats, ProbeConfig, SoftirqStats, CONFIG_GLOBAL, NR_SOFTIRQS,
+};
 
 use super::batch::read_percpu;
 use super::btf::Btf;
@@ -194,7 +196,7 @@ impl State {
             shift: opts.shift,
             irqaction_handler_off: btf.member_offset("irqaction", "handler")?,
             irqaction_name_off: btf.member_offset("irqaction", "name")?,
-            _pad: 0,
+            irq_ip_every: opts.irq_ip_sample_every,
         };
         let ncpus =
             aya::util::nr_cpus().map_err(|(path, e)| anyhow::anyhow!("cannot read {path}: {e}"))?;
@@ -445,6 +447,15 @@ impl State {
             },
             irqs,
             softirqs,
+            irq_entries: per_cpu_array::<IrqStart>(ebpf, "JP_IRQ_START", n)?
+                .iter()
+                .flatten()
+                .map(|s| s.entries)
+                .sum(),
+            irq_ip_sampled: [mode::USER, mode::KERNEL, mode::IDLE, mode::READ_FAILED]
+                .iter()
+                .map(|&m| at(&irq_modes, m))
+                .sum(),
         };
         let lost = at(&modes, mode::LOST)
             + at(&irq_modes, mode::LOST)

@@ -44,6 +44,9 @@ pub struct KernelOptions {
     pub shift: u32,
     /// How often the maps are copied into the store. Default 1 s.
     pub read_interval: Duration,
+    /// The interrupted IP is sampled at 1 in this many hard-IRQ handler entries per CPU.
+    /// Default 1 (every one).
+    pub irq_ip_sample_every: u32,
 }
 
 impl Default for KernelOptions {
@@ -52,6 +55,7 @@ impl Default for KernelOptions {
             frequency_hz: 997,
             shift: 4,
             read_interval: Duration::from_secs(1),
+            irq_ip_sample_every: 1,
         }
     }
 }

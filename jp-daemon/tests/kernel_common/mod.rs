@@ -45,10 +45,14 @@ impl std::ops::Deref for Running {
 }
 
 pub fn start() -> (Running, Arc<Store>) {
+    start_with(KernelOptions::default())
+}
+
+pub fn start_with(options: KernelOptions) -> (Running, Arc<Store>) {
     require_root();
     let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let store = Store::new();
-    let c = match KernelCollector::start(KernelOptions::default(), store.clone()) {
+    let c = match KernelCollector::start(options, store.clone()) {
         Ok(c) => c,
         Err(e) => panic!("cannot start the kernel collector: {e:#}"),
     };
