@@ -2,10 +2,13 @@
 //! of counters, and an open-addressing index keyed by (parent, method) that finds a
 //! child without child lists (4 bytes a slot, at most 3/4 full).
 //!
-//! Links and counters live in [`ChunkVec`]s (see there why). Node 0 is the root. A node is always created after its parent, so parents have
+//! Links and counters live in [`ChunkVec`]s (see there why; [`NodeTable::freeze`] takes
+//! a snapshot of both in O(chunks)). Per-method totals follow every change of a node's
+//! counters ([`MethodCounts`]). Node 0 is the root. A node is always created after its parent, so parents have
 //! smaller indexes than their children (the writers of `jp-mct` rely on it).
 
-use super::chunked::ChunkVec;
+use super::chunked::{ChunkVec, Frozen};
+use super::totals::MethodCounts;
 
 /// "No node" in links and index slots. Node indexes stay below [`MAX_NODES`].
 pub(crate) const NONE: u32 = u32::MAX;
@@ -24,6 +27,14 @@ pub(crate) struct NodeTable {
     limit: usize,
     total_calls: u64,
     total_bytecodes: u64,
+    methods: MethodCounts,
+}
+
+/// The tree's links and counters as they were at [`NodeTable::freeze`].
+#[derive(Clone)]
+pub(crate) struct FrozenTree {
+    pub links: Frozen<[u32; 2]>,
+    pub counts: Frozen<[u64; 2]>,
 }
 
 /// Asks the CPU to load `x` into the cache (a hint). Tree updates jump around big
@@ -58,6 +69,7 @@ impl NodeTable {
             limit: max_nodes.min(MAX_NODES - 1) + 1,
             total_calls: 0,
             total_bytecodes: 0,
+            methods: MethodCounts::default(),
         };
         t.links.push([NONE, NONE]);
         t.counts.push([0, 0]);
@@ -94,6 +106,7 @@ impl NodeTable {
         self.links.push([parent, mid]);
         self.counts.push([0, 0]);
         self.index[s] = n;
+        self.methods.node_created(mid, n, self.links.len());
         // The root is not in the index: nodes - 1 entries.
         if (self.links.len() - 1) * 4 > self.index.len() * 3 {
             self.rehash(self.index.len() * 2);
@@ -122,13 +135,40 @@ impl NodeTable {
             c[1] = c[1].wrapping_add(bytecodes);
             self.total_calls = self.total_calls.wrapping_add(calls);
             self.total_bytecodes = self.total_bytecodes.wrapping_add(bytecodes);
+            if let Some(&[_, mid]) = self.links.get(node as usize) {
+                self.methods.add(mid, calls, bytecodes);
+            }
         }
     }
 
-    /// Starts loading a node's counters into the cache.
+    /// Starts loading a node's counters and links into the cache.
     #[inline(always)]
     pub fn prefetch(&self, node: u32) {
         prefetch(self.counts.get(node as usize));
+        prefetch(self.links.get(node as usize));
+    }
+
+    /// Starts loading the totals of a node's method into the cache (its links should
+    /// be in the cache already, see [`NodeTable::prefetch`]).
+    #[inline(always)]
+    pub fn prefetch_method(&self, node: u32) {
+        if let Some(&[_, mid]) = self.links.get(node as usize) {
+            self.methods.prefetch(mid);
+        }
+    }
+
+    /// Per-method totals, kept up to date by every change of the counters.
+    pub fn methods(&self) -> &MethodCounts {
+        &self.methods
+    }
+
+    /// Links and counters as they are now, sharing their chunks (O(chunks)): a later
+    /// change copies a chunk the snapshot still holds.
+    pub fn freeze(&mut self) -> FrozenTree {
+        FrozenTree {
+            links: self.links.freeze(),
+            counts: self.counts.freeze(),
+        }
     }
 
     /// Subtracts (wrapping) from a node's counters.
@@ -139,13 +179,20 @@ impl NodeTable {
 
     /// (parent, mid) of a node; the root's are NONE.
     pub fn links(&self, node: u32) -> Option<[u32; 2]> {
-        self.links.get(node as usize).copied()
+        self.links.read(node as usize).copied()
     }
 
     /// (calls, bytecodes) of a node.
     #[cfg(test)]
     pub fn counts(&self, node: u32) -> Option<[u64; 2]> {
-        self.counts.get(node as usize).copied()
+        self.counts.read(node as usize).copied()
+    }
+
+    /// Writable again after [`NodeTable::freeze`]: the writer calls it before any
+    /// change (see [`ChunkVec::thaw`]).
+    pub fn thaw(&mut self) {
+        self.links.thaw();
+        self.counts.thaw();
     }
 
     /// All nodes in index order: (parent, mid, calls, bytecodes).
@@ -159,7 +206,10 @@ impl NodeTable {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.links.memory_bytes() + self.counts.memory_bytes() + self.index.capacity() * 4
+        self.links.memory_bytes()
+            + self.counts.memory_bytes()
+            + self.index.capacity() * 4
+            + self.methods.memory_bytes()
     }
 }
 
