@@ -382,6 +382,33 @@ fn check_totals(s: &mut JvmStore) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// A chain deeper than the store looks up for the outermost flags: the snapshot's top
+/// falls back to the whole walk and still equals it; a shallow one uses the flags.
+#[test]
+fn deep_and_shallow_trees_give_the_walks_totals() {
+    for depth in [300usize, 5000] {
+        let mut s = started();
+        let mut t = SimThread::new(1);
+        for i in 0..depth {
+            // Distinct methods (no name: `?MID`), then recursion through a few.
+            t.grow(i, 0);
+            let last = t.mid.len() - 1;
+            t.mid[last] = if i + 200 < depth {
+                100 + i as u32
+            } else {
+                (i as u32 * 7 / 3) % MIDS
+            };
+            t.count(i, 1, i as u64);
+        }
+        let recs = t.resync(500);
+        for r in recs {
+            s.ingest(&ev(PID, &r), &r, now());
+        }
+        assert_eq!(s.summary(PID).unwrap().nodes, depth as u64);
+        check_totals(&mut s).unwrap();
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
 

@@ -14,6 +14,30 @@ use super::totals::MethodCounts;
 pub(crate) const NONE: u32 = u32::MAX;
 /// Indexes at and above this are markers of the per-thread maps (see `stream`).
 pub(crate) const MAX_NODES: usize = (u32::MAX - 8) as usize;
+/// In a node's stored method id (ids are below 2^31, see `wire::MAX_NODE_ID`): no
+/// ancestor of the node runs the same method (the outermost frame of a recursion, the
+/// nodes whose subtrees make a method's inclusive count). Fixed when the node is
+/// created: its ancestors never change.
+const OUTER: u32 = 1 << 31;
+/// Ancestors looked at for [`OUTER`] when a node is created; a deeper tree marks the
+/// table `deep` and its queries walk it whole instead.
+const DEPTH_CAP: usize = 4096;
+
+/// (parent, mid) without the [`OUTER`] flag (the root's stay NONE).
+#[inline]
+pub(crate) fn unflag(l: [u32; 2]) -> [u32; 2] {
+    if l[0] == NONE {
+        l
+    } else {
+        [l[0], l[1] & !OUTER]
+    }
+}
+
+/// Whether a stored link has the [`OUTER`] flag.
+#[inline]
+pub(crate) fn is_outer(l: [u32; 2]) -> bool {
+    l[0] != NONE && l[1] & OUTER != 0
+}
 
 pub(crate) struct NodeTable {
     /// (parent, mid) per node; the root has (NONE, NONE).
@@ -28,13 +52,18 @@ pub(crate) struct NodeTable {
     total_calls: u64,
     total_bytecodes: u64,
     methods: MethodCounts,
+    /// Some node's [`OUTER`] flag is not known (deeper than [`DEPTH_CAP`]).
+    deep: bool,
 }
 
-/// The tree's links and counters as they were at [`NodeTable::freeze`].
+/// The tree's links and counters as they were at [`NodeTable::freeze`]. The links
+/// carry the [`OUTER`] flag (see [`unflag`]).
 #[derive(Clone)]
 pub(crate) struct FrozenTree {
     pub links: Frozen<[u32; 2]>,
     pub counts: Frozen<[u64; 2]>,
+    /// The flags are not all known.
+    pub deep: bool,
 }
 
 /// Asks the CPU to load `x` into the cache (a hint). Tree updates jump around big
@@ -70,6 +99,7 @@ impl NodeTable {
             total_calls: 0,
             total_bytecodes: 0,
             methods: MethodCounts::default(),
+            deep: false,
         };
         t.links.push([NONE, NONE]);
         t.counts.push([0, 0]);
@@ -94,7 +124,7 @@ impl NodeTable {
             if v == NONE {
                 break;
             }
-            if self.links.get(v as usize) == Some(&[parent, mid]) {
+            if self.links.get(v as usize).map(|&l| unflag(l)) == Some([parent, mid]) {
                 return Some(v);
             }
             s = (s + 1) & mask;
@@ -103,7 +133,12 @@ impl NodeTable {
             return None;
         }
         let n = self.links.len() as u32;
-        self.links.push([parent, mid]);
+        let flag = if self.outermost(parent, mid) {
+            OUTER
+        } else {
+            0
+        };
+        self.links.push([parent, mid | flag]);
         self.counts.push([0, 0]);
         self.index[s] = n;
         self.methods.node_created(mid, n, self.links.len());
@@ -114,11 +149,27 @@ impl NodeTable {
         Some(n)
     }
 
+    /// No node from `parent` up runs `mid` (see [`OUTER`]).
+    fn outermost(&mut self, parent: u32, mid: u32) -> bool {
+        let mut v = parent;
+        for _ in 0..DEPTH_CAP {
+            if v == 0 {
+                return true;
+            }
+            match self.links.get(v as usize) {
+                Some(&[p, m]) if m & !OUTER != mid => v = p,
+                _ => return false,
+            }
+        }
+        self.deep = true;
+        false
+    }
+
     fn rehash(&mut self, size: usize) {
         let mut index = vec![NONE; size];
         let mask = size - 1;
         for (i, l) in self.links.iter().enumerate().skip(1) {
-            let mut s = slot(l[0], l[1], mask);
+            let mut s = slot(l[0], l[1] & !OUTER, mask);
             while index[s] != NONE {
                 s = (s + 1) & mask;
             }
@@ -136,7 +187,7 @@ impl NodeTable {
             self.total_calls = self.total_calls.wrapping_add(calls);
             self.total_bytecodes = self.total_bytecodes.wrapping_add(bytecodes);
             if let Some(&[_, mid]) = self.links.get(node as usize) {
-                self.methods.add(mid, calls, bytecodes);
+                self.methods.add(mid & !OUTER, calls, bytecodes);
             }
         }
     }
@@ -153,7 +204,7 @@ impl NodeTable {
     #[inline(always)]
     pub fn prefetch_method(&self, node: u32) {
         if let Some(&[_, mid]) = self.links.get(node as usize) {
-            self.methods.prefetch(mid);
+            self.methods.prefetch(mid & !OUTER);
         }
     }
 
@@ -168,6 +219,7 @@ impl NodeTable {
         FrozenTree {
             links: self.links.freeze(),
             counts: self.counts.freeze(),
+            deep: self.deep,
         }
     }
 
@@ -179,7 +231,7 @@ impl NodeTable {
 
     /// (parent, mid) of a node; the root's are NONE.
     pub fn links(&self, node: u32) -> Option<[u32; 2]> {
-        self.links.read(node as usize).copied()
+        self.links.read(node as usize).map(|&l| unflag(l))
     }
 
     /// (calls, bytecodes) of a node.
@@ -197,7 +249,10 @@ impl NodeTable {
 
     /// All nodes in index order: (parent, mid, calls, bytecodes).
     pub fn iter(&self) -> impl Iterator<Item = ([u32; 2], [u64; 2])> + '_ {
-        self.links.iter().copied().zip(self.counts.iter().copied())
+        self.links
+            .iter()
+            .map(|&l| unflag(l))
+            .zip(self.counts.iter().copied())
     }
 
     /// Sums over all nodes.
@@ -228,6 +283,11 @@ mod tests {
         assert_eq!(t.child(1, 7), Some(2));
         assert_eq!(t.links(2), Some([1, 7]));
         assert_eq!(t.child(99, 1), None, "parent must exist");
+        // 1 and 3 are outermost, 2 (7 under 7) is not.
+        let outer: Vec<bool> = (1..4)
+            .map(|n| is_outer(t.links.read(n).copied().unwrap()))
+            .collect();
+        assert_eq!(outer, vec![true, false, true]);
         t.add(2, 3, 4);
         t.sub(2, 1, 1);
         assert_eq!(t.counts(2), Some([2, 3]));

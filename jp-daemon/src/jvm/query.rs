@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use jp_mct::{Mct, MctNode, MethodInfo};
 
 use super::methods::{info_in, NameMap};
-use super::nodes::FrozenTree;
+use super::nodes::{is_outer, unflag, FrozenTree};
 use super::state::Jvm;
 use super::stream::FrozenSlots;
 use super::totals::MethodCount;
@@ -118,11 +118,11 @@ impl TreeView for JvmSnapshot {
         self.tree
             .links
             .iter()
-            .copied()
+            .map(|&l| unflag(l))
             .zip(self.tree.counts.iter().copied())
     }
     fn links(&self, node: u32) -> Option<[u32; 2]> {
-        self.tree.links.get(node as usize).copied()
+        self.tree.links.get(node as usize).map(|&l| unflag(l))
     }
     fn info(&self, mid: u32) -> MethodInfo {
         info_in(&self.names, mid)
@@ -166,17 +166,16 @@ impl JvmSnapshot {
     }
 
     /// As [`super::JvmStore::top_methods`]: calls and exclusive bytecodes from the
-    /// totals kept on ingest, inclusive bytecodes from a walk of the snapshot.
+    /// totals kept on ingest, inclusive bytecodes from two passes over the snapshot's
+    /// arrays (subtree sums, then each outermost node's sum on its method).
     pub fn top_methods(&self) -> Vec<MethodTotals> {
-        let (mids, walked) = walk_totals(self);
-        // Dense number of a method in the walk, by mid.
-        let index: HashMap<u32, usize> = mids.iter().enumerate().map(|(i, &m)| (m, i)).collect();
+        let inclusive = self.inclusive();
         let mut out: Vec<(u32, MethodTotals)> = self
             .methods
             .iter()
             .map(|&(mid, c)| {
                 let info = self.info(mid);
-                let inclusive = index.get(&mid).map_or(0, |&i| walked[i][2]);
+                let inclusive = inclusive(mid);
                 (
                     c.first,
                     MethodTotals {
@@ -192,6 +191,55 @@ impl JvmSnapshot {
             .collect();
         sort_totals(&mut out, |t| (t.exclusive_bytecodes, &t.name));
         out.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Inclusive bytecodes by method id. The nodes' outermost flags, set when each node
+    /// was created, stand for the reference walk's "no ancestor runs the same method";
+    /// a tree too deep for them is walked whole.
+    fn inclusive(&self) -> Box<dyn Fn(u32) -> u64> {
+        if self.tree.deep {
+            let (mids, walked) = walk_totals(self);
+            let by_mid: HashMap<u32, u64> = mids
+                .into_iter()
+                .zip(walked)
+                .map(|(m, w)| (m, w[2]))
+                .collect();
+            return Box::new(move |mid| by_mid.get(&mid).copied().unwrap_or(0));
+        }
+        let links = &self.tree.links;
+        let n = links.len();
+        let mut sum: Vec<u64> = self.tree.counts.iter().map(|c| c[1]).collect();
+        let parents: Vec<u32> = links.iter().map(|l| l[0]).collect();
+        // Children have larger indexes than their parents.
+        for i in (1..n).rev() {
+            let p = parents[i] as usize;
+            if p < i {
+                sum[p] = sum[p].wrapping_add(sum[i]);
+            }
+        }
+        drop(parents);
+        let outer = links
+            .iter()
+            .zip(&sum)
+            .filter(|(l, _)| is_outer(**l))
+            .map(|(&l, &s)| (unflag(l)[1], s));
+        let max_mid = self.methods.iter().map(|m| m.0).max().unwrap_or(0) as usize;
+        if max_mid <= 4 * n + 1024 {
+            let mut by_mid = vec![0u64; max_mid + 1];
+            for (mid, s) in outer {
+                if let Some(x) = by_mid.get_mut(mid as usize) {
+                    *x = x.wrapping_add(s);
+                }
+            }
+            Box::new(move |mid| by_mid.get(mid as usize).copied().unwrap_or(0))
+        } else {
+            let mut by_mid: HashMap<u32, u64> = HashMap::new();
+            for (mid, s) in outer {
+                let x = by_mid.entry(mid).or_insert(0);
+                *x = x.wrapping_add(s);
+            }
+            Box::new(move |mid| by_mid.get(&mid).copied().unwrap_or(0))
+        }
     }
 
     /// As [`super::JvmStore::thread_trees`] (needs a snapshot taken with threads).
