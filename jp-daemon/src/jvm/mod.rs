@@ -537,8 +537,8 @@ impl JvmStore {
 
     /// The JVM's tree, names and per-method totals as they are now, to be read after
     /// the lock is released ([`JvmSnapshot::mct`], [`JvmSnapshot::top_methods`]):
-    /// O(chunks + methods) here, no node is copied. Ingestion copies a chunk of the
-    /// tree that it changes while the snapshot lives (once).
+    /// O(chunks + methods) here, no node is copied. The JVM's next record copies the
+    /// chunks that the snapshot still holds (once per snapshot).
     pub fn snapshot(&mut self, tgid: u32) -> Option<JvmSnapshot> {
         self.jvms
             .get_mut(&tgid)

@@ -1,6 +1,8 @@
 //! One JVM's merged tree, kept compact: per node 8 bytes of links (parent, method), 16
 //! of counters, and an open-addressing index keyed by (parent, method) that finds a
-//! child without child lists (4 bytes a slot, at most 3/4 full).
+//! child without child lists (4 bytes a slot, at most 7/8 full: linear probing stays short
+//! for the lookups, which only definitions make, and the index is the biggest part per
+//! node after the counters).
 //!
 //! Links and counters live in [`ChunkVec`]s (see there why; [`NodeTable::freeze`] takes
 //! a snapshot of both in O(chunks)). Per-method totals follow every change of a node's
@@ -20,8 +22,9 @@ pub(crate) const MAX_NODES: usize = (u32::MAX - 8) as usize;
 /// created: its ancestors never change.
 const OUTER: u32 = 1 << 31;
 /// Ancestors looked at for [`OUTER`] when a node is created; a deeper tree marks the
-/// table `deep` and its queries walk it whole instead.
-const DEPTH_CAP: usize = 4096;
+/// table `deep` and its queries walk it whole instead (and no more flags are looked
+/// for: a hostile deep tree costs nothing more per node).
+const DEPTH_CAP: usize = 256;
 
 /// (parent, mid) without the [`OUTER`] flag (the root's stay NONE).
 #[inline]
@@ -143,7 +146,7 @@ impl NodeTable {
         self.index[s] = n;
         self.methods.node_created(mid, n, self.links.len());
         // The root is not in the index: nodes - 1 entries.
-        if (self.links.len() - 1) * 4 > self.index.len() * 3 {
+        if (self.links.len() - 1) * 8 > self.index.len() * 7 {
             self.rehash(self.index.len() * 2);
         }
         Some(n)
@@ -151,6 +154,9 @@ impl NodeTable {
 
     /// No node from `parent` up runs `mid` (see [`OUTER`]).
     fn outermost(&mut self, parent: u32, mid: u32) -> bool {
+        if self.deep {
+            return false;
+        }
         let mut v = parent;
         for _ in 0..DEPTH_CAP {
             if v == 0 {

@@ -7,11 +7,12 @@
 //! O(chunks + methods) and walked after the lock is released.
 //!
 //! Why snapshots of shared chunks (and not a copy, or a walk in slices): a copy of a
-//! 1M-node tree is 24 MB under the lock; slices that release the lock would need the
-//! writer to keep old values for the reader to see one generation. Shared chunks cost
-//! nothing to take; the writer copies a chunk (256 KiB at most) only when it changes
-//! one that a snapshot still holds, once per chunk and snapshot, and a record is applied
-//! whole under the lock, so a snapshot never sees half a record.
+//! 1M-node tree is 24 MB under the lock for every query; slices that release the lock
+//! would need the writer to keep old values for the reader to see one generation.
+//! Shared chunks cost nothing to take; the JVM's next record copies the chunks that a
+//! snapshot still holds (a memcpy, once per snapshot, and only if the query is still
+//! running), and a record is applied whole under the lock, so a snapshot never sees
+//! half a record.
 
 use std::collections::HashMap;
 

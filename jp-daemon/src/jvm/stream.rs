@@ -278,6 +278,7 @@ fn apply(
     tree: &mut NodeTable,
 ) -> Applied {
     let mut out = Applied::default();
+    let big_table = tree.methods().is_big();
     for (i, e) in entries.iter().enumerate() {
         if let Some(ahead) = entries
             .get(i + AHEAD)
@@ -287,13 +288,16 @@ fn apply(
                 tree.prefetch(ahead.node);
             }
         }
-        // The method's totals: its id is in the links loaded AHEAD / 2 entries ago.
-        if let Some(near) = entries
-            .get(i + AHEAD / 2)
-            .and_then(|a| slots.get(a.node as usize))
-        {
-            if near.node < PENDING {
-                tree.prefetch_method(near.node);
+        // The method's totals: its id is in the links loaded AHEAD / 2 entries ago
+        // (a small method table stays in the cache anyway).
+        if big_table {
+            if let Some(near) = entries
+                .get(i + AHEAD / 2)
+                .and_then(|a| slots.get(a.node as usize))
+            {
+                if near.node < PENDING {
+                    tree.prefetch_method(near.node);
+                }
             }
         }
         let id = e.node as usize;

@@ -40,6 +40,10 @@ impl MethodCounts {
         if i >= self.by_mid.len() && i < 2 * nodes + 1024 {
             let len = (i + 1).max(self.by_mid.len() * 5 / 4);
             let len = len.min(2 * nodes + 1024);
+            // Exact: a doubling vector would hold up to twice the slots (growth by a
+            // quarter above keeps the copies amortized).
+            self.by_mid.reserve_exact(len - self.by_mid.len());
+            self.first.reserve_exact(len - self.first.len());
             self.by_mid.resize(len, [0, 0]);
             self.first.resize(len, NONE);
             if !self.sparse.is_empty() {
@@ -76,6 +80,11 @@ impl MethodCounts {
             c.calls = c.calls.wrapping_add(calls);
             c.exclusive = c.exclusive.wrapping_add(bytecodes);
         }
+    }
+
+    /// Too big to stay in a core's cache (worth prefetching from).
+    pub fn is_big(&self) -> bool {
+        self.by_mid.len() > 16_384
     }
 
     /// Starts loading a method's totals into the cache.
