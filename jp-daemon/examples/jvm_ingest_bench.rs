@@ -1,11 +1,48 @@
 //! Measures the JVM store's ingest speed and memory per node (run in release):
 //! `cargo run --release -p jp-daemon --example jvm_ingest_bench -- [NODES] [UPDATES]
-//! [ENTRIES_PER_RECORD]`.
+//! [ENTRIES_PER_RECORD]`, or what the queries cost, the old way (walk under the store's
+//! lock) against the new (snapshot): `... -- queries NODES [RUNS]`.
 
-use jp_daemon::jvm::bench::ingest_throughput_with;
+use jp_daemon::jvm::bench::{ingest_throughput_with, query_bench};
+
+fn queries(mut args: impl Iterator<Item = String>) {
+    let nodes = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let runs = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
+    let q = query_bench(nodes, runs);
+    if !q.same_answers {
+        eprintln!(
+            "jvm_ingest_bench: the two ways answered differently or records were lost: {q:?}"
+        );
+        std::process::exit(1);
+    }
+    let ms = |s: f64| s * 1e3;
+    println!("nodes                 {}", q.nodes);
+    println!("top walk ms           {:.2}", ms(q.top_walk));
+    println!("top snapshot ms       {:.2}", ms(q.top_snapshot));
+    println!("export walk ms        {:.2}", ms(q.export_walk));
+    println!("export snapshot ms    {:.2}", ms(q.export_snapshot));
+    println!("stall idle ms         {:.3}", ms(q.stall_idle));
+    println!("stall walk ms         {:.3}", ms(q.stall_walk));
+    println!("stall snapshot ms     {:.3}", ms(q.stall_snapshot));
+    println!(
+        "lock wait ms          {:.3} {:.3} {:.3}",
+        ms(q.lock_wait[0]),
+        ms(q.lock_wait[1]),
+        ms(q.lock_wait[2])
+    );
+    println!(
+        "records per phase     {} {} {}",
+        q.records[0], q.records[1], q.records[2]
+    );
+}
 
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("queries") {
+        args.next();
+        queries(args);
+        return;
+    }
     let nodes = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let updates = args
         .next()

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use jp_common::wire::{
-    self, EventHeader, MethodDef, TreeEntry, Writer, FLAG_ABSOLUTE, FLAG_RESYNC,
+    self, EventHeader, MethodDef, TreeEntry, Writer, FLAG_ABSOLUTE, FLAG_END, FLAG_RESYNC,
+    STREAM_ENDED,
 };
 use jp_daemon::jvm::{JvmLimits, JvmStore};
 use proptest::prelude::*;
@@ -322,8 +323,183 @@ fn mangle(rec: &[u8], how: u8, at: usize, byte: u8) -> Vec<u8> {
     r
 }
 
+/// What happens to the store in [`totals_match_the_walk`]: the simulated agent's records,
+/// some lost or mangled, threads ending, re-sends, snapshots of ended threads.
+#[derive(Clone, Debug)]
+enum Step {
+    Op(Op),
+    /// The next record of this thread is lost.
+    Lose(usize),
+    /// This thread's next report ends it (its counts stay in the merged tree).
+    End(usize),
+    /// A snapshot of ended threads (stream STREAM_ENDED): a random tree, re-sent whole.
+    Ended(Vec<(usize, u32, u64, u64)>),
+    /// A record mangled into garbage on this JVM's streams.
+    Mangle(usize, u8, usize, u8),
+    /// A snapshot taken now must still read as now after everything that follows.
+    Snapshot,
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    let op = prop_oneof![
+        4 => (0..3usize, any::<usize>(), 0..MIDS).prop_map(|(t, p, m)| Op::Grow(t, p, m)),
+        4 => (0..3usize, any::<usize>(), 0..5u64, 0..1000u64)
+            .prop_map(|(t, n, c, b)| Op::Count(t, n, c, b)),
+        2 => (0..3usize).prop_map(Op::Report),
+        1 => (0..3usize).prop_map(Op::Resync),
+    ];
+    let step = prop_oneof![
+        12 => op.prop_map(Step::Op),
+        1 => (0..3usize).prop_map(Step::Lose),
+        1 => (0..3usize).prop_map(Step::End),
+        1 => prop::collection::vec((any::<usize>(), 0..MIDS, 0..4u64, 0..500u64), 0..8)
+            .prop_map(Step::Ended),
+        1 => (0..3usize, any::<u8>(), any::<usize>(), any::<u8>())
+            .prop_map(|(t, h, a, b)| Step::Mangle(t, h, a, b)),
+        1 => Just(Step::Snapshot),
+    ];
+    prop::collection::vec(step, 1..150)
+}
+
+/// The totals kept on ingest, and a snapshot's views, against the reference walk.
+fn check_totals(s: &mut JvmStore) -> Result<(), TestCaseError> {
+    let walked = s.top_methods(PID).expect("the JVM is known");
+    let kept = s.method_calls(PID).expect("the JVM is known");
+    prop_assert_eq!(kept.len(), walked.len());
+    for (k, w) in kept.iter().zip(&walked) {
+        prop_assert_eq!(
+            (k.mid, &k.name, &k.file, k.calls, k.exclusive_bytecodes),
+            (w.mid, &w.name, &w.file, w.calls, w.exclusive_bytecodes)
+        );
+    }
+    let snap = s.snapshot_with_threads(PID).expect("the JVM is known");
+    prop_assert_eq!(snap.top_methods(), walked);
+    prop_assert_eq!(snap.mct(), s.mct(PID).expect("the JVM is known"));
+    prop_assert_eq!(
+        snap.thread_trees(),
+        s.thread_trees(PID).expect("the JVM is known")
+    );
+    Ok(())
+}
+
+/// A chain deeper than the store looks up for the outermost flags: the snapshot's top
+/// falls back to the whole walk and still equals it; a shallow one uses the flags.
+#[test]
+fn deep_and_shallow_trees_give_the_walks_totals() {
+    for depth in [300usize, 5000] {
+        let mut s = started();
+        let mut t = SimThread::new(1);
+        for i in 0..depth {
+            // Distinct methods (no name: `?MID`), then recursion through a few.
+            t.grow(i, 0);
+            let last = t.mid.len() - 1;
+            t.mid[last] = if i + 200 < depth {
+                100 + i as u32
+            } else {
+                (i as u32 * 7 / 3) % MIDS
+            };
+            t.count(i, 1, i as u64);
+        }
+        let recs = t.resync(500);
+        for r in recs {
+            s.ingest(&ev(PID, &r), &r, now());
+        }
+        assert_eq!(s.summary(PID).unwrap().nodes, depth as u64);
+        check_totals(&mut s).unwrap();
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
+
+    /// Per-method totals kept on ingest equal the walk of the tree EXACTLY after any
+    /// mix of deltas, re-sends, lost and mangled records, ended threads and snapshots of
+    /// them; snapshots read as the tree was when they were taken, whatever follows.
+    #[test]
+    fn totals_match_the_walk(steps in steps(), per in 1..5usize) {
+        let mut s = started();
+        let mut threads: Vec<SimThread> = (1..=3).map(SimThread::new).collect();
+        let mut ended = [false; 3];
+        let mut lose = [false; 3];
+        let mut end = [false; 3];
+        let mut garble: [Option<(u8, usize, u8)>; 3] = [None; 3];
+        let mut ended_snapshots = 0u32;
+        let mut held = Vec::new();
+        let give = |s: &mut JvmStore, recs: Vec<Vec<u8>>, lose: &mut bool, m: &mut Option<(u8, usize, u8)>| {
+            for r in recs {
+                if std::mem::take(lose) {
+                    continue;
+                }
+                let r = match m.take() {
+                    Some((how, at, byte)) => mangle(&r, how, at, byte),
+                    None => r,
+                };
+                s.ingest(&ev(PID, &r), &r, now());
+            }
+        };
+        for t in threads.iter_mut() {
+            let recs = t.resync(per);
+            give(&mut s, recs, &mut false, &mut None);
+        }
+        for step in &steps {
+            match step {
+                Step::Op(op) => {
+                    let t = match *op {
+                        Op::Grow(t, ..) | Op::Count(t, ..) | Op::Report(t) | Op::Resync(t) => t,
+                    };
+                    if ended[t] {
+                        continue;
+                    }
+                    let th = &mut threads[t];
+                    let mut recs = match *op {
+                        Op::Grow(_, p, m) => { th.grow(p, m); Vec::new() }
+                        Op::Count(_, n, c, b) => { th.count(n, c, b); Vec::new() }
+                        Op::Report(_) => th.report(per),
+                        Op::Resync(_) => th.resync(per),
+                    };
+                    if end[t] && !recs.is_empty() {
+                        // The last record carries END.
+                        if let Some(last) = recs.last_mut() {
+                            let flags = u32::from_le_bytes([last[36], last[37], last[38], last[39]]);
+                            last[36..40].copy_from_slice(&(flags | FLAG_END).to_le_bytes());
+                        }
+                        ended[t] = true;
+                    }
+                    give(&mut s, recs, &mut lose[t], &mut garble[t]);
+                }
+                Step::Lose(t) => lose[*t] = true,
+                Step::End(t) => end[*t] = true,
+                Step::Mangle(t, how, at, byte) => garble[*t] = Some((*how, *at, *byte)),
+                Step::Ended(tree) => {
+                    let mut e = SimThread::new(STREAM_ENDED);
+                    for &(p, m, c, b) in tree {
+                        e.grow(p, m);
+                        e.count(usize::MAX, c, b);
+                    }
+                    // Fresh sender ids on every re-send of the snapshot stream.
+                    e.next_id = 1 + ended_snapshots * 100;
+                    ended_snapshots += 1;
+                    let recs = e.resync(per);
+                    give(&mut s, recs, &mut false, &mut None);
+                }
+                Step::Snapshot => {
+                    let snap = s.snapshot_with_threads(PID).expect("the JVM is known");
+                    let expect = (
+                        s.top_methods(PID).expect("known"),
+                        s.mct(PID).expect("known"),
+                        s.thread_trees(PID).expect("known"),
+                    );
+                    held.push((snap, expect));
+                }
+            }
+            check_totals(&mut s)?;
+        }
+        for (snap, (top, mct, threads)) in held {
+            prop_assert_eq!(snap.top_methods(), top);
+            prop_assert_eq!(snap.mct(), mct);
+            prop_assert_eq!(snap.thread_trees(), threads);
+        }
+    }
 
     /// A valid stream interleaved with garbage from another process (random bytes and
     /// mangled copies of the valid records) gives exactly the model's tree, complete.

@@ -281,7 +281,9 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
         )
             .into_response();
     };
-    let Some(before) = lock(jvm).mct(pid) else {
+    // Snapshots under the lock (O(chunks)); the trees are built after it.
+    let snapshot = lock(jvm).snapshot(pid);
+    let Some(before) = snapshot.map(|s| s.mct()) else {
         return (
             StatusCode::NOT_FOUND,
             format!("no JVM with pid {pid}; {}\n", held()),
@@ -292,7 +294,8 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
         before
     } else {
         tokio::time::sleep(Duration::from_secs(seconds)).await;
-        match lock(jvm).mct(pid) {
+        let snapshot = lock(jvm).snapshot(pid);
+        match snapshot.map(|s| s.mct()) {
             Some(after) => jvm_pprof::mct_delta(&before, &after),
             None => {
                 return (

@@ -1,7 +1,10 @@
-//! Ingest throughput and memory per node of the JVM store, measured (not printed): the
-//! lead's `cargo xtask bench usdt` calls [`ingest_throughput`] in a release build.
+//! Ingest throughput and memory per node of the JVM store, and what the server's
+//! queries cost the ingestion, measured (not printed): the lead's `cargo xtask bench
+//! usdt` runs them in a release build (the `jvm_ingest_bench` example).
 
-use std::time::{Instant, SystemTime};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
 
 use jp_common::wire::{self, EventHeader, TreeEntry, Writer};
 
@@ -130,28 +133,24 @@ fn tree_records(
     out
 }
 
-/// Builds a random tree of `nodes` nodes in one thread (through a full re-send), then
-/// ingests delta records of random nodes until `updates` node updates were applied, and
-/// measures the time of that part alone.
-pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
-    ingest_throughput_with(nodes, updates, 4000)
-}
-
-/// [`ingest_throughput`] with delta records of `entries_per_record` entries (at most what
-/// fits a record, about 4000): small records measure the cost per record.
-pub fn ingest_throughput_with(
-    nodes: usize,
-    updates: u64,
-    entries_per_record: usize,
-) -> IngestBench {
-    let per = entries_per_record.clamp(1, 4000);
-    let nodes = nodes.max(1);
-    let limits = JvmLimits {
+/// Limits that let one thread's tree of `nodes` nodes in whole.
+fn limits_for(nodes: usize) -> JvmLimits {
+    JvmLimits {
         max_nodes_per_jvm: nodes + 1,
         max_thread_nodes_per_jvm: nodes + 2,
         ..JvmLimits::default()
-    };
-    let now = SystemTime::now();
+    }
+}
+
+/// The records of a benchmark: a full re-send that builds the tree, delta records of
+/// random nodes (with the number of entries of each), and the next sequence number.
+struct Workload {
+    resync: Vec<Vec<u8>>,
+    deltas: Vec<(Vec<u8>, u64)>,
+    seq: u32,
+}
+
+fn workload(nodes: usize, per: usize) -> Workload {
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
 
     // The tree: each node under a random earlier node, methods shared by ~4 contexts.
@@ -183,7 +182,7 @@ pub fn ingest_throughput_with(
         wire::FLAG_ABSOLUTE,
     );
     drop(used);
-    let mut seq = resync.len() as u32;
+    let seq = resync.len() as u32;
 
     // Delta records over random nodes (a few distinct sets, re-used with new seqs).
     let mut deltas = Vec::new();
@@ -207,6 +206,37 @@ pub fn ingest_throughput_with(
             deltas.push((r, n));
         }
     }
+
+    Workload {
+        resync,
+        deltas,
+        seq,
+    }
+}
+
+/// Builds a random tree of `nodes` nodes in one thread (through a full re-send), then
+/// ingests delta records of random nodes until `updates` node updates were applied, and
+/// measures the time of that part alone.
+pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
+    ingest_throughput_with(nodes, updates, 4000)
+}
+
+/// [`ingest_throughput`] with delta records of `entries_per_record` entries (at most what
+/// fits a record, about 4000): small records measure the cost per record.
+pub fn ingest_throughput_with(
+    nodes: usize,
+    updates: u64,
+    entries_per_record: usize,
+) -> IngestBench {
+    let per = entries_per_record.clamp(1, 4000);
+    let nodes = nodes.max(1);
+    let limits = limits_for(nodes);
+    let now = SystemTime::now();
+    let Workload {
+        resync,
+        mut deltas,
+        mut seq,
+    } = workload(nodes, per);
 
     // Everything the bench needs is built: from here on the process grows by the store.
     let rss0 = rss_bytes();
@@ -276,6 +306,174 @@ pub fn ingest_throughput_with(
     }
 }
 
+/// What [`query_bench`] measured: each query the old way ("walk": the tree is walked
+/// while the store's lock is held) and the new way ("snapshot": a snapshot is taken
+/// under the lock, the walk runs after it), seconds (medians of a few runs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryBench {
+    pub nodes: usize,
+    /// `jpctl jvm top`: every method's totals, the first 10 kept.
+    pub top_walk: f64,
+    pub top_snapshot: f64,
+    /// A full export: the tree built and written as `jp-mct/1` JSON.
+    pub export_walk: f64,
+    pub export_snapshot: f64,
+    /// The longest time one delta record took to ingest (waiting for the lock
+    /// included) while nothing else ran, while walk exports ran, while snapshot
+    /// exports ran; and the records ingested in each phase.
+    pub stall_idle: f64,
+    pub stall_walk: f64,
+    pub stall_snapshot: f64,
+    /// The part of each of those spent waiting for the lock (the rest is the ingest
+    /// itself — with a snapshot alive, copying the chunks it shares — and waiting for a
+    /// core on a busy machine).
+    pub lock_wait: [f64; 3],
+    pub records: [u64; 3],
+    /// The top-10 and export answers of both ways were equal.
+    pub same_answers: bool,
+}
+
+fn lock(store: &Mutex<JvmStore>) -> MutexGuard<'_, JvmStore> {
+    store.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn median_of(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn top_walk(store: &Mutex<JvmStore>) -> Vec<super::MethodTotals> {
+    let mut t = lock(store).top_methods(TGID).unwrap_or_default();
+    t.truncate(10);
+    t
+}
+
+fn top_snapshot(store: &Mutex<JvmStore>) -> Vec<super::MethodTotals> {
+    let snap = lock(store).snapshot(TGID);
+    let mut t = snap.map(|s| s.top_methods()).unwrap_or_default();
+    t.truncate(10);
+    t
+}
+
+fn json(t: &jp_mct::Mct) -> Vec<u8> {
+    let mut out = Vec::new();
+    if jp_mct::write_json(t, &mut out).is_err() {
+        out.clear();
+    }
+    out
+}
+
+fn export_walk(store: &Mutex<JvmStore>) -> Vec<u8> {
+    let tree = lock(store).mct(TGID);
+    tree.as_ref().map(json).unwrap_or_default()
+}
+
+fn export_snapshot(store: &Mutex<JvmStore>) -> Vec<u8> {
+    let snap = lock(store).snapshot(TGID);
+    snap.map(|s| json(&s.mct())).unwrap_or_default()
+}
+
+/// Builds a tree of `nodes` nodes (one live thread, as [`ingest_throughput`]), times
+/// the queries both ways, then ingests delta records on a second thread through the
+/// store's mutex while exports run both ways, and records the longest ingest.
+pub fn query_bench(nodes: usize, runs: usize) -> QueryBench {
+    let nodes = nodes.max(1);
+    let runs = runs.max(1);
+    let now = SystemTime::now();
+    let Workload {
+        resync,
+        deltas,
+        seq,
+    } = workload(nodes, 4000);
+    let store = Arc::new(Mutex::new(JvmStore::new(limits_for(nodes))));
+    for r in &resync {
+        lock(&store).ingest(&event(r.len()), r, now);
+    }
+    drop(resync);
+
+    let time = |f: &dyn Fn() -> usize| {
+        let t = Instant::now();
+        let n = f();
+        (t.elapsed().as_secs_f64(), n)
+    };
+    let mut same = true;
+    let (mut tw, mut ts, mut ew, mut es) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let (a, b) = (top_walk(&store), top_snapshot(&store));
+        same &= a == b && !a.is_empty();
+        tw.push(time(&|| top_walk(&store).len()).0);
+        ts.push(time(&|| top_snapshot(&store).len()).0);
+        let (a, b) = (export_walk(&store), export_snapshot(&store));
+        same &= a == b && !a.is_empty();
+        ew.push(time(&|| export_walk(&store).len()).0);
+        es.push(time(&|| export_snapshot(&store).len()).0);
+    }
+
+    // The ingest thread: phase 0 idle, 1 walk exports, 2 snapshot exports.
+    let phase = Arc::new(AtomicU32::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let ingester = {
+        let (store, phase, stop) = (Arc::clone(&store), Arc::clone(&phase), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut deltas = deltas;
+            let mut seq = seq;
+            let mut worst = [0f64; 3];
+            let mut wait = [0f64; 3];
+            let mut records = [0u64; 3];
+            'outer: loop {
+                for (r, _) in deltas.iter_mut() {
+                    if stop.load(Ordering::Relaxed) {
+                        break 'outer;
+                    }
+                    r[32..36].copy_from_slice(&seq.to_le_bytes());
+                    seq += 1;
+                    let p = (phase.load(Ordering::Relaxed) as usize).min(2);
+                    let t = Instant::now();
+                    let mut s = lock(&store);
+                    let waited = t.elapsed().as_secs_f64();
+                    s.ingest(&event(r.len()), r, now);
+                    drop(s);
+                    let dt = t.elapsed().as_secs_f64();
+                    worst[p] = worst[p].max(dt);
+                    wait[p] = wait[p].max(waited);
+                    records[p] += 1;
+                    // A JVM's records arrive spread out, not back to back.
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+            (worst, wait, records)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    phase.store(1, Ordering::Relaxed);
+    for _ in 0..runs {
+        same &= !export_walk(&store).is_empty();
+    }
+    phase.store(2, Ordering::Relaxed);
+    for _ in 0..runs {
+        same &= !export_snapshot(&store).is_empty();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (worst, lock_wait, records) =
+        ingester
+            .join()
+            .unwrap_or(([f64::NAN; 3], [f64::NAN; 3], [0; 3]));
+    let ok = lock(&store).stats().lost == 0 && records.iter().all(|&r| r > 0);
+    QueryBench {
+        nodes,
+        top_walk: median_of(tw),
+        top_snapshot: median_of(ts),
+        export_walk: median_of(ew),
+        export_snapshot: median_of(es),
+        stall_idle: worst[0],
+        stall_walk: worst[1],
+        stall_snapshot: worst[2],
+        lock_wait,
+        records,
+        same_answers: same && ok,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,5 +484,12 @@ mod tests {
         assert!(b.node_updates >= 50_000, "{b:?}");
         assert!(b.records > 0 && b.seconds > 0.0);
         assert!(b.bytes_per_node_live > b.bytes_per_node_ended);
+    }
+
+    #[test]
+    fn query_bench_answers_alike_both_ways() {
+        let q = query_bench(2000, 1);
+        assert!(q.same_answers, "{q:?}");
+        assert!(q.records.iter().all(|&r| r > 0), "{q:?}");
     }
 }

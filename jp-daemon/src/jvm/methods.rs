@@ -28,9 +28,22 @@ impl StringBudget {
     }
 }
 
+/// The method table as a snapshot holds it.
+pub(crate) type NameMap = Arc<HashMap<u32, MethodInfo>>;
+
+/// The method's name and file in `map`; `?MID` when jpd has no name for it.
+pub(crate) fn info_in(map: &HashMap<u32, MethodInfo>, mid: u32) -> MethodInfo {
+    map.get(&mid).cloned().unwrap_or_else(|| MethodInfo {
+        name: Arc::from(format!("?{mid}")),
+        file: None,
+    })
+}
+
 #[derive(Default)]
 pub(crate) struct MethodNames {
-    map: HashMap<u32, MethodInfo>,
+    /// Shared with snapshots; a METHODS record after a snapshot copies it (method
+    /// definitions are rare: class loading and re-sends).
+    map: NameMap,
     /// Methods arrive class by class: consecutive methods share the file's string.
     last_file: Option<Arc<str>>,
 }
@@ -91,16 +104,18 @@ impl MethodNames {
             return Err(LimitKind::StringBytes);
         }
         self.last_file.clone_from(&info.file);
-        self.map.insert(def.mid, info);
+        Arc::make_mut(&mut self.map).insert(def.mid, info);
         Ok(())
     }
 
     /// The method's name and file; `?MID` when jpd has no name for it.
     pub fn info(&self, mid: u32) -> MethodInfo {
-        self.map.get(&mid).cloned().unwrap_or_else(|| MethodInfo {
-            name: Arc::from(format!("?{mid}")),
-            file: None,
-        })
+        info_in(&self.map, mid)
+    }
+
+    /// The table as it is now (shared, O(1)).
+    pub fn snapshot(&self) -> NameMap {
+        Arc::clone(&self.map)
     }
 
     pub fn len(&self) -> usize {

@@ -41,6 +41,7 @@ mod nodes;
 mod query;
 mod state;
 mod stream;
+mod totals;
 
 pub mod bench;
 
@@ -53,7 +54,7 @@ use std::time::{Duration, SystemTime};
 
 use jp_common::wire::{self, EventHeader, WireError};
 
-pub use query::{MethodTotals, ThreadTree};
+pub use query::{JvmSnapshot, MethodCalls, MethodTotals, ThreadTree};
 use state::Jvm;
 
 /// Bounds on what one JVM (and the store) may hold. Hitting one drops data, and the JVM
@@ -416,6 +417,11 @@ impl JvmStore {
             return;
         };
         let out = jvm.apply(&rec, &limits, &mut scratch, now);
+        if scratch.capacity() > stream::SCRATCH_KEPT {
+            // Sized on demand: a big record's buffer goes with it (the store keeps 8 KiB).
+            scratch.clear();
+            scratch.shrink_to(stream::SCRATCH_KEPT);
+        }
         self.scratch = scratch;
         let stats = &mut self.stats;
         if out.accepted {
@@ -517,21 +523,48 @@ impl JvmStore {
     /// The merged tree with resolved names (`?MID` for a method jpd has no name for), in
     /// the agent's `jp-mct/1` model: `jp_mct::write_json` of it is byte-identical to the
     /// agent's `out=` file for the same counts.
+    ///
+    /// This and [`JvmStore::top_methods`] and [`JvmStore::thread_trees`] walk the tree
+    /// while the caller holds the store: O(tree). The server takes a
+    /// [`JvmStore::snapshot`] instead and walks it after releasing the lock.
     pub fn mct(&self, tgid: u32) -> Option<jp_mct::Mct> {
         self.jvms.get(&tgid).map(query::mct)
     }
 
     /// Per method with counts: calls, exclusive bytecodes, inclusive bytecodes (once per
     /// stack under recursion), name and file. Sorted by exclusive bytecodes, descending,
-    /// then by name.
+    /// then by name (then by the method's first node). Computed by a walk of the whole
+    /// tree: the reference for the totals kept on ingest.
     pub fn top_methods(&self, tgid: u32) -> Option<Vec<MethodTotals>> {
         self.jvms.get(&tgid).map(query::top_methods)
+    }
+
+    /// Calls and exclusive bytecodes per method, in the order of [`JvmStore::top_methods`],
+    /// from the totals kept on ingest: O(methods), no walk of the tree.
+    pub fn method_calls(&self, tgid: u32) -> Option<Vec<MethodCalls>> {
+        self.jvms.get(&tgid).map(query::method_calls)
     }
 
     /// The trees of the JVM's live threads (ended threads' counts are only in the merged
     /// tree), sorted by thread id.
     pub fn thread_trees(&self, tgid: u32) -> Option<Vec<ThreadTree>> {
         self.jvms.get(&tgid).map(query::thread_trees)
+    }
+
+    /// The JVM's tree, names and per-method totals as they are now, to be read after
+    /// the lock is released ([`JvmSnapshot::mct`], [`JvmSnapshot::top_methods`]):
+    /// O(chunks + methods) here, no node is copied. The JVM's next record copies the
+    /// chunks that the snapshot still holds (once per snapshot).
+    pub fn snapshot(&mut self, tgid: u32) -> Option<JvmSnapshot> {
+        self.jvms
+            .get_mut(&tgid)
+            .map(|j| JvmSnapshot::take(j, false))
+    }
+
+    /// [`JvmStore::snapshot`] with the live threads' trees
+    /// ([`JvmSnapshot::thread_trees`]): O(threads) more.
+    pub fn snapshot_with_threads(&mut self, tgid: u32) -> Option<JvmSnapshot> {
+        self.jvms.get_mut(&tgid).map(|j| JvmSnapshot::take(j, true))
     }
 
     pub fn stats(&self) -> IngestStats {

@@ -1,16 +1,46 @@
 //! One JVM's merged tree, kept compact: per node 8 bytes of links (parent, method), 16
 //! of counters, and an open-addressing index keyed by (parent, method) that finds a
-//! child without child lists (4 bytes a slot, at most 3/4 full).
+//! child without child lists (4 bytes a slot, at most 7/8 full: linear probing stays short
+//! for the lookups, which only definitions make, and the index is the biggest part per
+//! node after the counters).
 //!
-//! Links and counters live in [`ChunkVec`]s (see there why). Node 0 is the root. A node is always created after its parent, so parents have
+//! Links and counters live in [`ChunkVec`]s (see there why; [`NodeTable::freeze`] takes
+//! a snapshot of both in O(chunks)). Per-method totals follow every change of a node's
+//! counters ([`MethodCounts`]). Node 0 is the root. A node is always created after its parent, so parents have
 //! smaller indexes than their children (the writers of `jp-mct` rely on it).
 
-use super::chunked::ChunkVec;
+use super::chunked::{ChunkVec, Frozen};
+use super::totals::MethodCounts;
 
 /// "No node" in links and index slots. Node indexes stay below [`MAX_NODES`].
 pub(crate) const NONE: u32 = u32::MAX;
 /// Indexes at and above this are markers of the per-thread maps (see `stream`).
 pub(crate) const MAX_NODES: usize = (u32::MAX - 8) as usize;
+/// In a node's stored method id (ids are below 2^31, see `wire::MAX_NODE_ID`): no
+/// ancestor of the node runs the same method (the outermost frame of a recursion, the
+/// nodes whose subtrees make a method's inclusive count). Fixed when the node is
+/// created: its ancestors never change.
+const OUTER: u32 = 1 << 31;
+/// Ancestors looked at for [`OUTER`] when a node is created; a deeper tree marks the
+/// table `deep` and its queries walk it whole instead (and no more flags are looked
+/// for: a hostile deep tree costs nothing more per node).
+const DEPTH_CAP: usize = 256;
+
+/// (parent, mid) without the [`OUTER`] flag (the root's stay NONE).
+#[inline]
+pub(crate) fn unflag(l: [u32; 2]) -> [u32; 2] {
+    if l[0] == NONE {
+        l
+    } else {
+        [l[0], l[1] & !OUTER]
+    }
+}
+
+/// Whether a stored link has the [`OUTER`] flag.
+#[inline]
+pub(crate) fn is_outer(l: [u32; 2]) -> bool {
+    l[0] != NONE && l[1] & OUTER != 0
+}
 
 pub(crate) struct NodeTable {
     /// (parent, mid) per node; the root has (NONE, NONE).
@@ -24,6 +54,19 @@ pub(crate) struct NodeTable {
     limit: usize,
     total_calls: u64,
     total_bytecodes: u64,
+    methods: MethodCounts,
+    /// Some node's [`OUTER`] flag is not known (deeper than [`DEPTH_CAP`]).
+    deep: bool,
+}
+
+/// The tree's links and counters as they were at [`NodeTable::freeze`]. The links
+/// carry the [`OUTER`] flag (see [`unflag`]).
+#[derive(Clone)]
+pub(crate) struct FrozenTree {
+    pub links: Frozen<[u32; 2]>,
+    pub counts: Frozen<[u64; 2]>,
+    /// The flags are not all known.
+    pub deep: bool,
 }
 
 /// Asks the CPU to load `x` into the cache (a hint). Tree updates jump around big
@@ -58,6 +101,8 @@ impl NodeTable {
             limit: max_nodes.min(MAX_NODES - 1) + 1,
             total_calls: 0,
             total_bytecodes: 0,
+            methods: MethodCounts::default(),
+            deep: false,
         };
         t.links.push([NONE, NONE]);
         t.counts.push([0, 0]);
@@ -82,7 +127,7 @@ impl NodeTable {
             if v == NONE {
                 break;
             }
-            if self.links.get(v as usize) == Some(&[parent, mid]) {
+            if self.links.get(v as usize).map(|&l| unflag(l)) == Some([parent, mid]) {
                 return Some(v);
             }
             s = (s + 1) & mask;
@@ -91,21 +136,46 @@ impl NodeTable {
             return None;
         }
         let n = self.links.len() as u32;
-        self.links.push([parent, mid]);
+        let flag = if self.outermost(parent, mid) {
+            OUTER
+        } else {
+            0
+        };
+        self.links.push([parent, mid | flag]);
         self.counts.push([0, 0]);
         self.index[s] = n;
+        self.methods.node_created(mid, n, self.links.len());
         // The root is not in the index: nodes - 1 entries.
-        if (self.links.len() - 1) * 4 > self.index.len() * 3 {
+        if (self.links.len() - 1) * 8 > self.index.len() * 7 {
             self.rehash(self.index.len() * 2);
         }
         Some(n)
+    }
+
+    /// No node from `parent` up runs `mid` (see [`OUTER`]).
+    fn outermost(&mut self, parent: u32, mid: u32) -> bool {
+        if self.deep {
+            return false;
+        }
+        let mut v = parent;
+        for _ in 0..DEPTH_CAP {
+            if v == 0 {
+                return true;
+            }
+            match self.links.get(v as usize) {
+                Some(&[p, m]) if m & !OUTER != mid => v = p,
+                _ => return false,
+            }
+        }
+        self.deep = true;
+        false
     }
 
     fn rehash(&mut self, size: usize) {
         let mut index = vec![NONE; size];
         let mask = size - 1;
         for (i, l) in self.links.iter().enumerate().skip(1) {
-            let mut s = slot(l[0], l[1], mask);
+            let mut s = slot(l[0], l[1] & !OUTER, mask);
             while index[s] != NONE {
                 s = (s + 1) & mask;
             }
@@ -122,13 +192,41 @@ impl NodeTable {
             c[1] = c[1].wrapping_add(bytecodes);
             self.total_calls = self.total_calls.wrapping_add(calls);
             self.total_bytecodes = self.total_bytecodes.wrapping_add(bytecodes);
+            if let Some(&[_, mid]) = self.links.get(node as usize) {
+                self.methods.add(mid & !OUTER, calls, bytecodes);
+            }
         }
     }
 
-    /// Starts loading a node's counters into the cache.
+    /// Starts loading a node's counters and links into the cache.
     #[inline(always)]
     pub fn prefetch(&self, node: u32) {
         prefetch(self.counts.get(node as usize));
+        prefetch(self.links.get(node as usize));
+    }
+
+    /// Starts loading the totals of a node's method into the cache (its links should
+    /// be in the cache already, see [`NodeTable::prefetch`]).
+    #[inline(always)]
+    pub fn prefetch_method(&self, node: u32) {
+        if let Some(&[_, mid]) = self.links.get(node as usize) {
+            self.methods.prefetch(mid & !OUTER);
+        }
+    }
+
+    /// Per-method totals, kept up to date by every change of the counters.
+    pub fn methods(&self) -> &MethodCounts {
+        &self.methods
+    }
+
+    /// Links and counters as they are now, sharing their chunks (O(chunks)): a later
+    /// change copies a chunk the snapshot still holds.
+    pub fn freeze(&mut self) -> FrozenTree {
+        FrozenTree {
+            links: self.links.freeze(),
+            counts: self.counts.freeze(),
+            deep: self.deep,
+        }
     }
 
     /// Subtracts (wrapping) from a node's counters.
@@ -139,18 +237,28 @@ impl NodeTable {
 
     /// (parent, mid) of a node; the root's are NONE.
     pub fn links(&self, node: u32) -> Option<[u32; 2]> {
-        self.links.get(node as usize).copied()
+        self.links.read(node as usize).map(|&l| unflag(l))
     }
 
     /// (calls, bytecodes) of a node.
     #[cfg(test)]
     pub fn counts(&self, node: u32) -> Option<[u64; 2]> {
-        self.counts.get(node as usize).copied()
+        self.counts.read(node as usize).copied()
+    }
+
+    /// Writable again after [`NodeTable::freeze`]: the writer calls it before any
+    /// change (see [`ChunkVec::thaw`]).
+    pub fn thaw(&mut self) {
+        self.links.thaw();
+        self.counts.thaw();
     }
 
     /// All nodes in index order: (parent, mid, calls, bytecodes).
     pub fn iter(&self) -> impl Iterator<Item = ([u32; 2], [u64; 2])> + '_ {
-        self.links.iter().copied().zip(self.counts.iter().copied())
+        self.links
+            .iter()
+            .map(|&l| unflag(l))
+            .zip(self.counts.iter().copied())
     }
 
     /// Sums over all nodes.
@@ -159,7 +267,10 @@ impl NodeTable {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.links.memory_bytes() + self.counts.memory_bytes() + self.index.capacity() * 4
+        self.links.memory_bytes()
+            + self.counts.memory_bytes()
+            + self.index.capacity() * 4
+            + self.methods.memory_bytes()
     }
 }
 
@@ -178,6 +289,11 @@ mod tests {
         assert_eq!(t.child(1, 7), Some(2));
         assert_eq!(t.links(2), Some([1, 7]));
         assert_eq!(t.child(99, 1), None, "parent must exist");
+        // 1 and 3 are outermost, 2 (7 under 7) is not.
+        let outer: Vec<bool> = (1..4)
+            .map(|n| is_outer(t.links.read(n).copied().unwrap()))
+            .collect();
+        assert_eq!(outer, vec![true, false, true]);
         t.add(2, 3, 4);
         t.sub(2, 1, 1);
         assert_eq!(t.counts(2), Some([2, 3]));

@@ -1,11 +1,28 @@
 //! Read-side views of one JVM: the merged tree as a `jp_mct::Mct`, per-method totals,
 //! and the live threads' own trees.
+//!
+//! Each view reads a [`TreeView`]: either the live [`Jvm`] (the caller holds the store's
+//! lock for the whole walk — the reference implementations, kept as the tests' oracle
+//! and as the benchmark's "before"), or a [`JvmSnapshot`] taken under the lock in
+//! O(chunks + methods) and walked after the lock is released.
+//!
+//! Why snapshots of shared chunks (and not a copy, or a walk in slices): a copy of a
+//! 1M-node tree is 24 MB under the lock for every query; slices that release the lock
+//! would need the writer to keep old values for the reader to see one generation.
+//! Shared chunks cost nothing to take; the JVM's next record copies the chunks that a
+//! snapshot still holds (a memcpy, once per snapshot, and only if the query is still
+//! running), and a record is applied whole under the lock, so a snapshot never sees
+//! half a record.
 
 use std::collections::HashMap;
 
 use jp_mct::{Mct, MctNode, MethodInfo};
 
+use super::methods::{info_in, NameMap};
+use super::nodes::{is_outer, unflag, FrozenTree};
 use super::state::Jvm;
+use super::stream::FrozenSlots;
+use super::totals::MethodCount;
 use super::Name;
 
 /// One method's totals over all its calling contexts.
@@ -22,6 +39,17 @@ pub struct MethodTotals {
     pub inclusive_bytecodes: u64,
 }
 
+/// One method's calls and exclusive bytecodes ([`MethodTotals`] without the inclusive
+/// count, which needs a walk of the tree).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MethodCalls {
+    pub mid: u32,
+    pub name: Name,
+    pub file: Option<Name>,
+    pub calls: u64,
+    pub exclusive_bytecodes: u64,
+}
+
 /// One live thread's tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadTree {
@@ -33,18 +61,260 @@ pub struct ThreadTree {
     pub mct: Mct,
 }
 
+/// What the views read: nodes in index order (parents first), links, method names.
+pub(crate) trait TreeView {
+    /// Nodes, the root included.
+    fn len(&self) -> usize;
+    /// (parent, mid) and (calls, bytecodes) of every node, in index order.
+    fn nodes(&self) -> impl Iterator<Item = ([u32; 2], [u64; 2])> + '_;
+    fn links(&self, node: u32) -> Option<[u32; 2]>;
+    fn info(&self, mid: u32) -> MethodInfo;
+    fn bba(&self) -> &'static str;
+}
+
+impl TreeView for Jvm {
+    fn len(&self) -> usize {
+        self.tree.len()
+    }
+    fn nodes(&self) -> impl Iterator<Item = ([u32; 2], [u64; 2])> + '_ {
+        self.tree.iter()
+    }
+    fn links(&self, node: u32) -> Option<[u32; 2]> {
+        self.tree.links(node)
+    }
+    fn info(&self, mid: u32) -> MethodInfo {
+        self.methods.info(mid)
+    }
+    fn bba(&self) -> &'static str {
+        self.bba_name()
+    }
+}
+
+/// A thread's part of a snapshot.
+struct ThreadSnapshot {
+    tid: u64,
+    name: String,
+    synced: bool,
+    slots: FrozenSlots,
+}
+
+/// One JVM's tree, method names and per-method totals as they were at one moment (one
+/// generation: never half a record), readable without the store's lock. Taken by
+/// [`super::JvmStore::snapshot`].
+pub struct JvmSnapshot {
+    bba: &'static str,
+    tree: FrozenTree,
+    names: NameMap,
+    /// (mid, totals) of every method with a node.
+    methods: Vec<(u32, MethodCount)>,
+    /// Live threads, by id (empty unless asked for).
+    threads: Vec<ThreadSnapshot>,
+}
+
+impl TreeView for JvmSnapshot {
+    fn len(&self) -> usize {
+        self.tree.links.len()
+    }
+    fn nodes(&self) -> impl Iterator<Item = ([u32; 2], [u64; 2])> + '_ {
+        self.tree
+            .links
+            .iter()
+            .map(|&l| unflag(l))
+            .zip(self.tree.counts.iter().copied())
+    }
+    fn links(&self, node: u32) -> Option<[u32; 2]> {
+        self.tree.links.get(node as usize).map(|&l| unflag(l))
+    }
+    fn info(&self, mid: u32) -> MethodInfo {
+        info_in(&self.names, mid)
+    }
+    fn bba(&self) -> &'static str {
+        self.bba
+    }
+}
+
+impl JvmSnapshot {
+    /// Under the store's lock: O(chunks + methods (+ threads' chunks)).
+    pub(crate) fn take(jvm: &mut Jvm, with_threads: bool) -> JvmSnapshot {
+        let mut threads: Vec<ThreadSnapshot> = if with_threads {
+            jvm.threads
+                .iter_mut()
+                .filter(|(&t, _)| t != jp_common::wire::STREAM_ENDED)
+                .map(|(&tid, th)| ThreadSnapshot {
+                    tid,
+                    name: th.name.clone(),
+                    synced: th.synced,
+                    slots: th.freeze(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        threads.sort_unstable_by_key(|t| t.tid);
+        jvm.threads_frozen |= with_threads;
+        JvmSnapshot {
+            bba: jvm.bba_name(),
+            tree: jvm.tree.freeze(),
+            names: jvm.methods.snapshot(),
+            methods: jvm.tree.methods().iter().collect(),
+            threads,
+        }
+    }
+
+    /// As [`super::JvmStore::mct`].
+    pub fn mct(&self) -> Mct {
+        mct(self)
+    }
+
+    /// As [`super::JvmStore::top_methods`]: calls and exclusive bytecodes from the
+    /// totals kept on ingest, inclusive bytecodes from two passes over the snapshot's
+    /// arrays (subtree sums, then each outermost node's sum on its method).
+    pub fn top_methods(&self) -> Vec<MethodTotals> {
+        let inclusive = self.inclusive();
+        let mut out: Vec<(u32, MethodTotals)> = self
+            .methods
+            .iter()
+            .map(|&(mid, c)| {
+                let info = self.info(mid);
+                let inclusive = inclusive(mid);
+                (
+                    c.first,
+                    MethodTotals {
+                        mid,
+                        name: info.name,
+                        file: info.file,
+                        calls: c.calls,
+                        exclusive_bytecodes: c.exclusive,
+                        inclusive_bytecodes: inclusive,
+                    },
+                )
+            })
+            .collect();
+        sort_totals(&mut out, |t| (t.exclusive_bytecodes, &t.name));
+        out.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Inclusive bytecodes by method id. The nodes' outermost flags, set when each node
+    /// was created, stand for the reference walk's "no ancestor runs the same method";
+    /// a tree too deep for them is walked whole.
+    fn inclusive(&self) -> Box<dyn Fn(u32) -> u64> {
+        if self.tree.deep {
+            let (mids, walked) = walk_totals(self);
+            let by_mid: HashMap<u32, u64> = mids
+                .into_iter()
+                .zip(walked)
+                .map(|(m, w)| (m, w[2]))
+                .collect();
+            return Box::new(move |mid| by_mid.get(&mid).copied().unwrap_or(0));
+        }
+        let links = &self.tree.links;
+        let n = links.len();
+        let mut sum: Vec<u64> = self.tree.counts.iter().map(|c| c[1]).collect();
+        let parents: Vec<u32> = links.iter().map(|l| l[0]).collect();
+        // Children have larger indexes than their parents.
+        for i in (1..n).rev() {
+            let p = parents[i] as usize;
+            if p < i {
+                sum[p] = sum[p].wrapping_add(sum[i]);
+            }
+        }
+        drop(parents);
+        let outer = links
+            .iter()
+            .zip(&sum)
+            .filter(|(l, _)| is_outer(**l))
+            .map(|(&l, &s)| (unflag(l)[1], s));
+        let max_mid = self.methods.iter().map(|m| m.0).max().unwrap_or(0) as usize;
+        if max_mid <= 4 * n + 1024 {
+            let mut by_mid = vec![0u64; max_mid + 1];
+            for (mid, s) in outer {
+                if let Some(x) = by_mid.get_mut(mid as usize) {
+                    *x = x.wrapping_add(s);
+                }
+            }
+            Box::new(move |mid| by_mid.get(mid as usize).copied().unwrap_or(0))
+        } else {
+            let mut by_mid: HashMap<u32, u64> = HashMap::new();
+            for (mid, s) in outer {
+                let x = by_mid.entry(mid).or_insert(0);
+                *x = x.wrapping_add(s);
+            }
+            Box::new(move |mid| by_mid.get(&mid).copied().unwrap_or(0))
+        }
+    }
+
+    /// As [`super::JvmStore::thread_trees`] (needs a snapshot taken with threads).
+    pub fn thread_trees(&self) -> Vec<ThreadTree> {
+        let mut names = Names {
+            view: self,
+            cache: HashMap::new(),
+        };
+        self.threads
+            .iter()
+            .map(|t| {
+                thread_tree(
+                    self,
+                    &mut names,
+                    t.tid,
+                    t.name.clone(),
+                    t.synced,
+                    t.slots.nodes().collect(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// Sorts `(first node, x)` pairs by exclusive bytecodes descending, then name, then
+/// first node: the order of the reference walk (a stable sort of methods in the order
+/// of their first node).
+fn sort_totals<T>(v: &mut [(u32, T)], key: impl Fn(&T) -> (u64, &Name)) {
+    v.sort_unstable_by(|(fa, a), (fb, b)| {
+        let (ea, na) = key(a);
+        let (eb, nb) = key(b);
+        eb.cmp(&ea)
+            .then_with(|| na.cmp(nb))
+            .then_with(|| fa.cmp(fb))
+    });
+}
+
+/// Calls and exclusive bytecodes per method from the totals kept on ingest: O(methods),
+/// in the order of [`top_methods`].
+pub(crate) fn method_calls(jvm: &Jvm) -> Vec<MethodCalls> {
+    let mut out: Vec<(u32, MethodCalls)> = jvm
+        .tree
+        .methods()
+        .iter()
+        .map(|(mid, c)| {
+            let info = jvm.methods.info(mid);
+            (
+                c.first,
+                MethodCalls {
+                    mid,
+                    name: info.name,
+                    file: info.file,
+                    calls: c.calls,
+                    exclusive_bytecodes: c.exclusive,
+                },
+            )
+        })
+        .collect();
+    sort_totals(&mut out, |t| (t.exclusive_bytecodes, &t.name));
+    out.into_iter().map(|(_, t)| t).collect()
+}
+
 /// Resolves each method once; its contexts share the strings.
-struct Names<'a> {
-    jvm: &'a Jvm,
+struct Names<'a, V> {
+    view: &'a V,
     cache: HashMap<u32, MethodInfo>,
 }
 
-impl Names<'_> {
+impl<V: TreeView> Names<'_, V> {
     fn get(&mut self, mid: u32) -> MethodInfo {
-        let jvm = self.jvm;
+        let view = self.view;
         self.cache
             .entry(mid)
-            .or_insert_with(|| jvm.methods.info(mid))
+            .or_insert_with(|| view.info(mid))
             .clone()
     }
 }
@@ -52,20 +322,14 @@ impl Names<'_> {
 /// Per node, a dense number of its method (`u32::MAX` for the root), and per dense
 /// number the method id. Method ids are dense in practice (the agent numbers them from
 /// 0); a plain vector indexes them unless a hostile sender spread them out.
-fn dense_methods(jvm: &Jvm) -> (Vec<u32>, Vec<u32>) {
-    let n = jvm.tree.len();
+fn dense_methods<V: TreeView>(v: &V) -> (Vec<u32>, Vec<u32>) {
+    let n = v.len();
     let mut of = vec![u32::MAX; n];
     let mut mids = Vec::new();
-    let max_mid = jvm
-        .tree
-        .iter()
-        .skip(1)
-        .map(|(l, _)| l[1])
-        .max()
-        .unwrap_or(0) as usize;
+    let max_mid = v.nodes().skip(1).map(|(l, _)| l[1]).max().unwrap_or(0) as usize;
     if max_mid <= 4 * n + 1024 {
         let mut index = vec![u32::MAX; max_mid + 1];
-        for (i, ([_, mid], _)) in jvm.tree.iter().enumerate().skip(1) {
+        for (i, ([_, mid], _)) in v.nodes().enumerate().skip(1) {
             let d = &mut index[mid as usize];
             if *d == u32::MAX {
                 *d = mids.len() as u32;
@@ -75,7 +339,7 @@ fn dense_methods(jvm: &Jvm) -> (Vec<u32>, Vec<u32>) {
         }
     } else {
         let mut index: HashMap<u32, u32> = HashMap::new();
-        for (i, ([_, mid], _)) in jvm.tree.iter().enumerate().skip(1) {
+        for (i, ([_, mid], _)) in v.nodes().enumerate().skip(1) {
             of[i] = *index.entry(mid).or_insert_with(|| {
                 mids.push(mid);
                 mids.len() as u32 - 1
@@ -85,19 +349,19 @@ fn dense_methods(jvm: &Jvm) -> (Vec<u32>, Vec<u32>) {
     (of, mids)
 }
 
-pub(crate) fn mct(jvm: &Jvm) -> Mct {
-    let n = jvm.tree.len();
-    let (method_of, mids) = dense_methods(jvm);
-    let infos: Vec<MethodInfo> = mids.iter().map(|&m| jvm.methods.info(m)).collect();
+pub(crate) fn mct<V: TreeView>(v: &V) -> Mct {
+    let n = v.len();
+    let (method_of, mids) = dense_methods(v);
+    let infos: Vec<MethodInfo> = mids.iter().map(|&m| v.info(m)).collect();
     let mut kids = vec![0u32; n];
-    for ([parent, _], _) in jvm.tree.iter().skip(1) {
+    for ([parent, _], _) in v.nodes().skip(1) {
         kids[parent as usize] += 1;
     }
-    let mut t = Mct::new(jvm.bba_name());
+    let mut t = Mct::new(v.bba());
     t.nodes.reserve_exact(n.saturating_sub(1));
     t.nodes[0].children.reserve_exact(kids[0] as usize);
     // Merged-tree indexes equal Mct indexes: both have the root at 0 and parents first.
-    for (i, ([parent, _], [calls, bytecodes])) in jvm.tree.iter().enumerate().skip(1) {
+    for (i, ([parent, _], [calls, bytecodes])) in v.nodes().enumerate().skip(1) {
         let info = infos
             .get(method_of[i] as usize)
             .cloned()
@@ -118,10 +382,12 @@ pub(crate) fn mct(jvm: &Jvm) -> Mct {
     t
 }
 
-pub(crate) fn top_methods(jvm: &Jvm) -> Vec<MethodTotals> {
-    let n = jvm.tree.len();
-    let links: Vec<[u32; 2]> = jvm.tree.iter().map(|(l, _)| l).collect();
-    let counts: Vec<[u64; 2]> = jvm.tree.iter().map(|(_, c)| c).collect();
+/// A walk of the whole tree: the methods in the order of their first node, and per
+/// method (calls, exclusive bytecodes, inclusive bytecodes).
+fn walk_totals<V: TreeView>(v: &V) -> (Vec<u32>, Vec<[u64; 3]>) {
+    let n = v.len();
+    let links: Vec<[u32; 2]> = v.nodes().map(|(l, _)| l).collect();
+    let counts: Vec<[u64; 2]> = v.nodes().map(|(_, c)| c).collect();
     // Inclusive bytecodes per node: children have larger indexes than their parents.
     let mut inclusive: Vec<u64> = counts.iter().map(|c| c[1]).collect();
     for i in (1..n).rev() {
@@ -130,25 +396,12 @@ pub(crate) fn top_methods(jvm: &Jvm) -> Vec<MethodTotals> {
             inclusive[p] = inclusive[p].wrapping_add(inclusive[i]);
         }
     }
-    let (method_of, mids) = dense_methods(jvm);
-    let mut methods: Vec<MethodTotals> = mids
-        .iter()
-        .map(|&mid| {
-            let info = jvm.methods.info(mid);
-            MethodTotals {
-                mid,
-                name: info.name,
-                file: info.file,
-                calls: 0,
-                exclusive_bytecodes: 0,
-                inclusive_bytecodes: 0,
-            }
-        })
-        .collect();
+    let (method_of, mids) = dense_methods(v);
+    let mut methods = vec![[0u64; 3]; mids.len()];
     for i in 1..n {
         let m = &mut methods[method_of[i] as usize];
-        m.calls = m.calls.wrapping_add(counts[i][0]);
-        m.exclusive_bytecodes = m.exclusive_bytecodes.wrapping_add(counts[i][1]);
+        m[0] = m[0].wrapping_add(counts[i][0]);
+        m[1] = m[1].wrapping_add(counts[i][1]);
     }
     // Depth-first over child lists (built as CSR), counting open frames per method: a
     // node adds its inclusive count only if no ancestor runs the same method (the
@@ -183,7 +436,7 @@ pub(crate) fn top_methods(jvm: &Jvm) -> Vec<MethodTotals> {
         if has_method {
             if open[m] == 0 {
                 let t = &mut methods[m];
-                t.inclusive_bytecodes = t.inclusive_bytecodes.wrapping_add(inclusive[i]);
+                t[2] = t[2].wrapping_add(inclusive[i]);
             }
             open[m] += 1;
         }
@@ -192,12 +445,72 @@ pub(crate) fn top_methods(jvm: &Jvm) -> Vec<MethodTotals> {
             stack.push((c, true));
         }
     }
+    (mids, methods)
+}
+
+/// The reference: every total from a walk of the tree.
+pub(crate) fn top_methods<V: TreeView>(v: &V) -> Vec<MethodTotals> {
+    let (mids, walked) = walk_totals(v);
+    let mut methods: Vec<MethodTotals> = mids
+        .iter()
+        .zip(walked)
+        .map(|(&mid, [calls, exclusive, inclusive])| {
+            let info = v.info(mid);
+            MethodTotals {
+                mid,
+                name: info.name,
+                file: info.file,
+                calls,
+                exclusive_bytecodes: exclusive,
+                inclusive_bytecodes: inclusive,
+            }
+        })
+        .collect();
     methods.sort_by(|a, b| {
         b.exclusive_bytecodes
             .cmp(&a.exclusive_bytecodes)
             .then_with(|| a.name.cmp(&b.name))
     });
     methods
+}
+
+fn thread_tree<V: TreeView>(
+    v: &V,
+    names: &mut Names<'_, V>,
+    tid: u64,
+    name: String,
+    synced: bool,
+    mut nodes: Vec<(u32, u64, u64)>,
+) -> ThreadTree {
+    // Merged-tree order puts parents first; a thread's nodes are a subtree of it.
+    nodes.sort_unstable_by_key(|n| n.0);
+    nodes.dedup_by(|b, a| {
+        // Two ids of one thread on the same merged node (a hostile sender): sum them.
+        if a.0 == b.0 {
+            a.1 = a.1.wrapping_add(b.1);
+            a.2 = a.2.wrapping_add(b.2);
+            true
+        } else {
+            false
+        }
+    });
+    let mut t = Mct::new(v.bba());
+    let mut at: HashMap<u32, usize> = HashMap::with_capacity(nodes.len() + 1);
+    at.insert(0, 0);
+    for (node, calls, bytecodes) in nodes {
+        let Some([parent, mid]) = v.links(node) else {
+            continue;
+        };
+        let p = at.get(&parent).copied().unwrap_or(0);
+        let i = t.add(p, names.get(mid), calls, bytecodes);
+        at.insert(node, i);
+    }
+    ThreadTree {
+        thread_id: tid,
+        name,
+        synced,
+        mct: t,
+    }
 }
 
 pub(crate) fn thread_trees(jvm: &Jvm) -> Vec<ThreadTree> {
@@ -210,7 +523,7 @@ pub(crate) fn thread_trees(jvm: &Jvm) -> Vec<ThreadTree> {
         .collect();
     ids.sort_unstable();
     let mut names = Names {
-        jvm,
+        view: jvm,
         cache: HashMap::new(),
     };
     let mut out = Vec::with_capacity(ids.len());
@@ -218,36 +531,14 @@ pub(crate) fn thread_trees(jvm: &Jvm) -> Vec<ThreadTree> {
         let Some(th) = jvm.threads.get(&tid) else {
             continue;
         };
-        // Merged-tree order puts parents first; a thread's nodes are a subtree of it.
-        let mut nodes: Vec<(u32, u64, u64)> = th.nodes().collect();
-        nodes.sort_unstable_by_key(|n| n.0);
-        nodes.dedup_by(|b, a| {
-            // Two ids of one thread on the same merged node (a hostile sender): sum them.
-            if a.0 == b.0 {
-                a.1 = a.1.wrapping_add(b.1);
-                a.2 = a.2.wrapping_add(b.2);
-                true
-            } else {
-                false
-            }
-        });
-        let mut t = Mct::new(jvm.bba_name());
-        let mut at: HashMap<u32, usize> = HashMap::with_capacity(nodes.len() + 1);
-        at.insert(0, 0);
-        for (node, calls, bytecodes) in nodes {
-            let Some([parent, mid]) = jvm.tree.links(node) else {
-                continue;
-            };
-            let p = at.get(&parent).copied().unwrap_or(0);
-            let i = t.add(p, names.get(mid), calls, bytecodes);
-            at.insert(node, i);
-        }
-        out.push(ThreadTree {
-            thread_id: tid,
-            name: th.name.clone(),
-            synced: th.synced,
-            mct: t,
-        });
+        out.push(thread_tree(
+            jvm,
+            &mut names,
+            tid,
+            th.name.clone(),
+            th.synced,
+            th.nodes().collect(),
+        ));
     }
     out
 }

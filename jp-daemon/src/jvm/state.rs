@@ -100,6 +100,8 @@ pub(crate) struct Jvm {
     pub last_update: Option<SystemTime>,
     /// Bumps on every change of this JVM.
     pub change: u64,
+    /// A snapshot froze the threads' slots (see [`Jvm::thaw`]).
+    pub threads_frozen: bool,
 }
 
 impl Jvm {
@@ -145,6 +147,19 @@ impl Jvm {
             exited_at: None,
             last_update: None,
             change: 0,
+            threads_frozen: false,
+        }
+    }
+
+    /// Makes what a snapshot froze writable again (chunks a snapshot still holds are
+    /// copied): every change of the tree or of a thread's slots comes after it.
+    fn thaw(&mut self) {
+        self.tree.thaw();
+        if self.threads_frozen {
+            for t in self.threads.values_mut() {
+                t.thaw();
+            }
+            self.threads_frozen = false;
         }
     }
 
@@ -219,6 +234,7 @@ impl Jvm {
         now: SystemTime,
     ) -> Outcome {
         let mut out = Outcome::default();
+        self.thaw();
         self.change += 1;
         self.records_seen += 1;
         self.last_update = Some(now);

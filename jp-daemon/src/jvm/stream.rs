@@ -4,18 +4,22 @@
 //! A tree record is applied in three passes over a reusable scratch vector: decode
 //! (wire errors), check (every id and parent known, no conflicting redefinition, room
 //! in the slot budget), apply. Only the third pass changes the merged tree, and it cannot
-//! fail, so a malformed record changes nothing.
+//! fail, so a malformed record changes nothing. (The store shrinks the scratch back to
+//! [`SCRATCH_KEPT`] entries after a big record: it is sized on demand.)
 
 use std::collections::HashMap;
 
 use jp_common::wire::{Tree, TreeEntry, TreeIter};
 
-use super::chunked::ChunkVec;
+use super::chunked::{ChunkVec, Frozen};
 use super::nodes::{prefetch, NodeTable, MAX_NODES};
 use super::{LimitKind, Malformed};
 
 /// Entries looked ahead when prefetching.
-const AHEAD: usize = 8;
+const AHEAD: usize = 16;
+/// Scratch entries kept between records (8 KiB); a bigger record grows it for its
+/// own decoding only.
+pub(crate) const SCRATCH_KEPT: usize = 256;
 
 /// Marker: the id is not defined.
 const UNDEF: u32 = u32::MAX;
@@ -155,6 +159,29 @@ impl ThreadStream {
             .filter(|s| s.node < PENDING)
             .map(|s| (s.node, s.calls, s.bytecodes))
     }
+
+    /// The thread's nodes as they are now, sharing the slots' chunks (O(chunks)).
+    pub fn freeze(&mut self) -> FrozenSlots {
+        FrozenSlots(self.slots.freeze())
+    }
+
+    /// Writable again after [`ThreadStream::freeze`].
+    pub fn thaw(&mut self) {
+        self.slots.thaw();
+    }
+}
+
+/// A thread's nodes as they were at [`ThreadStream::freeze`].
+pub(crate) struct FrozenSlots(Frozen<Slot>);
+
+impl FrozenSlots {
+    /// As [`ThreadStream::nodes`].
+    pub fn nodes(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        self.0
+            .iter()
+            .filter(|s| s.node < PENDING)
+            .map(|s| (s.node, s.calls, s.bytecodes))
+    }
 }
 
 /// Passes 1 and 2: decodes the entries into `scratch` and checks that every reference
@@ -251,6 +278,7 @@ fn apply(
     tree: &mut NodeTable,
 ) -> Applied {
     let mut out = Applied::default();
+    let big_table = tree.methods().is_big();
     for (i, e) in entries.iter().enumerate() {
         if let Some(ahead) = entries
             .get(i + AHEAD)
@@ -258,6 +286,18 @@ fn apply(
         {
             if ahead.node < PENDING {
                 tree.prefetch(ahead.node);
+            }
+        }
+        // The method's totals: its id is in the links loaded AHEAD / 2 entries ago
+        // (a small method table stays in the cache anyway).
+        if big_table {
+            if let Some(near) = entries
+                .get(i + AHEAD / 2)
+                .and_then(|a| slots.get(a.node as usize))
+            {
+                if near.node < PENDING {
+                    tree.prefetch_method(near.node);
+                }
             }
         }
         let id = e.node as usize;

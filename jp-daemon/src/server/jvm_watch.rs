@@ -112,7 +112,8 @@ impl JvmWatch {
             let computed = seen.methods_due(change, now);
             if computed {
                 let started = Instant::now();
-                let totals = store.top_methods(s.pid).unwrap_or_default();
+                // Kept on ingest: O(methods) under the store's lock.
+                let totals = store.method_calls(s.pid).unwrap_or_default();
                 seen.methods_cost = started.elapsed();
                 activity.methods_elapsed_ns = seen.methods_at.map_or(0, |at| {
                     let d = now.saturating_duration_since(at);

@@ -49,11 +49,15 @@ fn jvm_tree(
     jvm: &SharedJvmStore,
     pid: u32,
 ) -> Result<(crate::jvm::JvmSummary, jp_mct::Mct), Status> {
-    let store = lock(jvm);
-    match (store.summary(pid), store.mct(pid)) {
-        (Some(s), Some(t)) => Ok((s, t)),
-        _ => Err(not_found(&store, pid)),
-    }
+    // Under the lock only the snapshot (O(chunks)); the tree is built after.
+    let (summary, snapshot) = {
+        let mut store = lock(jvm);
+        match (store.summary(pid), store.snapshot(pid)) {
+            (Some(s), Some(t)) => (s, t),
+            _ => return Err(not_found(&store, pid)),
+        }
+    };
+    Ok((summary, snapshot.mct()))
 }
 
 /// Runs `f` on tokio's blocking pool: a big JVM's tree takes long to copy and
@@ -206,13 +210,15 @@ impl Jp for JpService {
             .map_err(|_| Status::invalid_argument(format!("unknown order {}", req.order)))?;
         let jvm = Arc::clone(&self.jvm);
         let top = blocking(move || {
-            let (summary, methods) = {
-                let store = lock(&jvm);
-                match (store.summary(req.pid), store.top_methods(req.pid)) {
+            let (summary, snapshot) = {
+                let mut store = lock(&jvm);
+                match (store.summary(req.pid), store.snapshot(req.pid)) {
                     (Some(s), Some(m)) => (s, m),
                     _ => return Err(not_found(&store, req.pid)),
                 }
             };
+            // The inclusive counts need a walk of the tree: after the lock.
+            let methods = snapshot.top_methods();
             Ok(jvmconv::top(&summary, methods, order, req.limit))
         })
         .await?;
