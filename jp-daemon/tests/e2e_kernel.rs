@@ -5,39 +5,12 @@
 //! in `JPD` and `JPCTL`. Without root or those variables the tests fail and say why.
 mod e2e_common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use e2e_common::{Daemon, ONE_AT_A_TIME};
+use e2e_common::{read_dev_zero, Daemon, ONE_AT_A_TIME};
 use serde_json::Value;
-
-/// Copies /dev/zero to /dev/null on every CPU for `d`.
-fn read_dev_zero(d: Duration) {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let handles: Vec<_> = (0..cpus)
-        .map(|_| {
-            std::thread::spawn(move || {
-                let mut zero = std::fs::File::open("/dev/zero").expect("open /dev/zero");
-                let mut null = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open("/dev/null")
-                    .expect("open /dev/null");
-                let mut buf = vec![0u8; 64 * 1024];
-                let t0 = Instant::now();
-                while t0.elapsed() < d {
-                    let n = zero.read(&mut buf).expect("read /dev/zero");
-                    null.write_all(&buf[..n]).expect("write /dev/null");
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().expect("workload thread");
-    }
-}
 
 #[test]
 fn dev_zero_workload_shows_its_kernel_functions_on_top() {

@@ -9,21 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub fn binary(var: &str) -> PathBuf {
-    match std::env::var_os(var) {
-        Some(p) => PathBuf::from(p),
-        None => panic!("{var} is not set: run the end-to-end tests through `cargo xtask test`, which builds jpd and jpctl"),
-    }
-}
-
-pub fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "the end-to-end kernel tests load eBPF programs: run them as root (sudo cargo xtask test)"
-    );
-}
+#[path = "../test_support/mod.rs"]
+mod test_support;
+#[allow(unused_imports)] // each test binary uses a different part
+pub use test_support::{binary, read_dev_zero, require_root};
 
 pub struct Daemon {
     pub child: Child,

@@ -16,21 +16,10 @@ pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-pub fn binary(var: &str) -> PathBuf {
-    match std::env::var_os(var) {
-        Some(p) => PathBuf::from(p),
-        None => panic!("{var} is not set: run the fleet tests through `cargo xtask test`, which builds jpd and jpctl"),
-    }
-}
-
-pub fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "the fleet tests start jpd, which loads eBPF programs: run them as root"
-    );
-}
+#[path = "../test_support/mod.rs"]
+mod test_support;
+#[allow(unused_imports)] // each test binary uses a different part
+pub use test_support::{binary, read_dev_zero, require_root};
 
 /// `name` on PATH, else a failure naming the Debian package.
 pub fn tool(name: &str, package: &str) -> PathBuf {
@@ -264,33 +253,6 @@ pub fn urlencode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-/// Reads /dev/zero into /dev/null on every CPU for `d` (read_zero on top of the kernel).
-pub fn read_dev_zero(d: Duration) {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let handles: Vec<_> = (0..cpus)
-        .map(|_| {
-            std::thread::spawn(move || {
-                let mut zero = std::fs::File::open("/dev/zero").expect("open /dev/zero");
-                let mut null = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open("/dev/null")
-                    .expect("open /dev/null");
-                let mut buf = vec![0u8; 64 * 1024];
-                let t0 = Instant::now();
-                while t0.elapsed() < d {
-                    let n = zero.read(&mut buf).expect("read /dev/zero");
-                    null.write_all(&buf[..n]).expect("write /dev/null");
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().expect("workload thread");
-    }
 }
 
 pub fn jdk17() -> PathBuf {
