@@ -828,7 +828,7 @@ fn base64(data: &[u8]) -> String {
     for b in data {
         bits.push_str(&format!("{b:08b}"));
     }
-    while bits.len() % 6 != 0 {
+    while !bits.len().is_multiple_of(6) {
         bits.push('0');
     }
     let mut out: String = bits
@@ -836,7 +836,7 @@ fn base64(data: &[u8]) -> String {
         .chunks(6)
         .map(|c| abc[usize::from_str_radix(std::str::from_utf8(c).unwrap(), 2).unwrap()] as char)
         .collect();
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push('=');
     }
     out
