@@ -438,6 +438,7 @@ mod tests {
             "basic_auth_user =",
             "basic_auth_password_file =",
             "bearer_token_file =",
+            "tls_ca_file =",
             "tenant_id =",
             "max_backlog =",
             "max_backlog_mb =",

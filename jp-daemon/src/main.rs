@@ -97,7 +97,7 @@ fn check_config(file: &Path) -> ExitCode {
     }
     if config.pyroscope.enabled {
         // The secret files are read when the pusher starts: check them now.
-        if let Err(e) = export::pyroscope::wire::authorization(&config.pyroscope) {
+        if let Err(e) = export::pyroscope::wire::Files::read(&config.pyroscope) {
             eprintln!("jpd: {}: {e}", file.display());
             return ExitCode::FAILURE;
         }
@@ -170,7 +170,7 @@ struct Running {
     exporter: Option<Exporter>,
     pusher: Option<Pusher>,
     /// The credentials the pusher was started with, to see a rotated secret.
-    pusher_auth: Result<Option<axum::http::HeaderValue>, String>,
+    pusher_auth: Result<export::pyroscope::wire::Files, String>,
     auth: auth::Authorizer,
     sources: export::Sources,
     started: SystemTime,
@@ -204,8 +204,8 @@ impl Running {
     /// baselines stay unless it was disabled.
     async fn reload_pusher(&mut self, new: &Config) {
         let old = self.config.pyroscope.clone();
-        // Secret files are re-read on every SIGHUP (a rotated token applies).
-        let secrets = export::pyroscope::wire::authorization(&new.pyroscope);
+        // Secret and CA files are re-read on every SIGHUP (a rotated token applies).
+        let secrets = export::pyroscope::wire::Files::read(&new.pyroscope);
         if new.pyroscope == old && secrets == self.pusher_auth {
             return;
         }
@@ -361,7 +361,7 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     apply_group(&config, &socket, gid);
     let authorizer = auth::Authorizer::new(policy);
 
-    let pusher_auth = export::pyroscope::wire::authorization(&config.pyroscope);
+    let pusher_auth = export::pyroscope::wire::Files::read(&config.pyroscope);
     let mut running = Running {
         config,
         collector,

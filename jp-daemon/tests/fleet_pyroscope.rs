@@ -11,9 +11,12 @@
 //!   counts the failures, and once the receiver recovers delivers every window,
 //!   contiguous; basic auth and X-Scope-OrgID on every request;
 //! - SIGHUP: enabling, retargeting (bearer token) and disabling the pusher; no window is
-//!   lost or pushed twice across a retarget.
+//!   lost or pushed twice across a retarget;
+//! - https (rustls): a certificate from an unknown CA is refused, `tls_ca_file` trusts it;
+//! - `--check-config` names the `[pyroscope]` key at fault.
 //!
-//! Needs root (jpd loads eBPF), `JPD`, `JPCTL`, `JP_AGENT_LIB`, a JDK 17 and golang-go.
+//! Needs root (jpd loads eBPF), `JPD`, `JPCTL`, `JP_AGENT_LIB`, a JDK 17, golang-go and
+//! openssl (test certificates).
 mod fleet_common;
 
 use std::collections::BTreeMap;
@@ -182,7 +185,7 @@ struct Inbox {
 struct Receiver {
     addr: SocketAddr,
     inbox: Arc<Inbox>,
-    _rt: tokio::runtime::Runtime,
+    rt: tokio::runtime::Runtime,
 }
 
 fn connect_error(status: StatusCode, code: &str, msg: &str) -> Response {
@@ -310,11 +313,54 @@ impl Receiver {
             .route("/push.v1.PusherService/Push", axum::routing::post(push))
             .with_state(Arc::clone(&inbox));
         rt.spawn(async move { axum::serve(listener, app).await });
-        Receiver {
-            addr,
-            inbox,
-            _rt: rt,
-        }
+        Receiver { addr, inbox, rt }
+    }
+    /// An https front of this receiver (TLS ends here, the bytes go on to the plain
+    /// receiver), with the certificate of `make_certs`; counts failed handshakes.
+    fn tls_front(&self, dir: &Path) -> (String, Arc<AtomicU64>) {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_file_iter(dir.join("server.pem"))
+                .unwrap()
+                .map(|c| c.unwrap())
+                .collect();
+        let key = PrivateKeyDer::from_pem_file(dir.join("server.key")).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = self
+            .rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let plain = self.addr;
+        let failures = Arc::new(AtomicU64::new(0));
+        let failed = Arc::clone(&failures);
+        self.rt.spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, failed) = (acceptor.clone(), Arc::clone(&failed));
+                tokio::spawn(async move {
+                    match acceptor.accept(tcp).await {
+                        Ok(mut tls) => {
+                            if let Ok(mut up) = tokio::net::TcpStream::connect(plain).await {
+                                let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
+                            }
+                        }
+                        Err(_) => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        (format!("https://{addr}"), failures)
     }
     fn url(&self) -> String {
         format!("http://{}", self.addr)
@@ -447,6 +493,76 @@ fn unix_nanos_now() -> i64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos() as i64
+}
+
+/// `ca.pem` (a test CA) and `server.pem`/`server.key` (127.0.0.1, signed by it) in `dir`.
+fn make_certs(dir: &Path) {
+    let openssl = tool("openssl", "openssl");
+    let run = |args: &[&str]| {
+        let out = Command::new(&openssl)
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=jp test CA",
+    ]);
+    run(&ca);
+    let mut csr = vec!["req"];
+    csr.extend(ec);
+    csr.extend([
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    run(&csr);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
 }
 
 // --- tests --------------------------------------------------------------------------
@@ -762,6 +878,60 @@ fn sighup_enables_retargets_and_disables_without_losing_windows() {
 }
 
 #[test]
+fn https_checks_the_certificate_and_trusts_a_configured_ca() {
+    let certs = tempfile::tempdir().unwrap();
+    make_certs(certs.path());
+    let recv = Receiver::start();
+    let (url, failed_handshakes) = recv.tls_front(certs.path());
+    let _one = one_at_a_time();
+    // Mozilla's roots do not know the test CA: every handshake fails, pushes wait.
+    let jpd = Jpd::start(&format!(
+        "[pyroscope]\nenabled = true\nurl = \"{url}\"\ninterval_s = 1\njvms = false\n"
+    ));
+    wait_for("a refused certificate", Duration::from_secs(20), || {
+        failed_handshakes.load(Ordering::Relaxed) >= 2
+            && metric(
+                &jpd.metrics(),
+                "jp_pyroscope_pushes_total{result=\"error\"}",
+            )
+            .unwrap()
+                >= 2
+    });
+    assert!(recv.pushed().is_empty());
+    assert!(
+        jpd.log_text().contains("certificate"),
+        "the log says why:\n{}",
+        jpd.log_text()
+    );
+    // Trusting the test CA (SIGHUP): the queued windows and the next ones arrive.
+    let config = std::fs::read_to_string(&jpd.config).unwrap();
+    std::fs::write(
+        &jpd.config,
+        format!(
+            "{config}tls_ca_file = \"{}\"\n",
+            certs.path().join("ca.pem").display()
+        ),
+    )
+    .unwrap();
+    jpd.signal(libc::SIGHUP);
+    wait_for("pushes over https", Duration::from_secs(90), || {
+        recv.pushed().len() >= 4
+            && metric(&jpd.metrics(), "jp_pyroscope_backlog_requests") == Some(0)
+    });
+    let kernel = recv.of("jp-kernel");
+    assert_contiguous("kernel over https", &kernel);
+    let m = jpd.metrics();
+    assert_eq!(
+        metric(
+            &m,
+            "jp_pyroscope_dropped_profiles_total{reason=\"backlog_full\"}"
+        ),
+        Some(0)
+    );
+    jpd.stop();
+}
+
+#[test]
 fn check_config_names_the_pyroscope_key() {
     let dir = tempfile::tempdir().unwrap();
     let run = |name: &str, text: &str| {
@@ -806,6 +976,14 @@ fn check_config_names_the_pyroscope_key() {
         (
             "[pyroscope]\nlabels = { \"bad-name\" = \"x\" }\n",
             "jpd: invalid config F, line 2, column 10: labels: \"bad-name\" is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)\n",
+        ),
+        (
+            "[pyroscope]\nurl = \"http://p:4040\"\ntls_ca_file = \"/etc/ssl/ca.pem\"\n",
+            "jpd: invalid config F, line 3, column 1: tls_ca_file is set but url is not https://\n",
+        ),
+        (
+            "[pyroscope]\nenabled = true\nurl = \"https://p:4040\"\ntls_ca_file = \"/etc/hostname\"\n",
+            "jpd: F: pyroscope.tls_ca_file = \"/etc/hostname\": holds no certificate\n",
         ),
         (
             "[pyroscope]\nurl = \"http://p:4040\"\nbasic_auth_user = \"u\"\n",

@@ -38,6 +38,9 @@ pub struct PyroscopeConfig {
     pub basic_auth_user: String,
     pub basic_auth_password_file: PathBuf,
     pub bearer_token_file: PathBuf,
+    /// PEM file of the CA certificates to trust for https instead of the Mozilla roots
+    /// (a server with a private CA).
+    pub tls_ca_file: PathBuf,
     /// Sent as `X-Scope-OrgID` (multi-tenant Pyroscope).
     pub tenant_id: String,
     /// Pushes kept while the server cannot take them; beyond, the oldest is dropped.
@@ -62,6 +65,7 @@ impl Default for PyroscopeConfig {
             basic_auth_user: String::new(),
             basic_auth_password_file: PathBuf::new(),
             bearer_token_file: PathBuf::new(),
+            tls_ca_file: PathBuf::new(),
             tenant_id: String::new(),
             max_backlog: 240,
             max_backlog_mb: 64,
@@ -105,6 +109,12 @@ impl PyroscopeConfig {
             return Err((
                 "basic_auth_user",
                 "basic_auth_user must not contain ':' (HTTP basic authentication)".into(),
+            ));
+        }
+        if !self.tls_ca_file.as_os_str().is_empty() && !self.url.starts_with("https://") {
+            return Err((
+                "tls_ca_file",
+                "tls_ca_file is set but url is not https://".into(),
             ));
         }
         if !header_safe(&self.tenant_id) {

@@ -95,7 +95,8 @@ impl Client {
                 HeaderValue::from_static(concat!("jpd/", env!("CARGO_PKG_VERSION"))),
             ),
         ];
-        if let Some(auth) = authorization(cfg)? {
+        let files = Files::read(cfg)?;
+        if let Some(auth) = files.authorization {
             headers.push((AUTHORIZATION, auth));
         }
         if !cfg.tenant_id.is_empty() {
@@ -108,12 +109,21 @@ impl Client {
             headers.push((HeaderName::from_static("x-scope-orgid"), v));
         }
         let provider = rustls::crypto::ring::default_provider();
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(provider)
-            .map_err(|e| format!("pyroscope: cannot set up TLS: {e}"))?
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let tls = match &files.ca_pem {
+            None => hyper_rustls::HttpsConnectorBuilder::new()
+                .with_provider_and_webpki_roots(provider)
+                .map_err(|e| format!("pyroscope: cannot set up TLS: {e}"))?,
+            Some(pem) => {
+                let roots = ca_roots(pem, &cfg.tls_ca_file)?;
+                let tls = rustls::ClientConfig::builder_with_provider(provider.into())
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| format!("pyroscope: cannot set up TLS: {e}"))?
+                    .with_root_certificates(roots)
+                    .with_no_client_auth();
+                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls)
+            }
+        };
+        let https = tls.https_or_http().enable_http1().build();
         let http = HyperClient::builder(TokioExecutor::new()).build(https);
         Ok(Client {
             http,
@@ -197,6 +207,54 @@ fn secret(key: &str, path: &std::path::Path) -> Result<String, String> {
         return Err(format!("pyroscope.{key} = {:?} is empty", path.display()));
     }
     Ok(s)
+}
+
+/// What the pusher reads from files: compared on SIGHUP, so that a rotated token or CA
+/// applies without another change.
+#[derive(Debug, PartialEq)]
+pub struct Files {
+    pub authorization: Option<HeaderValue>,
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+impl Files {
+    /// Reads and checks them; errors name the key.
+    pub fn read(cfg: &PyroscopeConfig) -> Result<Files, String> {
+        let ca_pem = if cfg.tls_ca_file.as_os_str().is_empty() {
+            None
+        } else {
+            let pem = std::fs::read(&cfg.tls_ca_file).map_err(|e| {
+                format!(
+                    "pyroscope.tls_ca_file = {:?}: cannot read it: {e}",
+                    cfg.tls_ca_file.display()
+                )
+            })?;
+            ca_roots(&pem, &cfg.tls_ca_file)?;
+            Some(pem)
+        };
+        Ok(Files {
+            authorization: authorization(cfg)?,
+            ca_pem,
+        })
+    }
+}
+
+/// The certificates of a PEM file, as trust anchors.
+fn ca_roots(pem: &[u8], path: &std::path::Path) -> Result<rustls::RootCertStore, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let bad = |why: String| format!("pyroscope.tls_ca_file = {:?}: {why}", path.display());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| bad(format!("not PEM certificates: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| bad(format!("not a usable CA certificate: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(bad("holds no certificate".into()));
+    }
+    Ok(roots)
 }
 
 /// The `Authorization` header the configuration asks for, if any (marked sensitive).
