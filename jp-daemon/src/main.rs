@@ -457,7 +457,9 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
         rt.block_on(e.stop());
     }
     if let Some(p) = running.pusher.take() {
-        rt.block_on(p.stop());
+        // The interval begun so far and the queue, within a few seconds at most.
+        let deadline = Duration::from_secs(running.config.pyroscope.timeout_s.min(5));
+        rt.block_on(p.finish(&running.sources.pyroscope, deadline));
     }
     if let Some(usdt) = usdt {
         usdt.shutdown();

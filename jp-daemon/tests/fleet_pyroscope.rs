@@ -12,6 +12,7 @@
 //!   contiguous; basic auth and X-Scope-OrgID on every request;
 //! - SIGHUP: enabling, retargeting (bearer token) and disabling the pusher; no window is
 //!   lost or pushed twice across a retarget;
+//! - SIGTERM pushes the interval begun;
 //! - https (rustls): a certificate from an unknown CA is refused, `tls_ca_file` trusts it;
 //! - `--check-config` names the `[pyroscope]` key at fault.
 //!
@@ -929,6 +930,34 @@ fn https_checks_the_certificate_and_trusts_a_configured_ca() {
         Some(0)
     );
     jpd.stop();
+}
+
+#[test]
+fn stopping_jpd_pushes_the_interval_begun() {
+    let recv = Receiver::start();
+    let _one = one_at_a_time();
+    let jpd = Jpd::start(&format!(
+        "[pyroscope]\nenabled = true\nurl = \"{}\"\ninterval_s = 3600\njvms = false\n",
+        recv.url()
+    ));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        recv.pushed().is_empty(),
+        "no push before the first interval"
+    );
+    let t_stop = unix_nanos_now();
+    jpd.stop();
+    let kernel = recv.of("jp-kernel");
+    assert_eq!(kernel.len(), 1, "one push at SIGTERM");
+    let p = &kernel[0].profile;
+    assert!(
+        p.duration_nanos >= 2_000_000_000 && p.time_nanos + p.duration_nanos >= t_stop,
+        "the window runs from the start to the stop: {} + {} ns, stopped at {t_stop}",
+        p.time_nanos,
+        p.duration_nanos
+    );
+    let samples: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+    assert!(samples > 0, "the window holds the samples taken");
 }
 
 #[test]

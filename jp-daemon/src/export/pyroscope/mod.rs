@@ -11,7 +11,9 @@
 //!
 //! The queue and the baselines live as long as jpd ([`Shared`]): a SIGHUP that changes
 //! the URL, credentials or interval restarts the tasks and keeps both, so nothing is
-//! lost or pushed twice; disabling drops them (counted), enabling starts afresh.
+//! lost or pushed twice; disabling drops them (counted), enabling starts afresh. At
+//! SIGTERM the interval begun is pushed with the queue, for at most 5 s (`timeout_s` if
+//! shorter); what is still queued then is lost with the process.
 
 pub mod collect;
 pub mod config;
@@ -172,6 +174,8 @@ fn host_name() -> String {
 /// A running pusher; [`Pusher::stop`] ends it (the queue stays in [`Shared`]).
 pub struct Pusher {
     tasks: Vec<JoinHandle<()>>,
+    /// The last collection, run by [`Pusher::finish`].
+    last: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl Pusher {
@@ -189,15 +193,47 @@ impl Pusher {
         let interval = Duration::from_secs(cfg.interval_s);
         let max = cfg.max_backlog;
         let max_bytes = usize::try_from(cfg.max_backlog_mb << 20).unwrap_or(usize::MAX);
-        let collector = tokio::spawn(collector(sources, labeling, interval, max, max_bytes));
+        let collector = tokio::spawn(collector(
+            sources.clone(),
+            Arc::clone(&labeling),
+            interval,
+            max,
+            max_bytes,
+        ));
         let sender = tokio::spawn(sender(shared, client));
         Ok(Pusher {
             tasks: vec![collector, sender],
+            last: Some(Box::new(move || {
+                collect_and_queue(&sources, &sources.pyroscope, &labeling, max, max_bytes)
+            })),
         })
     }
 
+    /// jpd is stopping: pushes the interval begun so far with what is queued, for at
+    /// most `deadline` (a server that is down must not hold up the shutdown), then stops.
+    pub async fn finish(mut self, shared: &Shared, deadline: Duration) {
+        let until = tokio::time::Instant::now() + deadline;
+        if let Some(collector) = self.tasks.first() {
+            collector.abort();
+        }
+        if let Some(last) = self.last.take() {
+            let _ = tokio::time::timeout_at(until, tokio::task::spawn_blocking(last)).await;
+        }
+        while shared.stats.backlog.load(Ordering::Relaxed) > 0
+            && tokio::time::Instant::now() < until
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let left = shared.stats.backlog.load(Ordering::Relaxed);
+        if left > 0 {
+            log::warn!("pyroscope: stopping with {left} pushes not delivered");
+        }
+        self.stop().await;
+    }
+
     /// Ends both tasks; a push in flight is abandoned and stays queued.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
+        self.last = None;
         for t in &self.tasks {
             t.abort();
         }
@@ -236,27 +272,38 @@ async fn collector(
         let (sources, shared, labeling) =
             (sources.clone(), Arc::clone(&shared), Arc::clone(&labeling));
         let done = tokio::task::spawn_blocking(move || {
-            let now = SystemTime::now();
-            let epoch = shared.epoch.load(Ordering::Relaxed);
-            let mut guard = lock(&shared.baselines);
-            let b = match guard.as_mut() {
-                Some(b) if b.epoch == epoch => b,
-                _ => guard.insert(Baselines::new(epoch, &sources, now)),
-            };
-            let series = collect::collect(b, &sources, &labeling, now);
-            drop(guard);
-            if series.is_empty() {
-                return;
-            }
-            let profiles = series.len() as u64;
-            let body = PushRequest { series }.encode_to_vec();
-            shared.enqueue(Bytes::from(body), profiles, max, max_bytes);
+            collect_and_queue(&sources, &shared, &labeling, max, max_bytes)
         })
         .await;
         if let Err(e) = done {
             log::error!("pyroscope: collecting profiles failed: {e}");
         }
     }
+}
+
+/// One interval's profiles, queued as one push (blocking: copies trees, gzips).
+fn collect_and_queue(
+    sources: &Sources,
+    shared: &Shared,
+    labeling: &Labeling,
+    max: usize,
+    max_bytes: usize,
+) {
+    let now = SystemTime::now();
+    let epoch = shared.epoch.load(Ordering::Relaxed);
+    let mut guard = lock(&shared.baselines);
+    let b = match guard.as_mut() {
+        Some(b) if b.epoch == epoch => b,
+        _ => guard.insert(Baselines::new(epoch, sources, now)),
+    };
+    let series = collect::collect(b, sources, labeling, now);
+    drop(guard);
+    if series.is_empty() {
+        return;
+    }
+    let profiles = series.len() as u64;
+    let body = PushRequest { series }.encode_to_vec();
+    shared.enqueue(Bytes::from(body), profiles, max, max_bytes);
 }
 
 async fn sender(shared: Arc<Shared>, client: Client) {
