@@ -566,7 +566,10 @@ fn make_certs(dir: &Path) {
     ]);
 }
 
-// --- tests --------------------------------------------------------------------------
+// --- tests -----------------------------------------------------------------------
+
+/// For the tests without a JVM: jpd attaches to no JVM on this host (other test runs').
+const NO_USDT: &str = "[usdt]\nenabled = false\n\n";
 
 #[test]
 fn pushed_jvm_deltas_add_up_to_the_agents_tree() {
@@ -698,7 +701,7 @@ fn a_failing_then_hanging_server_never_blocks_jpd_and_gets_everything_later() {
     let pw = secrets.path().join("password");
     std::fs::write(&pw, "glc_s3cret\n").unwrap();
     let jpd = Jpd::start(&format!(
-        "[pyroscope]\nenabled = true\nurl = \"{}/\"\ninterval_s = 1\ntimeout_s = 2\njvms = false\nbasic_auth_user = \"123456\"\nbasic_auth_password_file = \"{}\"\ntenant_id = \"team-a\"\n",
+        "{NO_USDT}[pyroscope]\nenabled = true\nurl = \"{}/\"\ninterval_s = 1\ntimeout_s = 2\njvms = false\nbasic_auth_user = \"123456\"\nbasic_auth_password_file = \"{}\"\ntenant_id = \"team-a\"\n",
         recv.url(),
         pw.display()
     ));
@@ -803,7 +806,7 @@ fn sighup_enables_retargets_and_disables_without_losing_windows() {
     let a = Receiver::start();
     let b = Receiver::start();
     let _one = one_at_a_time();
-    let jpd = Jpd::start("");
+    let jpd = Jpd::start(NO_USDT);
     let config = std::fs::read_to_string(&jpd.config).unwrap();
     let secrets = tempfile::tempdir().unwrap();
     let token = secrets.path().join("token");
@@ -887,7 +890,7 @@ fn https_checks_the_certificate_and_trusts_a_configured_ca() {
     let _one = one_at_a_time();
     // Mozilla's roots do not know the test CA: every handshake fails, pushes wait.
     let jpd = Jpd::start(&format!(
-        "[pyroscope]\nenabled = true\nurl = \"{url}\"\ninterval_s = 1\njvms = false\n"
+        "{NO_USDT}[pyroscope]\nenabled = true\nurl = \"{url}\"\ninterval_s = 1\njvms = false\n"
     ));
     wait_for("a refused certificate", Duration::from_secs(20), || {
         failed_handshakes.load(Ordering::Relaxed) >= 2
@@ -937,7 +940,7 @@ fn stopping_jpd_pushes_the_interval_begun() {
     let recv = Receiver::start();
     let _one = one_at_a_time();
     let jpd = Jpd::start(&format!(
-        "[pyroscope]\nenabled = true\nurl = \"{}\"\ninterval_s = 3600\njvms = false\n",
+        "{NO_USDT}[pyroscope]\nenabled = true\nurl = \"{}\"\ninterval_s = 3600\njvms = false\n",
         recv.url()
     ));
     std::thread::sleep(Duration::from_secs(2));
