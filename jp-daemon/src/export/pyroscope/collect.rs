@@ -176,6 +176,11 @@ fn jvms(
     let list = lock(&sources.jvm).list();
     b.jvms.retain(|pid, _| list.iter().any(|s| s.pid == *pid));
     for s in list {
+        if s.main.is_empty() && s.exited_at.is_none() {
+            // Not named yet (its hello has not arrived): wait rather than split its
+            // counts between two series; nothing is lost, the baseline stays.
+            continue;
+        }
         let jvm_start = UNIX_EPOCH + Duration::from_millis(s.jvm_start_unix_ms);
         let base = b.jvms.entry(s.pid).or_insert_with(|| JvmBase {
             start_ms: s.jvm_start_unix_ms,
