@@ -37,6 +37,7 @@ pub struct Config {
     pub usdt: crate::usdt::config::UsdtConfig,
     pub log: LogConfig,
     pub export: ExportConfig,
+    pub pyroscope: crate::export::pyroscope::config::PyroscopeConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -209,6 +210,9 @@ impl Config {
 
     /// Rules that involve more than one key; the error names the key to fix.
     fn check_combinations(&self) -> Result<(), (&'static str, &'static str, String)> {
+        self.pyroscope
+            .check_combinations()
+            .map_err(|(key, message)| ("pyroscope", key, message))?;
         let s = &self.server;
         if !s.tcp.is_empty() {
             if s.tcp.parse::<std::net::SocketAddr>().is_err() {
@@ -441,6 +445,20 @@ mod tests {
             "enabled =",
             "listen =",
             "max_profile_seconds =",
+            "[pyroscope]",
+            "url =",
+            "interval_s =",
+            "timeout_s =",
+            "labels =",
+            "basic_auth_user =",
+            "basic_auth_password_file =",
+            "bearer_token_file =",
+            "tls_ca_file =",
+            "tenant_id =",
+            "max_backlog =",
+            "max_backlog_mb =",
+            "kernel =",
+            "jvms =",
         ] {
             assert!(
                 DEFAULT_CONFIG_TOML.lines().any(|l| l.starts_with(key)),

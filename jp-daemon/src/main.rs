@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use clap::Parser;
 use jp_daemon::config::{Config, Source};
+use jp_daemon::export::pyroscope::Pusher;
 use jp_daemon::export::{self, Exporter};
 use jp_daemon::jvm::JvmStore;
 use jp_daemon::kernel::KernelCollector;
@@ -94,6 +95,13 @@ fn check_config(file: &Path) -> ExitCode {
             file.display()
         );
     }
+    if config.pyroscope.enabled {
+        // The secret files are read when the pusher starts: check them now.
+        if let Err(e) = export::pyroscope::wire::Files::read(&config.pyroscope) {
+            eprintln!("jpd: {}: {e}", file.display());
+            return ExitCode::FAILURE;
+        }
+    }
     println!("{}: OK", file.display());
     ExitCode::SUCCESS
 }
@@ -160,6 +168,9 @@ struct Running {
     config: Config,
     collector: KernelCollector,
     exporter: Option<Exporter>,
+    pusher: Option<Pusher>,
+    /// The credentials the pusher was started with, to see a rotated secret.
+    pusher_auth: Result<export::pyroscope::wire::Files, String>,
     auth: auth::Authorizer,
     sources: export::Sources,
     started: SystemTime,
@@ -174,6 +185,52 @@ impl Running {
             self.exporter = Some(e);
         }
         Ok(())
+    }
+
+    fn start_pusher(&mut self) -> Result<(), String> {
+        let c = &self.config.pyroscope;
+        if c.enabled {
+            self.pusher = Some(Pusher::start(c, self.sources.clone())?);
+            log::info!(
+                "pushing profiles to {} every {} s",
+                c.endpoint(),
+                c.interval_s
+            );
+        }
+        Ok(())
+    }
+
+    /// A changed `[pyroscope]`: the tasks restart with the new settings; the queue and
+    /// baselines stay unless it was disabled.
+    async fn reload_pusher(&mut self, new: &Config) {
+        let old = self.config.pyroscope.clone();
+        // Secret and CA files are re-read on every SIGHUP (a rotated token applies).
+        let secrets = export::pyroscope::wire::Files::read(&new.pyroscope);
+        if new.pyroscope == old && secrets == self.pusher_auth {
+            return;
+        }
+        if let Some(p) = self.pusher.take() {
+            p.stop().await;
+        }
+        if !new.pyroscope.enabled {
+            self.sources.pyroscope.disable();
+            self.config.pyroscope = new.pyroscope.clone();
+            if old.enabled {
+                log::info!("pyroscope: pushing stopped");
+            }
+            return;
+        }
+        self.config.pyroscope = new.pyroscope.clone();
+        match self.start_pusher() {
+            Ok(()) => self.pusher_auth = secrets,
+            Err(e) => {
+                log::error!("{e}; the previous [pyroscope] settings stay");
+                self.config.pyroscope = old;
+                if let Err(e) = self.start_pusher() {
+                    log::error!("cannot restart the previous pusher either: {e}");
+                }
+            }
+        }
     }
 
     /// Applies what can change at run time; says what needs a restart. A file that
@@ -222,6 +279,7 @@ impl Running {
                 log::info!("exporters stopped");
             }
         }
+        self.reload_pusher(&new).await;
         let s = &new.server;
         if (&s.group, &s.allow_uids, &s.allow_gids)
             != (
@@ -308,15 +366,20 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     apply_group(&config, &socket, gid);
     let authorizer = auth::Authorizer::new(policy);
 
+    let pusher_auth = export::pyroscope::wire::Files::read(&config.pyroscope);
     let mut running = Running {
         config,
         collector,
         exporter: None,
+        pusher: None,
+        pusher_auth,
         auth: authorizer.clone(),
         sources: export::Sources::new(Arc::clone(&store), Arc::clone(&jvm_store)),
         started,
     };
     rt.block_on(running.start_exporter())?;
+    rt.block_on(async { running.start_pusher() })
+        .map_err(anyhow::Error::msg)?;
 
     let status = running.collector.status();
     let programs: Vec<&str> = status.programs.iter().map(|p| p.name.as_str()).collect();
@@ -397,6 +460,11 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     // The one shutdown path, whatever ended the server: exporters, detach, unlink.
     if let Some(e) = running.exporter.take() {
         rt.block_on(e.stop());
+    }
+    if let Some(p) = running.pusher.take() {
+        // The interval begun so far and the queue, within a few seconds at most.
+        let deadline = Duration::from_secs(running.config.pyroscope.timeout_s.min(5));
+        rt.block_on(p.finish(&running.sources.pyroscope, deadline));
     }
     if let Some(usdt) = usdt {
         usdt.shutdown();

@@ -18,13 +18,13 @@ pub fn mct_delta(before: &Mct, after: &Mct) -> Mct {
             let Some(cn) = after.nodes.get(c) else {
                 continue;
             };
+            // A context is its path of method names: a method's source file may only be
+            // known later (its class's details arrive after the first counts).
             let bc = b.and_then(|b| before.nodes.get(b)).and_then(|bn| {
-                bn.children.iter().copied().find(|&x| {
-                    before
-                        .nodes
-                        .get(x)
-                        .is_some_and(|x| x.method == cn.method && x.file == cn.file)
-                })
+                bn.children
+                    .iter()
+                    .copied()
+                    .find(|&x| before.nodes.get(x).is_some_and(|x| x.method == cn.method))
             });
             let (pc, pb) = bc
                 .and_then(|x| before.nodes.get(x))

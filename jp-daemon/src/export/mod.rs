@@ -11,6 +11,7 @@ pub mod jvm_metrics;
 pub mod jvm_pprof;
 pub mod metrics;
 pub mod pprof;
+pub mod pyroscope;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -36,6 +37,8 @@ pub struct Sources {
     pub kernel: Arc<Store>,
     pub jvm: Arc<Mutex<JvmStore>>,
     pub jvm_totals: Arc<Mutex<jvm_metrics::JvmTotals>>,
+    /// The Pyroscope pusher's queue and counters (they outlive a reload).
+    pub pyroscope: Arc<pyroscope::Shared>,
 }
 
 impl Sources {
@@ -44,6 +47,7 @@ impl Sources {
             kernel,
             jvm,
             jvm_totals: Arc::default(),
+            pyroscope: Arc::default(),
         }
     }
 }
@@ -150,6 +154,7 @@ async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
     };
     let per_main = lock(&ctx.sources.jvm_totals).update(&list);
     jvm_metrics::render(&mut text, &per_main, &stats);
+    pyroscope::render(&mut text, &ctx.sources.pyroscope.stats);
     (
         [(
             header::CONTENT_TYPE,

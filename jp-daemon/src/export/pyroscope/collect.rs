@@ -1,0 +1,469 @@
+//! One interval's profiles: the kernel profile and each JVM's Method Call Tree, each the
+//! difference since the previous collection, labelled for Pyroscope.
+//!
+//! Series labels (bounded: one series per host for the kernel, one per main class and
+//! host for JVMs):
+//! - `service_name`: `jp-kernel` for the kernel, the JVM's main class otherwise (a pid
+//!   would make a new series at every restart of a service; two JVMs of one main class
+//!   on a host simply add up, as Pyroscope sums profiles of a series);
+//! - `__name__`: `process_cpu` for the kernel — the name Pyroscope and Grafana give CPU
+//!   profiles with the same sample types (samples/count, cpu/nanoseconds), so they
+//!   show it as CPU time — and `jvm_mct` for the trees (calls/count, bytecodes/count);
+//! - `host`: the host name, unless a static label sets it;
+//! - `__delta__ = "false"`: the profile already is a delta, the server must not
+//!   difference it again (the label Alloy sets for the same reason);
+//! - the static `labels` of the configuration.
+//!
+//! Exactness: a JVM's baseline is everything pushed for it so far, per calling context
+//! (the running maximum of its counts), so a tree that briefly shows less (a re-send)
+//! is never pushed twice, and the pushed deltas of a JVM add up to its final tree.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read as _, Write as _};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use jp_mct::{Mct, MethodInfo};
+
+use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
+use crate::export::{jvm_pprof, pprof, Sources};
+use crate::store::KernelCounts;
+
+pub const KERNEL_SERVICE: &str = "jp-kernel";
+pub const KERNEL_PROFILE_NAME: &str = "process_cpu";
+pub const JVM_PROFILE_NAME: &str = "jvm_mct";
+/// `service_name` of a JVM whose main class jpd does not know.
+pub const UNKNOWN_MAIN: &str = "unknown-jvm";
+
+/// What was collected before, per source.
+pub struct Baselines {
+    /// The pusher run these belong to (a disable starts a new one).
+    pub epoch: u64,
+    kernel: Option<(KernelCounts, SystemTime)>,
+    jvms: HashMap<u32, JvmBase>,
+    /// The previous collection (or the start of the run).
+    prev: SystemTime,
+}
+
+struct JvmBase {
+    /// Tells a reused pid from the same JVM.
+    start_ms: u64,
+    generation: Option<u64>,
+    pushed: Option<Mct>,
+    /// End of the last pushed window.
+    until: SystemTime,
+}
+
+/// What the labels are made of.
+pub struct Labeling {
+    pub host: String,
+    pub labels: BTreeMap<String, String>,
+    pub kernel: bool,
+    pub jvms: bool,
+}
+
+impl Baselines {
+    /// Starts a run at `now`: the kernel's counts so far are the baseline (the first
+    /// kernel profile is the first interval); JVMs are pushed whole when first seen,
+    /// since their trees add up from the JVM's start.
+    pub fn new(epoch: u64, sources: &Sources, now: SystemTime) -> Baselines {
+        Baselines {
+            epoch,
+            kernel: Some((sources.kernel.kernel_totals().counts, now)),
+            jvms: HashMap::new(),
+            prev: now,
+        }
+    }
+}
+
+fn unix_nanos(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn series(name: &str, service: &str, l: &Labeling, profile: Vec<u8>) -> RawProfileSeries {
+    let mut m: BTreeMap<&str, &str> = BTreeMap::new();
+    m.insert("host", &l.host);
+    for (k, v) in &l.labels {
+        m.insert(k, v);
+    }
+    m.insert("service_name", service);
+    m.insert("__name__", name);
+    m.insert("__delta__", "false");
+    RawProfileSeries {
+        labels: m
+            .into_iter()
+            .map(|(k, v)| LabelPair {
+                name: k.to_string(),
+                value: v.to_string(),
+            })
+            .collect(),
+        samples: vec![RawSample {
+            raw_profile: profile,
+            id: uuid_v4(),
+        }],
+    }
+}
+
+/// Collects the profiles of the interval ending `now` and moves the baselines there.
+pub fn collect(
+    b: &mut Baselines,
+    sources: &Sources,
+    l: &Labeling,
+    now: SystemTime,
+) -> Vec<RawProfileSeries> {
+    let mut out = Vec::new();
+    if l.kernel {
+        match kernel(b, sources, now) {
+            Ok(Some(p)) => out.push(series(KERNEL_PROFILE_NAME, KERNEL_SERVICE, l, p)),
+            Ok(None) => {}
+            Err(e) => log::warn!("pyroscope: cannot encode the kernel profile: {e}"),
+        }
+    }
+    if l.jvms {
+        jvms(b, sources, l, now, &mut out);
+    }
+    b.prev = now;
+    out
+}
+
+fn kernel(
+    b: &mut Baselines,
+    sources: &Sources,
+    now: SystemTime,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let view = sources.kernel.kernel_totals();
+    let Some(symbols) = view.symbols else {
+        // Nothing can be named yet: the window grows until the symbols are loaded.
+        return Ok(None);
+    };
+    let (window, start) = match &b.kernel {
+        Some((then, start)) => (pprof::window_counts(&view.counts, then), *start),
+        None => (view.counts.clone(), b.prev),
+    };
+    let w = pprof::KernelWindow {
+        modes: window.modes,
+        buckets: &window.buckets,
+        other_ips: &window.other_ips,
+        shift: view.status.shift,
+        frequency_hz: view.status.frequency_hz,
+        time_nanos: unix_nanos(start),
+        duration_nanos: nanos(now.duration_since(start).unwrap_or_default()),
+    };
+    let gz = pprof::gzip(&pprof::kernel_profile(&w, &symbols))?;
+    b.kernel = Some((view.counts, now));
+    Ok(Some(gz))
+}
+
+fn jvms(
+    b: &mut Baselines,
+    sources: &Sources,
+    l: &Labeling,
+    now: SystemTime,
+    out: &mut Vec<RawProfileSeries>,
+) {
+    let list = lock(&sources.jvm).list();
+    b.jvms.retain(|pid, _| list.iter().any(|s| s.pid == *pid));
+    for s in list {
+        if s.main.is_empty() && s.exited_at.is_none() {
+            // Not named yet (its hello has not arrived): wait rather than split its
+            // counts between two series; nothing is lost, the baseline stays.
+            continue;
+        }
+        let jvm_start = UNIX_EPOCH + Duration::from_millis(s.jvm_start_unix_ms);
+        let base = b.jvms.entry(s.pid).or_insert_with(|| JvmBase {
+            start_ms: s.jvm_start_unix_ms,
+            generation: None,
+            pushed: None,
+            until: jvm_start.max(b.prev),
+        });
+        if base.start_ms != s.jvm_start_unix_ms {
+            *base = JvmBase {
+                start_ms: s.jvm_start_unix_ms,
+                generation: None,
+                pushed: None,
+                until: jvm_start.max(b.prev),
+            };
+        }
+        // The generation and the tree under one lock: a change in between would be
+        // pushed with the next interval anyway, but never missed.
+        let (generation, tree) = {
+            let store = lock(&sources.jvm);
+            let g = store.jvm_generation(s.pid);
+            if g.is_some() && g == base.generation {
+                continue;
+            }
+            (g, store.mct(s.pid))
+        };
+        let Some(tree) = tree else { continue };
+        let empty;
+        let before = match &base.pushed {
+            Some(t) => t,
+            None => {
+                empty = Mct::new(&tree.bba);
+                &empty
+            }
+        };
+        let delta = prune(&jvm_pprof::mct_delta(before, &tree));
+        base.generation = generation;
+        if delta.nodes.len() <= 1 {
+            continue;
+        }
+        let start = base.until;
+        let profile = match timed_pprof(
+            &delta,
+            unix_nanos(start),
+            nanos(now.duration_since(start).unwrap_or_default()),
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                log::warn!("pyroscope: cannot encode JVM {}'s tree: {e}", s.pid);
+                base.generation = None;
+                continue;
+            }
+        };
+        match &mut base.pushed {
+            Some(t) => add_into(t, &delta),
+            None => base.pushed = Some(delta),
+        }
+        base.until = now;
+        let service = if s.main.is_empty() {
+            UNKNOWN_MAIN
+        } else {
+            s.main.as_str()
+        };
+        out.push(series(JVM_PROFILE_NAME, service, l, profile));
+    }
+}
+
+/// `t` without the contexts whose whole subtree counted nothing (a delta is mostly those).
+pub fn prune(t: &Mct) -> Mct {
+    let mut keep = vec![false; t.nodes.len()];
+    for i in (1..t.nodes.len()).rev() {
+        let n = &t.nodes[i];
+        if n.calls != 0 || n.bytecodes != 0 {
+            keep[i] = true;
+        }
+        if keep[i] {
+            if let Some(p) = n.parent.filter(|&p| p < i) {
+                keep[p] = true;
+            }
+        }
+    }
+    let mut out = Mct::new(&t.bba);
+    let mut new_index = vec![0usize; t.nodes.len()];
+    for i in 1..t.nodes.len() {
+        if !keep[i] {
+            continue;
+        }
+        let n = &t.nodes[i];
+        let parent = n
+            .parent
+            .map_or(0, |p| new_index.get(p).copied().unwrap_or(0));
+        new_index[i] = out.add(
+            parent,
+            MethodInfo {
+                name: Arc::clone(&n.method),
+                file: n.file.clone(),
+            },
+            n.calls,
+            n.bytecodes,
+        );
+    }
+    out
+}
+
+/// Adds `delta`'s counts into `base`, context by context (contexts new to `base` are
+/// created).
+pub fn add_into(base: &mut Mct, delta: &Mct) {
+    let mut stack: Vec<(usize, usize)> = vec![(0, 0)];
+    while let Some((d, b)) = stack.pop() {
+        let Some(dn) = delta.nodes.get(d) else {
+            continue;
+        };
+        for &c in &dn.children {
+            let Some(cn) = delta.nodes.get(c) else {
+                continue;
+            };
+            // By method name only, as `mct_delta` (the file may arrive later).
+            let found = base.nodes.get(b).and_then(|bn| {
+                bn.children
+                    .iter()
+                    .copied()
+                    .find(|&x| base.nodes.get(x).is_some_and(|x| x.method == cn.method))
+            });
+            let bc = match found {
+                Some(x) => {
+                    let n = &mut base.nodes[x];
+                    n.calls = n.calls.saturating_add(cn.calls);
+                    n.bytecodes = n.bytecodes.saturating_add(cn.bytecodes);
+                    if cn.file.is_some() {
+                        n.file = cn.file.clone();
+                    }
+                    x
+                }
+                None => base.add(
+                    b,
+                    MethodInfo {
+                        name: Arc::clone(&cn.method),
+                        file: cn.file.clone(),
+                    },
+                    cn.calls,
+                    cn.bytecodes,
+                ),
+            };
+            stack.push((c, bc));
+        }
+    }
+}
+
+/// `jp_mct::write_pprof` of `t` with the profile's time and duration set (fields 9 and
+/// 10 of profile.proto, appended: a later scalar field wins in protobuf), which Pyroscope
+/// takes as the profile's timestamp.
+pub fn timed_pprof(t: &Mct, time_nanos: i64, duration_nanos: i64) -> std::io::Result<Vec<u8>> {
+    let mut gz = Vec::new();
+    jp_mct::write_pprof(t, &mut gz)?;
+    let mut raw = Vec::new();
+    GzDecoder::new(gz.as_slice()).read_to_end(&mut raw)?;
+    for (field, v) in [(9u64, time_nanos), (10, duration_nanos)] {
+        varint(&mut raw, field << 3);
+        varint(&mut raw, v as u64);
+    }
+    let mut enc = GzEncoder::new(Vec::with_capacity(gz.len()), Compression::default());
+    enc.write_all(&raw)?;
+    enc.finish()
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    fn info(name: &str) -> MethodInfo {
+        MethodInfo {
+            name: Arc::from(name),
+            file: None,
+        }
+    }
+
+    fn rows(t: &Mct) -> Vec<(String, u64, u64)> {
+        let mut out = Vec::new();
+        for (i, n) in t.nodes.iter().enumerate().skip(1) {
+            let mut path = vec![n.method.to_string()];
+            let mut at = n.parent;
+            while let Some(p) = at.filter(|&p| p != 0) {
+                path.push(t.nodes[p].method.to_string());
+                at = t.nodes[p].parent;
+            }
+            path.reverse();
+            out.push((path.join(">"), t.nodes[i].calls, t.nodes[i].bytecodes));
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn prune_keeps_paths_to_counts() {
+        let mut t = Mct::new("precise");
+        let m = t.add(0, info("main"), 0, 0);
+        let f = t.add(m, info("f"), 0, 0);
+        t.add(f, info("g"), 0, 3);
+        let h = t.add(m, info("h"), 0, 0);
+        t.add(h, info("k"), 0, 0);
+        let p = prune(&t);
+        assert_eq!(
+            rows(&p),
+            [
+                ("main".to_string(), 0, 0),
+                ("main>f".to_string(), 0, 0),
+                ("main>f>g".to_string(), 0, 3)
+            ]
+        );
+        assert_eq!(prune(&Mct::new("x")).nodes.len(), 1);
+    }
+
+    /// A tree that goes back (a re-send) and forward again: the pushed deltas add up to
+    /// the final tree, never more.
+    #[test]
+    fn deltas_against_the_running_maximum_add_up_to_the_last_tree() {
+        let tree = |f: u64, g: u64| {
+            let mut t = Mct::new("precise");
+            let m = t.add(0, info("main"), 1, 1);
+            t.add(m, info("f"), f, 10 * f);
+            if g > 0 {
+                t.add(m, info("g"), g, g);
+            }
+            t
+        };
+        let mut pushed: Option<Mct> = None;
+        let mut total = Mct::new("precise");
+        for t in [tree(2, 0), tree(1, 5), tree(4, 5), tree(4, 7)] {
+            let before = pushed.clone().unwrap_or_else(|| Mct::new("precise"));
+            let d = prune(&jvm_pprof::mct_delta(&before, &t));
+            add_into(&mut total, &d);
+            match &mut pushed {
+                Some(p) => add_into(p, &d),
+                None => pushed = Some(d),
+            }
+        }
+        assert_eq!(rows(&total), rows(&tree(4, 7)));
+    }
+
+    /// A method's file known only later is the same context, not a new one.
+    #[test]
+    fn a_file_arriving_later_is_the_same_context() {
+        let tree = |calls: u64, file: Option<&str>| {
+            let mut t = Mct::new("precise");
+            t.add(
+                0,
+                MethodInfo {
+                    name: Arc::from("M.main"),
+                    file: file.map(Arc::from),
+                },
+                calls,
+                calls,
+            );
+            t
+        };
+        let first = prune(&jvm_pprof::mct_delta(&Mct::new("precise"), &tree(1, None)));
+        let mut pushed = first.clone();
+        let second = prune(&jvm_pprof::mct_delta(&pushed, &tree(3, Some("M.java"))));
+        assert_eq!(rows(&second), [("M.main".to_string(), 2, 2)]);
+        add_into(&mut pushed, &second);
+        assert_eq!(rows(&pushed), [("M.main".to_string(), 3, 3)]);
+        assert_eq!(pushed.nodes[1].file.as_deref(), Some("M.java"));
+    }
+
+    #[test]
+    fn timed_pprof_sets_time_and_duration() {
+        let mut t = Mct::new("precise");
+        t.add(0, info("main"), 1, 2);
+        let gz = timed_pprof(&t, 1_700_000_000_000_000_000, 15_000_000_000).unwrap();
+        let mut raw = Vec::new();
+        GzDecoder::new(gz.as_slice()).read_to_end(&mut raw).unwrap();
+        let p = pprof::Profile::decode(raw.as_slice()).unwrap();
+        assert_eq!(p.time_nanos, 1_700_000_000_000_000_000);
+        assert_eq!(p.duration_nanos, 15_000_000_000);
+        assert_eq!(p.sample.len(), 1);
+        assert_eq!(p.sample[0].value, [1, 2]);
+    }
+}
