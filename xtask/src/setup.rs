@@ -69,6 +69,10 @@ const PACKAGES: &[(&str, &str)] = &[
     ),
     ("tmux", "test-only: drives jpctl top in a real terminal"),
     (
+        "openssl",
+        "test-only: fleet_pyroscope makes a test CA and certificate for its https receiver",
+    ),
+    (
         "libcap2-bin",
         "test-only: capsh, to run jpd with fewer capabilities",
     ),
