@@ -114,7 +114,7 @@ fn check_config(file: &Path) -> ExitCode {
 
 fn open_tcp_warning(config: &Config) -> String {
     format!(
-        "server.tcp = {:?} without server.tls_client_ca: any client that reaches this port over TLS may call the API (including Reset); set tls_client_ca to require client certificates",
+        "server.tcp = {:?} without server.tls_client_ca: any client that reaches this port over TLS may read the API (all but Reset); set tls_client_ca to require client certificates",
         config.server.tcp
     )
 }

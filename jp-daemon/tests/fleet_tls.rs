@@ -1,7 +1,7 @@
 //! gRPC over TCP with TLS, as an operator runs it: jpd (from `cargo xtask build`, as
 //! root) with `server.tcp` on a free loopback port and certificates made here by
 //! rcgen; jpctl `--connect https://…` as the client. Covers: the API over TLS, plain
-//! text and untrusted servers refused, mutual TLS (no certificate, another CA's,
+//! text and untrusted servers refused, no Reset without a client certificate, mutual TLS (no certificate, another CA's,
 //! a good one), `tls_client_names`, certificate rotation on SIGHUP (the served
 //! certificate is compared byte for byte; a bad replacement keeps the old one), the
 //! Unix socket working throughout, and `--check-config` on the PEM files.
@@ -155,7 +155,7 @@ fn tls_serves_the_api_and_refuses_plain_text_and_untrusted_clients() {
     let jpd = Jpd::start_with("", &[], &files.server_keys(addr, false, &[]));
     assert!(
         jpd.log_text().contains(&format!(
-            "server.tcp = \"{addr}\" without server.tls_client_ca: any client that reaches this port over TLS may call the API"
+            "server.tcp = \"{addr}\" without server.tls_client_ca: any client that reaches this port over TLS may read the API (all but Reset)"
         )),
         "jpd warns about an open TCP port:\n{}",
         jpd.log_text()
@@ -172,6 +172,11 @@ fn tls_serves_the_api_and_refuses_plain_text_and_untrusted_clients() {
     assert!(k["samples"]["total"].as_u64().unwrap_or(0) > 0, "{k}");
     let functions = k["functions"].as_array().expect("functions");
     assert!(!functions.is_empty() && functions.len() <= 5, "{k}");
+    // Read-only without a client certificate.
+    refused(
+        jpctl_tls(addr, &files.ca, &[], &["reset"]),
+        "jpd answered PermissionDenied: jpd: over TCP, Reset needs a client certificate (set server.tls_client_ca in jpd's configuration); without one the API is read-only",
+    );
     // The same over localhost, the certificate's other name.
     ok_json(
         jpctl_tls(
@@ -286,6 +291,12 @@ fn client_certificates_are_required_and_rotate_on_sighup() {
         ),
     );
     status_over_tls(addr, &files.ca, &strs(&good));
+    let reset = jpctl_tls(addr, &files.ca, &strs(&good), &["reset"]);
+    assert!(reset.status.success(), "{}", text(&reset.stderr));
+    assert_eq!(
+        text(&reset.stdout),
+        "counts reset: jpd counts from zero for every client\n"
+    );
     assert_eq!(
         served_certificate(addr, &ca.pem, Some(&ops)),
         server1.der,

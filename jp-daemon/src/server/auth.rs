@@ -8,7 +8,8 @@
 //! Requests that arrive over TCP carry no peer credentials: they come through the TLS
 //! listener, which tags them with a [`TlsPeer`] instead of `UdsConnectInfo`. The TLS
 //! handshake (client certificates when `tls_client_ca` is set) authenticates them,
-//! and [`TlsPolicy`] may narrow them to named client certificates. A request carries
+//! and [`TlsPolicy`] may narrow them to named client certificates; callers without
+//! a client certificate may only read (no Reset). A request carries
 //! exactly one of the two tags or it is refused: nothing arriving over TCP can be
 //! judged by the Unix rules (root, jpd's own user), and tonic's plain
 //! `TcpConnectInfo` is refused outright, since jpd never serves plain-text TCP.
@@ -71,8 +72,18 @@ pub struct TlsPolicy {
     pub client_names: Vec<String>,
 }
 
+/// Methods that change what every client sees: over TCP only for callers with a
+/// (verified) client certificate, so that an open TLS port is read-only.
+const WRITE_METHODS: &[&str] = &["/jp.v1.Jp/Reset"];
+
 impl TlsPolicy {
-    pub fn check(&self, peer: &TlsPeer) -> Result<(), Status> {
+    /// Whether `peer` may call the method at `path` (`/package.Service/Method`).
+    pub fn check(&self, peer: &TlsPeer, path: &str) -> Result<(), Status> {
+        if !peer.client_certificate && WRITE_METHODS.contains(&path) {
+            return Err(Status::permission_denied(
+                "jpd: over TCP, Reset needs a client certificate (set server.tls_client_ca in jpd's configuration); without one the API is read-only",
+            ));
+        }
         if self.client_names.is_empty() {
             return Ok(());
         }
@@ -138,7 +149,7 @@ impl Authorizer {
         let tls = req.extensions().get::<TlsPeer>();
         match (unix, tls) {
             (Some(uds), None) => self.check_unix(uds),
-            (None, Some(peer)) => self.tls_policy().check(peer),
+            (None, Some(peer)) => self.tls_policy().check(peer, req.uri().path()),
             (Some(_), Some(_)) => Err(Status::permission_denied(
                 "jpd: connection is both Unix and TLS, refused",
             )),
@@ -355,6 +366,17 @@ mod tests {
         });
         let anonymous = request_with(tls_peer(&[], false));
         assert!(a.check(&anonymous).is_ok(), "no allowlist: any TLS client");
+        // ... but read-only without a client certificate.
+        let mut reset = request_with(tls_peer(&[], false));
+        *reset.uri_mut() = http::Uri::from_static("/jp.v1.Jp/Reset");
+        assert!(a
+            .check(&reset)
+            .unwrap_err()
+            .message()
+            .starts_with("jpd: over TCP, Reset needs a client certificate"));
+        let mut reset = request_with(tls_peer(&["ci"], true));
+        *reset.uri_mut() = http::Uri::from_static("/jp.v1.Jp/Reset");
+        assert!(a.check(&reset).is_ok());
         a.set_tls(TlsPolicy {
             client_names: vec!["Ops.Example".into()],
         });
