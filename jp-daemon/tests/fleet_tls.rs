@@ -250,6 +250,10 @@ fn tls_serves_the_api_and_refuses_plain_text_and_untrusted_clients() {
     );
 
     unix_status(&jpd);
+    // Clients that hold connections open must not hold up the shutdown: one that
+    // finished the handshake and sent nothing, one that never started it.
+    let _idle_tls = tls_common::tls_connection(addr, &ca.pem, None);
+    let _idle_tcp = TcpStream::connect(addr).expect("connect");
     jpd.stop();
     assert!(
         TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_err(),

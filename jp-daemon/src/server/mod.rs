@@ -120,27 +120,63 @@ pub async fn serve_on(
         .add_service(JpServer::new(JpService::new(store.into(), stop_rx)));
     let unix = {
         let (router, down, stopped) = (router.clone(), Arc::clone(&down), until_down(&down));
+        let drained = drain_limit(until_down(&down), "Unix socket");
         async move {
-            let r = router
-                .serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped)
-                .await;
+            let r = bounded(
+                router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped),
+                drained,
+            )
+            .await;
             down.send_replace(true);
             r.context("gRPC server on the Unix socket failed")
         }
     };
     let tcp = {
         let (down, stopped) = (Arc::clone(&down), until_down(&down));
+        let drained = drain_limit(until_down(&down), "TCP");
         async move {
             let Some(tcp) = tcp else {
                 return Ok(());
             };
-            let r = router
-                .serve_with_incoming_shutdown(tcp.incoming(), stopped)
-                .await;
+            let r = bounded(
+                router.serve_with_incoming_shutdown(tcp.incoming(), stopped),
+                drained,
+            )
+            .await;
             down.send_replace(true);
             r.context("gRPC server on TCP failed")
         }
     };
     let ((), unix, tcp) = tokio::join!(signal, unix, tcp);
     unix.and(tcp)
+}
+
+/// How long a stopping server waits for its clients to hang up. A client that holds
+/// a connection open without speaking (over TCP: anyone who completed a handshake)
+/// would otherwise hold up jpd's exit until the service manager kills it.
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Completes [`DRAIN_LIMIT`] after `stopped`.
+async fn drain_limit(stopped: impl Future<Output = ()>, what: &'static str) -> &'static str {
+    stopped.await;
+    tokio::time::sleep(DRAIN_LIMIT).await;
+    what
+}
+
+/// `serve`, given up (its remaining connections left to the runtime's end) once
+/// `drained` completes.
+async fn bounded<E>(
+    serve: impl Future<Output = Result<(), E>>,
+    drained: impl Future<Output = &'static str>,
+) -> Result<(), E> {
+    tokio::select! {
+        r = serve => r,
+        what = drained => {
+            log::warn!(
+                "{what}: clients still connected {} s after shutdown began; closing without them",
+                DRAIN_LIMIT.as_secs()
+            );
+            Ok(())
+        }
+    }
 }

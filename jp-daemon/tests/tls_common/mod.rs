@@ -110,6 +110,19 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) {
 /// The certificate jpd at `addr` presents (DER), checked against `ca_pem` for
 /// 127.0.0.1; `client` is presented when given.
 pub fn served_certificate(addr: SocketAddr, ca_pem: &str, client: Option<&Leaf>) -> Vec<u8> {
+    let (conn, _sock) = tls_connection(addr, ca_pem, client);
+    conn.peer_certificates()
+        .and_then(|c| c.first())
+        .expect("jpd presents a certificate")
+        .to_vec()
+}
+
+/// A TLS connection to jpd with the handshake done (and nothing sent over it).
+pub fn tls_connection(
+    addr: SocketAddr,
+    ca_pem: &str,
+    client: Option<&Leaf>,
+) -> (rustls::ClientConnection, TcpStream) {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(c.expect("CA PEM")).expect("CA");
@@ -139,8 +152,5 @@ pub fn served_certificate(addr: SocketAddr, ca_pem: &str, client: Option<&Leaf>)
         conn.complete_io(&mut sock).expect("TLS handshake with jpd");
     }
     assert_eq!(conn.alpn_protocol(), Some(&b"h2"[..]), "jpd offers h2");
-    conn.peer_certificates()
-        .and_then(|c| c.first())
-        .expect("jpd presents a certificate")
-        .to_vec()
+    (conn, sock)
 }
