@@ -234,6 +234,14 @@ fn tls_serves_the_api_and_refuses_plain_text_and_untrusted_clients() {
             other_pem.display()
         ),
     );
+    // Without --ca: the system's CAs (Debian's ca-certificates), which do not know ours.
+    refused(
+        Command::new(binary("JPCTL"))
+            .args(["--connect", &format!("https://{addr}"), "status"])
+            .output()
+            .expect("jpctl"),
+        "jpd's certificate is not trusted: it is not signed by a CA in the system's CAs (/etc/ssl/certs/ca-certificates.crt; pass --ca FILE for jpd's CA)",
+    );
     refused(
         jpctl_tls(
             addr,

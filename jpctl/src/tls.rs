@@ -106,6 +106,11 @@ fn client_config(opts: &TlsOptions) -> anyhow::Result<rustls::ClientConfig> {
         None => ("system CA bundle", PathBuf::from(SYSTEM_CA_BUNDLE)),
     };
     let mut roots = RootCertStore::empty();
+    if opts.ca.is_none() && !ca.exists() {
+        bail!(
+            "no --ca given and no system CA bundle at {SYSTEM_CA_BUNDLE}: pass --ca FILE, the CA that signed jpd's certificate"
+        );
+    }
     let certs = read_certificates(flag, &ca)?;
     if opts.ca.is_some() {
         for c in certs {
