@@ -357,6 +357,20 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     let notifier = Notifier::from_env();
     let started = SystemTime::now();
 
+    // TCP is bound before anything is attached and before READY=1, like the socket:
+    // a bad TLS file or a busy port fails the start instead of leaving a
+    // half-served jpd.
+    let (tcp, tls_settings) = if config.server.tcp.is_empty() {
+        (None, None)
+    } else {
+        let settings = tls::TlsSettings::new(tls::load(&config.server)?);
+        let listener = tls::TlsListener::bind(&config.server.tcp, settings.clone())?;
+        if config.server.tls_client_ca.as_os_str().is_empty() {
+            log::warn!("{}", open_tcp_warning(&config));
+        }
+        (Some(listener), Some(settings))
+    };
+
     let store = Store::new();
     let collector = KernelCollector::start(config.kernel.options(), store.clone())
         .context("cannot start the kernel collector")?;
@@ -367,19 +381,7 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     let (policy, gid) = policy(&config);
     apply_group(&config, &socket, gid);
     let authorizer = auth::Authorizer::new(policy);
-    // TCP is bound before READY=1, like the socket: a bad file or a busy port fails
-    // the start instead of leaving a half-served jpd.
-    let (tcp, tls_settings) = if config.server.tcp.is_empty() {
-        (None, None)
-    } else {
-        let settings = tls::TlsSettings::new(tls::load(&config.server)?);
-        let listener = tls::TlsListener::bind(&config.server.tcp, settings.clone())?;
-        authorizer.set_tls(tls_policy(&config));
-        if config.server.tls_client_ca.as_os_str().is_empty() {
-            log::warn!("{}", open_tcp_warning(&config));
-        }
-        (Some(listener), Some(settings))
-    };
+    authorizer.set_tls(tls_policy(&config));
     let tcp_addr = tcp.as_ref().and_then(|t| t.local_addr().ok());
 
     let mut running = Running {

@@ -502,6 +502,34 @@ fn check_config_loads_the_tls_files() {
         "{err}"
     );
 
+    // jpd itself refuses to start on the same file, before it attaches anything.
+    let socket = dir.join("jpd.sock");
+    std::fs::write(
+        dir.join("start.toml"),
+        format!(
+            "[server]\ngroup = \"\"\nsocket = {}\n{tcp}tls_cert = {}\ntls_key = {}\n",
+            q(&socket),
+            q(&missing),
+            q(&files.key)
+        ),
+    )
+    .expect("write config");
+    let out = Command::new(binary("JPD"))
+        .arg("--config")
+        .arg(dir.join("start.toml"))
+        .output()
+        .expect("run jpd");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "jpd: server.tls_cert = {}: cannot read it: No such file or directory",
+            q(&missing)
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!socket.exists(), "jpd left its socket behind");
+
     let junk = dir.join("junk.pem");
     std::fs::write(
         &junk,
