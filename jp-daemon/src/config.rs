@@ -56,6 +56,9 @@ pub struct ServerConfig {
     pub tls_key: PathBuf,
     /// When set, TCP clients must present a certificate signed by this CA.
     pub tls_client_ca: PathBuf,
+    /// When not empty, the client certificate must name one of these (DNS SAN or
+    /// CN); needs `tls_client_ca`.
+    pub tls_client_names: Vec<String>,
 }
 
 /// The HTTP exporters: Prometheus `/metrics` and pprof profiles.
@@ -101,6 +104,7 @@ impl Default for ServerConfig {
             tls_cert: PathBuf::new(),
             tls_key: PathBuf::new(),
             tls_client_ca: PathBuf::new(),
+            tls_client_names: Vec::new(),
         }
     }
 }
@@ -230,11 +234,26 @@ impl Config {
                         .into(),
                 ));
             }
-            return Err((
-                "server",
-                "tcp",
-                "gRPC over TCP is not available in this jpd yet: use the Unix socket".into(),
-            ));
+            if !s.tls_client_names.is_empty() && s.tls_client_ca.as_os_str().is_empty() {
+                return Err((
+                    "server",
+                    "tls_client_names",
+                    "tls_client_names needs tls_client_ca: names are only trusted on client certificates jpd verified".into(),
+                ));
+            }
+            if let Some(bad) = s
+                .tls_client_names
+                .iter()
+                .find(|n| n.trim().is_empty() || n.trim() != n.as_str())
+            {
+                return Err((
+                    "server",
+                    "tls_client_names",
+                    format!(
+                        "tls_client_names: {bad:?} is not a certificate name (empty, or spaces around it)"
+                    ),
+                ));
+            }
         } else {
             for (key, v) in [
                 ("tls_cert", &s.tls_cert),
@@ -248,6 +267,13 @@ impl Config {
                         format!("{key} is set but tcp is empty: TLS is only used over TCP"),
                     ));
                 }
+            }
+            if !s.tls_client_names.is_empty() {
+                return Err((
+                    "server",
+                    "tls_client_names",
+                    "tls_client_names is set but tcp is empty: TLS is only used over TCP".into(),
+                ));
             }
         }
         if s.group.contains(|c: char| c == ':' || c.is_whitespace()) {
@@ -434,6 +460,7 @@ mod tests {
             "tls_cert =",
             "tls_key =",
             "tls_client_ca =",
+            "tls_client_names =",
             "[kernel]",
             "frequency_hz =",
             "shift =",
@@ -606,6 +633,57 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "invalid config c.toml, line 2, column 1: tcp = \"nowhere\" is not an IP address and port"
+        );
+    }
+
+    #[test]
+    fn tcp_with_tls_is_accepted() {
+        let text = "[server]\ntcp = \"127.0.0.1:9465\"\ntls_cert = \"/etc/jp/tls/jpd.pem\"\ntls_key = \"/etc/jp/tls/jpd.key\"\n";
+        let c = Config::parse(text, "c.toml").unwrap();
+        assert_eq!(c.server.tcp, "127.0.0.1:9465");
+        assert_eq!(c.server.tls_cert, PathBuf::from("/etc/jp/tls/jpd.pem"));
+        assert_eq!(c.server.tls_key, PathBuf::from("/etc/jp/tls/jpd.key"));
+        assert!(c.server.tls_client_ca.as_os_str().is_empty());
+        let text = format!(
+            "{text}tls_client_ca = \"/etc/jp/tls/ca.pem\"\ntls_client_names = [\"ops.example\", \"ci\"]\n"
+        );
+        let c = Config::parse(&text, "c.toml").unwrap();
+        assert_eq!(c.server.tls_client_names, ["ops.example", "ci"]);
+        // The certificate alone is not enough.
+        let e = Config::parse(
+            "[server]\ntcp = \"[::1]:9465\"\ntls_cert = \"/c.pem\"\n",
+            "c.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.toml, line 2, column 1: tcp needs TLS: set tls_cert and tls_key (gRPC over TCP is never plain text)"
+        );
+    }
+
+    #[test]
+    fn client_names_need_a_client_ca_and_real_names() {
+        let tcp =
+            "[server]\ntcp = \"127.0.0.1:9465\"\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\n";
+        let e =
+            Config::parse(&format!("{tcp}tls_client_names = [\"ops\"]\n"), "c.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.toml, line 5, column 1: tls_client_names needs tls_client_ca: names are only trusted on client certificates jpd verified"
+        );
+        let e = Config::parse(
+            &format!("{tcp}tls_client_ca = \"/ca.pem\"\ntls_client_names = [\"ops\", \"ci runner\", \" b\"]\n"),
+            "c.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.toml, line 6, column 1: tls_client_names: \" b\" is not a certificate name (empty, or spaces around it)"
+        );
+        let e = Config::parse("[server]\ntls_client_names = [\"ops\"]\n", "c.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid config c.toml, line 2, column 1: tls_client_names is set but tcp is empty: TLS is only used over TCP"
         );
     }
 

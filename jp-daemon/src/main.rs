@@ -1,6 +1,7 @@
 //! jpd: loads the eBPF samplers, keeps their counts in the store, serves them over
-//! gRPC on a Unix socket (and, when enabled, Prometheus metrics and pprof profiles
-//! over HTTP) until SIGINT/SIGTERM. SIGHUP reloads the configuration.
+//! gRPC on a Unix socket (also on TCP with TLS when `server.tcp` is set; and, when
+//! enabled, Prometheus metrics and pprof profiles over HTTP) until SIGINT/SIGTERM.
+//! SIGHUP reloads the configuration.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ use jp_daemon::export::{self, Exporter};
 use jp_daemon::jvm::JvmStore;
 use jp_daemon::kernel::KernelCollector;
 use jp_daemon::notify::{self, Notifier};
-use jp_daemon::server::{self, auth};
+use jp_daemon::server::{self, auth, tls};
 use jp_daemon::store::Store;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
@@ -88,6 +89,19 @@ fn check_config(file: &Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if !config.server.tcp.is_empty() {
+        if let Err(e) = tls::load(&config.server) {
+            eprintln!("jpd: invalid config {}: {e}", file.display());
+            return ExitCode::FAILURE;
+        }
+        if config.server.tls_client_ca.as_os_str().is_empty() {
+            eprintln!(
+                "jpd: warning: {}: {}",
+                file.display(),
+                open_tcp_warning(&config)
+            );
+        }
+    }
     let group = &config.server.group;
     if !group.is_empty() && auth::group_id(group).is_none() {
         eprintln!(
@@ -104,6 +118,13 @@ fn check_config(file: &Path) -> ExitCode {
     }
     println!("{}: OK", file.display());
     ExitCode::SUCCESS
+}
+
+fn open_tcp_warning(config: &Config) -> String {
+    format!(
+        "server.tcp = {:?} without server.tls_client_ca: any client that reaches this port over TLS may read the API (all but Reset); set tls_client_ca to require client certificates",
+        config.server.tcp
+    )
 }
 
 /// SIGINT and SIGTERM end jpd, SIGHUP reloads; registered before anything is
@@ -172,6 +193,8 @@ struct Running {
     /// The credentials the pusher was started with, to see a rotated secret.
     pusher_auth: Result<export::pyroscope::wire::Files, String>,
     auth: auth::Authorizer,
+    /// The TLS listener's certificates, when `server.tcp` is set.
+    tls: Option<tls::TlsSettings>,
     sources: export::Sources,
     started: SystemTime,
 }
@@ -296,6 +319,9 @@ impl Running {
             log::info!("access now: {policy:?}");
             self.auth.set(policy);
         }
+        if s.tcp == old.server.tcp {
+            self.reload_tls(&new);
+        }
         let fixed = [
             (
                 "server.socket",
@@ -303,18 +329,6 @@ impl Running {
                 old.server.socket.display().to_string(),
             ),
             ("server.tcp", s.tcp.clone(), old.server.tcp.clone()),
-            (
-                "server.tls_*",
-                format!("{:?}", (&s.tls_cert, &s.tls_key, &s.tls_client_ca)),
-                format!(
-                    "{:?}",
-                    (
-                        &old.server.tls_cert,
-                        &old.server.tls_key,
-                        &old.server.tls_client_ca
-                    )
-                ),
-            ),
             (
                 "kernel.shift",
                 new.kernel.shift.to_string(),
@@ -343,6 +357,57 @@ impl Running {
     }
 }
 
+impl Running {
+    /// Re-reads the TLS files (rotated certificates keep their paths, so always):
+    /// new handshakes use them. Any file that does not load keeps all the previous
+    /// TLS settings, the client names included.
+    fn reload_tls(&mut self, new: &Config) {
+        let Some(settings) = &self.tls else {
+            return;
+        };
+        match tls::load(&new.server) {
+            Ok(c) => {
+                settings.set(c);
+                let s = &mut self.config.server;
+                s.tls_cert = new.server.tls_cert.clone();
+                s.tls_key = new.server.tls_key.clone();
+                s.tls_client_ca = new.server.tls_client_ca.clone();
+                s.tls_client_names = new.server.tls_client_names.clone();
+                self.auth.set_tls(tls_policy(&self.config));
+                log::info!("TLS certificates reloaded: {}", tls_summary(&self.config));
+            }
+            Err(e) => {
+                log::error!("SIGHUP: {e}; keeping the previous TLS certificates and settings")
+            }
+        }
+    }
+}
+
+fn tls_policy(config: &Config) -> auth::TlsPolicy {
+    auth::TlsPolicy {
+        client_names: config.server.tls_client_names.clone(),
+    }
+}
+
+fn tls_summary(config: &Config) -> String {
+    let s = &config.server;
+    let clients = if s.tls_client_ca.as_os_str().is_empty() {
+        "no client certificates asked for".to_string()
+    } else if s.tls_client_names.is_empty() {
+        format!(
+            "client certificates signed by {}",
+            s.tls_client_ca.display()
+        )
+    } else {
+        format!(
+            "client certificates signed by {} naming {}",
+            s.tls_client_ca.display(),
+            s.tls_client_names.join(", ")
+        )
+    };
+    format!("certificate {}, {clients}", s.tls_cert.display())
+}
+
 fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -355,6 +420,20 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     let notifier = Notifier::from_env();
     let started = SystemTime::now();
 
+    // TCP is bound before anything is attached and before READY=1, like the socket:
+    // a bad TLS file or a busy port fails the start instead of leaving a
+    // half-served jpd.
+    let (tcp, tls_settings) = if config.server.tcp.is_empty() {
+        (None, None)
+    } else {
+        let settings = tls::TlsSettings::new(tls::load(&config.server)?);
+        let listener = tls::TlsListener::bind(&config.server.tcp, settings.clone())?;
+        if config.server.tls_client_ca.as_os_str().is_empty() {
+            log::warn!("{}", open_tcp_warning(&config));
+        }
+        (Some(listener), Some(settings))
+    };
+
     let store = Store::new();
     let collector = KernelCollector::start(config.kernel.options(), store.clone())
         .context("cannot start the kernel collector")?;
@@ -365,6 +444,8 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     let (policy, gid) = policy(&config);
     apply_group(&config, &socket, gid);
     let authorizer = auth::Authorizer::new(policy);
+    authorizer.set_tls(tls_policy(&config));
+    let tcp_addr = tcp.as_ref().and_then(|t| t.local_addr().ok());
 
     let pusher_auth = export::pyroscope::wire::Files::read(&config.pyroscope);
     let mut running = Running {
@@ -374,6 +455,7 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
         pusher: None,
         pusher_auth,
         auth: authorizer.clone(),
+        tls: tls_settings,
         sources: export::Sources::new(Arc::clone(&store), Arc::clone(&jvm_store)),
         started,
     };
@@ -395,14 +477,22 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
         running.config.kernel.shift,
         socket.display()
     );
+    let summary = match tcp_addr {
+        Some(addr) => format!(
+            "{summary} and https://{addr} ({})",
+            tls_summary(&running.config)
+        ),
+        None => summary,
+    };
     log::info!(
         "jpd {}: config from {source}; {summary}",
         env!("CARGO_PKG_VERSION")
     );
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let mut server_task = rt.spawn(server::serve_with(
+    let mut server_task = rt.spawn(server::serve_on(
         listener,
+        tcp,
         server::Sources {
             kernel: store,
             jvm: jvm_store,

@@ -4,6 +4,7 @@
 //! real data; the JVM RPCs answer about a JVM jpd holds (OK), or NOT_FOUND when it
 //! holds none.
 mod fleet_common;
+mod tls_common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,9 @@ fn run(c: &mut Command, what: &str) {
 
 /// The venv with grpcio and grpcio-tools (pip from PyPI the first time).
 fn venv() -> PathBuf {
+    // The tests of this file run in parallel: one creates the venv, the other waits.
+    static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _creating = CREATING.lock().unwrap_or_else(|p| p.into_inner());
     let dir = target_dir().join("fleet-venv");
     let python = dir.join("bin/python3");
     let ok = python.exists()
@@ -94,6 +98,51 @@ fn python_grpcio_calls_every_rpc() {
         .env("PYTHONPATH", gen.path())
         .output()
         .expect("run the Python client");
+    check_every_rpc(out);
+    jpd.stop();
+}
+
+/// The same calls over TCP with TLS, grpc-core presenting a client certificate to a
+/// jpd that requires one (server.tls_client_ca and tls_client_names).
+#[test]
+fn python_grpcio_calls_every_rpc_over_mutual_tls() {
+    let python = venv();
+    let gen = tempfile::tempdir().expect("temp dir");
+    generate(&python, gen.path());
+
+    let ca = tls_common::Ca::new("jp test CA");
+    let files = tempfile::tempdir().expect("temp dir");
+    let ca_pem = ca.write(files.path(), "ca.pem");
+    let (cert, key) = ca.server().write(files.path(), "jpd");
+    let (client_cert, client_key) = ca
+        .client(&["python.example"], "python client")
+        .write(files.path(), "client");
+    let addr = format!("127.0.0.1:{}", fleet_common::free_port());
+    let q = |p: &Path| format!("{:?}", p.display().to_string());
+    let server = format!(
+        "tcp = \"{addr}\"\ntls_cert = {}\ntls_key = {}\ntls_client_ca = {}\ntls_client_names = [\"python.example\"]\n",
+        q(&cert),
+        q(&key),
+        q(&ca_pem)
+    );
+
+    let _one = one_at_a_time();
+    let jpd = Jpd::start_with("", &[], &server);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = Command::new(&python)
+        .arg(CLIENT)
+        .arg("--tls")
+        .arg(&addr)
+        .args([&ca_pem, &client_cert, &client_key])
+        .env("PYTHONPATH", gen.path())
+        .output()
+        .expect("run the Python client");
+    check_every_rpc(out);
+    jpd.stop();
+}
+
+/// Every rpc of jp.proto was called and answered as it should.
+fn check_every_rpc(out: std::process::Output) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -166,5 +215,4 @@ fn python_grpcio_calls_every_rpc() {
         };
         assert_eq!(code, want, "{}: {}", c["method"], c["summary"]);
     }
-    jpd.stop();
 }

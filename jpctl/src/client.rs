@@ -1,4 +1,4 @@
-//! Connecting to jpd over its Unix socket.
+//! Connecting to jpd over its Unix socket (over TCP with TLS: [`crate::tls`]).
 
 use std::path::{Path, PathBuf};
 
@@ -53,7 +53,7 @@ pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
 
 /// The innermost error's text: for a missing socket that is the OS error, which
 /// is what the user needs ("No such file or directory", "Permission denied").
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cur: &(dyn std::error::Error + 'static) = e;
     while let Some(next) = cur.source() {
         cur = next;
@@ -63,6 +63,10 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// A failed RPC, worded for the terminal.
 pub fn status_message(s: &tonic::Status) -> String {
+    // A TLS connection that broke (e.g. a certificate refused after the handshake).
+    if let Some(why) = crate::tls::explain_tls(s, &crate::tls::TlsOptions::default(), "") {
+        return format!("jpd answered {:?}: {why}", s.code());
+    }
     if s.message().is_empty() {
         format!("jpd answered {:?}", s.code())
     } else {

@@ -2,4 +2,5 @@
 pub mod client;
 pub mod jvm;
 pub mod output;
+pub mod tls;
 pub mod top;

@@ -1,4 +1,4 @@
-//! jpctl: query jpd over its Unix socket.
+//! jpctl: query jpd over its Unix socket, or over TCP with TLS (`--connect`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,6 +17,34 @@ struct Cli {
     /// jpd's Unix socket.
     #[arg(long, global = true, env = "JP_SOCKET", default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
+    /// Talk to jpd over TCP with TLS, https://HOST:PORT (its server.tcp), instead of
+    /// the Unix socket.
+    #[arg(long, global = true, env = "JP_CONNECT", value_name = "URL")]
+    connect: Option<String>,
+    /// CA certificate(s) (PEM) that signed jpd's certificate [default: the system's CAs].
+    #[arg(
+        long,
+        global = true,
+        env = "JP_CA",
+        value_name = "FILE",
+        requires = "connect"
+    )]
+    ca: Option<PathBuf>,
+    /// Client certificate (PEM) for a jpd with server.tls_client_ca.
+    #[arg(long, global = true, env = "JP_CERT", value_name = "FILE", requires_all = ["connect", "key"])]
+    cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, global = true, env = "JP_KEY", value_name = "FILE", requires_all = ["connect", "cert"])]
+    key: Option<PathBuf>,
+    /// Name to verify jpd's certificate against [default: the host of --connect].
+    #[arg(
+        long,
+        global = true,
+        env = "JP_TLS_SERVER_NAME",
+        value_name = "NAME",
+        requires = "connect"
+    )]
+    tls_server_name: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -139,7 +167,18 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let mut c = client::connect(&cli.socket).await?;
+    let mut c = match &cli.connect {
+        Some(url) => {
+            let opts = jpctl::tls::TlsOptions {
+                ca: cli.ca.clone(),
+                cert: cli.cert.clone(),
+                key: cli.key.clone(),
+                server_name: cli.tls_server_name.clone(),
+            };
+            jpctl::tls::connect(url, &opts).await?
+        }
+        None => client::connect(&cli.socket).await?,
+    };
     let rpc = |s: tonic::Status| anyhow::anyhow!(client::status_message(&s));
     let text = match cli.command {
         Command::Status { json } => {

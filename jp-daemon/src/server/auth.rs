@@ -5,16 +5,23 @@
 //! group among them — and the configured user ids. Everyone else gets
 //! PERMISSION_DENIED with a message saying how to get access.
 //!
-//! Requests that arrive over TCP carry no peer credentials: that listener only exists
-//! with TLS, and the TLS handshake (client certificates when configured) is its
-//! authentication.
+//! Requests that arrive over TCP carry no peer credentials: they come through the TLS
+//! listener, which tags them with a [`TlsPeer`] instead of `UdsConnectInfo`. The TLS
+//! handshake (client certificates when `tls_client_ca` is set) authenticates them,
+//! and [`TlsPolicy`] may narrow them to named client certificates; callers without
+//! a client certificate may only read (no Reset). A request carries
+//! exactly one of the two tags or it is refused: nothing arriving over TCP can be
+//! judged by the Unix rules (root, jpd's own user), and tonic's plain
+//! `TcpConnectInfo` is refused outright, since jpd never serves plain-text TCP.
 
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 
 use tonic::codegen::{http, BoxFuture, Service};
-use tonic::transport::server::{TcpConnectInfo, UdsConnectInfo};
+use tonic::transport::server::UdsConnectInfo;
 use tonic::Status;
+
+use super::tls::TlsPeer;
 
 /// The rule, replaced as a whole on reload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -57,17 +64,75 @@ impl Policy {
     }
 }
 
+/// The rule for callers over TCP (who passed the TLS handshake).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsPolicy {
+    /// `server.tls_client_names`: when not empty, the client certificate must name
+    /// one of these (DNS SAN or CN, ASCII case ignored).
+    pub client_names: Vec<String>,
+}
+
+/// Methods that change what every client sees: over TCP only for callers with a
+/// (verified) client certificate, so that an open TLS port is read-only.
+const WRITE_METHODS: &[&str] = &["/jp.v1.Jp/Reset"];
+
+impl TlsPolicy {
+    /// Whether `peer` may call the method at `path` (`/package.Service/Method`).
+    pub fn check(&self, peer: &TlsPeer, path: &str) -> Result<(), Status> {
+        if !peer.client_certificate && WRITE_METHODS.contains(&path) {
+            return Err(Status::permission_denied(
+                "jpd: over TCP, Reset needs a client certificate (set server.tls_client_ca in jpd's configuration); without one the API is read-only",
+            ));
+        }
+        if self.client_names.is_empty() {
+            return Ok(());
+        }
+        if !peer.client_certificate {
+            return Err(Status::permission_denied(
+                "jpd: server.tls_client_names is set: a client certificate is required",
+            ));
+        }
+        let allowed = peer.client_names.iter().any(|n| {
+            self.client_names
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(n))
+        });
+        if allowed {
+            return Ok(());
+        }
+        log::debug!("denied a TLS request from {peer:?}");
+        Err(Status::permission_denied(format!(
+            "jpd: the client certificate (names: {}) is not in server.tls_client_names of jpd's configuration",
+            if peer.client_names.is_empty() {
+                "none".to_string()
+            } else {
+                peer.client_names.join(", ")
+            }
+        )))
+    }
+}
+
 /// Shared by the layer and the reload path.
 #[derive(Clone, Default)]
 pub struct Authorizer {
     policy: Arc<RwLock<Arc<Policy>>>,
+    tls: Arc<RwLock<Arc<TlsPolicy>>>,
 }
 
 impl Authorizer {
     pub fn new(policy: Policy) -> Authorizer {
         Authorizer {
             policy: Arc::new(RwLock::new(Arc::new(policy))),
+            tls: Arc::default(),
         }
+    }
+
+    pub fn set_tls(&self, policy: TlsPolicy) {
+        *self.tls.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+    }
+
+    pub fn tls_policy(&self) -> Arc<TlsPolicy> {
+        Arc::clone(&self.tls.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     pub fn set(&self, policy: Policy) {
@@ -80,31 +145,39 @@ impl Authorizer {
 
     /// The decision for one request, from the connection info tonic attached to it.
     pub fn check<B>(&self, req: &http::Request<B>) -> Result<(), Status> {
-        if let Some(uds) = req.extensions().get::<UdsConnectInfo>() {
-            let Some(cred) = uds.peer_cred else {
-                return Err(Status::permission_denied(
-                    "jpd: the caller's credentials could not be read from the socket",
-                ));
-            };
-            let peer = Peer {
-                uid: cred.uid(),
-                gid: cred.gid(),
-                pid: cred.pid(),
-            };
-            let groups = peer.pid.map(supplementary_groups).unwrap_or_default();
-            let policy = self.policy();
-            if policy.allows(&peer, &groups) {
-                return Ok(());
-            }
-            log::debug!("denied a request from {peer:?}");
-            return Err(policy.denial(&peer));
+        let unix = req.extensions().get::<UdsConnectInfo>();
+        let tls = req.extensions().get::<TlsPeer>();
+        match (unix, tls) {
+            (Some(uds), None) => self.check_unix(uds),
+            (None, Some(peer)) => self.tls_policy().check(peer, req.uri().path()),
+            (Some(_), Some(_)) => Err(Status::permission_denied(
+                "jpd: connection is both Unix and TLS, refused",
+            )),
+            // Plain TCP (tonic's TcpConnectInfo) lands here too: never served.
+            (None, None) => Err(Status::permission_denied(
+                "jpd: connection of unknown kind, refused",
+            )),
         }
-        if req.extensions().get::<TcpConnectInfo>().is_some() {
+    }
+
+    fn check_unix(&self, uds: &UdsConnectInfo) -> Result<(), Status> {
+        let Some(cred) = uds.peer_cred else {
+            return Err(Status::permission_denied(
+                "jpd: the caller's credentials could not be read from the socket",
+            ));
+        };
+        let peer = Peer {
+            uid: cred.uid(),
+            gid: cred.gid(),
+            pid: cred.pid(),
+        };
+        let groups = peer.pid.map(supplementary_groups).unwrap_or_default();
+        let policy = self.policy();
+        if policy.allows(&peer, &groups) {
             return Ok(());
         }
-        Err(Status::permission_denied(
-            "jpd: connection of unknown kind, refused",
-        ))
+        log::debug!("denied a request from {peer:?}");
+        Err(policy.denial(&peer))
     }
 }
 
@@ -267,6 +340,86 @@ mod tests {
         assert_eq!(group_id("root"), Some(0));
         assert_eq!(group_id("no-such-group-jp-test"), None);
         assert_eq!(group_id("bad\0name"), None);
+    }
+
+    fn tls_peer(names: &[&str], cert: bool) -> TlsPeer {
+        TlsPeer {
+            remote: "127.0.0.1:4000".parse().unwrap(),
+            client_names: names.iter().map(|n| n.to_string()).collect(),
+            client_certificate: cert,
+        }
+    }
+
+    fn request_with<T: Clone + Send + Sync + 'static>(info: T) -> http::Request<()> {
+        let mut req = http::Request::new(());
+        req.extensions_mut().insert(info);
+        req
+    }
+
+    #[test]
+    fn tls_requests_follow_the_tls_policy_only() {
+        // The Unix policy allows everybody it can name; TLS callers never get it.
+        let a = Authorizer::new(Policy {
+            uids: (0..100).collect(),
+            gids: (0..100).collect(),
+            group_name: None,
+        });
+        let anonymous = request_with(tls_peer(&[], false));
+        assert!(a.check(&anonymous).is_ok(), "no allowlist: any TLS client");
+        // ... but read-only without a client certificate.
+        let mut reset = request_with(tls_peer(&[], false));
+        *reset.uri_mut() = http::Uri::from_static("/jp.v1.Jp/Reset");
+        assert!(a
+            .check(&reset)
+            .unwrap_err()
+            .message()
+            .starts_with("jpd: over TCP, Reset needs a client certificate"));
+        let mut reset = request_with(tls_peer(&["ci"], true));
+        *reset.uri_mut() = http::Uri::from_static("/jp.v1.Jp/Reset");
+        assert!(a.check(&reset).is_ok());
+        a.set_tls(TlsPolicy {
+            client_names: vec!["Ops.Example".into()],
+        });
+        let e = a.check(&anonymous).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            e.message(),
+            "jpd: server.tls_client_names is set: a client certificate is required"
+        );
+        assert!(a
+            .check(&request_with(tls_peer(&["x", "ops.example"], true)))
+            .is_ok());
+        let e = a
+            .check(&request_with(tls_peer(&["dev.example", "dev"], true)))
+            .unwrap_err();
+        assert_eq!(
+            e.message(),
+            "jpd: the client certificate (names: dev.example, dev) is not in server.tls_client_names of jpd's configuration"
+        );
+    }
+
+    #[test]
+    fn plain_tcp_and_mixed_connection_info_are_refused() {
+        let a = Authorizer::new(Policy::default());
+        let plain = request_with(tonic::transport::server::TcpConnectInfo {
+            local_addr: None,
+            remote_addr: None,
+        });
+        assert_eq!(
+            a.check(&plain).unwrap_err().code(),
+            tonic::Code::PermissionDenied
+        );
+        // A TLS tag next to Unix credentials (root's, as it happens) is refused,
+        // not judged by the Unix rules.
+        let mut both = request_with(tls_peer(&[], false));
+        both.extensions_mut().insert(UdsConnectInfo {
+            peer_addr: None,
+            peer_cred: None,
+        });
+        assert_eq!(
+            a.check(&both).unwrap_err().message(),
+            "jpd: connection is both Unix and TLS, refused"
+        );
     }
 
     #[test]
