@@ -139,7 +139,26 @@ fn report_points(out: &Deliverables, dir: &Path) -> Result<String> {
     let mut cpu_base: Vec<f64> = base.iter().map(|b| b.0).collect();
     let mut cpu_quiet: Vec<f64> = quiet.iter().map(|b| b.0).collect();
     let mut cpu_traced: Vec<f64> = traced.iter().map(|b| b.0).collect();
-    let goal = if ns_quiet < 50.0 { "met" } else { "NOT met" };
+    // The cost is a difference of whole-JVM CPU times: it can be smaller than the run-to-run
+    // spread of those times, and then even negative. The bound that counts is median +
+    // spread (half the range of the no-report runs, per report).
+    let spread_ns = {
+        let cpu = |v: &[(f64, u64)], f: fn(f64, f64) -> f64| {
+            v.iter()
+                .map(|b| b.0)
+                .fold(v.first().map_or(0.0, |b| b.0), f)
+        };
+        (cpu(&base, f64::max) - cpu(&base, f64::min)) / 2.0 * 1e9 / n_quiet.max(1) as f64
+    };
+    let bound = ns_quiet.max(0.0) + spread_ns;
+    let goal = if bound < 50.0 { "met" } else { "NOT met" };
+    let measured = if ns_quiet < spread_ns {
+        format!(
+            "{ns_quiet:.1} ns, below the run-to-run spread of ±{spread_ns:.1} ns per report: at most {bound:.1} ns"
+        )
+    } else {
+        format!("{ns_quiet:.1} ns ± {spread_ns:.1} ns")
+    };
     Ok(format!(
         "### Report points in the JVM (JDK 17, {ROUNDS} rounds, medians)\n\n\
          ReportCost: {LOOP} calls of a 4-bytecode method, agent `profiler=usdt`. CPU seconds of \
@@ -149,7 +168,7 @@ fn report_points(out: &Deliverables, dir: &Path) -> Result<String> {
          | no report | {NO_REPORTS} | 0 | {:.2} | |\n\
          | no tracer | {SMALL_GRANULARITY} | {n_quiet} | {:.2} | {ns_quiet:.1} |\n\
          | jpd attached | {TRACED_GRANULARITY} | {n_traced} | {:.2} | {ns_traced:.0} |\n\n\
-         Goal: a report point with no tracer under 50 ns: **{goal}** ({ns_quiet:.1} ns). With \
+         Goal: a report point with no tracer under 50 ns: **{goal}** ({measured}). With \
          jpd attached a report serializes the thread's changed nodes and fires the probe (a \
          uprobe trap into the kernel, the eBPF copy into the ring buffer): at the default \
          granularity of 10 M bytecodes that is one such cost per 10 M bytecodes.\n\n",
