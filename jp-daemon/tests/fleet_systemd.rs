@@ -528,7 +528,16 @@ fn hardened_jpd_samples_the_kernel_and_profiles_a_jvm_of_another_service() {
     let (staged, ct) = boot("profile");
     // The exporters too (the container shares the host's network).
     let http: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-    let config = CONFIG.replace("enabled = false", "enabled = true").replace(
+    // Only [export]'s `enabled`: other sections (e.g. [pyroscope]) have one too.
+    let export_at = CONFIG
+        .find("[export]")
+        .expect("jpd.toml has an [export] section");
+    let (before, export) = CONFIG.split_at(export_at);
+    let config = format!(
+        "{before}{}",
+        export.replacen("enabled = false", "enabled = true", 1)
+    )
+    .replace(
         "listen = \"127.0.0.1:9464\"",
         &format!("listen = \"{http}\""),
     );

@@ -767,6 +767,8 @@ fn status_shows_jvm_ingestion() {
             "    malformed: 2 bad magic\n",
             "  probes   125 fired, 3 ring buffer full, 0 faults, 0 too long\n",
             "  nodes    12 (4096 bytes of memory)\n",
+            // The fake jpd reports no USDT collector.
+            "  usdt     no collector (usdt.enabled = false)\n",
         )),
         "{out}"
     );
@@ -778,6 +780,6 @@ fn status_shows_jvm_ingestion() {
             "bytes": 54321, "lost": 3, "malformed": 2,
             "malformed_by_reason": [{"reason": "bad magic", "records": 2}],
             "fired": 125, "ring_full": 3, "faults": 0, "too_long": 0, "nodes": 12,
-            "memory_bytes": 4096})
+            "memory_bytes": 4096, "collector": null})
     );
 }
