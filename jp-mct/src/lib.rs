@@ -10,7 +10,7 @@ mod tree;
 
 pub use folded::write_folded;
 pub use json::write_json;
-pub use pprof::write_pprof;
+pub use pprof::{write_pprof, write_pprof_timed};
 pub use tree::write_tree;
 
 use std::collections::HashMap;

@@ -147,8 +147,27 @@ fn encode(t: &Mct) -> Vec<u8> {
 }
 
 pub fn write_pprof(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
+    gzip(&encode(t), w)
+}
+
+/// As [`write_pprof`], with the profile's `time_nanos` (field 9, Unix ns) and
+/// `duration_nanos` (field 10) set: a profile of a time window, as Pyroscope reads it.
+pub fn write_pprof_timed(
+    t: &Mct,
+    time_nanos: i64,
+    duration_nanos: i64,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let mut p = Msg(encode(t));
+    // Two's complement, as protobuf encodes a negative int64.
+    p.uint(9, time_nanos as u64);
+    p.uint(10, duration_nanos as u64);
+    gzip(&p.0, w)
+}
+
+fn gzip(raw: &[u8], w: &mut dyn Write) -> io::Result<()> {
     let mut gz = GzEncoder::new(w, Compression::default());
-    gz.write_all(&encode(t))?;
+    gz.write_all(raw)?;
     gz.finish()?;
     Ok(())
 }

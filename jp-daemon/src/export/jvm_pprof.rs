@@ -45,11 +45,11 @@ pub fn mct_delta(before: &Mct, after: &Mct) -> Mct {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::Arc;
 
-    fn info(name: &str) -> MethodInfo {
+    pub(crate) fn info(name: &str) -> MethodInfo {
         MethodInfo {
             name: Arc::from(name),
             file: None,
@@ -57,7 +57,7 @@ mod tests {
     }
 
     /// (path, calls, bytecodes) of every node but the root, sorted.
-    fn rows(t: &Mct) -> Vec<(String, u64, u64)> {
+    pub(crate) fn rows(t: &Mct) -> Vec<(String, u64, u64)> {
         let mut out = Vec::new();
         for (i, n) in t.nodes.iter().enumerate().skip(1) {
             let mut path = vec![n.method.to_string()];

@@ -19,13 +19,9 @@
 //! is never pushed twice, and the pushed deltas of a JVM add up to its final tree.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read as _, Write as _};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use flate2::read::GzDecoder;
-use flate2::write::GzEncoder;
-use flate2::Compression;
 use jp_mct::{Mct, MethodInfo};
 
 use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
@@ -328,58 +324,21 @@ pub fn add_into(base: &mut Mct, delta: &Mct) {
     }
 }
 
-/// `jp_mct::write_pprof` of `t` with the profile's time and duration set (fields 9 and
-/// 10 of profile.proto, appended: a later scalar field wins in protobuf), which Pyroscope
-/// takes as the profile's timestamp.
+/// `t` as gzipped pprof with the profile's time and duration set, which Pyroscope takes
+/// as the profile's timestamp.
 pub fn timed_pprof(t: &Mct, time_nanos: i64, duration_nanos: i64) -> std::io::Result<Vec<u8>> {
     let mut gz = Vec::new();
-    jp_mct::write_pprof(t, &mut gz)?;
-    let mut raw = Vec::new();
-    GzDecoder::new(gz.as_slice()).read_to_end(&mut raw)?;
-    for (field, v) in [(9u64, time_nanos), (10, duration_nanos)] {
-        varint(&mut raw, field << 3);
-        varint(&mut raw, v as u64);
-    }
-    let mut enc = GzEncoder::new(Vec::with_capacity(gz.len()), Compression::default());
-    enc.write_all(&raw)?;
-    enc.finish()
-}
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+    jp_mct::write_pprof_timed(t, time_nanos, duration_nanos, &mut gz)?;
+    Ok(gz)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::jvm_pprof::tests::{info, rows};
+    use flate2::read::GzDecoder;
     use prost::Message;
-
-    fn info(name: &str) -> MethodInfo {
-        MethodInfo {
-            name: Arc::from(name),
-            file: None,
-        }
-    }
-
-    fn rows(t: &Mct) -> Vec<(String, u64, u64)> {
-        let mut out = Vec::new();
-        for (i, n) in t.nodes.iter().enumerate().skip(1) {
-            let mut path = vec![n.method.to_string()];
-            let mut at = n.parent;
-            while let Some(p) = at.filter(|&p| p != 0) {
-                path.push(t.nodes[p].method.to_string());
-                at = t.nodes[p].parent;
-            }
-            path.reverse();
-            out.push((path.join(">"), t.nodes[i].calls, t.nodes[i].bytecodes));
-        }
-        out.sort();
-        out
-    }
+    use std::io::Read as _;
 
     #[test]
     fn prune_keeps_paths_to_counts() {
