@@ -62,9 +62,10 @@ pub fn jp_irq_entry(ctx: RawTracePointContext) -> i32 {
     };
     // The unwinding costs microseconds per interrupt: on IRQ-heavy hosts only 1 in
     // `irq_ip_every` entries pays it (the first of each run, so one entry suffices).
-    let every = u64::from(config().irq_ip_every);
+    let cfg = config();
+    let every = u64::from(cfg.irq_ip_every);
     if every <= 1 || (entries - 1) % every == 0 {
-        sample_interrupted_ip(&ctx);
+        sample_interrupted_ip(&ctx, &cfg);
     }
     // Timestamp last, so that the unwinding above is not counted as handler time.
     // SAFETY: as above.
@@ -168,8 +169,7 @@ fn fill_identity(v: &mut IrqStats, action: u64) {
 
 /// Records where the CPU was when the device interrupt arrived (see module docs).
 #[inline(always)]
-fn sample_interrupted_ip(ctx: &RawTracePointContext) {
-    let cfg = config();
+fn sample_interrupted_ip(ctx: &RawTracePointContext, cfg: &ProbeConfig) {
     let Some(trace) = JP_IRQ_TRACE.get_ptr_mut(0) else {
         return;
     };
@@ -209,7 +209,7 @@ fn sample_interrupted_ip(ctx: &RawTracePointContext) {
         return;
     }
     let ip = trace.get(entry + 1).copied().unwrap_or(0);
-    record_interrupted_kernel_ip(ctx, &cfg, ip);
+    record_interrupted_kernel_ip(ctx, cfg, ip);
 }
 
 #[inline(always)]
