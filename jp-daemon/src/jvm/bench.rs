@@ -2,7 +2,7 @@
 //! queries cost the ingestion, measured (not printed): the lead's `cargo xtask bench
 //! usdt` runs them in a release build (the `jvm_ingest_bench` example).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -412,8 +412,12 @@ pub fn query_bench(nodes: usize, runs: usize) -> QueryBench {
     // The ingest thread: phase 0 idle, 1 walk exports, 2 snapshot exports.
     let phase = Arc::new(AtomicU32::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    // Records applied so far in each phase: a phase lasts until it saw one (a small tree's
+    // exports can be over before the ingest thread gets a turn).
+    let applied = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
     let ingester = {
         let (store, phase, stop) = (Arc::clone(&store), Arc::clone(&phase), Arc::clone(&stop));
+        let applied = Arc::clone(&applied);
         std::thread::spawn(move || {
             let mut deltas = deltas;
             let mut seq = seq;
@@ -437,6 +441,7 @@ pub fn query_bench(nodes: usize, runs: usize) -> QueryBench {
                     worst[p] = worst[p].max(dt);
                     wait[p] = wait[p].max(waited);
                     records[p] += 1;
+                    applied[p].fetch_add(1, Ordering::Relaxed);
                     // A JVM's records arrive spread out, not back to back.
                     std::thread::sleep(Duration::from_micros(200));
                 }
@@ -445,13 +450,20 @@ pub fn query_bench(nodes: usize, runs: usize) -> QueryBench {
         })
     };
     std::thread::sleep(Duration::from_millis(500));
+    while applied[0].load(Ordering::Relaxed) == 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     phase.store(1, Ordering::Relaxed);
-    for _ in 0..runs {
+    let mut done = 0;
+    while done < runs || applied[1].load(Ordering::Relaxed) == 0 {
         same &= !export_walk(&store).is_empty();
+        done += 1;
     }
     phase.store(2, Ordering::Relaxed);
-    for _ in 0..runs {
+    let mut done = 0;
+    while done < runs || applied[2].load(Ordering::Relaxed) == 0 {
         same &= !export_snapshot(&store).is_empty();
+        done += 1;
     }
     stop.store(true, Ordering::Relaxed);
     let (worst, lock_wait, records) =
