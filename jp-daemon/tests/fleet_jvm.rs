@@ -10,10 +10,9 @@ mod fleet_common;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fleet_common::{binary, compile_fleet_paper, http_get, one_at_a_time, tool, Java, Jpd};
+use fleet_common::{binary, compile_fleet_paper, go_pprof_top, http_get, one_at_a_time, Java, Jpd};
 use serde_json::Value;
 
 /// What every "run" of FleetPaper adds: calls per method, by the program's text
@@ -27,41 +26,16 @@ const CALLS_PER_RUN: [(&str, u64); 4] = [
 
 /// `go tool pprof -top` of `file`: function → flat value of `index`.
 fn go_top(file: &Path, index: &str) -> BTreeMap<String, u64> {
-    let out = Command::new(tool("go", "golang-go"))
-        .args([
-            "tool",
-            "pprof",
-            "-top",
-            "-nodefraction=0",
-            &format!("-sample_index={index}"),
-        ])
-        .arg(file)
-        .env("HOME", std::env::temp_dir())
-        .output()
-        .expect("run go tool pprof");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "go tool pprof: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (rows, text) = go_pprof_top(file, index);
     assert!(text.contains(&format!("Type: {index}")), "{text}");
-    let mut rows = BTreeMap::new();
-    let mut table = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("flat ") {
-            table = true;
-        } else if table {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            if cols.len() >= 6 {
-                rows.insert(
-                    cols[5..].join(" "),
-                    cols[0].parse().unwrap_or_else(|_| panic!("{line}")),
-                );
-            }
-        }
-    }
-    rows
+    rows.into_iter()
+        .map(|(flat, name)| {
+            let v = flat
+                .parse()
+                .unwrap_or_else(|_| panic!("flat value {flat:?} of {name}"));
+            (name, v)
+        })
+        .collect()
 }
 
 /// The agent's own jp-mct/1 file: per method (pprof's readable name), summed calls

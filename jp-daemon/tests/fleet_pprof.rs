@@ -5,10 +5,9 @@ mod fleet_common;
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::process::Command;
 use std::time::Duration;
 
-use fleet_common::{one_at_a_time, read_dev_zero, tool, Jpd};
+use fleet_common::{go_pprof_top, one_at_a_time, read_dev_zero, Jpd};
 use jp_daemon::export::pprof::Profile;
 use prost::Message;
 
@@ -45,42 +44,11 @@ fn pprof_value(v: &str) -> f64 {
 
 /// `go tool pprof -top` rows: (flat, name), and its whole output.
 fn go_top(file: &std::path::Path, sample_index: &str) -> (Vec<(f64, String)>, String) {
-    let go = tool("go", "golang-go");
-    let out = Command::new(go)
-        .args([
-            "tool",
-            "pprof",
-            "-top",
-            "-nodecount=100000",
-            "-nodefraction=0",
-            &format!("-sample_index={sample_index}"),
-        ])
-        .arg(file)
-        .env("HOME", std::env::temp_dir())
-        .output()
-        .expect("run go tool pprof");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "go tool pprof failed: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut rows = Vec::new();
-    let mut in_table = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("flat ") {
-            in_table = true;
-            continue;
-        }
-        if !in_table {
-            continue;
-        }
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        if cols.len() >= 6 {
-            let flat = pprof_value(cols[0]);
-            rows.push((flat, cols[5..].join(" ")));
-        }
-    }
+    let (rows, text) = go_pprof_top(file, sample_index);
+    let rows = rows
+        .into_iter()
+        .map(|(flat, name)| (pprof_value(&flat), name))
+        .collect();
     (rows, text)
 }
 

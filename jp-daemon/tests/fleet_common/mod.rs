@@ -21,6 +21,43 @@ mod test_support;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use test_support::{binary, read_dev_zero, require_root};
 
+/// `go tool pprof -top` of `file` by `sample_index`, every node: the table's rows as
+/// (flat column, function name) and the whole output (for messages).
+pub fn go_pprof_top(file: &Path, sample_index: &str) -> (Vec<(String, String)>, String) {
+    let out = Command::new(tool("go", "golang-go"))
+        .args([
+            "tool",
+            "pprof",
+            "-top",
+            "-nodecount=100000",
+            "-nodefraction=0",
+            &format!("-sample_index={sample_index}"),
+        ])
+        .arg(file)
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("run go tool pprof");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "go tool pprof failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut rows = Vec::new();
+    let mut in_table = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("flat ") {
+            in_table = true;
+        } else if in_table {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() >= 6 {
+                rows.push((cols[0].to_string(), cols[5..].join(" ")));
+            }
+        }
+    }
+    (rows, text)
+}
+
 /// `name` on PATH, else a failure naming the Debian package.
 pub fn tool(name: &str, package: &str) -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
