@@ -493,7 +493,7 @@ fn a_jvm_in_other_mount_and_pid_namespaces_is_found_and_exact() {
 fn a_jvm_that_no_scan_found_is_held_exactly() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     // jpd scans /proc once at start, then not for a minute: the first JVM makes it attach
-    // to the library; the second one starts, runs and exits between two scans.
+    // to the library; the next ones (JDK 17, then 25) start, run and exit between two scans.
     let mut first = Jvm::start(Jdk::J17, "unseen-first", 1, 100, &[], &agent_lib());
     let first_pid = first.host_pid();
     first.wait_started();
@@ -510,34 +510,43 @@ fn a_jvm_that_no_scan_found_is_held_exactly() {
         "jpctl status --json: collector files {files}"
     );
     let t0 = Instant::now();
-    let mut short = Jvm::start(Jdk::J25, "unseen-short", 2, 300, &[], &agent_lib());
-    let pid = short.host_pid();
-    run_all_phases(&mut short, 2);
-    let agent_tree = short.finish();
-    // The kernel armed the probe in it when it mapped the library; its records carry its
-    // tgid and its HELLO names it. Its exit is noticed at the next scan, so wait for the
-    // tree itself.
-    let what = "a JVM no scan found";
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut jpd_tree = Value::Null;
-    while Instant::now() < deadline {
-        if listed(&d, pid).is_some_and(|j| j["complete"] == Value::Bool(true)) {
-            jpd_tree = exported(&d, pid, &format!("{what}-{pid}"));
-            if jpd_tree == agent_tree {
-                break;
+    for jdk in [Jdk::J17, Jdk::J25] {
+        let mut short = Jvm::start(
+            jdk,
+            &format!("unseen-short-{jdk:?}"),
+            2,
+            300,
+            &[],
+            &agent_lib(),
+        );
+        let pid = short.host_pid();
+        run_all_phases(&mut short, 2);
+        let agent_tree = short.finish();
+        // The kernel armed the probe in it when it mapped the library; its records carry
+        // its tgid and its HELLO names it. Its exit is noticed at the next scan, so wait
+        // for the tree itself.
+        let what = format!("a JVM no scan found ({jdk:?})");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut jpd_tree = Value::Null;
+        while Instant::now() < deadline {
+            if listed(&d, pid).is_some_and(|j| j["complete"] == Value::Bool(true)) {
+                jpd_tree = exported(&d, pid, &format!("unseen-{jdk:?}-{pid}"));
+                if jpd_tree == agent_tree {
+                    break;
+                }
             }
+            std::thread::sleep(Duration::from_millis(100));
         }
-        std::thread::sleep(Duration::from_millis(100));
+        assert_same_tree(&what, &agent_tree, &jpd_tree);
+        let entry = listed(&d, pid).expect("listed");
+        assert!(
+            entry["main"].as_str().is_some_and(|m| m.contains("Phases")),
+            "{what}: the HELLO names the main class: {entry}"
+        );
     }
     assert!(
         t0.elapsed() < Duration::from_secs(55),
-        "the short JVM ran too long for this test's premise (no scan during its life)"
-    );
-    assert_same_tree(what, &agent_tree, &jpd_tree);
-    let entry = listed(&d, pid).expect("listed");
-    assert!(
-        entry["main"].as_str().is_some_and(|m| m.contains("Phases")),
-        "the HELLO names the main class: {entry}"
+        "the short JVMs ran too long for this test's premise (no scan during their lives)"
     );
     first.release();
     run_all_phases(&mut first, 1);
