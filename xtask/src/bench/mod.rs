@@ -11,12 +11,17 @@ mod kernel;
 mod report;
 mod usdt;
 
-#[derive(Subcommand, Clone, Copy)]
+#[derive(Subcommand, Clone)]
 pub enum Which {
     /// jp's kernel sampling cost against `perf record -e cpu-clock -a`.
     Kernel,
-    /// The JVM agent's slowdown on real programs, both JDKs and BBAs; class rewriting speed.
-    Jvm,
+    /// The JVM agent's cost, both JDKs and BBAs: real programs whole and at steady state,
+    /// C2 compile time, ns per operation, memory and time per calling context.
+    Jvm {
+        /// Parts to run (all by default): whole, steady, cost, contexts.
+        #[arg(value_enum)]
+        parts: Vec<jvm::Part>,
+    },
     /// The live JVM view: report-point cost with and without jpd, jpd's ingestion speed
     /// and memory per node, delay from a report to `jpctl jvm top`.
     Usdt,
@@ -30,7 +35,7 @@ pub fn run(which: Which) -> Result<()> {
     let out = crate::build::run()?;
     match which {
         Which::Kernel => kernel::run(&out),
-        Which::Jvm => jvm::run(&out),
+        Which::Jvm { parts } => jvm::run(&out, &parts),
         Which::Usdt => usdt::run(&out),
         Which::Fleet => fleet::run(&out),
     }

@@ -5,6 +5,12 @@ use anyhow::{Context, Result};
 use crate::cmd::root;
 
 pub fn write_section(name: &str, body: &str) -> Result<()> {
+    write_section_after(name, None, body)
+}
+
+/// Replaces section `name`; a new one goes right after section `after` if that exists (so
+/// that a benchmark's subsections stay together), else at the end.
+pub fn write_section_after(name: &str, after: Option<&str>, body: &str) -> Result<()> {
     let path = root().join("BENCHMARKS.md");
     let old = std::fs::read_to_string(&path).unwrap_or_else(|_| {
         "# jp benchmarks\n\nWritten by `cargo xtask bench <name>`; each section is replaced by its benchmark's \
@@ -17,11 +23,27 @@ pub fn write_section(name: &str, body: &str) -> Result<()> {
     let section = format!("{begin}\n{}\n{end}", body.trim_end());
     let new = match (old.find(&begin), old.find(&end)) {
         (Some(b), Some(e)) if e > b => format!("{}{}{}", &old[..b], section, &old[e + end.len()..]),
-        _ => format!("{}\n{}\n", old.trim_end(), section),
+        _ => match after.and_then(|a| last_end_of(&old, a)) {
+            Some(at) => format!("{}\n{}{}", &old[..at], section, &old[at..]),
+            None => format!("{}\n{}\n", old.trim_end(), section),
+        },
     };
     std::fs::write(&path, new).with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("xtask: wrote the `{name}` section of {}", path.display());
     Ok(())
+}
+
+/// Where the end marker of `prefix` or of any `prefix-…` subsection placed after it ends.
+fn last_end_of(text: &str, prefix: &str) -> Option<usize> {
+    let own = format!("<!-- /bench:{prefix} -->");
+    let sub = format!("<!-- /bench:{prefix}-");
+    let first = text.find(&own)? + own.len();
+    let mut at = first;
+    while let Some(i) = text[at..].find(&sub) {
+        let start = at + i;
+        at = start + text[start..].find("-->")? + 3;
+    }
+    Some(at)
 }
 
 pub fn median(values: &mut [f64]) -> f64 {

@@ -1,0 +1,230 @@
+//! The steady-state table: each real program's work in rounds inside one JVM
+//! (`SteadyBench.java`), timed on the working thread after warm-up, as a long-running
+//! service runs it; and from the same JVMs (`-XX:+CITime`), C2's compile time and code size.
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::rounds::{self, ratio_cell, Rounds};
+use super::{agent_arg, by_mode, geomean, harness_cp, jdks, met, Mode, Program, MODES};
+use crate::build::Deliverables;
+
+/// Steady-state geometric means per JDK label: (bba=default, bba=precise).
+pub type Geomeans = BTreeMap<&'static str, (f64, f64)>;
+
+/// C2's totals as `-XX:+CITime` prints them at exit.
+#[derive(Clone, Copy)]
+struct C2 {
+    seconds: f64,
+    code_bytes: f64,
+}
+
+struct Run {
+    rounds: Rounds,
+    c2: Option<C2>,
+}
+
+pub fn run(out: &Deliverables, dir: &Path, programs: &[Program]) -> Result<(String, Geomeans)> {
+    let mut sections = String::new();
+    let mut c2_sections = String::new();
+    let mut geomeans = Geomeans::new();
+    let mut goals = Vec::new();
+    let mut worst: Option<(f64, &str)> = None;
+    for (j, (label, java)) in jdks(&mut sections).into_iter().enumerate() {
+        let mut runs: BTreeMap<(usize, Mode), Run> = BTreeMap::new();
+        for (p, program) in programs.iter().enumerate() {
+            for i in 0..MODES.len() {
+                let mode = MODES[(i + p + j) % MODES.len()];
+                let run = run_one(&java, out, dir, program, mode)?;
+                runs.insert((p, mode), run);
+            }
+            eprintln!("xtask: bench jvm steady {label}: {} done", program.key);
+        }
+        let (table, g) = steady_table(label, programs, &runs, &mut worst);
+        sections.push_str(&table);
+        c2_sections.push_str(&c2_table(label, programs, &runs, &mut goals));
+        geomeans.insert(label, g);
+    }
+    let mut verdict = String::new();
+    for (label, (d, p)) in &geomeans {
+        verdict.push_str(&format!(
+            "- {label}: geometric mean ≤ 1.5× with bba=default: {} ({d:.2}×); ≤ 2× with bba=precise: {} ({p:.2}×).\n",
+            met(*d <= 1.5),
+            met(*p <= 2.0)
+        ));
+    }
+    verdict.push_str(&match worst {
+        Some((r, name)) => format!(
+            "- No program above 3× (either BBA, either JDK): {} (worst {r:.2}×, {name}).\n",
+            met(r <= 3.0)
+        ),
+        None => "- No program above 3×: **not measured**.\n".to_string(),
+    });
+    let c2_verdict: String = goals.concat();
+    let body = format!(
+        "### Steady state (what a service pays)\n\n\
+`SteadyBench` (in `xtask/bench-inputs/jvm/`) runs each program's work in rounds inside one \
+JVM: rhino evaluating the script, jython executing it through `PythonInterpreter`, H2 running \
+the SQL script through JDBC on a fresh in-memory database, Xalan transforming the document, \
+Lucene indexing and searching, javac compiling jp's test programs through `javax.tools` \
+(its agent run adds `include=com.sun.tools.javac`). Each is set up once; a round is the work \
+repeated so that it lasts ~0.1 s without the agent. At least {} rounds and {} s of warm-up, \
+then {} measured rounds: CPU time of the working thread (so not the JIT compilers' or GC \
+threads'), median over the measured rounds. One JVM per program and mode, the modes in \
+rotating order. Slowdown = median with the agent / median without, ± half the range of \
+the measured rounds (the noisier of the two JVMs); *drift* = median of the last half of the \
+measured rounds over the first half, minus 1, worst of the three JVMs: near 0 means the \
+rounds had settled.\n{sections}\n\
+Goals (steady state):\n{verdict}\n\
+### C2 compile time and code size\n\n\
+From the same JVMs, `-XX:+CITime` at exit: C2's compile time (standard + OSR) and the size \
+of the code it installed (`nmethods_code_size`), with the agent against without. The \
+JVMs ran the same number of rounds, so the same work; instrumented methods are bigger, and \
+bigger methods inline less.\n{c2_sections}\n\
+Goal: C2 compile time at most 1.5× of no agent, for every program:\n{c2_verdict}",
+        rounds::WARMUP_ROUNDS,
+        rounds::WARMUP_MS / 1000,
+        rounds::MEASURED,
+    );
+    Ok((body, geomeans))
+}
+
+fn run_one(
+    java: &Path,
+    out: &Deliverables,
+    dir: &Path,
+    program: &Program,
+    mode: Mode,
+) -> Result<Run> {
+    let mut args = vec!["-XX:+CITime".to_string()];
+    if let Some(bba) = mode.bba() {
+        let profile = dir.join(format!("steady-{}-{bba}.json", program.key));
+        args.push(agent_arg(out, bba, &profile, program.agent_options));
+    }
+    args.extend([
+        "-cp".to_string(),
+        format!(".:{}", harness_cp()?),
+        "SteadyBench".to_string(),
+        program.key.to_string(),
+        program.steady_reps.to_string(),
+    ]);
+    args.extend(rounds::schedule());
+    args.extend(program.steady_args.iter().cloned());
+    let rounds = rounds::run(java, dir, &args)
+        .with_context(|| format!("steady state of {} ({mode:?})", program.key))?;
+    let c2 = parse_c2(&rounds.stdout);
+    Ok(Run { rounds, c2 })
+}
+
+/// `  C2 {speed: …; standard:  0.5 s, …; osr:  0.1 s, …; nmethods_code_size: 544 bytes}`.
+fn parse_c2(stdout: &str) -> Option<C2> {
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("C2 {"))?;
+    let field = |key: &str| -> Option<f64> {
+        let rest = &line[line.find(key)? + key.len()..];
+        rest.split_whitespace()
+            .next()?
+            .trim_end_matches(',')
+            .parse()
+            .ok()
+    };
+    Some(C2 {
+        seconds: field("standard:")? + field("osr:")?,
+        code_bytes: field("nmethods_code_size:")?,
+    })
+}
+
+fn steady_table(
+    label: &str,
+    programs: &[Program],
+    runs: &BTreeMap<(usize, Mode), Run>,
+    worst: &mut Option<(f64, &'static str)>,
+) -> (String, (f64, f64)) {
+    let mut s = format!(
+        "\n#### {label}\n\n| program | round no agent (ms) | default | precise | warm-up rounds | drift |\n| --- | ---: | ---: | ---: | ---: | ---: |\n"
+    );
+    let (mut d, mut p) = (Vec::new(), Vec::new());
+    for (i, program) in programs.iter().enumerate() {
+        let Some((off, def, pre)) = by_mode(runs, i) else {
+            continue;
+        };
+        d.push(def.rounds.median() / off.rounds.median());
+        p.push(pre.rounds.median() / off.rounds.median());
+        for r in [d[d.len() - 1], p[p.len() - 1]] {
+            if worst.is_none_or(|(w, _)| r > w) {
+                *worst = Some((r, program.name));
+            }
+        }
+        let drift = [off, def, pre]
+            .iter()
+            .map(|r| r.rounds.drift())
+            .fold(0.0f64, |a, b| if b.abs() > a.abs() { b } else { a });
+        let warm = [off, def, pre].map(|r| r.rounds.warmup);
+        s.push_str(&format!(
+            "| {} | {:.1} | {} | {} | {}/{}/{} | {:+.0}% |\n",
+            program.name,
+            off.rounds.median() / 1e6,
+            ratio_cell(&def.rounds, &off.rounds),
+            ratio_cell(&pre.rounds, &off.rounds),
+            warm[0],
+            warm[1],
+            warm[2],
+            100.0 * drift
+        ));
+    }
+    let g = (geomean(&d), geomean(&p));
+    s.push_str(&format!(
+        "| **geometric mean** | | **{:.2}×** | **{:.2}×** | | |\n",
+        g.0, g.1
+    ));
+    (s, g)
+}
+
+fn c2_table(
+    label: &str,
+    programs: &[Program],
+    runs: &BTreeMap<(usize, Mode), Run>,
+    goals: &mut Vec<String>,
+) -> String {
+    let mut s = format!(
+        "\n#### {label}\n\n| program | C2 compile no agent (s) | default | precise | C2 code no agent (KB) | default | precise |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+    );
+    let mut worst: Option<(f64, &str)> = None;
+    for (i, program) in programs.iter().enumerate() {
+        let c2 = |m: Mode| runs.get(&(i, m)).and_then(|r| r.c2);
+        let (Some(off), Some(def), Some(pre)) =
+            (c2(Mode::Off), c2(Mode::Default), c2(Mode::Precise))
+        else {
+            s.push_str(&format!(
+                "| {} | no `-XX:+CITime` figures | | | | | |\n",
+                program.name
+            ));
+            goals.push(format!("- {label}, {}: **not measured**.\n", program.name));
+            continue;
+        };
+        for r in [def.seconds / off.seconds, pre.seconds / off.seconds] {
+            if worst.is_none_or(|(w, _)| r > w) {
+                worst = Some((r, program.name));
+            }
+        }
+        s.push_str(&format!(
+            "| {} | {:.2} | {:.2}× | {:.2}× | {:.0} | {:.2}× | {:.2}× |\n",
+            program.name,
+            off.seconds,
+            def.seconds / off.seconds,
+            pre.seconds / off.seconds,
+            off.code_bytes / 1024.0,
+            def.code_bytes / off.code_bytes,
+            pre.code_bytes / off.code_bytes,
+        ));
+    }
+    if let Some((w, name)) = worst {
+        goals.push(format!(
+            "- {label}: {} (worst {w:.2}×, {name}).\n",
+            met(w <= 1.5)
+        ));
+    }
+    s
+}
