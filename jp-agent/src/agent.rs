@@ -216,6 +216,18 @@ fn start(vm: RawVm, options: &str, live_env: Option<Env>) -> Result<(), String> 
     if let Some(tap) = &o.usdt_tap {
         usdt::start_tap(tap)?;
     }
+    if o.verbose {
+        say!("jp-agent: {}", banner(o));
+    }
+
+    if let Some(env) = live_env {
+        vm_init(env)?;
+    }
+    Ok(())
+}
+
+/// The start-up line of `verbose=true`: what is profiled and where the profile goes.
+fn banner(o: &Options) -> String {
     let mut target = match &o.profiler {
         Profiling::Custom(class) => format!("profiler={class}"),
         p => format!("profiler={}", p.java_name()),
@@ -234,17 +246,12 @@ fn start(vm: RawVm, options: &str, live_env: Option<Env>) -> Result<(), String> 
             o.out_path()
         ));
     }
-    say!(
-        "jp-agent: bba={} granularity={} jdk={} {target}",
+    format!(
+        "bba={} granularity={} jdk={} {target}",
         o.bba_name(),
         o.granularity,
         o.jdk
-    );
-
-    if let Some(env) = live_env {
-        vm_init(env)?;
-    }
-    Ok(())
+    )
 }
 
 /// Binds `jp.rt.Rt`, starts the profiler and, when allowed, instruments what loaded earlier.
@@ -635,7 +642,10 @@ unsafe extern "system" fn native_write_profile(
         let path = agent.opts.out_path();
         match tree {
             Ok(t) => match write_file(&t, agent.opts.format, &path) {
-                Ok(()) => say!("jp-agent: wrote {} ({} contexts)", path, t.nodes.len() - 1),
+                Ok(()) if agent.opts.verbose => {
+                    say!("jp-agent: wrote {} ({} contexts)", path, t.nodes.len() - 1)
+                }
+                Ok(()) => {}
                 Err(e) => say!("jp-agent: cannot write {path}: {e}"),
             },
             Err(e) => say!("jp-agent: {e}"),

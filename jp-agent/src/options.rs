@@ -83,6 +83,10 @@ pub struct Options {
     pub stats: bool,
     /// Print a line per class that could not be rewritten (default on).
     pub warn: bool,
+    /// Print the start-up banner and the "wrote FILE" line at exit. Off by default:
+    /// services often parse their stderr, and an always-on profiler must not add to it.
+    /// Errors and warnings are printed either way.
+    pub verbose: bool,
 }
 
 impl Default for Options {
@@ -99,6 +103,7 @@ impl Default for Options {
             jdk: false,
             stats: false,
             warn: true,
+            verbose: false,
         }
     }
 }
@@ -202,9 +207,12 @@ impl Options {
                 "jdk" => o.jdk = bool_value(value).ok_or_else(|| bad("expected true or false"))?,
                 "stats" => o.stats = bool_value(value).ok_or_else(|| bad("expected true or false"))?,
                 "warn" => o.warn = bool_value(value).ok_or_else(|| bad("expected true or false"))?,
+                "verbose" => {
+                    o.verbose = bool_value(value).ok_or_else(|| bad("expected true or false"))?
+                }
                 _ => {
                     return Err(bad(
-                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, usdt_tap)",
+                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, verbose, usdt_tap)",
                     ))
                 }
             }
@@ -301,7 +309,7 @@ mod tests {
     fn all_keys() {
         let o = Options::parse(
             "bba=precise,granularity=5000,profiler=com.x.P,out=/tmp/p.txt,format=tree,\
-             include=a.b;c/d,exclude=e.F,jdk=true,stats=true,warn=false",
+             include=a.b;c/d,exclude=e.F,jdk=true,stats=true,warn=false,verbose=true",
         )
         .unwrap();
         assert_eq!(o.bba, Bba::Precise);
@@ -311,7 +319,8 @@ mod tests {
         assert_eq!(o.format, Format::Tree);
         assert_eq!(o.include, vec!["a/b".to_string(), "c/d".to_string()]);
         assert_eq!(o.exclude, vec!["e/F".to_string()]);
-        assert!(o.jdk && o.stats && !o.warn);
+        assert!(o.jdk && o.stats && !o.warn && o.verbose);
+        assert!(!Options::default().verbose, "quiet unless asked");
     }
 
     #[test]

@@ -171,7 +171,8 @@ fn run_checked(
         bba,
         granularity,
         &json_path,
-        &format!("usdt_tap={}{extra}", tap_path.display()),
+        // verbose: the start line below says which profiler the options chose.
+        &format!("usdt_tap={},verbose=true{extra}", tap_path.display()),
     );
     let lib = untraced_agent(dir);
     let agent = if program.javaagent {
@@ -820,7 +821,7 @@ fn defaults(jdk: Jdk) {
         r.assert_ok();
         r
     };
-    let r = run(&format!("usdt_tap={}", tap_path.display()));
+    let r = run(&format!("usdt_tap={},verbose=true", tap_path.display()));
     assert!(
         r.stderr.contains("profiler=usdt fires USDT jp:record"),
         "{}",
@@ -836,7 +837,7 @@ fn defaults(jdk: Jdk) {
     let tap = Tap::decode(&std::fs::read(&tap_path).unwrap()).unwrap();
     let usdt = tap.merged("default").unwrap();
 
-    let r = run("profiler=file");
+    let r = run("profiler=file,verbose=true");
     assert!(
         r.stderr
             .contains("profiler=file writes json to jp-profile.json at exit")
@@ -849,6 +850,19 @@ fn defaults(jdk: Jdk) {
     let diffs = compare(&file, &usdt, Rule::Exact);
     assert!(diffs.is_empty(), "{}: {diffs:#?}", jdk.name());
     assert!(file.get(&["Paper.main([Ljava/lang/String;)V"]).is_some());
+
+    // Quiet unless asked: no banner, no "wrote" line, yet the same profile is written.
+    std::fs::remove_file(dir.join("jp-profile.json")).unwrap();
+    let r = run("profiler=file");
+    assert!(
+        !r.stderr.contains("jp-agent"),
+        "without verbose=true the agent printed:\n{}",
+        r.stderr
+    );
+    let text = std::fs::read_to_string(dir.join("jp-profile.json")).unwrap();
+    let quiet = parse_agent(&text, "default", "profiler=file (quiet)");
+    let diffs = compare(&quiet, &usdt, Rule::Exact);
+    assert!(diffs.is_empty(), "{} quiet: {diffs:#?}", jdk.name());
 }
 
 #[test]
