@@ -16,6 +16,7 @@ mod agent;
 mod bootjar;
 mod ffi;
 pub mod filter;
+mod log;
 pub use jp_mct as mct;
 pub mod methods;
 pub mod options;

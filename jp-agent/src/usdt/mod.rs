@@ -73,7 +73,7 @@ fn emit(rec: &[u8]) {
             .and_then(|_| tap.write_all(rec))
             .is_err()
         {
-            crate::agent::warn_once("usdt_tap: write failed; the tap file is incomplete");
+            crate::log::warn_once("usdt_tap: write failed; the tap file is incomplete");
         }
     }
     probe::fire(rec.as_ptr() as u64, rec.len() as u64);
@@ -83,7 +83,7 @@ fn emit(rec: &[u8]) {
 pub fn flush_tap() {
     if let Some(tap) = lock(&TAP).as_mut() {
         if tap.flush().is_err() {
-            crate::agent::warn_once("usdt_tap: write failed; the tap file is incomplete");
+            crate::log::warn_once("usdt_tap: write failed; the tap file is incomplete");
         }
     }
 }

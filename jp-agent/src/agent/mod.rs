@@ -1,0 +1,82 @@
+//! The JVMTI agent: start-up (`-agentpath` and `-javaagent`), the class-file hook, thread end
+//! and VM death events, and the native methods of `jp.rt.Rt`.
+//!
+//! Every `extern` entry point runs its body inside [`guard`], so a panic never unwinds into
+//! the JVM; errors are printed and the class or event is left alone.
+//!
+//! - [`startup`]: `Agent_OnLoad`, the `-javaagent` native, VM init (binding `jp.rt.Rt`).
+//! - [`events`]: the JVMTI events (VM init and death, thread end, class-file load).
+//! - [`natives`]: the native methods of `jp.rt.Rt` (profile writing, USDT firing).
+//!
+//! This module holds the state they share.
+
+mod events;
+mod natives;
+mod startup;
+
+pub use natives::write_file;
+
+use crate::ffi::jni::{Env, JClass, JMethodId, JObject};
+use crate::ffi::jvmti::Jvmti;
+use crate::log::say;
+use crate::options::Options;
+use crate::stats::Stats;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::OnceLock;
+
+pub static STATS: Stats = Stats::new();
+
+struct Agent {
+    jvmti: Jvmti,
+    opts: Options,
+    /// Whether the env holds can_retransform_classes (jdk=true or -javaagent).
+    can_retransform: bool,
+}
+
+/// What the agent needs of `jp.rt.Rt` once the VM is initialized.
+struct JavaSide {
+    rt: JClass,
+    thread_ended: JMethodId,
+    vm_death: JMethodId,
+    /// Global ref to the platform class loader (its classes count as JDK classes).
+    platform_loader: JObject,
+}
+
+// SAFETY: global references and method ids are valid on every thread (JNI spec).
+unsafe impl Send for JavaSide {}
+// SAFETY: as above; they are never mutated after creation.
+unsafe impl Sync for JavaSide {}
+
+static AGENT: OnceLock<Agent> = OnceLock::new();
+static JAVA: OnceLock<JavaSide> = OnceLock::new();
+/// Set at VM init: from then on JDK classes may be instrumented (before it, `jp.rt` cannot
+/// be relied on to load).
+static LIVE: AtomicBool = AtomicBool::new(false);
+/// Time spent in VM death (merging the trees and writing the profile), for the statistics.
+static VM_DEATH_MS: AtomicU64 = AtomicU64::new(0);
+
+fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => v,
+        Err(_) => {
+            say!("jp-agent: internal error (panic caught at the JVM boundary); continuing");
+            fallback
+        }
+    }
+}
+
+/// The statistics as printed (and as `Rt.agentStats()` returns them).
+pub fn stats_summary() -> String {
+    STATS.summary()
+}
+
+pub(super) fn is_jdk_loader(env: Env, loader: JObject) -> bool {
+    if loader.is_null() {
+        return true;
+    }
+    match JAVA.get() {
+        Some(j) if !j.platform_loader.is_null() => env.is_same_object(loader, j.platform_loader),
+        _ => false,
+    }
+}

@@ -1,0 +1,376 @@
+//! Start-up: `-agentpath` (`Agent_OnLoad`) and `-javaagent` (`Premain.init`) ways in, and VM init.
+
+use super::events::{on_class_file_load, on_thread_end, on_vm_death};
+use super::natives::{
+    native_agent_stats, native_bind, native_buffer_address, native_count_reports, native_fire,
+    native_method_name, native_usdt_control, native_usdt_end, native_usdt_hello, native_usdt_pid,
+    native_usdt_semaphore, native_write_profile,
+};
+use super::{guard, is_jdk_loader, Agent, JavaSide, AGENT, JAVA, LIVE};
+use crate::bootjar;
+use crate::ffi::jni::{self, Env, JClass, JInt, JObject, JString, JValue, RawEnv, RawVm};
+use crate::ffi::jvmti::{self, Callbacks, Capabilities, Jvmti, RawJvmti};
+use crate::filter::{decide, Decision};
+use crate::log::say;
+use crate::options::{Options, Profiling};
+use crate::usdt;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::Ordering;
+
+/// `-agentpath:libjpagent.so=OPTIONS`. A non-zero return stops the JVM.
+#[no_mangle]
+pub extern "system" fn Agent_OnLoad(
+    vm: RawVm,
+    options: *const c_char,
+    _reserved: *mut c_void,
+) -> JInt {
+    guard(1, || {
+        let opts = if options.is_null() {
+            String::new()
+        } else {
+            // SAFETY: the JVM passes a NUL-terminated option string valid during this call.
+            unsafe { CStr::from_ptr(options) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        match start(vm, &opts, None) {
+            Ok(()) => 0,
+            Err(msg) => {
+                say!("jp-agent: {msg}");
+                1
+            }
+        }
+    })
+}
+
+/// `-javaagent:jp-agent.jar=OPTIONS`: `jp.agent.Premain.init(String)`, in the live phase.
+#[no_mangle]
+pub extern "system" fn Java_jp_agent_Premain_init(
+    raw: RawEnv,
+    _cls: JClass,
+    options: JString,
+) -> JInt {
+    guard(1, || {
+        // SAFETY: the JVM passes this thread's JNIEnv to a native method.
+        let Some(env) = (unsafe { Env::from_raw(raw) }) else {
+            return 1;
+        };
+        let opts = env.string(options).unwrap_or_default();
+        let Some(vm) = env.java_vm() else {
+            say!("jp-agent: GetJavaVM failed");
+            return 1;
+        };
+        match start(vm, &opts, Some(env)) {
+            Ok(()) => 0,
+            Err(msg) => {
+                say!("jp-agent: {msg}");
+                1
+            }
+        }
+    })
+}
+
+fn start(vm: RawVm, options: &str, live_env: Option<Env>) -> Result<(), String> {
+    if AGENT.get().is_some() {
+        say!("jp-agent: already loaded; ignoring the second start");
+        return Ok(());
+    }
+    let opts = Options::parse(options).map_err(|e| e.to_string())?;
+    // SAFETY: vm is the JavaVM the JVM handed to Agent_OnLoad or to a native method.
+    let raw = unsafe { jni::vm_get_env(vm, jvmti::JVMTI_VERSION_1_2) }
+        .ok_or("cannot get a JVMTI 1.2 environment")?;
+    // SAFETY: raw came from GetEnv and is never disposed.
+    let jvmti = unsafe { Jvmti::from_raw(raw) };
+
+    // Retransformation is how classes loaded before VM init (the JDK) get instrumented.
+    let can_retransform = opts.jdk || !opts.include.is_empty() || live_env.is_some();
+    let potential = jvmti.potential_capabilities();
+    let mut caps = Capabilities::default();
+    if can_retransform {
+        if !potential.has(Capabilities::CAN_RETRANSFORM_CLASSES) {
+            return Err(
+                "this JVM cannot retransform classes (needed for jdk=true and -javaagent)".into(),
+            );
+        }
+        caps.set(Capabilities::CAN_RETRANSFORM_CLASSES);
+    }
+    if potential.has(Capabilities::CAN_GENERATE_ALL_CLASS_HOOK_EVENTS) {
+        caps.set(Capabilities::CAN_GENERATE_ALL_CLASS_HOOK_EVENTS);
+    }
+    jvmti.add_capabilities(&caps)?;
+
+    // With -javaagent the jar's Boot-Class-Path already provides jp.rt; only if the jar was
+    // renamed (the manifest names "jp-agent.jar") does the embedded copy have to be appended.
+    let rt_visible = live_env.is_some_and(|env| match env.try_find_class("jp/rt/Rt") {
+        Some(c) => {
+            env.delete_local_ref(c);
+            true
+        }
+        None => false,
+    });
+    if !rt_visible {
+        let jar = bootjar::install()?;
+        let jar = jar
+            .to_str()
+            .ok_or("runtime jar path is not UTF-8")?
+            .to_string();
+        jvmti.add_to_bootstrap_search(&jar)?;
+    }
+
+    let cb = Callbacks {
+        vm_init: Some(on_vm_init),
+        vm_death: Some(on_vm_death),
+        thread_start: None,
+        thread_end: Some(on_thread_end),
+        class_file_load_hook: Some(on_class_file_load),
+    };
+    jvmti.set_callbacks(&cb)?;
+    let agent = Agent {
+        jvmti,
+        opts,
+        can_retransform,
+    };
+    if AGENT.set(agent).is_err() {
+        return Ok(());
+    }
+    let Some(agent) = AGENT.get() else {
+        return Err("agent state lost".into());
+    };
+    if live_env.is_none() {
+        jvmti.enable(jvmti::EVENT_VM_INIT)?;
+    }
+    jvmti.enable(jvmti::EVENT_VM_DEATH)?;
+    jvmti.enable(jvmti::EVENT_THREAD_END)?;
+    jvmti.enable(jvmti::EVENT_CLASS_FILE_LOAD_HOOK)?;
+
+    let o = &agent.opts;
+    if let Some(tap) = &o.usdt_tap {
+        usdt::start_tap(tap)?;
+    }
+    if o.verbose {
+        say!("jp-agent: {}", banner(o));
+    }
+
+    if let Some(env) = live_env {
+        vm_init(env)?;
+    }
+    Ok(())
+}
+
+/// The start-up line of `verbose=true`: what is profiled and where the profile goes.
+fn banner(o: &Options) -> String {
+    let mut target = match &o.profiler {
+        Profiling::Custom(class) => format!("profiler={class}"),
+        p => format!("profiler={}", p.java_name()),
+    };
+    if o.profiler.usdt() {
+        target.push_str(" fires USDT jp:record for jpd");
+        if let Some(tap) = &o.usdt_tap {
+            target.push_str(&format!(" (tapped to {tap})"));
+        }
+    }
+    if o.profiler.writes_file() {
+        target.push_str(&format!(
+            "{} writes {} to {} at exit",
+            if o.profiler.usdt() { " and" } else { "" },
+            o.format.name(),
+            o.out_path()
+        ));
+    }
+    format!(
+        "bba={} granularity={} jdk={} {target}",
+        o.bba_name(),
+        o.granularity,
+        o.jdk
+    )
+}
+
+/// Binds `jp.rt.Rt`, starts the profiler and, when allowed, instruments what loaded earlier.
+pub(super) fn vm_init(env: Env) -> Result<(), String> {
+    let agent = AGENT.get().ok_or("agent not started")?;
+    let rt = env
+        .find_class("jp/rt/Rt")
+        .ok_or("cannot load jp.rt.Rt from the runtime jar on the boot class path")?;
+    let natives: [(&CStr, &CStr, *mut c_void); 12] = [
+        (
+            c"bind",
+            c"(Ljp/rt/ThreadState;)V",
+            native_bind as *mut c_void,
+        ),
+        (
+            c"writeProfile",
+            c"([I[I[J[J)V",
+            native_write_profile as *mut c_void,
+        ),
+        (
+            c"methodName",
+            c"(I)Ljava/lang/String;",
+            native_method_name as *mut c_void,
+        ),
+        (
+            c"agentStats",
+            c"()Ljava/lang/String;",
+            native_agent_stats as *mut c_void,
+        ),
+        (
+            c"usdtSemaphore",
+            c"()Ljava/nio/ByteBuffer;",
+            native_usdt_semaphore as *mut c_void,
+        ),
+        (
+            c"usdtControl",
+            c"()Ljava/nio/ByteBuffer;",
+            native_usdt_control as *mut c_void,
+        ),
+        (
+            c"bufferAddress",
+            c"(Ljava/nio/ByteBuffer;)J",
+            native_buffer_address as *mut c_void,
+        ),
+        (c"fire", c"(JII)V", native_fire as *mut c_void),
+        (c"usdtHello", c"(JI)V", native_usdt_hello as *mut c_void),
+        (c"usdtEnd", c"(I)V", native_usdt_end as *mut c_void),
+        (c"usdtPid", c"()I", native_usdt_pid as *mut c_void),
+        (
+            c"countReports",
+            c"(J)V",
+            native_count_reports as *mut c_void,
+        ),
+    ];
+    if !env.register_natives(rt, &natives) {
+        return Err("RegisterNatives on jp.rt.Rt failed".into());
+    }
+    let init = env
+        .static_method(rt, "init", "(Ljava/lang/String;I)V")
+        .ok_or("jp.rt.Rt.init not found")?;
+    let thread_ended = env
+        .static_method(rt, "threadEnded", "(Ljava/lang/Object;)V")
+        .ok_or("jp.rt.Rt.threadEnded not found")?;
+    let vm_death = env
+        .static_method(rt, "vmDeath", "()V")
+        .ok_or("jp.rt.Rt.vmDeath not found")?;
+    let platform_loader = env
+        .find_class("java/lang/ClassLoader")
+        .and_then(|cl| {
+            env.static_method(cl, "getPlatformClassLoader", "()Ljava/lang/ClassLoader;")
+                .map(|m| (cl, m))
+        })
+        .and_then(|(cl, m)| env.call_static_object(cl, m, &[]))
+        .map(|l| env.new_global_ref(l))
+        .unwrap_or(std::ptr::null_mut());
+    let rt_global = env.new_global_ref(rt);
+    if rt_global.is_null() {
+        return Err("NewGlobalRef failed".into());
+    }
+    let _ = JAVA.set(JavaSide {
+        rt: rt_global,
+        thread_ended,
+        vm_death,
+        platform_loader,
+    });
+
+    usdt::set_hello_info(usdt::HelloInfo {
+        start_time_ms: usdt::process_start_ms().unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        }),
+        granularity: u64::try_from(agent.opts.granularity).unwrap_or(0),
+        bba: u64::from(agent.opts.bba_name() == "precise"),
+        jdk_version: agent
+            .jvmti
+            .system_property("java.vm.version")
+            .unwrap_or_default(),
+        main: agent
+            .jvmti
+            .system_property("sun.java.command")
+            .unwrap_or_default(),
+    });
+    let name = env.new_string(agent.opts.profiler.java_name());
+    if name.is_null() {
+        return Err("NewStringUTF failed".into());
+    }
+    let args = [
+        JValue { l: name },
+        JValue {
+            i: agent.opts.granularity,
+        },
+    ];
+    if !env.call_static_void(rt, init, &args) {
+        return Err(format!(
+            "cannot start profiler '{}' (see the exception above; a custom profiler needs a public \
+             no-argument constructor and must implement jp.rt.Profiler)",
+            agent.opts.profiler.java_name()
+        ));
+    }
+    env.delete_local_ref(name);
+    LIVE.store(true, Ordering::Release);
+    if agent.can_retransform {
+        retransform_loaded(env, agent);
+    }
+    Ok(())
+}
+
+/// Instruments classes that loaded before the agent could (JDK classes from VM start-up with
+/// jdk=true; with -javaagent, everything loaded before premain).
+fn retransform_loaded(env: Env, agent: &Agent) {
+    let jvmti = agent.jvmti;
+    let classes = match jvmti.loaded_classes() {
+        Ok(c) => c,
+        Err(e) => {
+            say!("jp-agent: warning: {e}; classes loaded so far stay uninstrumented");
+            return;
+        }
+    };
+    let mut todo = Vec::new();
+    for c in classes {
+        let wanted = jvmti.is_modifiable(c)
+            && jvmti
+                .class_signature(c)
+                .and_then(|s| {
+                    s.strip_prefix('L')
+                        .and_then(|s| s.strip_suffix(';'))
+                        .map(str::to_string)
+                })
+                .is_some_and(|name| {
+                    let loader = jvmti.class_loader(c);
+                    let jdk = is_jdk_loader(env, loader);
+                    env.delete_local_ref(loader);
+                    decide(&agent.opts, &name, jdk) == Decision::Instrument
+                });
+        if wanted {
+            todo.push(c);
+        } else {
+            env.delete_local_ref(c);
+        }
+    }
+    for batch in todo.chunks(64) {
+        if jvmti.retransform(batch).is_err() {
+            // One bad class fails the whole call: retry one by one to keep the others.
+            for &c in batch {
+                if let Err(e) = jvmti.retransform(&[c]) {
+                    let name = jvmti.class_signature(c).unwrap_or_default();
+                    if agent.opts.warn {
+                        say!("jp-agent: warning: {name} stays uninstrumented: {e}");
+                    }
+                }
+            }
+        }
+    }
+    for c in todo {
+        env.delete_local_ref(c);
+    }
+}
+
+unsafe extern "system" fn on_vm_init(_jvmti: RawJvmti, raw: RawEnv, _thread: JObject) {
+    guard((), || {
+        // SAFETY: the JVM passes this thread's JNIEnv to the event callback.
+        let Some(env) = (unsafe { Env::from_raw(raw) }) else {
+            return;
+        };
+        if let Err(e) = vm_init(env) {
+            say!("jp-agent: {e}");
+            std::process::exit(1);
+        }
+    })
+}
