@@ -21,6 +21,9 @@ pub enum Which {
         /// Parts to run (all by default): whole, steady, cost, contexts.
         #[arg(value_enum)]
         parts: Vec<jvm::Part>,
+        /// Only this JDK (17 or 25); repeat for both, which is the default.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(17..=25))]
+        jdk: Vec<u32>,
     },
     /// The live JVM view: report-point cost with and without jpd, jpd's ingestion speed
     /// and memory per node, delay from a report to `jpctl jvm top`.
@@ -35,7 +38,7 @@ pub fn run(which: Which) -> Result<()> {
     let out = crate::build::run()?;
     match which {
         Which::Kernel => kernel::run(&out),
-        Which::Jvm { parts } => jvm::run(&out, &parts),
+        Which::Jvm { parts, jdk } => jvm::run(&out, &parts, &jdk),
         Which::Usdt => usdt::run(&out),
         Which::Fleet => fleet::run(&out),
     }

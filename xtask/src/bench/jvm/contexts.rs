@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 
 use super::rounds::{self, ratio_cell, Rounds};
 use super::steady::Geomeans;
-use super::{agent_arg, by_mode, jdks, met, Mode, MODES};
+use super::{agent_arg, by_mode, met, Jdk, Mode, MODES};
 use crate::build::Deliverables;
 
 /// (recursion depth, traversals per round): ~1.1 M calls a round at every size.
@@ -24,15 +24,20 @@ struct Run {
     calls_per_round: f64,
 }
 
-pub fn run(out: &Deliverables, dir: &Path, steady: Option<&Geomeans>) -> Result<String> {
+pub fn run(
+    out: &Deliverables,
+    dir: &Path,
+    jdks: &[Jdk],
+    steady: Option<&Geomeans>,
+) -> Result<String> {
     let mut sections = String::new();
     let mut verdict = String::new();
-    for (j, (label, java)) in jdks(&mut sections).into_iter().enumerate() {
+    for (j, (label, java)) in jdks.iter().enumerate() {
         let mut runs: BTreeMap<(usize, Mode), Run> = BTreeMap::new();
         for (s, (depth, traversals)) in SIZES.iter().enumerate() {
             for i in 0..MODES.len() {
                 let mode = MODES[(i + s + j) % MODES.len()];
-                let r = run_one(&java, out, dir, *depth, *traversals, mode)
+                let r = run_one(java, out, dir, *depth, *traversals, mode)
                     .with_context(|| format!("contexts depth {depth} ({mode:?})"))?;
                 runs.insert((s, mode), r);
             }
@@ -107,7 +112,7 @@ makes as many calls as there are contexts. A worker thread traverses in rounds o
 calls (warm-up as above, {} measured rounds; the first traversal builds the tree, the rest \
 walk it); slowdown = CPU time of a round with the agent / without. Bytes per context: heap \
 used after `System.gc()` while the worker lives (its tree) and after it ended (the merged \
-tree, `profiler=file`), each minus the heap before the worker started, minus the same \
+tree, `profiler=file`, with whatever of the ended thread's tree the agent still holds), each minus the heap before the worker started, minus the same \
 difference without the agent, divided by the contexts.\n{sections}\nGoals:\n{verdict}",
         rounds::MEASURED
     ))

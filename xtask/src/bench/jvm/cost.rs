@@ -7,35 +7,35 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use super::rounds::{self, Rounds};
-use super::{agent_arg, jdks, met, Mode, MODES};
+use super::{agent_arg, met, Jdk, Mode, MODES};
 use crate::build::Deliverables;
 
 /// (CostModel's op, what it is, operations per round).
 const OPS: [(&str, &str, u32); 6] = [
-    ("static", "tiny static call", 5_000_000),
+    ("static", "tiny static call", 2_000_000),
     (
         "bimorphic",
         "bimorphic virtual call (2 receiver classes)",
-        5_000_000,
+        2_000_000,
     ),
     (
         "megamorphic",
         "megamorphic virtual call (4 receiver classes)",
-        5_000_000,
+        2_000_000,
     ),
-    ("recursion", "call in a 1000-deep recursion", 5_000_000),
+    ("recursion", "call in a 1000-deep recursion", 2_000_000),
     (
         "blocks",
         "loop iteration of 4 if/else (≈10 basic blocks)",
-        5_000_000,
+        2_000_000,
     ),
-    ("throw", "throw caught three frames up", 500_000),
+    ("throw", "throw caught three frames up", 200_000),
 ];
 
-pub fn run(out: &Deliverables, dir: &Path) -> Result<String> {
+pub fn run(out: &Deliverables, dir: &Path, jdks: &[Jdk]) -> Result<String> {
     let mut sections = String::new();
     let mut verdict = String::new();
-    for (j, (label, java)) in jdks(&mut sections).into_iter().enumerate() {
+    for (j, (label, java)) in jdks.iter().enumerate() {
         let mut runs: BTreeMap<(usize, Mode), Rounds> = BTreeMap::new();
         for (o, (op, _, n)) in OPS.iter().enumerate() {
             for i in 0..MODES.len() {
@@ -48,7 +48,7 @@ pub fn run(out: &Deliverables, dir: &Path) -> Result<String> {
                 args.extend(["-cp", ".", "CostModel", op].map(String::from));
                 args.push(n.to_string());
                 args.extend(rounds::schedule());
-                let r = rounds::run(&java, dir, &args)
+                let r = rounds::run(java, dir, &args)
                     .with_context(|| format!("cost model {op} ({mode:?})"))?;
                 runs.insert((o, mode), r);
             }

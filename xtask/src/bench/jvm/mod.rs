@@ -65,13 +65,17 @@ struct Program {
     agent_options: &'static str,
     /// The whole run's java arguments.
     args: Vec<String>,
-    /// Runs of the work per steady-state round (a round lasts ~0.1 s without the agent).
+    /// Runs of the work per steady-state round (a round lasts ~0.05–0.5 s without the agent).
     steady_reps: u32,
     /// SteadyBench's arguments after its fixed ones (javac: the sources).
     steady_args: Vec<String>,
 }
 
-pub fn run(out: &Deliverables, parts: &[Part]) -> Result<()> {
+/// A JDK to measure: its label and its `java`.
+type Jdk = (&'static str, PathBuf);
+
+/// `only`: JDK feature releases to measure (17, 25; both when empty).
+pub fn run(out: &Deliverables, parts: &[Part], only: &[u32]) -> Result<()> {
     let parts: Vec<Part> = if parts.is_empty() {
         Part::value_variants().to_vec()
     } else {
@@ -80,29 +84,37 @@ pub fn run(out: &Deliverables, parts: &[Part]) -> Result<()> {
     let dir = prepare()?;
     let programs = programs(&dir)?;
     let started = std::time::Instant::now();
+    let mut notes = String::new();
+    if let Some(other) = only.iter().find(|r| ![17, 25].contains(*r)) {
+        bail!("--jdk {other}: the bench measures JDK 17 and JDK 25");
+    }
+    let jdks = jdks(only, &mut notes);
     write_section_after(
         "jvm",
         None,
-        "## JVM agent overhead (`cargo xtask bench jvm`)\n\n\
+        &format!(
+            "## JVM agent overhead (`cargo xtask bench jvm`)\n\n\
 Real programs from Debian packages (inputs in `xtask/bench-inputs/jvm/`) and small programs \
 that isolate one operation, each without the agent and with it (bba=default and \
 bba=precise), side by side in one run, on JDK 17 and JDK 25. Each subsection is written by \
-its part (`cargo xtask bench jvm whole|steady|cost|contexts`, all by default).",
+its part (`cargo xtask bench jvm whole|steady|cost|contexts [--jdk 17|25]`, all parts and \
+both JDKs by default).\n{notes}"
+        ),
     )?;
     let mut steady_geomean: Option<steady::Geomeans> = None;
     for part in parts {
         let t0 = std::time::Instant::now();
         let (name, body) = match part {
-            Part::Whole => ("jvm-whole", whole::run(out, &dir, &programs)?),
+            Part::Whole => ("jvm-whole", whole::run(out, &dir, &jdks, &programs)?),
             Part::Steady => {
-                let (body, g) = steady::run(out, &dir, &programs)?;
+                let (body, g) = steady::run(out, &dir, &jdks, &programs)?;
                 steady_geomean = Some(g);
                 ("jvm-steady", body)
             }
-            Part::Cost => ("jvm-cost", cost::run(out, &dir)?),
+            Part::Cost => ("jvm-cost", cost::run(out, &dir, &jdks)?),
             Part::Contexts => (
                 "jvm-contexts",
-                contexts::run(out, &dir, steady_geomean.as_ref())?,
+                contexts::run(out, &dir, &jdks, steady_geomean.as_ref())?,
             ),
         };
         let body = format!(
@@ -118,10 +130,17 @@ its part (`cargo xtask bench jvm whole|steady|cost|contexts`, all by default).",
     Ok(())
 }
 
-/// The JDKs to measure, as (label, java); a missing one is said in `notes` and on stderr.
-fn jdks(notes: &mut String) -> Vec<(&'static str, PathBuf)> {
+/// The JDKs to measure (those of `only`, or both); a missing one is said in `notes` and on
+/// stderr.
+fn jdks(only: &[u32], notes: &mut String) -> Vec<Jdk> {
     let mut found = Vec::new();
-    for (label, jdk) in [("JDK 17", JDK17), ("JDK 25", JDK25)] {
+    for (release, label, jdk) in [(17, "JDK 17", JDK17), (25, "JDK 25", JDK25)] {
+        if !only.is_empty() && !only.contains(&release) {
+            notes.push_str(&format!(
+                "\n**{label}: not measured in this run (`--jdk`).**\n"
+            ));
+            continue;
+        }
         let java = Path::new(jdk).join("bin/java");
         if java.exists() {
             found.push((label, java));
@@ -273,7 +292,7 @@ fn programs(dir: &Path) -> Result<Vec<Program>> {
                 "org.mozilla.javascript.tools.shell.Main",
                 "work.js",
             ]),
-            4,
+            2,
         ),
         program(
             "jython (Python)",
@@ -285,7 +304,7 @@ fn programs(dir: &Path) -> Result<Vec<Program>> {
                 "org.python.util.jython",
                 "work.py",
             ]),
-            3,
+            2,
         ),
         program(
             "H2 (SQL)",

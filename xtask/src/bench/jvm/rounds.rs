@@ -8,9 +8,9 @@ use anyhow::{bail, Context, Result};
 use crate::bench::report::median;
 
 /// Warm-up of every harness: at least this many rounds and this long, before `MEASURED`.
-pub const WARMUP_ROUNDS: u32 = 12;
+pub const WARMUP_ROUNDS: u32 = 10;
 pub const WARMUP_MS: u32 = 2000;
-pub const MEASURED: u32 = 10;
+pub const MEASURED: u32 = 8;
 
 /// The measured (last) rounds of one harness JVM, and what else it printed.
 pub struct Rounds {

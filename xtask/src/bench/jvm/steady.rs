@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use super::rounds::{self, ratio_cell, Rounds};
-use super::{agent_arg, by_mode, geomean, harness_cp, jdks, met, Mode, Program, MODES};
+use super::{agent_arg, by_mode, geomean, harness_cp, met, Jdk, Mode, Program, MODES};
 use crate::build::Deliverables;
 
 /// Steady-state geometric means per JDK label: (bba=default, bba=precise).
@@ -25,18 +25,23 @@ struct Run {
     c2: Option<C2>,
 }
 
-pub fn run(out: &Deliverables, dir: &Path, programs: &[Program]) -> Result<(String, Geomeans)> {
+pub fn run(
+    out: &Deliverables,
+    dir: &Path,
+    jdks: &[Jdk],
+    programs: &[Program],
+) -> Result<(String, Geomeans)> {
     let mut sections = String::new();
     let mut c2_sections = String::new();
     let mut geomeans = Geomeans::new();
     let mut goals = Vec::new();
     let mut worst: Option<(f64, &str)> = None;
-    for (j, (label, java)) in jdks(&mut sections).into_iter().enumerate() {
+    for (j, (label, java)) in jdks.iter().enumerate() {
         let mut runs: BTreeMap<(usize, Mode), Run> = BTreeMap::new();
         for (p, program) in programs.iter().enumerate() {
             for i in 0..MODES.len() {
                 let mode = MODES[(i + p + j) % MODES.len()];
-                let run = run_one(&java, out, dir, program, mode)?;
+                let run = run_one(java, out, dir, program, mode)?;
                 runs.insert((p, mode), run);
             }
             eprintln!("xtask: bench jvm steady {label}: {} done", program.key);
@@ -69,7 +74,7 @@ JVM: rhino evaluating the script, jython executing it through `PythonInterpreter
 the SQL script through JDBC on a fresh in-memory database, Xalan transforming the document, \
 Lucene indexing and searching, javac compiling jp's test programs through `javax.tools` \
 (its agent run adds `include=com.sun.tools.javac`). Each is set up once; a round is the work \
-repeated so that it lasts ~0.1 s without the agent. At least {} rounds and {} s of warm-up, \
+repeated so that it lasts ~0.05–0.5 s without the agent. At least {} rounds and {} s of warm-up, \
 then {} measured rounds: CPU time of the working thread (so not the JIT compilers' or GC \
 threads'), median over the measured rounds. One JVM per program and mode, the modes in \
 rotating order. Slowdown = median with the agent / median without, ± half the range of \

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use super::{agent_arg, jdks, Mode, Program, MODES};
+use super::{agent_arg, Jdk, Mode, Program, MODES};
 use crate::bench::report::median;
 use crate::build::Deliverables;
 
@@ -35,15 +35,15 @@ struct Cell {
 }
 
 /// The whole-run section of BENCHMARKS.md (its body), after running it on both JDKs.
-pub fn run(out: &Deliverables, dir: &Path, programs: &[Program]) -> Result<String> {
+pub fn run(out: &Deliverables, dir: &Path, jdks: &[Jdk], programs: &[Program]) -> Result<String> {
     let mut sections = String::new();
-    for (label, java) in jdks(&mut sections) {
+    for (label, java) in jdks {
         let mut cells: BTreeMap<(usize, Mode), Cell> = BTreeMap::new();
         for round in 0..ROUNDS {
             for (p, program) in programs.iter().enumerate() {
                 for i in 0..MODES.len() {
                     let mode = MODES[(i + round + p) % MODES.len()];
-                    let (secs, cpu, stats) = run_once(&java, out, dir, program, mode)?;
+                    let (secs, cpu, stats) = run_once(java, out, dir, program, mode)?;
                     let cell = cells.entry((p, mode)).or_default();
                     cell.seconds.push(secs);
                     cell.cpu_seconds.push(cpu);
