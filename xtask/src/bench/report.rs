@@ -18,19 +18,24 @@ pub fn write_section_after(name: &str, after: Option<&str>, body: &str) -> Resul
          on these shared 2-core machines are noise.\n"
             .to_string()
     });
-    let begin = format!("<!-- bench:{name} -->");
-    let end = format!("<!-- /bench:{name} -->");
-    let section = format!("{begin}\n{}\n{end}", body.trim_end());
-    let new = match (old.find(&begin), old.find(&end)) {
-        (Some(b), Some(e)) if e > b => format!("{}{}{}", &old[..b], section, &old[e + end.len()..]),
-        _ => match after.and_then(|a| last_end_of(&old, a)) {
-            Some(at) => format!("{}\n{}{}", &old[..at], section, &old[at..]),
-            None => format!("{}\n{}\n", old.trim_end(), section),
-        },
-    };
+    let new = replace_section(&old, name, after, body);
     std::fs::write(&path, new).with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("xtask: wrote the `{name}` section of {}", path.display());
     Ok(())
+}
+
+/// `old` with section `name` replaced by `body` (or inserted, see [`write_section_after`]).
+fn replace_section(old: &str, name: &str, after: Option<&str>, body: &str) -> String {
+    let begin = format!("<!-- bench:{name} -->");
+    let end = format!("<!-- /bench:{name} -->");
+    let section = format!("{begin}\n{}\n{end}", body.trim_end());
+    match (old.find(&begin), old.find(&end)) {
+        (Some(b), Some(e)) if e > b => format!("{}{}{}", &old[..b], section, &old[e + end.len()..]),
+        _ => match after.and_then(|a| last_end_of(old, a)) {
+            Some(at) => format!("{}\n{}{}", &old[..at], section, &old[at..]),
+            None => format!("{}\n{}\n", old.trim_end(), section),
+        },
+    }
 }
 
 /// Where the end marker of `prefix` or of any `prefix-…` subsection placed after it ends.
@@ -56,5 +61,36 @@ pub fn median(values: &mut [f64]) -> f64 {
         values[n / 2]
     } else {
         (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_are_replaced_in_place_and_subsections_follow_their_parent() {
+        let old = "# t\n<!-- bench:jvm -->\nold\n<!-- /bench:jvm -->\n<!-- bench:usdt -->\nu\n<!-- /bench:usdt -->\n";
+        let a = replace_section(old, "jvm", None, "new");
+        assert_eq!(a, old.replace("old", "new"));
+        let b = replace_section(&a, "jvm-steady", Some("jvm"), "s");
+        let c = replace_section(&b, "jvm-cost", Some("jvm"), "c");
+        let order: Vec<usize> = [
+            "bench:jvm -->",
+            "bench:jvm-steady",
+            "bench:jvm-cost",
+            "bench:usdt",
+        ]
+        .iter()
+        .map(|m| c.find(m).unwrap())
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{c}");
+        let d = replace_section(&c, "jvm-steady", Some("jvm"), "s2");
+        assert_eq!(d, c.replace("\ns\n", "\ns2\n"));
+        let e = replace_section(&d, "fleet", None, "f");
+        assert!(
+            e.ends_with("<!-- bench:fleet -->\nf\n<!-- /bench:fleet -->\n"),
+            "{e}"
+        );
     }
 }
