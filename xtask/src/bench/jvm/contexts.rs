@@ -113,7 +113,8 @@ calls (warm-up as above, {} measured rounds; the first traversal builds the tree
 walk it); slowdown = CPU time of a round with the agent / without. Bytes per context: heap \
 used after `System.gc()` while the worker lives (its tree) and after it ended (the merged \
 tree, `profiler=file`, with whatever of the ended thread's tree the agent still holds), each minus the heap before the worker started, minus the same \
-difference without the agent, divided by the contexts.\n{sections}\nGoals:\n{verdict}",
+difference without the agent, divided by the contexts. G1 counts a humongous object's \
+regions whole, so the big child tables of a large tree can round the figure up a little.\n{sections}\nGoals:\n{verdict}",
         rounds::MEASURED
     ))
 }
