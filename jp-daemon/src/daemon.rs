@@ -1,155 +1,71 @@
-//! jpd: loads the eBPF samplers, keeps their counts in the store, serves them over
-//! gRPC on a Unix socket (also on TCP with TLS when `server.tcp` is set; and, when
-//! enabled, Prometheus metrics and pprof profiles over HTTP) until SIGINT/SIGTERM.
-//! SIGHUP reloads the configuration.
+//! The daemon's life, from start to the one shutdown path: the runtime, the
+//! collectors and stores, the gRPC server and exporters, then the loop that turns
+//! SIGINT/SIGTERM into a shutdown, SIGHUP into a reload of what can change at run
+//! time (sampling frequency, exporters, pusher, access rules, TLS certificates) and
+//! keeps systemd's watchdog fed. `main.rs` only parses flags and calls [`run`];
+//! [`run_with`] takes the stop and reload requests from a channel instead of
+//! signals, so a test can drive a whole life in-process.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use clap::Parser;
-use jp_daemon::config::{Config, Source};
-use jp_daemon::export::pyroscope::Pusher;
-use jp_daemon::export::{self, Exporter};
-use jp_daemon::jvm::JvmStore;
-use jp_daemon::kernel::KernelCollector;
-use jp_daemon::notify::{self, Notifier};
-use jp_daemon::server::{self, auth, tls};
-use jp_daemon::store::Store;
-use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
 
-#[derive(Parser, Debug)]
-#[command(
-    name = "jpd",
-    version,
-    about = "jp's host daemon: kernel hotspots over gRPC"
-)]
-struct Args {
-    /// Configuration file [default: /etc/jp/jpd.toml when it exists, else built-in defaults].
-    #[arg(long, value_name = "PATH")]
-    config: Option<PathBuf>,
-    /// Unix socket of the gRPC API [default: server.socket, /run/jp/jpd.sock].
-    #[arg(long, value_name = "PATH")]
-    socket: Option<PathBuf>,
-    /// cpu-clock sampling frequency per CPU [default: kernel.frequency_hz, 997].
-    #[arg(long, value_name = "HZ")]
-    frequency: Option<u64>,
-    /// readprofile bucket size is 2^N bytes [default: kernel.shift, 4].
-    #[arg(long, value_name = "N")]
-    shift: Option<u32>,
-    /// Validate FILE as a jpd configuration and exit: 0 if valid, 1 with the file,
-    /// line and key of the first error otherwise.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["config", "socket", "frequency", "shift"])]
-    check_config: Option<PathBuf>,
+use crate::config::{Config, ConfigError, Source};
+use crate::export::pyroscope::Pusher;
+use crate::export::{self, Exporter};
+use crate::kernel::KernelCollector;
+use crate::notify::{self, Notifier};
+use crate::server::{self, auth, tls};
+use crate::store::jvm::JvmStore;
+use crate::store::kernel::Store;
+
+/// The command-line settings that win over the configuration file, also after every
+/// reload.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// The configuration file; `None`: `/etc/jp/jpd.toml` when it exists, else the
+    /// built-in defaults.
+    pub config: Option<PathBuf>,
+    pub socket: Option<PathBuf>,
+    pub frequency: Option<u64>,
+    pub shift: Option<u32>,
 }
 
-impl Args {
-    /// The configuration with the flags applied (flags win, also after a reload).
-    fn load(&self) -> Result<(Config, Source), jp_daemon::config::ConfigError> {
+impl Overrides {
+    /// The configuration with the overrides applied.
+    pub fn load(&self) -> Result<(Config, Source), ConfigError> {
         let (mut config, source) = Config::load(self.config.as_deref())?;
         config.override_with(self.socket.clone(), self.frequency, self.shift)?;
         Ok((config, source))
     }
 }
 
-fn main() -> ExitCode {
-    let args = Args::parse();
-    if let Some(file) = &args.check_config {
-        return check_config(file);
-    }
-    let (config, source) = match args.load() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("jpd: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&config.log.level))
-        .init();
-    match run(&args, config, &source) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            // Also on stderr directly: the log level may hide errors.
-            eprintln!("jpd: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// `--check-config FILE`: errors exit 1; facts of this host that would only make jpd
-/// degrade (a missing group) are printed as warnings.
-fn check_config(file: &Path) -> ExitCode {
-    let config = match Config::load(Some(file)) {
-        Ok((c, _)) => c,
-        Err(e) => {
-            eprintln!("jpd: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if !config.server.tcp.is_empty() {
-        if let Err(e) = tls::load(&config.server) {
-            eprintln!("jpd: invalid config {}: {e}", file.display());
-            return ExitCode::FAILURE;
-        }
-        if config.server.tls_client_ca.as_os_str().is_empty() {
-            eprintln!(
-                "jpd: warning: {}: {}",
-                file.display(),
-                open_tcp_warning(&config)
-            );
-        }
-    }
-    let group = &config.server.group;
-    if !group.is_empty() && auth::group_id(group).is_none() {
-        eprintln!(
-            "jpd: warning: {}: server.group {group:?} does not exist on this host: only root could use the socket",
-            file.display()
-        );
-    }
-    if config.pyroscope.enabled {
-        // The secret files are read when the pusher starts: check them now.
-        if let Err(e) = export::pyroscope::wire::Files::read(&config.pyroscope) {
-            eprintln!("jpd: {}: {e}", file.display());
-            return ExitCode::FAILURE;
-        }
-    }
-    println!("{}: OK", file.display());
-    ExitCode::SUCCESS
-}
-
-fn open_tcp_warning(config: &Config) -> String {
-    format!(
-        "server.tcp = {:?} without server.tls_client_ca: any client that reaches this port over TLS may read the API (all but Reset); set tls_client_ca to require client certificates",
-        config.server.tcp
-    )
-}
-
-/// SIGINT and SIGTERM end jpd, SIGHUP reloads; registered before anything is
-/// attached so that a signal during start-up still takes the one shutdown path.
-struct Signals {
-    term: Signal,
-    int: Signal,
-    hup: Signal,
+/// What ends or changes a running daemon: signals in [`run`], messages in [`run_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Shut down; the name says why in the log.
+    Stop(&'static str),
+    /// Reload the configuration.
+    Reload,
 }
 
 enum Event {
-    Stop(&'static str),
-    Reload,
+    Control(Control),
     Watchdog,
     ServerEnded(anyhow::Result<()>),
 }
 
-impl Signals {
-    fn install() -> anyhow::Result<Signals> {
-        Ok(Signals {
-            term: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
-            int: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
-            hup: signal(SignalKind::hangup()).context("cannot handle SIGHUP")?,
-        })
-    }
+/// The warning for TCP without client certificates (also `--check-config`'s).
+pub fn open_tcp_warning(config: &Config) -> String {
+    format!(
+        "server.tcp = {:?} without server.tls_client_ca: any client that reaches this port over TLS may read the API (all but Reset); set tls_client_ca to require client certificates",
+        config.server.tcp
+    )
 }
 
 /// The access rule from the configuration; the socket's group is one of the allowed
@@ -258,8 +174,8 @@ impl Running {
 
     /// Applies what can change at run time; says what needs a restart. A file that
     /// does not load changes nothing.
-    async fn reload(&mut self, args: &Args) {
-        let new = match args.load() {
+    async fn reload(&mut self, overrides: &Overrides) {
+        let new = match overrides.load() {
             Ok((c, source)) => {
                 log::info!("SIGHUP: reloading the configuration from {source}");
                 c
@@ -408,15 +324,69 @@ fn tls_summary(config: &Config) -> String {
     format!("certificate {}, {clients}", s.tls_cert.display())
 }
 
-fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// Runs jpd until SIGINT or SIGTERM; SIGHUP reloads. The handlers are installed
+/// before anything is attached, so that a signal during start-up still takes the
+/// one shutdown path.
+pub fn run(overrides: &Overrides, config: Config, source: &Source) -> anyhow::Result<()> {
+    let rt = runtime()?;
+    let controls = {
+        let _enter = rt.enter();
+        signal_controls()?
+    };
+    life(&rt, overrides, config, source, controls)
+}
+
+/// Runs jpd until a [`Control::Stop`] arrives on `controls` (or the sender is
+/// dropped); [`Control::Reload`] reloads from `overrides`, like SIGHUP.
+pub fn run_with(
+    overrides: &Overrides,
+    config: Config,
+    source: &Source,
+    controls: mpsc::Receiver<Control>,
+) -> anyhow::Result<()> {
+    life(&runtime()?, overrides, config, source, controls)
+}
+
+/// Two workers: jpd's async work is small (RPCs, HTTP, ring reading); anything heavy
+/// goes to the blocking pool.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("jpd-rt")
         .enable_all()
         .build()
-        .context("cannot start the async runtime")?;
+        .context("cannot start the async runtime")
+}
+
+/// SIGTERM, SIGINT and SIGHUP as [`Control`]s (needs a runtime entered).
+fn signal_controls() -> anyhow::Result<mpsc::Receiver<Control>> {
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+    let (tx, rx) = mpsc::channel(4);
+    tokio::spawn(async move {
+        loop {
+            let control = tokio::select! {
+                _ = term.recv() => Control::Stop("SIGTERM"),
+                _ = int.recv() => Control::Stop("SIGINT"),
+                _ = hup.recv() => Control::Reload,
+            };
+            if tx.send(control).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+fn life(
+    rt: &tokio::runtime::Runtime,
+    overrides: &Overrides,
+    config: Config,
+    source: &Source,
+    mut controls: mpsc::Receiver<Control>,
+) -> anyhow::Result<()> {
     let _enter = rt.enter();
-    let mut signals = Signals::install()?;
     let notifier = Notifier::from_env();
     let started = SystemTime::now();
 
@@ -438,7 +408,7 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     let collector = KernelCollector::start(config.kernel.options(), store.clone())
         .context("cannot start the kernel collector")?;
     let jvm_store = Arc::new(Mutex::new(JvmStore::new(config.usdt.limits())));
-    let usdt = jp_daemon::usdt::start_from_config(&config.usdt, Arc::clone(&jvm_store))?;
+    let usdt = crate::usdt::start_from_config(&config.usdt, Arc::clone(&jvm_store))?;
     let socket = config.server.socket.clone();
     let (listener, socket_guard) = server::socket::bind(&socket)?;
     let (policy, gid) = policy(&config);
@@ -493,7 +463,7 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
     let mut server_task = rt.spawn(server::serve_on(
         listener,
         tcp,
-        server::Sources {
+        crate::store::Sources {
             kernel: store,
             jvm: jvm_store,
         },
@@ -514,15 +484,13 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let event = tokio::select! {
-                _ = signals.term.recv() => Event::Stop("SIGTERM"),
-                _ = signals.int.recv() => Event::Stop("SIGINT"),
-                _ = signals.hup.recv() => Event::Reload,
+                c = controls.recv() => Event::Control(c.unwrap_or(Control::Stop("the control channel closed"))),
                 _ = ticker.tick(), if watchdog.is_some() => Event::Watchdog,
                 r = &mut server_task => Event::ServerEnded(
                     r.unwrap_or_else(|e| Err(anyhow::anyhow!("gRPC server task failed: {e}")))),
             };
             match event {
-                Event::Stop(name) => {
+                Event::Control(Control::Stop(name)) => {
                     log::info!("{name}: shutting down");
                     notifier.notify("STOPPING=1");
                     let _ = stop_tx.send(());
@@ -534,9 +502,9 @@ fn run(args: &Args, config: Config, source: &Source) -> anyhow::Result<()> {
                     notifier.notify("STOPPING=1");
                     break r.and_then(|()| Err(anyhow::anyhow!("the gRPC server stopped")));
                 }
-                Event::Reload => {
-                    notifier.notify("RELOADING=1");
-                    running.reload(args).await;
+                Event::Control(Control::Reload) => {
+                    notifier.notify(&notify::reloading());
+                    running.reload(overrides).await;
                     notifier.notify("READY=1\nSTATUS=configuration reloaded");
                 }
                 Event::Watchdog => {
