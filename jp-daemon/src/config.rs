@@ -10,19 +10,17 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::export::config::ExportConfig;
+use crate::export::pyroscope::config::PyroscopeConfig;
 use crate::kernel::KernelOptions;
+use crate::server::config::ServerConfig;
+use crate::usdt::config::UsdtConfig;
 
 /// The default configuration file, with a comment on every key.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("../jpd.toml");
 
 /// Where jpd looks for a configuration when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/jp/jpd.toml";
-
-pub const DEFAULT_SOCKET: &str = "/run/jp/jpd.sock";
-pub const DEFAULT_GROUP: &str = "jp";
-/// Loopback only: exposing profiles beyond the host is the operator's decision.
-pub const DEFAULT_EXPORT_LISTEN: &str = "127.0.0.1:9464";
-pub const MAX_PROFILE_SECONDS_RANGE: std::ops::RangeInclusive<u64> = 1..=3600;
 
 pub const FREQUENCY_RANGE: std::ops::RangeInclusive<u64> = 1..=100_000;
 pub const SHIFT_RANGE: std::ops::RangeInclusive<u32> = 0..=16;
@@ -34,43 +32,10 @@ pub const READ_INTERVAL_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=60_000;
 pub struct Config {
     pub server: ServerConfig,
     pub kernel: KernelConfig,
-    pub usdt: crate::usdt::config::UsdtConfig,
+    pub usdt: UsdtConfig,
     pub log: LogConfig,
     pub export: ExportConfig,
-    pub pyroscope: crate::export::pyroscope::config::PyroscopeConfig,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServerConfig {
-    pub socket: PathBuf,
-    /// Group of the socket file; members may connect. Missing group: the socket
-    /// keeps root's group (only root may connect) and jpd warns.
-    pub group: String,
-    /// Users and groups that may call the API besides root and `group`'s members.
-    pub allow_uids: Vec<u32>,
-    pub allow_gids: Vec<u32>,
-    /// `host:port` for gRPC over TCP; empty = Unix socket only. Needs TLS.
-    pub tcp: String,
-    pub tls_cert: PathBuf,
-    pub tls_key: PathBuf,
-    /// When set, TCP clients must present a certificate signed by this CA.
-    pub tls_client_ca: PathBuf,
-    /// When not empty, the client certificate must name one of these (DNS SAN or
-    /// CN); needs `tls_client_ca`.
-    pub tls_client_names: Vec<String>,
-}
-
-/// The HTTP exporters: Prometheus `/metrics` and pprof profiles.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ExportConfig {
-    pub enabled: bool,
-    #[serde(deserialize_with = "socket_addr")]
-    pub listen: String,
-    /// Longest `seconds=` a profile request may ask for.
-    #[serde(deserialize_with = "max_profile_seconds")]
-    pub max_profile_seconds: u64,
+    pub pyroscope: PyroscopeConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -91,32 +56,6 @@ pub struct KernelConfig {
 pub struct LogConfig {
     #[serde(deserialize_with = "log_level")]
     pub level: String,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            socket: PathBuf::from(DEFAULT_SOCKET),
-            group: DEFAULT_GROUP.into(),
-            allow_uids: Vec::new(),
-            allow_gids: Vec::new(),
-            tcp: String::new(),
-            tls_cert: PathBuf::new(),
-            tls_key: PathBuf::new(),
-            tls_client_ca: PathBuf::new(),
-            tls_client_names: Vec::new(),
-        }
-    }
-}
-
-impl Default for ExportConfig {
-    fn default() -> Self {
-        ExportConfig {
-            enabled: false,
-            listen: DEFAULT_EXPORT_LISTEN.into(),
-            max_profile_seconds: 300,
-        }
-    }
 }
 
 impl Default for KernelConfig {
@@ -397,26 +336,6 @@ fn read_interval<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         "read_interval_ms",
         u64::deserialize(d)?,
         &READ_INTERVAL_MS_RANGE,
-    )
-    .map_err(serde::de::Error::custom)
-}
-
-fn socket_addr<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let s = String::deserialize(d)?;
-    s.parse::<std::net::SocketAddr>()
-        .map(|_| s.clone())
-        .map_err(|_| {
-            serde::de::Error::custom(format!(
-                "listen = {s:?} is not an IP address and port (e.g. \"127.0.0.1:9464\")"
-            ))
-        })
-}
-
-fn max_profile_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    check_range(
-        "max_profile_seconds",
-        u64::deserialize(d)?,
-        &MAX_PROFILE_SECONDS_RANGE,
     )
     .map_err(serde::de::Error::custom)
 }

@@ -1,10 +1,13 @@
-//! jpd, jp's host daemon. Data flows one way:
-//! probe (jp-ebpf) → map → collector (`kernel::collector`) → [`store`] → gRPC
-//! (`server`) → jpctl.
+//! jpd, jp's host daemon. Data flows one way, one folder per stage:
+//! probe (jp-ebpf, the agent) → map or ring buffer → collectors ([`kernel`], [`usdt`])
+//! → stores ([`store`]) → gRPC ([`server`]) and HTTP exporters ([`export`]) → jpctl.
+//! [`daemon`] runs one life of all of them; `docs/architecture.md` says what crosses
+//! each seam.
 pub mod config;
+pub mod daemon;
 pub mod export;
-pub mod jvm;
 pub mod kernel;
+pub mod lock;
 pub mod notify;
 pub mod server;
 pub mod store;

@@ -75,6 +75,24 @@ fn send(addr: &SocketAddr, state: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// `RELOADING=1` with the `CLOCK_MONOTONIC` time the reload began, in microseconds:
+/// systemd ≥ 253 needs `MONOTONIC_USEC` to tell this reload from an earlier one
+/// (`Type=notify-reload`), older versions ignore it.
+pub fn reloading() -> String {
+    format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec())
+}
+
+fn monotonic_usec() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec for the call's duration, and
+    // CLOCK_MONOTONIC always exists on Linux, so the call only writes `now`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    (now.tv_sec as u64) * 1_000_000 + (now.tv_nsec as u64) / 1_000
+}
+
 /// The watchdog period systemd asked for (`$WATCHDOG_USEC`, for our pid when
 /// `$WATCHDOG_PID` is set); `None` when there is no watchdog.
 pub fn watchdog_timeout() -> Option<Duration> {
@@ -90,6 +108,21 @@ pub fn watchdog_timeout() -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reloading_carries_the_monotonic_clock() {
+        let before = monotonic_usec();
+        let message = reloading();
+        let after = monotonic_usec();
+        let usec = message
+            .strip_prefix("RELOADING=1\nMONOTONIC_USEC=")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("not RELOADING=1 with MONOTONIC_USEC: {message:?}"));
+        assert!(
+            before > 0 && (before..=after).contains(&usec),
+            "{before} {usec} {after}"
+        );
+    }
     use std::os::linux::net::SocketAddrExt;
 
     #[test]

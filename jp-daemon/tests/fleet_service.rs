@@ -173,8 +173,12 @@ fn notify_ready_watchdog_reload_and_stop() {
     let msgs = notify.until("READY=1", Duration::from_secs(5));
     let reloading = msgs
         .iter()
-        .position(|m| m == "RELOADING=1")
-        .expect("RELOADING=1 before READY=1");
+        .position(|m| {
+            // systemd >= 253 wants the reload's CLOCK_MONOTONIC time with it.
+            m.strip_prefix("RELOADING=1\nMONOTONIC_USEC=")
+                .is_some_and(|usec| usec.parse::<u64>().is_ok_and(|u| u > 0))
+        })
+        .expect("RELOADING=1 with MONOTONIC_USEC before READY=1");
     assert_eq!(
         msgs.last().map(String::as_str),
         Some("READY=1\nSTATUS=configuration reloaded")

@@ -8,7 +8,7 @@ use jp_common::wire::{
     self, EventHeader, MethodDef, TreeEntry, Writer, FLAG_ABSOLUTE, FLAG_END, FLAG_RESYNC,
     STREAM_ENDED,
 };
-use jp_daemon::jvm::{JvmLimits, JvmStore};
+use jp_daemon::store::jvm::{JvmLimits, JvmStore};
 use proptest::prelude::*;
 
 const PID: u32 = 4000;

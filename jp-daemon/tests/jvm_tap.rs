@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::SystemTime;
 
 use jp_common::wire::{EventHeader, EVENT_OK};
-use jp_daemon::jvm::{JvmLimits, JvmStore};
+use jp_daemon::store::jvm::{JvmLimits, JvmStore};
 
 const TGID: u32 = 31337;
 

@@ -203,7 +203,7 @@ fn disk_irq_and_softirq_counts_equal_the_kernels_exactly() {
 #[test]
 fn softirq_probe_counts_every_run() {
     let (c, store) = start();
-    let total = |store: &jp_daemon::store::Store| -> (u64, u64) {
+    let total = |store: &jp_daemon::store::kernel::Store| -> (u64, u64) {
         let v = store.kernel_view();
         let ours = v.counts.softirqs.values().map(|s| s.count).sum();
         let runs = v

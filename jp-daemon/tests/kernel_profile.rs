@@ -6,8 +6,8 @@ mod kernel_common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jp_daemon::kernel::profile::{self, Profile};
-use jp_daemon::store::KernelView;
+use jp_daemon::store::kernel::profile::{self, Profile};
+use jp_daemon::store::kernel::KernelView;
 use kernel_common::*;
 
 /// What `read(/dev/zero)` runs on this kernel (6.18): `read_iter_zero` →

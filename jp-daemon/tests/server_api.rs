@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hyper_util::rt::TokioIo;
-use jp_daemon::kernel::symbols::Symbols;
 use jp_daemon::server;
-use jp_daemon::store::{
+use jp_daemon::store::kernel::symbols::Symbols;
+use jp_daemon::store::kernel::{
     CollectorStatus, IrqHandlerCounts, KernelCounts, ModeCounts, ProgramStats, SoftirqCounts, Store,
 };
 use jp_proto::v1 as pb;
@@ -655,10 +655,10 @@ async fn bind_replaces_a_stale_socket_but_never_a_live_one_or_a_file() {
 // thread 2.
 
 use jp_common::wire::{self, EventHeader, MethodDef, TreeEntry, Writer};
-use jp_daemon::jvm::{JvmLimits, JvmStore, ProcessInfo};
-use jp_daemon::server::jvm::SharedJvmStore;
 use jp_daemon::server::jvm_watch::JvmWatch;
-use jp_daemon::server::Sources;
+use jp_daemon::store::jvm::SharedJvmStore;
+use jp_daemon::store::jvm::{JvmLimits, JvmStore, ProcessInfo};
+use jp_daemon::store::Sources;
 use jp_mct::{Mct, MethodInfo};
 use std::sync::Mutex;
 
@@ -872,7 +872,7 @@ async fn jvm_list_profile_top_export_and_status() {
         .await
         .unwrap()
         .into_inner();
-    let memory = jp_daemon::server::jvm::lock(&jvm)
+    let memory = jp_daemon::lock::lock(&jvm)
         .summary(JVM)
         .unwrap()
         .memory_bytes;
@@ -1065,10 +1065,7 @@ async fn jvm_list_profile_top_export_and_status() {
     // ExportJvmProfile: the bytes jp-mct's writers make of the same tree; JSON is
     // exactly the agent's jp-mct/1.
     let expected = expected_mct();
-    assert_eq!(
-        jp_daemon::server::jvm::lock(&jvm).mct(JVM).unwrap(),
-        expected
-    );
+    assert_eq!(jp_daemon::lock::lock(&jvm).mct(JVM).unwrap(), expected);
     for (format, writer) in [
         (
             pb::JvmExportFormat::Json,
@@ -1142,13 +1139,13 @@ async fn jvm_list_profile_top_export_and_status() {
 
     // Status: ingestion counters, including a malformed record.
     ingest(
-        &mut jp_daemon::server::jvm::lock(&jvm),
+        &mut jp_daemon::lock::lock(&jvm),
         b"JPW0 this is not a record: bad magic, 48 bytes..",
     );
     // What the USDT collector last published (it feeds the store every tick).
     {
-        use jp_daemon::usdt::collector::{FileStatus, RefusedFile, UsdtStatus};
-        jp_daemon::server::jvm::lock(&jvm).set_collector_status(UsdtStatus {
+        use jp_daemon::store::jvm::sink::{FileStatus, RefusedFile, UsdtStatus};
+        jp_daemon::lock::lock(&jvm).set_collector_status(UsdtStatus {
             files: vec![FileStatus {
                 path: "/opt/jp/lib/jp/libjpagent.so".into(),
                 dev: (8, 1),
@@ -1176,7 +1173,7 @@ async fn jvm_list_profile_top_export_and_status() {
         .unwrap()
         .into_inner();
     let bytes: u64 = paper_records().iter().map(|r| r.len() as u64).sum::<u64>() + 48;
-    let stats = jp_daemon::server::jvm::lock(&jvm).stats();
+    let stats = jp_daemon::lock::lock(&jvm).stats();
     assert_eq!(
         st.jvm,
         Some(pb::JvmStatus {
@@ -1231,7 +1228,7 @@ async fn jvm_list_profile_top_export_and_status() {
 #[test]
 fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
     let jvm = jvm_store();
-    let lock = || jp_daemon::server::jvm::lock(&jvm);
+    let lock = || jp_daemon::lock::lock(&jvm);
     let mut w = JvmWatch::default();
     let t0 = Instant::now();
     let d0 = w.next(&lock(), t0).unwrap();
@@ -1347,7 +1344,7 @@ async fn watch_stream_carries_jvm_deltas() {
     assert_eq!((j.jvms[0].calls, j.jvms[0].bytecodes), (80, 626));
     let u1 = watch.message().await.unwrap().unwrap();
     assert_eq!(u1.jvm, None, "nothing changed");
-    ingest(&mut jp_daemon::server::jvm::lock(&jvm), &paper_delta());
+    ingest(&mut jp_daemon::lock::lock(&jvm), &paper_delta());
     let u2 = watch.message().await.unwrap().unwrap();
     let j = u2.jvm.expect("the delta");
     assert_eq!((j.jvms[0].calls, j.jvms[0].bytecodes), (5, 5));
@@ -1370,7 +1367,7 @@ async fn watch_stream_carries_jvm_deltas() {
 fn jvm_watch_reports_a_reused_pid_as_removed_then_new() {
     let jvm = jvm_store();
     let mut w = JvmWatch::default();
-    w.next(&jp_daemon::server::jvm::lock(&jvm), Instant::now())
+    w.next(&jp_daemon::lock::lock(&jvm), Instant::now())
         .unwrap();
     // Another process now has the pid (another start time): the store replaces it.
     let later = attached() + Duration::from_secs(5);
@@ -1380,9 +1377,9 @@ fn jvm_watch_reports_a_reused_pid_as_removed_then_new() {
         cmdline: "java Other".into(),
         exe: "/usr/bin/java".into(),
     };
-    jp_daemon::server::jvm::lock(&jvm).process_found(JVM, info, later);
+    jp_daemon::lock::lock(&jvm).process_found(JVM, info, later);
     let d = w
-        .next(&jp_daemon::server::jvm::lock(&jvm), Instant::now())
+        .next(&jp_daemon::lock::lock(&jvm), Instant::now())
         .unwrap();
     assert_eq!(d.removed, [JVM]);
     assert_eq!(d.new_jvms.len(), 1);

@@ -138,7 +138,7 @@ fn semaphore(agent: &mut Agent) -> u32 {
 fn wait_status(
     collector: &UsdtCollector,
     what: &str,
-    pred: impl Fn(&jp_daemon::usdt::collector::UsdtStatus) -> bool,
+    pred: impl Fn(&jp_daemon::store::jvm::sink::UsdtStatus) -> bool,
 ) {
     let start = std::time::Instant::now();
     loop {
@@ -272,7 +272,7 @@ fn records_generations_faults_and_exit() {
     agent.exit();
     wait_for(&sink, WAIT, "the exit", |r| r.gone.contains(&pid));
     // The status is published after the scan that saw the exit.
-    let idle = |status: &jp_daemon::usdt::collector::UsdtStatus| {
+    let idle = |status: &jp_daemon::store::jvm::sink::UsdtStatus| {
         status
             .files
             .iter()

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use jp_common::wire::{
     self, split_record, EVENT_OK, FLAG_END, FLAG_RESYNC, KIND_HELLO, KIND_JVM_END, KIND_TREE,
 };
-use jp_daemon::jvm::{JvmLimits, JvmStore};
+use jp_daemon::store::jvm::{JvmLimits, JvmStore};
 use jp_daemon::usdt::collector::{UsdtCollector, UsdtOptions};
 use usdt_common::fake_agent::{require_root, wait_for, Recording};
 

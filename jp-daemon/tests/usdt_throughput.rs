@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use jp_common::wire::{EventHeader, EVENT_OK};
-use jp_daemon::usdt::collector::{
-    KernelCounters, ProcessInfo, RecordSink, UsdtCollector, UsdtOptions,
-};
+use jp_daemon::store::jvm::sink::RecordSink;
+use jp_daemon::store::jvm::{ProcessInfo, UsdtKernelCounters};
+use jp_daemon::usdt::collector::{UsdtCollector, UsdtOptions};
 use usdt_common::fake_agent::{build, require_root, Agent};
 
 /// Counts what it is handed; blocks the reader (inside `ingest`) while `hold` is set.
@@ -25,7 +25,7 @@ struct Counting {
     bytes: u64,
     not_ok: u64,
     generations: u64,
-    counters: KernelCounters,
+    counters: UsdtKernelCounters,
 }
 
 impl RecordSink for Counting {
@@ -51,7 +51,7 @@ impl RecordSink for Counting {
     fn take_resync_requests(&mut self) -> Vec<u32> {
         Vec::new()
     }
-    fn set_kernel_counters(&mut self, counters: KernelCounters) {
+    fn set_kernel_counters(&mut self, counters: UsdtKernelCounters) {
         self.counters = counters;
     }
 }
@@ -89,7 +89,7 @@ fn ebpf_cost_per_record_and_reader_rate() {
         bytes: 0,
         not_ok: 0,
         generations: 0,
-        counters: KernelCounters::default(),
+        counters: UsdtKernelCounters::default(),
     }));
     let options = UsdtOptions {
         library: "libjpbench.so".into(),

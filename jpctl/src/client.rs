@@ -7,6 +7,8 @@ use jp_proto::v1::jp_client::JpClient;
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+use crate::errors::{self, root_cause};
+
 pub const DEFAULT_SOCKET: &str = "/run/jp/jpd.sock";
 
 pub type Client = JpClient<Channel>;
@@ -51,25 +53,11 @@ pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
     Ok(JpClient::new(channel).max_decoding_message_size(64 << 20))
 }
 
-/// The innermost error's text: for a missing socket that is the OS error, which
-/// is what the user needs ("No such file or directory", "Permission denied").
-pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cur: &(dyn std::error::Error + 'static) = e;
-    while let Some(next) = cur.source() {
-        cur = next;
-    }
-    cur.to_string()
-}
-
 /// A failed RPC, worded for the terminal.
 pub fn status_message(s: &tonic::Status) -> String {
     // A TLS connection that broke (e.g. a certificate refused after the handshake).
     if let Some(why) = crate::tls::explain_tls(s, &crate::tls::TlsOptions::default(), "") {
         return format!("jpd answered {:?}: {why}", s.code());
     }
-    if s.message().is_empty() {
-        format!("jpd answered {:?}", s.code())
-    } else {
-        format!("jpd answered {:?}: {}", s.code(), s.message())
-    }
+    errors::rpc_failure(s)
 }

@@ -1,5 +1,6 @@
 //! jpctl: the command-line client of jpd, and its live `top` view.
 pub mod client;
+pub mod errors;
 pub mod jvm;
 pub mod output;
 pub mod tls;

@@ -18,9 +18,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{AlertDescription, CertificateError, RootCertStore};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tonic::transport::{Endpoint, Uri};
+use tonic::transport::{Channel, Endpoint, Uri};
 
-use crate::client::Client;
+use crate::errors::{root_cause, rpc_failure};
 
 /// Debian's bundle of the system's trusted CAs, used when `--ca` is not given.
 pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -152,7 +152,7 @@ fn client_config(opts: &TlsOptions) -> anyhow::Result<rustls::ClientConfig> {
 }
 
 /// Connects and completes the TLS handshake now; requests reuse the connection.
-pub async fn connect(url: &str, opts: &TlsOptions) -> anyhow::Result<Client> {
+pub async fn connect(url: &str, opts: &TlsOptions) -> anyhow::Result<JpClient<Channel>> {
     let target = Target::parse(url)?;
     let config = Arc::new(client_config(opts)?);
     let name_text = opts.server_name.clone().unwrap_or(target.host.clone());
@@ -201,11 +201,7 @@ pub async fn connect(url: &str, opts: &TlsOptions) -> anyhow::Result<Client> {
         if let Some(why) = why {
             bail!("cannot connect to jpd at {}: {why}", target.url);
         }
-        bail!(
-            "jpd at {}: {}",
-            target.url,
-            crate::client::status_message(&s)
-        );
+        bail!("jpd at {}: {}", target.url, rpc_failure(&s));
     }
     Ok(client)
 }
@@ -345,7 +341,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Recording<T> {
 }
 
 fn explain(e: &(dyn std::error::Error + 'static), opts: &TlsOptions, server_name: &str) -> String {
-    explain_tls(e, opts, server_name).unwrap_or_else(|| crate::client::root_cause(e))
+    explain_tls(e, opts, server_name).unwrap_or_else(|| root_cause(e))
 }
 
 #[cfg(test)]

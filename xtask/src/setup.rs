@@ -1,5 +1,5 @@
 //! `cargo xtask setup`: install whatever is missing, and nothing else, so that a
-//! second run costs a second. The recipe is ../shared/docs/TOOLCHAIN.md's.
+//! second run costs a second.
 use std::process::Command;
 
 use anyhow::{bail, Result};
@@ -136,8 +136,8 @@ fn check_nightly() -> Result<()> {
     let toolchains = probe(Command::new("rustup").args(["toolchain", "list"])).unwrap_or_default();
     if !toolchains.lines().any(|l| l.starts_with(NIGHTLY)) {
         bail!(
-            "the eBPF crate needs the Rust `{NIGHTLY}` toolchain with LLVM 22 (see \
-             ../shared/docs/TOOLCHAIN.md); `rustup toolchain list` does not show it"
+            "the eBPF crate needs the Rust `{NIGHTLY}` toolchain with LLVM 22 (install \
+             it with `rustup toolchain install {NIGHTLY} --component rust-src`); `rustup toolchain list` does not show it"
         );
     }
     let components = probe(Command::new("rustup").args([

@@ -36,7 +36,22 @@ pub fn run(extra: &[String]) -> Result<()> {
         c.arg("--").args(extra);
     }
     cmd::run(&mut c)?;
+    library_tests_in_debug()?;
     clippy()
+}
+
+/// The library unit tests once more in a debug build, so that overflow checks and
+/// `debug_assert!` run; they are quick and need no deliverable. The heavy suites
+/// (integration tests) stay in release.
+fn library_tests_in_debug() -> Result<()> {
+    cmd::run(Command::new("cargo").current_dir(root()).args([
+        "test",
+        "--no-fail-fast",
+        "--workspace",
+        "--exclude",
+        "jp-ebpf",
+        "--lib",
+    ]))
 }
 
 /// Formatting and clippy are part of the test: main stays clean. Formatting is

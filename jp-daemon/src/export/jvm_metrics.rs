@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
-use super::metrics::Family;
-use crate::jvm::{IngestStats, JvmSummary};
+use super::kernel_metrics::Family;
+use crate::store::jvm::{IngestStats, JvmSummary};
 
 /// Distinct `main` label values before new ones become "other".
 pub const MAX_MAINS: usize = 50;
@@ -250,7 +250,7 @@ pub fn render(out: &mut String, per_main: &BTreeMap<String, MainTotals>, stats: 
 
 /// The USDT collector's own health: a fleet alert on "agent library refused" or
 /// "collector errors rising" finds the hosts where JVMs are not seen.
-fn collector(out: &mut String, c: &crate::usdt::collector::UsdtStatus) {
+fn collector(out: &mut String, c: &crate::store::jvm::sink::UsdtStatus) {
     let name = "jp_usdt_library_files";
     let mut f = Family::header(
         out,
@@ -386,8 +386,8 @@ mod tests {
         let stats = IngestStats {
             records: 4,
             jvms_running: 1,
-            collector: Some(crate::usdt::collector::UsdtStatus {
-                files: vec![crate::usdt::collector::FileStatus {
+            collector: Some(crate::store::jvm::sink::UsdtStatus {
+                files: vec![crate::store::jvm::sink::FileStatus {
                     path: "/opt/jp/lib/jp/libjpagent.so".into(),
                     dev: (8, 1),
                     inode: 42,

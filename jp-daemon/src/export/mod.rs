@@ -7,10 +7,11 @@
 //! `seconds=0` is everything so far (since jpd started, or the JVM's whole tree).
 //! Without the parameter N is 30, as with Go's `net/http/pprof`.
 
+pub mod config;
 pub mod jvm_metrics;
 pub mod jvm_pprof;
-pub mod metrics;
-pub mod pprof;
+pub mod kernel_metrics;
+pub mod kernel_pprof;
 pub mod pyroscope;
 
 use std::net::SocketAddr;
@@ -26,9 +27,10 @@ use axum::Router;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::config::ExportConfig;
-use crate::jvm::JvmStore;
-use crate::store::Store;
+use crate::lock::lock;
+use crate::store::jvm::JvmStore;
+use crate::store::kernel::Store;
+use config::ExportConfig;
 
 /// What the exporters read. Built once per jpd, so that an exporter restarted by a
 /// reload keeps the JVM counters' history (they must never go down).
@@ -50,10 +52,6 @@ impl Sources {
             pyroscope: Arc::default(),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Go's default profile duration.
@@ -141,9 +139,9 @@ async fn index() -> &'static str {
 }
 
 async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
-    let mut text = metrics::render(
+    let mut text = kernel_metrics::render(
         &ctx.sources.kernel.kernel_totals(),
-        &metrics::Process {
+        &kernel_metrics::Process {
             version: env!("CARGO_PKG_VERSION"),
             started: ctx.started,
         },
@@ -217,7 +215,7 @@ async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Re
         tokio::time::sleep(Duration::from_secs(seconds)).await;
         let after = store.kernel_totals();
         (
-            pprof::window_counts(&after.counts, &before.counts),
+            after.counts.since(&before.counts),
             after.symbols,
             after.status,
             start,
@@ -231,7 +229,7 @@ async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Re
             .into_response();
     };
     let duration = SystemTime::now().duration_since(start).unwrap_or_default();
-    let w = pprof::KernelWindow {
+    let w = kernel_pprof::KernelWindow {
         modes: window.modes,
         buckets: &window.buckets,
         other_ips: &window.other_ips,
@@ -241,7 +239,7 @@ async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Re
         duration_nanos: i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX),
     };
     gzipped_profile(
-        pprof::gzip(&pprof::kernel_profile(&w, &symbols)),
+        kernel_pprof::gzip(&kernel_pprof::kernel_profile(&w, &symbols)),
         "kernel.pb.gz",
     )
 }
@@ -340,7 +338,9 @@ mod tests {
     async fn serves_metrics_and_rejects_bad_profiles_over_http() {
         let store = Sources::new(
             Store::new(),
-            Arc::new(Mutex::new(JvmStore::new(crate::jvm::JvmLimits::default()))),
+            Arc::new(Mutex::new(JvmStore::new(
+                crate::store::jvm::JvmLimits::default(),
+            ))),
         );
         let cfg = ExportConfig {
             enabled: true,

@@ -25,9 +25,10 @@ use jp_common::{
 
 use super::batch::read_percpu;
 use super::btf::Btf;
-use super::symbols::{Symbols, SymbolsStamp};
 use super::KernelOptions;
-use crate::store::{
+use crate::lock::lock;
+use crate::store::kernel::symbols::{Symbols, SymbolsStamp};
+use crate::store::kernel::{
     CollectorStatus, IrqHandlerCounts, KernelCounts, ModeCounts, ProgramStats, SoftirqCounts, Store,
 };
 
@@ -144,11 +145,6 @@ impl Drop for KernelCollector {
     fn drop(&mut self) {
         self.stop_thread();
     }
-}
-
-fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    // A panic mid-read leaves plain counters behind: keep going.
-    state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 struct State {

@@ -1,7 +1,7 @@
 //! Kernel hotspots: the eBPF samplers' user-space half.
 //!
 //! `collector` loads and attaches the programs and copies their maps into the
-//! [`Store`](crate::store::Store) every `read_interval`; `symbols` reads
+//! [`Store`](crate::store::kernel::Store) every `read_interval`; `symbols` reads
 //! `/proc/kallsyms`; `profile` turns buckets into readprofile-style per-function
 //! counts and loads.
 //!
@@ -28,8 +28,6 @@
 mod batch;
 mod btf;
 pub mod collector;
-pub mod profile;
-pub mod symbols;
 
 pub use collector::KernelCollector;
 

@@ -2,26 +2,18 @@
 //! copies taken under the store's lock, so the lock is held only for the copy.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use jp_mct::Mct;
 use jp_proto::v1 as pb;
 use tonic::Status;
 
-use super::convert::unix_ms;
-use crate::jvm::{IngestStats, JvmStore, JvmSummary, MethodTotals};
-use crate::usdt::collector::UsdtStatus;
-
-/// The store as the daemon shares it between the USDT collector and the server.
-pub type SharedJvmStore = Arc<Mutex<JvmStore>>;
+use super::kernel::unix_ms;
+use crate::store::jvm::sink::UsdtStatus;
+use crate::store::jvm::{IngestStats, JvmSummary, MethodTotals};
 
 /// Bytes per chunk of an export stream (well below gRPC's 4 MiB default limit).
 pub const EXPORT_CHUNK: usize = 1 << 20;
-
-/// Locks the store; a panic in another holder leaves its data usable.
-pub fn lock(store: &Mutex<JvmStore>) -> std::sync::MutexGuard<'_, JvmStore> {
-    store.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 pub fn summary(s: &JvmSummary) -> pb::JvmSummary {
     pb::JvmSummary {

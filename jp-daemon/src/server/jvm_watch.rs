@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use jp_proto::v1 as pb;
 
 use super::jvm::summary;
-use crate::jvm::JvmStore;
+use crate::store::jvm::JvmStore;
 
 /// Per-method totals may take at most 1/METHODS_BUDGET of a stream's time per JVM.
 pub const METHODS_BUDGET: u32 = 10;

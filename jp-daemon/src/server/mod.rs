@@ -9,16 +9,17 @@
 
 pub mod auth;
 pub mod cert_names;
-pub mod convert;
+pub mod config;
 pub mod jvm;
 pub mod jvm_watch;
+pub mod kernel;
+pub mod kernel_watch;
 mod service;
 pub mod socket;
 pub mod tls;
-pub mod watch;
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::Context;
 use jp_proto::v1::jp_server::JpServer;
@@ -27,25 +28,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 
 pub use service::JpService;
 
-use crate::jvm::{JvmLimits, JvmStore};
-use crate::store::Store;
-
-/// What the API answers from: the kernel collector's store and the JVM store.
-#[derive(Clone)]
-pub struct Sources {
-    pub kernel: Arc<Store>,
-    pub jvm: jvm::SharedJvmStore,
-}
-
-/// Kernel data only: the JVM store stays empty (no USDT collector feeds it).
-impl From<Arc<Store>> for Sources {
-    fn from(kernel: Arc<Store>) -> Sources {
-        Sources {
-            kernel,
-            jvm: Arc::new(Mutex::new(JvmStore::new(JvmLimits::default()))),
-        }
-    }
-}
+use crate::store::Sources;
 
 /// Serves until `shutdown` completes, then returns once in-flight calls are done.
 /// Only root and jpd's own user may call (see [`serve_with`]).

@@ -11,12 +11,14 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use super::convert;
-use super::jvm::{self as jvmconv, lock, SharedJvmStore};
+use super::jvm as jvmconv;
 use super::jvm_watch::JvmWatch;
-use super::watch::{interval, WatchState};
-use super::Sources;
-use crate::store::Store;
+use super::kernel;
+use super::kernel_watch::{interval, WatchState};
+use crate::lock::lock;
+use crate::store::jvm::SharedJvmStore;
+use crate::store::kernel::Store;
+use crate::store::Sources;
 
 pub struct JpService {
     store: Arc<Store>,
@@ -48,7 +50,7 @@ type ExportStream = Pin<Box<dyn Stream<Item = Result<pb::JvmExportChunk, Status>
 fn jvm_tree(
     jvm: &SharedJvmStore,
     pid: u32,
-) -> Result<(crate::jvm::JvmSummary, jp_mct::Mct), Status> {
+) -> Result<(crate::store::jvm::JvmSummary, jp_mct::Mct), Status> {
     // Under the lock only the snapshot (O(chunks)); the tree is built after.
     let (summary, snapshot) = {
         let mut store = lock(jvm);
@@ -70,7 +72,7 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| Status::internal(format!("the query failed: {e}")))?
 }
 
-fn not_found(store: &crate::jvm::JvmStore, pid: u32) -> Status {
+fn not_found(store: &crate::store::jvm::JvmStore, pid: u32) -> Status {
     let pids: Vec<u32> = store.list().iter().map(|s| s.pid).collect();
     jvmconv::not_found(pid, &pids)
 }
@@ -82,7 +84,7 @@ impl Jp for JpService {
         _: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::Status>, Status> {
         let view = self.store.kernel_view();
-        let mut status = convert::status(&view, env!("CARGO_PKG_VERSION"), self.started.elapsed());
+        let mut status = kernel::status(&view, env!("CARGO_PKG_VERSION"), self.started.elapsed());
         status.jvm = Some(jvmconv::status(&lock(&self.jvm).stats()));
         Ok(Response::new(status))
     }
@@ -99,14 +101,14 @@ impl Jp for JpService {
             )));
         }
         let view = self.store.kernel_view();
-        Ok(Response::new(convert::kernel_profile(&view, &req)))
+        Ok(Response::new(kernel::kernel_profile(&view, &req)))
     }
 
     async fn get_irq_stats(
         &self,
         _: Request<pb::GetIrqStatsRequest>,
     ) -> Result<Response<pb::IrqStats>, Status> {
-        Ok(Response::new(convert::irq_stats(&self.store.kernel_view())))
+        Ok(Response::new(kernel::irq_stats(&self.store.kernel_view())))
     }
 
     async fn reset(
@@ -117,7 +119,7 @@ impl Jp for JpService {
         let at = self.store.kernel_view().reset_at;
         log::info!("counts reset by a client");
         Ok(Response::new(pb::ResetResponse {
-            reset_unix_ms: convert::unix_ms(at),
+            reset_unix_ms: kernel::unix_ms(at),
         }))
     }
 

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_rustls::server::TlsStream;
 use tonic::transport::server::Connected;
 
-use crate::config::ServerConfig;
+use super::config::ServerConfig;
 
 /// A client that connects but does not finish the handshake is dropped after this.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

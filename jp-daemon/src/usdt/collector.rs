@@ -31,48 +31,22 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
-use jp_common::wire::{EventHeader, PROBE_NAME, PROBE_PROVIDER};
+use jp_common::wire::{PROBE_NAME, PROBE_PROVIDER};
 
 use super::attach::{BpfLink, UprobeEvent, UprobePmu};
 use super::control::{self, ControlError, ControlSymbol, GenerationClock};
-pub use super::discovery::ProcessInfo;
 use super::discovery::{self, Found};
 use super::maps::{self, MappedFile};
-pub use super::program::KernelCounters;
 use super::program::{UsdtProgram, MAX_SITES};
 use super::ring::{self, ReaderStats};
 use super::{notes, spec};
-
-/// Where the collector delivers what it finds (implemented by the JVM store).
-pub trait RecordSink: Send + 'static {
-    /// A process with the agent library was found (before or after its first record).
-    fn process_found(&mut self, tgid: u32, info: ProcessInfo, now: SystemTime);
-    /// jpd wrote `generation` into that process's control block.
-    fn generation_written(&mut self, tgid: u32, generation: u64);
-    /// One ring-buffer event: the kernel-filled header and the bytes after it (empty
-    /// unless `event.status` is `EVENT_OK`). Must not panic on any input.
-    fn ingest(&mut self, event: &EventHeader, record: &[u8], now: SystemTime);
-    /// The process exited (or vanished).
-    fn process_gone(&mut self, tgid: u32, now: SystemTime);
-    /// Processes whose records were lost: the collector writes them a new generation.
-    fn take_resync_requests(&mut self) -> Vec<u32>;
-    /// eBPF-side counters, summed over CPUs.
-    fn set_kernel_counters(&mut self, counters: KernelCounters);
-    /// Called after every scan: drop what is past its retention.
-    fn expire(&mut self, _now: SystemTime) {}
-    /// Processes the sink holds as running (records from a process no scan has found
-    /// yet create one): the collector tells it when such a process is gone.
-    fn running_tgids(&self) -> Vec<u32> {
-        Vec::new()
-    }
-    /// The collector's own state, after every tick (for jpd's status API).
-    fn collector_status(&mut self, _status: &UsdtStatus) {}
-}
+use crate::lock::lock;
+use crate::store::jvm::sink::{FileStatus, RecordSink, RefusedFile, UsdtStatus};
 
 /// What the collector needs from the configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,50 +75,6 @@ pub const TICK: Duration = Duration::from_millis(100);
 const MAX_SITES_PER_FILE: usize = 64;
 /// Files kept attached with no process using them; beyond this the longest idle goes.
 const MAX_IDLE_FILES: usize = 8;
-
-/// A snapshot of what the collector does, for status and tests.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct UsdtStatus {
-    pub files: Vec<FileStatus>,
-    /// Processes using an attached file.
-    pub processes: Vec<u32>,
-    pub scans: u64,
-    pub last_scan: Duration,
-    /// Generations written (first contact and re-sends).
-    pub generations_written: u64,
-    /// Attach, scan and control-write failures, and the latest one in words.
-    pub errors: u64,
-    pub last_error: String,
-    /// Library files that map the library name but cannot be attached, with why.
-    pub refused: Vec<RefusedFile>,
-    /// Ring items handed to the sink, and batches (sink locks).
-    pub items: u64,
-    pub batches: u64,
-    /// Ring items too short to hold an event header.
-    pub malformed_items: u64,
-    /// BPF statistics of the program (when `kernel.bpf_stats_enabled` is on).
-    pub run_count: u64,
-    pub run_time_ns: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileStatus {
-    /// The path the first process maps it under (in its mount namespace).
-    pub path: String,
-    pub dev: (u32, u32),
-    pub inode: u64,
-    /// Probe sites attached.
-    pub sites: usize,
-    pub users: Vec<u32>,
-    /// No process uses it and it stays attached for the next one (see the module doc).
-    pub idle: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RefusedFile {
-    pub path: String,
-    pub reason: String,
-}
 
 /// Handle on the running collector.
 pub struct UsdtCollector {
@@ -284,11 +214,6 @@ fn on_lasting_filesystem(file: &File) -> bool {
     #[allow(clippy::unnecessary_cast)] // f_type's width differs between targets
     let kind = st.f_type as i64;
     ![OVERLAYFS, SQUASHFS, FUSE, TMPFS, RAMFS, AUFS].contains(&kind)
-}
-
-/// Locks the sink; a panic in another holder leaves its data usable.
-pub fn lock<S: ?Sized>(sink: &Mutex<S>) -> MutexGuard<'_, S> {
-    sink.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 type FileKey = ((u32, u32), u64);

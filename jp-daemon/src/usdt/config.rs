@@ -5,7 +5,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::collector::UsdtOptions;
 use super::program::{MAX_RING_BYTES, MIN_RING_BYTES};
-use crate::jvm::JvmLimits;
+use crate::store::jvm::JvmLimits;
 
 pub const SCAN_INTERVAL_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=60_000;
 pub const RING_BUFFER_KIB_RANGE: std::ops::RangeInclusive<u32> =

@@ -9,6 +9,7 @@ use std::fs;
 use std::io::{self, Read as _};
 
 use super::maps::{self, MappedFile};
+use crate::store::jvm::ProcessInfo;
 
 /// One process mapping the library.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,18 +91,6 @@ fn parse_start_time(stat: &str) -> Option<u64> {
     let after = &stat[stat.rfind(')')? + 1..];
     // Field 3 is the first after the name; starttime is field 22.
     after.split_whitespace().nth(22 - 3)?.parse().ok()
-}
-
-/// What jpd tells the store about a process.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProcessInfo {
-    pub start_time_ticks: u64,
-    /// The pid in the process's own pid namespace, if that is not jpd's.
-    pub ns_pid: Option<u32>,
-    /// Arguments separated by spaces (bounded).
-    pub cmdline: String,
-    /// Path of the executable (empty if unreadable).
-    pub exe: String,
 }
 
 /// Longest command line kept, in bytes.

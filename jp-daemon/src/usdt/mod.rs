@@ -8,7 +8,7 @@
 //! and its maps, [`discovery`] finds the processes mapping `libjpagent.so`, [`control`]
 //! writes their control generation, [`ring`] reads the ring buffer and [`collector`]
 //! runs it all and hands the records to a [`collector::RecordSink`] (the JVM store,
-//! [`crate::jvm::JvmStore`], in jpd).
+//! [`crate::store::jvm::JvmStore`], in jpd).
 pub mod attach;
 pub mod collector;
 pub mod config;
@@ -18,7 +18,6 @@ pub mod maps;
 pub mod notes;
 pub mod program;
 pub mod ring;
-mod sink;
 pub mod spec;
 
 use std::sync::{Arc, Mutex};
@@ -26,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context as _;
 
 /// Starts the collector as `[usdt]` says (inside a tokio runtime); `None` when disabled.
-pub fn start_from_config<S: collector::RecordSink>(
+pub fn start_from_config<S: crate::store::jvm::sink::RecordSink>(
     config: &config::UsdtConfig,
     sink: Arc<Mutex<S>>,
 ) -> anyhow::Result<Option<collector::UsdtCollector>> {

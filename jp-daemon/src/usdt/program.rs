@@ -13,6 +13,8 @@ use aya::{Ebpf, EbpfLoader};
 use jp_common::usdt::UsdtSpec;
 use jp_common::wire::usdt_stat;
 
+use crate::store::jvm::UsdtKernelCounters;
+
 /// The eBPF object built by `build.rs` from `jp-ebpf`.
 static PROBES: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/jp-probes"));
 
@@ -37,16 +39,6 @@ const UNUSED_MAPS: [(&str, u32); 6] = [
 /// the page size; the largest keeps a typo from pinning gigabytes).
 pub const MIN_RING_BYTES: u32 = 64 << 10;
 pub const MAX_RING_BYTES: u32 = 1 << 30;
-
-/// eBPF-side counters, summed over CPUs (`jp_common::wire::usdt_stat`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelCounters {
-    pub fired: u64,
-    pub sent: u64,
-    pub ring_full: u64,
-    pub fault: u64,
-    pub too_long: u64,
-}
 
 /// The loaded program and the maps the collector uses.
 pub struct UsdtProgram {
@@ -141,7 +133,7 @@ impl UsdtProgram {
     }
 
     /// The counters, summed over CPUs.
-    pub fn counters(&self) -> anyhow::Result<KernelCounters> {
+    pub fn counters(&self) -> anyhow::Result<UsdtKernelCounters> {
         let slot = |i: u32| -> anyhow::Result<u64> {
             let values = self
                 .stats
@@ -149,7 +141,7 @@ impl UsdtProgram {
                 .with_context(|| format!("reading {STATS}[{i}]"))?;
             Ok(values.iter().fold(0u64, |a, v| a.wrapping_add(*v)))
         };
-        Ok(KernelCounters {
+        Ok(UsdtKernelCounters {
             fired: slot(usdt_stat::FIRED)?,
             sent: slot(usdt_stat::SENT)?,
             ring_full: slot(usdt_stat::RING_FULL)?,

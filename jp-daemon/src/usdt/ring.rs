@@ -10,7 +10,8 @@ use jp_common::wire::{EventHeader, EVENT_HEADER_LEN, EVENT_OK};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::collector::{lock, RecordSink};
+use crate::lock::lock;
+use crate::store::jvm::sink::RecordSink;
 
 /// Most items handed to the sink under one lock.
 pub const BATCH: usize = 1024;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jp_daemon::kernel::{KernelCollector, KernelOptions};
-use jp_daemon::store::Store;
+use jp_daemon::store::kernel::Store;
 
 /// Fails (never skips) without root: these tests load eBPF programs.
 pub fn require_root() {
@@ -222,5 +222,5 @@ pub fn delta<K: Ord + Clone>(
 
 /// Ids of the loaded BPF programs: a change means some tracer attached or detached.
 pub fn bpf_programs() -> Vec<u32> {
-    jp_daemon::kernel::symbols::SymbolsStamp::current().bpf_programs
+    jp_daemon::store::kernel::symbols::SymbolsStamp::current().bpf_programs
 }

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use jp_common::wire::{EventHeader, CONTROL_MAGIC};
-use jp_daemon::usdt::collector::{KernelCounters, ProcessInfo, RecordSink};
+use jp_daemon::store::jvm::sink::RecordSink;
+use jp_daemon::store::jvm::{ProcessInfo, UsdtKernelCounters};
 
 const LIB_C: &str = r#"
 #define _SDT_HAS_SEMAPHORES 1
@@ -227,7 +228,7 @@ pub struct Recording {
     pub gone: Vec<u32>,
     /// Handed to the collector at its next tick.
     pub resync: Vec<u32>,
-    pub counters: KernelCounters,
+    pub counters: UsdtKernelCounters,
     pub counter_updates: u64,
 }
 
@@ -265,7 +266,7 @@ impl RecordSink for Recording {
     fn take_resync_requests(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.resync)
     }
-    fn set_kernel_counters(&mut self, counters: KernelCounters) {
+    fn set_kernel_counters(&mut self, counters: UsdtKernelCounters) {
         self.counters = counters;
         self.counter_updates += 1;
     }

@@ -25,8 +25,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jp_mct::{Mct, MethodInfo};
 
 use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
-use crate::export::{jvm_pprof, pprof, Sources};
-use crate::store::KernelCounts;
+use crate::export::{jvm_pprof, kernel_pprof, Sources};
+use crate::lock::lock;
+use crate::store::kernel::KernelCounts;
 
 pub const KERNEL_SERVICE: &str = "jp-kernel";
 pub const KERNEL_PROFILE_NAME: &str = "process_cpu";
@@ -82,10 +83,6 @@ fn unix_nanos(t: SystemTime) -> i64 {
 
 fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn series(name: &str, service: &str, l: &Labeling, profile: Vec<u8>) -> RawProfileSeries {
@@ -145,10 +142,10 @@ fn kernel(
         return Ok(None);
     };
     let (window, start) = match &b.kernel {
-        Some((then, start)) => (pprof::window_counts(&view.counts, then), *start),
+        Some((then, start)) => (view.counts.since(then), *start),
         None => (view.counts.clone(), b.prev),
     };
-    let w = pprof::KernelWindow {
+    let w = kernel_pprof::KernelWindow {
         modes: window.modes,
         buckets: &window.buckets,
         other_ips: &window.other_ips,
@@ -157,7 +154,7 @@ fn kernel(
         time_nanos: unix_nanos(start),
         duration_nanos: nanos(now.duration_since(start).unwrap_or_default()),
     };
-    let gz = pprof::gzip(&pprof::kernel_profile(&w, &symbols))?;
+    let gz = kernel_pprof::gzip(&kernel_pprof::kernel_profile(&w, &symbols))?;
     b.kernel = Some((view.counts, now));
     Ok(Some(gz))
 }
@@ -419,7 +416,7 @@ mod tests {
         let gz = timed_pprof(&t, 1_700_000_000_000_000_000, 15_000_000_000).unwrap();
         let mut raw = Vec::new();
         GzDecoder::new(gz.as_slice()).read_to_end(&mut raw).unwrap();
-        let p = pprof::Profile::decode(raw.as_slice()).unwrap();
+        let p = kernel_pprof::Profile::decode(raw.as_slice()).unwrap();
         assert_eq!(p.time_nanos, 1_700_000_000_000_000_000);
         assert_eq!(p.duration_nanos, 15_000_000_000);
         assert_eq!(p.sample.len(), 1);

@@ -31,15 +31,12 @@ use tokio::task::JoinHandle;
 use self::collect::{Baselines, Labeling};
 use self::config::PyroscopeConfig;
 use self::wire::{Client, PushError, PushRequest};
-use super::metrics::Family;
+use super::kernel_metrics::Family;
 use super::Sources;
+use crate::lock::lock;
 
 const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Counters for `/metrics`.
 #[derive(Default)]

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::nodes::NONE;
+use super::chunked::{prefetch, NONE};
 
 /// One method's totals; `first` is its first node (NONE: the method has no node).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,7 +90,7 @@ impl MethodCounts {
     /// Starts loading a method's totals into the cache.
     #[inline(always)]
     pub fn prefetch(&self, mid: u32) {
-        super::nodes::prefetch(self.by_mid.get(mid as usize));
+        prefetch(self.by_mid.get(mid as usize));
     }
 
     /// (mid, totals) of every method with a node, in no particular order.

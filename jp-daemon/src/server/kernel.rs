@@ -5,21 +5,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jp_proto::v1 as pb;
 
-use crate::kernel::profile::{self, Profile};
-use crate::kernel::symbols::Symbols;
-use crate::store::{CollectorStatus, KernelView, ModeCounts};
-
-/// Softirq vector names, as `/proc/softirqs` prints them.
-pub const SOFTIRQ_NAMES: [&str; 10] = [
-    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
-];
-
-pub fn softirq_name(vector: u32) -> String {
-    usize::try_from(vector)
-        .ok()
-        .and_then(|v| SOFTIRQ_NAMES.get(v))
-        .map_or_else(|| format!("SOFTIRQ{vector}"), |n| (*n).to_string())
-}
+use crate::store::kernel::profile::{self, Profile};
+use crate::store::kernel::symbols::Symbols;
+use crate::store::kernel::{softirq_name, CollectorStatus, KernelView, ModeCounts};
 
 pub fn unix_ms(t: Option<SystemTime>) -> u64 {
     t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())

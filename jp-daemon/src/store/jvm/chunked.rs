@@ -15,6 +15,26 @@
 use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
+/// "No element" in arrays of indexes (the trees' links and index slots, a method's
+/// first node). Node indexes stay below `nodes::MAX_NODES`.
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// Asks the CPU to load `x` into the cache (a hint). Tree updates jump around big
+/// arrays; loading a few entries ahead hides the misses.
+#[inline(always)]
+pub(crate) fn prefetch<T>(x: Option<&T>) {
+    if let Some(x) = x {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch only hints the cache; the pointer comes from a reference.
+        unsafe {
+            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = x;
+    }
+}
+
 const SHIFT: u32 = 14;
 /// Elements per chunk.
 pub(crate) const CHUNK: usize = 1 << SHIFT;

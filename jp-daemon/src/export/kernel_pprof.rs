@@ -16,9 +16,9 @@ use std::io::Write as _;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
-use crate::kernel::profile::bucket_addr;
-use crate::kernel::symbols::Symbols;
-use crate::store::{KernelCounts, ModeCounts};
+use crate::store::kernel::profile::bucket_addr;
+use crate::store::kernel::symbols::Symbols;
+use crate::store::kernel::ModeCounts;
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Profile {
@@ -299,37 +299,10 @@ pub fn gzip(p: &Profile) -> std::io::Result<Vec<u8>> {
     gz.finish()
 }
 
-/// `now - then` for the histograms of a window: keys that did not grow are left out.
-pub fn delta_map(now: &HashMap<u64, u64>, then: &HashMap<u64, u64>) -> HashMap<u64, u64> {
-    now.iter()
-        .filter_map(|(k, &v)| {
-            let d = v.saturating_sub(then.get(k).copied().unwrap_or(0));
-            (d > 0).then_some((*k, d))
-        })
-        .collect()
-}
-
-pub fn delta_modes(now: &ModeCounts, then: &ModeCounts) -> ModeCounts {
-    ModeCounts {
-        kernel: now.kernel.saturating_sub(then.kernel),
-        user: now.user.saturating_sub(then.user),
-        idle: now.idle.saturating_sub(then.idle),
-    }
-}
-
-/// The window between two readings of the totals.
-pub fn window_counts(now: &KernelCounts, then: &KernelCounts) -> KernelCounts {
-    KernelCounts {
-        modes: delta_modes(&now.modes, &then.modes),
-        buckets: delta_map(&now.buckets, &then.buckets),
-        other_ips: delta_map(&now.other_ips, &then.other_ips),
-        ..KernelCounts::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::kernel::KernelCounts;
     use prost::Message as _;
 
     const MAP: &str = "\
@@ -430,10 +403,10 @@ ffffffffc0001100 t e1000_other\t[e1000]
         b.buckets.insert(1, 15);
         b.buckets.insert(2, 1);
         b.modes.user = 9;
-        let d = window_counts(&b, &a);
+        let d = b.since(&a);
         assert_eq!(d.buckets, [(1, 5), (2, 1)].into());
         assert_eq!(d.modes.user, 5);
-        let d = window_counts(&a, &a);
+        let d = a.since(&a);
         assert!(d.buckets.is_empty());
     }
 }

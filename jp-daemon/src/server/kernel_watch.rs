@@ -7,8 +7,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use jp_proto::v1 as pb;
 
-use super::convert::{handler_function, profile_of, softirq_name};
-use crate::store::{KernelView, ModeCounts};
+use super::kernel::{handler_function, profile_of};
+use crate::store::kernel::softirq_name;
+use crate::store::kernel::{KernelView, ModeCounts};
 
 /// Interval a client gets when it asks for 0.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1000);
@@ -109,7 +110,7 @@ impl WatchState {
         };
         self.modes = *m;
         let mut out = pb::KernelDelta {
-            samples: Some(super::convert::modes(&dm)),
+            samples: Some(super::kernel::modes(&dm)),
             shift: view.status.shift,
             events_lost: view.status.events_lost,
             ..Default::default()
@@ -204,8 +205,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::kernel::symbols::Symbols;
-    use crate::store::{CollectorStatus, IrqHandlerCounts, KernelCounts, SoftirqCounts, Store};
+    use crate::store::kernel::symbols::Symbols;
+    use crate::store::kernel::{
+        CollectorStatus, IrqHandlerCounts, KernelCounts, SoftirqCounts, Store,
+    };
 
     const MAP: &str = "\
 ffffffff81000000 T _stext

@@ -11,8 +11,9 @@ use std::collections::HashMap;
 
 use jp_common::wire::{Tree, TreeEntry, TreeIter};
 
+use super::chunked::prefetch;
 use super::chunked::{ChunkVec, Frozen};
-use super::nodes::{prefetch, NodeTable, MAX_NODES};
+use super::nodes::{NodeTable, MAX_NODES};
 use super::{LimitKind, Malformed};
 
 /// Entries looked ahead when prefetching.

@@ -10,8 +10,8 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::server::convert::softirq_name;
-use crate::store::KernelView;
+use crate::store::kernel::softirq_name;
+use crate::store::kernel::KernelView;
 
 /// The eBPF maps' sizes (`with_max_entries` in jp-ebpf), for the fill gauges; a test
 /// reads jp-ebpf's sources to keep them equal.
@@ -94,7 +94,7 @@ fn ns_to_s(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
-/// The exposition for `totals` (the store's [`kernel_totals`](crate::store::Store::kernel_totals)).
+/// The exposition for `totals` (the store's [`kernel_totals`](crate::store::kernel::Store::kernel_totals)).
 pub fn render(totals: &KernelView, process: &Process) -> String {
     let mut out = String::with_capacity(8 * 1024);
     let c = &totals.counts;
@@ -150,7 +150,7 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
         (
             "jp_irq_handled_total",
             "Hard-IRQ handler invocations that handled the interrupt.",
-            (|h: &crate::store::IrqHandlerCounts| h.count as f64) as fn(&_) -> f64,
+            (|h: &crate::store::kernel::IrqHandlerCounts| h.count as f64) as fn(&_) -> f64,
         ),
         (
             "jp_irq_unhandled_total",
@@ -248,7 +248,7 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{
+    use crate::store::kernel::{
         CollectorStatus, IrqHandlerCounts, KernelCounts, ModeCounts, ProgramStats, SoftirqCounts,
     };
     use std::time::Duration;

@@ -3,7 +3,9 @@
 //! [ENTRIES_PER_RECORD]`, or what the queries cost, the old way (walk under the store's
 //! lock) against the new (snapshot): `... -- queries NODES [RUNS]`.
 
-use jp_daemon::jvm::bench::{ingest_throughput_with, query_bench};
+mod bench;
+
+use bench::{ingest_throughput_with, query_bench};
 
 fn queries(mut args: impl Iterator<Item = String>) {
     let nodes = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);

@@ -5,7 +5,7 @@
 //! Method Call Tree per JVM (64-bit counters) plus each live thread's own tree, tracks
 //! every stream's sequence numbers, and answers the gRPC server's queries.
 //!
-//! Interface as in `/work/notes/usdt-design.md`, with additions only: `ingest` also takes
+//! The record format is `docs/usdt-wire-format.md`; beyond applying it: `ingest` also takes
 //! the event's bytes longer than the header says (the ring buffer pads: only
 //! `event.len` bytes are read); `generation_written` creates the JVM if the collector did
 //! not report it first; the queries [`JvmStore::thread_trees`] (live threads only) and
@@ -39,11 +39,10 @@ mod chunked;
 mod methods;
 mod nodes;
 mod query;
+pub mod sink;
 mod state;
 mod stream;
 mod totals;
-
-pub mod bench;
 
 #[cfg(test)]
 mod tests;
@@ -55,6 +54,10 @@ use std::time::{Duration, SystemTime};
 use jp_common::wire::{self, EventHeader, WireError};
 
 pub use query::{JvmSnapshot, MethodCalls, MethodTotals, ThreadTree};
+
+/// The store as the daemon shares it between the USDT collector, the server and the
+/// exporters.
+pub type SharedJvmStore = std::sync::Arc<std::sync::Mutex<JvmStore>>;
 use state::Jvm;
 
 /// Bounds on what one JVM (and the store) may hold. Hitting one drops data, and the JVM
@@ -316,7 +319,7 @@ pub struct IngestStats {
     /// Memory of the store (bytes, estimated from allocation sizes).
     pub memory_bytes: u64,
     /// What the USDT collector feeding this store is attached to (none without one).
-    pub collector: Option<crate::usdt::collector::UsdtStatus>,
+    pub collector: Option<crate::store::jvm::sink::UsdtStatus>,
 }
 
 /// All JVMs jpd knows. A plain struct: the daemon wraps it in `Arc<Mutex<_>>`.
@@ -448,7 +451,7 @@ impl JvmStore {
     }
 
     /// The collector's latest state, passed on in [`JvmStore::stats`].
-    pub fn set_collector_status(&mut self, status: crate::usdt::collector::UsdtStatus) {
+    pub fn set_collector_status(&mut self, status: crate::store::jvm::sink::UsdtStatus) {
         self.stats.collector = Some(status);
     }
 

@@ -5,11 +5,14 @@
 //! store keeps a baseline so that `reset` never has to touch the kernel maps, and
 //! readers get counts since the last reset.
 
+pub mod profile;
+pub mod symbols;
+
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
-use crate::kernel::symbols::Symbols;
+use symbols::Symbols;
 
 /// Samples by the mode the CPU was in when the `cpu-clock` event fired.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,6 +48,15 @@ pub struct IrqHandlerCounts {
     pub time_ns: u64,
     /// The handler's function address (`irqaction->handler`), 0 if unknown.
     pub function_addr: u64,
+}
+
+/// A softirq vector's name as `/proc/softirqs` prints it (`SOFTIRQ<n>` past the
+/// kernel's list): the API and the exporters label softirqs alike.
+pub fn softirq_name(vector: u32) -> String {
+    usize::try_from(vector)
+        .ok()
+        .and_then(|v| jp_common::SOFTIRQ_NAMES.get(v))
+        .map_or_else(|| format!("SOFTIRQ{vector}"), |n| (*n).to_string())
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -194,6 +206,15 @@ fn subtract_map<K: Clone + Eq + std::hash::Hash>(
             (d > 0).then(|| (k.clone(), d))
         })
         .collect()
+}
+
+impl KernelCounts {
+    /// What was counted since `base` (an earlier reading of the same counters): the
+    /// one subtraction of counter maps, for reset baselines and exporter windows.
+    /// Keys that did not grow are left out; a counter that went back counts 0.
+    pub fn since(&self, base: &KernelCounts) -> KernelCounts {
+        subtract(self, base)
+    }
 }
 
 fn subtract(now: &KernelCounts, base: &KernelCounts) -> KernelCounts {

@@ -9,11 +9,9 @@
 //! counters ([`MethodCounts`]). Node 0 is the root. A node is always created after its parent, so parents have
 //! smaller indexes than their children (the writers of `jp-mct` rely on it).
 
-use super::chunked::{ChunkVec, Frozen};
+use super::chunked::{prefetch, ChunkVec, Frozen, NONE};
 use super::totals::MethodCounts;
 
-/// "No node" in links and index slots. Node indexes stay below [`MAX_NODES`].
-pub(crate) const NONE: u32 = u32::MAX;
 /// Indexes at and above this are markers of the per-thread maps (see `stream`).
 pub(crate) const MAX_NODES: usize = (u32::MAX - 8) as usize;
 /// In a node's stored method id (ids are below 2^31, see `wire::MAX_NODE_ID`): no
@@ -67,22 +65,6 @@ pub(crate) struct FrozenTree {
     pub counts: Frozen<[u64; 2]>,
     /// The flags are not all known.
     pub deep: bool,
-}
-
-/// Asks the CPU to load `x` into the cache (a hint). Tree updates jump around big
-/// arrays; loading a few entries ahead hides the misses.
-#[inline(always)]
-pub(crate) fn prefetch<T>(x: Option<&T>) {
-    if let Some(x) = x {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch only hints the cache; the pointer comes from a reference.
-        unsafe {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = x;
-    }
 }
 
 #[inline]

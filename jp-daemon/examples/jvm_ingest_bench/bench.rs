@@ -3,12 +3,13 @@
 //! usdt` runs them in a release build (the `jvm_ingest_bench` example).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use jp_common::wire::{self, EventHeader, TreeEntry, Writer};
 
-use super::{JvmLimits, JvmStore};
+use jp_daemon::lock::lock;
+use jp_daemon::store::jvm::{JvmLimits, JvmStore, MethodTotals};
 
 /// What [`ingest_throughput`] measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -217,6 +218,7 @@ fn workload(nodes: usize, per: usize) -> Workload {
 /// Builds a random tree of `nodes` nodes in one thread (through a full re-send), then
 /// ingests delta records of random nodes until `updates` node updates were applied, and
 /// measures the time of that part alone.
+#[cfg(test)]
 pub fn ingest_throughput(nodes: usize, updates: u64) -> IngestBench {
     ingest_throughput_with(nodes, updates, 4000)
 }
@@ -333,22 +335,18 @@ pub struct QueryBench {
     pub same_answers: bool,
 }
 
-fn lock(store: &Mutex<JvmStore>) -> MutexGuard<'_, JvmStore> {
-    store.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn median_of(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-fn top_walk(store: &Mutex<JvmStore>) -> Vec<super::MethodTotals> {
+fn top_walk(store: &Mutex<JvmStore>) -> Vec<MethodTotals> {
     let mut t = lock(store).top_methods(TGID).unwrap_or_default();
     t.truncate(10);
     t
 }
 
-fn top_snapshot(store: &Mutex<JvmStore>) -> Vec<super::MethodTotals> {
+fn top_snapshot(store: &Mutex<JvmStore>) -> Vec<MethodTotals> {
     let snap = lock(store).snapshot(TGID);
     let mut t = snap.map(|s| s.top_methods()).unwrap_or_default();
     t.truncate(10);

@@ -1,0 +1,26 @@
+//! The stores: what the collectors publish and the API and exporters read.
+//!
+//! [`kernel`] holds the kernel sampler's counters (with the kernel symbol table they
+//! are resolved against); [`jvm`] holds the JVMs' Method Call Trees. Neither knows the
+//! collector that feeds it: collectors import a store, never the other way round.
+pub mod jvm;
+pub mod kernel;
+
+use std::sync::{Arc, Mutex};
+
+/// Both stores, as the gRPC server and the exporters read them.
+#[derive(Clone)]
+pub struct Sources {
+    pub kernel: Arc<kernel::Store>,
+    pub jvm: jvm::SharedJvmStore,
+}
+
+/// Kernel data only: the JVM store stays empty (no USDT collector feeds it).
+impl From<Arc<kernel::Store>> for Sources {
+    fn from(kernel: Arc<kernel::Store>) -> Sources {
+        Sources {
+            kernel,
+            jvm: Arc::new(Mutex::new(jvm::JvmStore::new(jvm::JvmLimits::default()))),
+        }
+    }
+}
