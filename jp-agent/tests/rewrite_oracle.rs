@@ -86,19 +86,35 @@ fn code<'a, 'b>(attrs: &'b [cafebabe::attributes::AttributeInfo<'a>]) -> Option<
 fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
     let ob = orig.bytecode.as_ref().expect("original bytecode");
     let nb = new.bytecode.as_ref().expect("rewritten bytecode parses");
-    assert_eq!(new.max_locals, orig.max_locals + 1, "{name}");
-    assert_eq!(new.max_stack, orig.max_stack + 2, "{name}");
-    let l = orig.max_locals;
     let ops: Vec<&Opcode> = nb.opcodes.iter().map(|(_, o)| o).collect();
+    // A pending count (bba=precise): a second local after the context, blocks `iinc` it.
+    let pending = ops
+        .iter()
+        .any(|o| rt_call(o).as_deref() == Some("exitPending"));
+    let added = if pending { 2 } else { 1 };
+    assert_eq!(new.max_locals, orig.max_locals + added, "{name}");
+    assert_eq!(new.max_stack, orig.max_stack + added + 1, "{name}");
+    let l = orig.max_locals;
+    let acc = l + 1;
     let mut injected = vec![false; ops.len()];
     let mut count_sum = 0i64;
     let mut enters = 0;
     for i in 0..ops.len() {
+        if let Opcode::Iinc(x, n) = ops[i] {
+            if pending && *x == acc {
+                assert!(*n > 0, "{name}: a block adds its bytecodes");
+                count_sum += *n as i64;
+                injected[i] = true;
+                continue;
+            }
+        }
         let Some(call) = rt_call(ops[i]) else {
             continue;
         };
         injected[i] = true;
         let aload_l = |j: usize| matches!(ops[j], Opcode::Aload(x) if *x == l);
+        let iload_acc = |j: usize| matches!(ops[j], Opcode::Iload(x) if *x == acc);
+        let istore_acc = |j: usize| matches!(ops[j], Opcode::Istore(x) if *x == acc);
         match call.as_str() {
             "enter" => {
                 assert_eq!(i, 2, "{name}: enter first");
@@ -110,7 +126,43 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
                 injected[0] = true;
                 injected[1] = true;
                 injected[3] = true;
+                if pending {
+                    assert!(matches!(ops[4], Opcode::Iconst0), "{name}: pending zeroed");
+                    assert!(istore_acc(5), "{name}: pending stored");
+                    injected[4] = true;
+                    injected[5] = true;
+                }
                 enters += 1;
+            }
+            "tickPending" => {
+                assert!(aload_l(i - 3), "{name}: {call} loads the context");
+                assert!(iload_acc(i - 2), "{name}: {call} loads the pending count");
+                assert!(int_arg(ops[i - 1]).is_some(), "{name}: {call} ticks");
+                assert!(istore_acc(i + 1), "{name}: {call} stores the pending count");
+                for j in [i - 3, i - 2, i - 1, i + 1] {
+                    injected[j] = true;
+                }
+            }
+            "flush" | "exitPending" => {
+                assert!(aload_l(i - 2), "{name}: {call} loads the context");
+                assert!(iload_acc(i - 1), "{name}: {call} loads the pending count");
+                injected[i - 1] = true;
+                injected[i - 2] = true;
+                if call == "flush" {
+                    assert!(istore_acc(i + 1), "{name}: flush stores the pending count");
+                    assert!(
+                        matches!(
+                            ops[i + 2],
+                            Opcode::Invokevirtual(_)
+                                | Opcode::Invokespecial(_)
+                                | Opcode::Invokestatic(_)
+                                | Opcode::Invokeinterface(..)
+                                | Opcode::Invokedynamic(_)
+                        ),
+                        "{name}: flush right before a call"
+                    );
+                    injected[i + 1] = true;
+                }
             }
             "count" | "tick" => {
                 assert!(aload_l(i - 2), "{name}: {call} loads the context");
@@ -130,7 +182,7 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
         }
     }
     assert_eq!(enters, 1, "{name}");
-    // The catch-all: aload L; Rt.exit; athrow at the very end.
+    // The catch-all: aload L; [iload ACC;] Rt.exit[Pending]; athrow at the very end.
     let catch_all = new.exception_table.len() > orig.exception_table.len();
     if catch_all {
         assert!(matches!(ops[ops.len() - 1], Opcode::Athrow));
@@ -139,7 +191,7 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
         assert!(h.catch_type.is_none(), "{name}: catch-all is last");
         assert_eq!(
             h.handler_pc as usize,
-            nb.opcodes[ops.len() - 3].0,
+            nb.opcodes[ops.len() - 2 - added as usize].0,
             "{name}: catch-all handler"
         );
     }

@@ -260,7 +260,8 @@ impl Frames {
     }
 }
 
-/// Writes one full_frame: `locals` padded with Top up to slot `l`, then `node`.
+/// Writes one full_frame: `locals` padded with Top up to slot `l`, then `added` (the
+/// rewrite's own locals).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_full_frame(
     out: &mut Vec<u8>,
@@ -268,7 +269,7 @@ pub(crate) fn write_full_frame(
     locals: &[VType],
     stack: &[VType],
     l: u32,
-    node: u16,
+    added: &[VType],
     remap: &dyn Fn(u32) -> Result<u32, RewriteError>,
 ) -> Result<(), RewriteError> {
     out.push(255);
@@ -290,7 +291,7 @@ pub(crate) fn write_full_frame(
             }
         }
     }
-    let n = locals.len() as u32 + (l - slots) + 1;
+    let n = locals.len() as u32 + (l - slots) + added.len() as u32;
     put_u16(out, n as u16);
     for t in locals {
         t.write(out, remap)?;
@@ -298,7 +299,9 @@ pub(crate) fn write_full_frame(
     for _ in slots..l {
         out.push(0);
     }
-    VType::Object(node).write(out, remap)?;
+    for t in added {
+        t.write(out, remap)?;
+    }
     put_u16(out, stack.len() as u16);
     for t in stack {
         t.write(out, remap)?;

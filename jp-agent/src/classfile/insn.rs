@@ -3,6 +3,12 @@
 use super::reader::{i32_at, u8_at};
 use super::RewriteError;
 
+pub(crate) const ICONST_0: u8 = 0x03;
+pub(crate) const ILOAD: u8 = 0x15;
+pub(crate) const ILOAD_0: u8 = 0x1a;
+pub(crate) const ISTORE: u8 = 0x36;
+pub(crate) const ISTORE_0: u8 = 0x3b;
+pub(crate) const IINC: u8 = 0x84;
 pub(crate) const ALOAD: u8 = 0x19;
 pub(crate) const ALOAD_0: u8 = 0x2a;
 pub(crate) const ASTORE: u8 = 0x3a;
@@ -20,6 +26,11 @@ pub(crate) const ATHROW: u8 = 0xbf;
 pub(crate) const WIDE: u8 = 0xc4;
 pub(crate) const GOTO_W: u8 = 0xc8;
 pub(crate) const JSR_W: u8 = 0xc9;
+
+/// invokevirtual, invokespecial, invokestatic, invokeinterface, invokedynamic.
+pub(crate) fn is_invoke(op: u8) -> bool {
+    (0xb6..=0xba).contains(&op)
+}
 
 /// How control leaves an instruction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

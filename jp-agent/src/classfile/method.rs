@@ -63,6 +63,10 @@ struct Refs {
     caught: u16,
     exit: u16,
     node: u16,
+    /// The pending-count helpers (0 when the method keeps no pending count).
+    flush: u16,
+    tick_pending: u16,
+    exit_pending: u16,
 }
 
 fn push_int(out: &mut Vec<u8>, v: i32, cp: &mut CpAppender) -> Result<(), RewriteError> {
@@ -99,6 +103,29 @@ fn local_op(out: &mut Vec<u8>, short_base: u8, op: u8, l: u32) {
 
 fn aload(out: &mut Vec<u8>, l: u32) {
     local_op(out, insn::ALOAD_0, insn::ALOAD, l);
+}
+
+fn iload(out: &mut Vec<u8>, l: u32) {
+    local_op(out, insn::ILOAD_0, insn::ILOAD, l);
+}
+
+fn istore(out: &mut Vec<u8>, l: u32) {
+    local_op(out, insn::ISTORE_0, insn::ISTORE, l);
+}
+
+/// `local += n` (n ≥ 0), in as few `iinc`s as its size needs.
+fn iinc(out: &mut Vec<u8>, l: u32, mut n: u32) {
+    while n > 0 {
+        let step = n.min(i16::MAX as u32);
+        if l < 256 && step <= i8::MAX as u32 {
+            out.extend_from_slice(&[insn::IINC, l as u8, step as u8]);
+        } else {
+            out.extend_from_slice(&[insn::WIDE, insn::IINC]);
+            put_u16(out, l as u16);
+            put_u16(out, step as u16);
+        }
+        n -= step;
+    }
 }
 
 fn invokestatic(out: &mut Vec<u8>, m: u16) {
@@ -227,7 +254,7 @@ pub(crate) fn rewrite_code(
     if r.pos != body.len() {
         return Err(bad("Code attribute length mismatch"));
     }
-    if max_stack + 2 > 0xFFFF || max_locals + 1 > 0xFFFF {
+    if max_stack + 3 > 0xFFFF || max_locals + 2 > 0xFFFF {
         return Ok(Outcome::TooLarge);
     }
     let l = max_locals;
@@ -291,6 +318,19 @@ pub(crate) fn rewrite_code(
         }
     }
 
+    // The pending count: blocks add their bytecodes to an int local (`acc`, after the
+    // context) instead of the node's field; it goes into the node before every call (first
+    // call of a block), at loop heads and handlers when the thread reports or the local
+    // grows large, at returns and in the catch-all. So every way out of the method must pass
+    // through code that adds it: the returns, and the catch-all for exceptions (a handler
+    // of the method itself keeps the local: an exception midway through a block loses
+    // nothing). Constructors whose catch-all cannot cover the code before the super
+    // call, and methods without one, count into the node at every block instead.
+    // Only with the precise BBA, where blocks end at every instruction that may throw (a
+    // count per field or array access): with the default BBA the pending count measured
+    // slower (README-dev.md, "Performance work").
+    let pending = m.bba == Bba::Precise && catch_all && !m.is_init;
+    let acc = l + 1;
     let refs = Refs {
         enter: cpa.rt_method("enter", "(II)Ljp/rt/Node;")?,
         count: cpa.rt_method("count", "(Ljp/rt/Node;I)V")?,
@@ -298,6 +338,21 @@ pub(crate) fn rewrite_code(
         caught: cpa.rt_method("caught", "(Ljp/rt/Node;)V")?,
         exit: cpa.rt_method("exit", "(Ljp/rt/Node;)V")?,
         node: cpa.class(b"jp/rt/Node")?,
+        flush: if pending {
+            cpa.rt_method("flush", "(Ljp/rt/Node;I)I")?
+        } else {
+            0
+        },
+        tick_pending: if pending {
+            cpa.rt_method("tickPending", "(Ljp/rt/Node;II)I")?
+        } else {
+            0
+        },
+        exit_pending: if pending {
+            cpa.rt_method("exitPending", "(Ljp/rt/Node;I)V")?
+        } else {
+            0
+        },
     };
 
     // Position-independent code inserted before each instruction.
@@ -306,8 +361,15 @@ pub(crate) fn rewrite_code(
     push_int(&mut entry, entry_k as i32, cpa)?;
     invokestatic(&mut entry, refs.enter);
     local_op(&mut entry, insn::ASTORE_0, insn::ASTORE, l);
+    if pending {
+        entry.push(insn::ICONST_0);
+        istore(&mut entry, acc);
+    }
     s.prefix.clear();
     s.prefix_at.clear();
+    // With a pending count: whether `acc` may be non-zero here (it is zero after a flush
+    // until the next block adds to it), so a block with several calls flushes once.
+    let mut unflushed = false;
     for (i, ins) in s.insns.iter().enumerate() {
         s.prefix_at.push(s.prefix.len() as u32);
         if s.leader[i] {
@@ -316,18 +378,44 @@ pub(crate) fn rewrite_code(
                 aload(&mut s.prefix, l);
                 invokestatic(&mut s.prefix, refs.caught);
             }
-            if b.checkpoint() {
+            if pending {
+                if b.checkpoint() {
+                    aload(&mut s.prefix, l);
+                    iload(&mut s.prefix, acc);
+                    push_int(&mut s.prefix, b.k as i32, cpa)?;
+                    invokestatic(&mut s.prefix, refs.tick_pending);
+                    istore(&mut s.prefix, acc);
+                }
+                iinc(&mut s.prefix, acc, b.count());
+                unflushed = true;
+            } else {
+                if b.checkpoint() {
+                    aload(&mut s.prefix, l);
+                    push_int(&mut s.prefix, b.k as i32, cpa)?;
+                    invokestatic(&mut s.prefix, refs.tick);
+                }
                 aload(&mut s.prefix, l);
-                push_int(&mut s.prefix, b.k as i32, cpa)?;
-                invokestatic(&mut s.prefix, refs.tick);
+                push_int(&mut s.prefix, b.count() as i32, cpa)?;
+                invokestatic(&mut s.prefix, refs.count);
             }
+        }
+        if pending && unflushed && insn::is_invoke(ins.op) {
+            // The callee may report, or the JVM may end (System.exit) below this frame:
+            // the node holds every bytecode this activation ran so far.
             aload(&mut s.prefix, l);
-            push_int(&mut s.prefix, b.count() as i32, cpa)?;
-            invokestatic(&mut s.prefix, refs.count);
+            iload(&mut s.prefix, acc);
+            invokestatic(&mut s.prefix, refs.flush);
+            istore(&mut s.prefix, acc);
+            unflushed = false;
         }
         if ins.flow == Flow::Return {
             aload(&mut s.prefix, l);
-            invokestatic(&mut s.prefix, refs.exit);
+            if pending {
+                iload(&mut s.prefix, acc);
+                invokestatic(&mut s.prefix, refs.exit_pending);
+            } else {
+                invokestatic(&mut s.prefix, refs.exit);
+            }
         }
     }
     s.prefix_at.push(s.prefix.len() as u32);
@@ -394,14 +482,17 @@ pub(crate) fn rewrite_code(
             None => return Ok(Outcome::Unwidenable),
         }
     }
-    let catch_all_code = if catch_all {
-        4 + if l < 4 {
+    let local_op_len = |l: u32| -> usize {
+        if l < 4 {
             1
         } else if l < 256 {
             2
         } else {
             4
         }
+    };
+    let catch_all_code = if catch_all {
+        4 + local_op_len(l) + if pending { local_op_len(acc) } else { 0 }
     } else {
         0
     };
@@ -412,8 +503,9 @@ pub(crate) fn rewrite_code(
 
     // Emit the code.
     let mut out = Vec::with_capacity(body.len() + total + 64);
-    put_u16(&mut out, (max_stack + 2) as u16);
-    put_u16(&mut out, (l + 1) as u16);
+    // tickPending takes three stack slots, the other helpers two.
+    put_u16(&mut out, (max_stack + if pending { 3 } else { 2 }) as u16);
+    put_u16(&mut out, (l + if pending { 2 } else { 1 }) as u16);
     put_u32(&mut out, total as u32);
     let cstart = out.len();
     out.extend_from_slice(&entry);
@@ -470,7 +562,12 @@ pub(crate) fn rewrite_code(
     }
     if catch_all {
         aload(&mut out, l);
-        invokestatic(&mut out, refs.exit);
+        if pending {
+            iload(&mut out, acc);
+            invokestatic(&mut out, refs.exit_pending);
+        } else {
+            invokestatic(&mut out, refs.exit);
+        }
         out.push(insn::ATHROW);
     }
     if out.len() - cstart != total {
@@ -588,6 +685,7 @@ pub(crate) fn rewrite_code(
                     catch_all,
                     end,
                     l,
+                    pending,
                     &mut out,
                 )?;
             }
@@ -636,6 +734,7 @@ pub(crate) fn rewrite_code(
             catch_all,
             end,
             l,
+            pending,
             &mut out,
         )?;
         let alen = (out.len() - hdr - 6) as u32;
@@ -747,8 +846,17 @@ fn write_frames(
     catch_all: bool,
     end: u32,
     l: u32,
+    pending: bool,
     out: &mut Vec<u8>,
 ) -> Result<(), RewriteError> {
+    // The locals the rewrite adds after the original ones: the context, then the pending
+    // count.
+    let node_and_pending = [VType::Object(refs.node), VType::Integer];
+    let added: &[VType] = if pending {
+        &node_and_pending
+    } else {
+        &node_and_pending[..1]
+    };
     let mut initial = |v: &mut Vec<VType>| {
         frames::initial_locals(
             m.desc,
@@ -796,7 +904,7 @@ fn write_frames(
                 e.0 as i64 - prev - 1
             };
             prev = e.0 as i64;
-            frames::write_full_frame(out, delta as u16, &e.1, &e.2, l, refs.node, &remap_uninit)?;
+            frames::write_full_frame(out, delta as u16, &e.1, &e.2, l, added, &remap_uninit)?;
         }
         if no <= prev {
             return Err(RewriteError::Malformed(
@@ -811,7 +919,7 @@ fn write_frames(
             &fr.types[loc.0 as usize..loc.1 as usize],
             &fr.types[stk.0 as usize..stk.1 as usize],
             l,
-            refs.node,
+            added,
             &remap_uninit,
         )?;
     }
@@ -822,7 +930,7 @@ fn write_frames(
             e.0 as i64 - prev - 1
         };
         prev = e.0 as i64;
-        frames::write_full_frame(out, delta as u16, &e.1, &e.2, l, refs.node, &remap_uninit)?;
+        frames::write_full_frame(out, delta as u16, &e.1, &e.2, l, added, &remap_uninit)?;
     }
     if catch_all {
         let throwable = cpa.class(b"java/lang/Throwable")?;
@@ -834,7 +942,7 @@ fn write_frames(
             &[],
             &[VType::Object(throwable)],
             l,
-            refs.node,
+            added,
             &remap_uninit,
         )?;
     }

@@ -59,11 +59,29 @@ fn int_of(ins: &Insn, code: &[u8], bytes: &[u8]) -> Option<i32> {
     }
 }
 
+/// Does `method` keep its bytecode count in a local (calls `Rt.exitPending`)?
+fn has_pending_count(bytes: &[u8], method: &str) -> bool {
+    let cv = code_of(bytes, method);
+    let class = ClassInfo::parse(bytes).unwrap();
+    let (insns, _) = decode(&cv.code);
+    insns.iter().any(|ins| {
+        ins.op == insn::INVOKESTATIC && {
+            let o = ins.off as usize;
+            let idx = u16::from_be_bytes([cv.code[o + 1], cv.code[o + 2]]);
+            let (_, name, _) = class.cp.member(idx).unwrap();
+            name == b"exitPending"
+        }
+    })
+}
+
 fn split(bytes: &[u8], method: &str) -> Split {
     let cv = code_of(bytes, method);
     let class = ClassInfo::parse(bytes).unwrap();
     let (insns, targets) = decode(&cv.code);
-    let l = cv.max_locals as u32 - 1;
+    // With a pending count (bba=precise) the rewrite adds two locals: context, then count.
+    let pending = has_pending_count(bytes, method);
+    let l = cv.max_locals as u32 - if pending { 2 } else { 1 };
+    let acc = l + 1;
     let is_rt = |ins: &Insn| -> Option<String> {
         if ins.op != insn::INVOKESTATIC {
             return None;
@@ -81,9 +99,42 @@ fn split(bytes: &[u8], method: &str) -> Split {
         (l < 4 && ins.op == insn::ALOAD_0 + l as u8)
             || (ins.op == insn::ALOAD && cv.code[ins.off as usize + 1] as u32 == l)
     };
+    let local_of = |ins: &Insn, short: u8, op: u8| -> Option<u32> {
+        let o = ins.off as usize;
+        if (short..short + 4).contains(&ins.op) {
+            Some((ins.op - short) as u32)
+        } else if ins.op == op {
+            Some(cv.code[o + 1] as u32)
+        } else if ins.op == insn::WIDE && cv.code[o + 1] == op {
+            Some(u16::from_be_bytes([cv.code[o + 2], cv.code[o + 3]]) as u32)
+        } else {
+            None
+        }
+    };
+    let is_iload_acc = |ins: &Insn| local_of(ins, insn::ILOAD_0, insn::ILOAD) == Some(acc);
+    let is_istore_acc = |ins: &Insn| local_of(ins, insn::ISTORE_0, insn::ISTORE) == Some(acc);
     let mut injected = vec![false; insns.len()];
     let mut calls = Vec::new();
     for i in 0..insns.len() {
+        if pending {
+            let o = insns[i].off as usize;
+            let iinc = match insns[i].op {
+                insn::IINC if cv.code[o + 1] as u32 == acc => Some(cv.code[o + 2] as i8 as i32),
+                insn::WIDE
+                    if cv.code[o + 1] == insn::IINC
+                        && u16::from_be_bytes([cv.code[o + 2], cv.code[o + 3]]) as u32 == acc =>
+                {
+                    Some(i16::from_be_bytes([cv.code[o + 4], cv.code[o + 5]]) as i32)
+                }
+                _ => None,
+            };
+            if let Some(n) = iinc {
+                // A block adding to the pending count is the counting of the contract.
+                injected[i] = true;
+                calls.push(("count".to_string(), Some(n)));
+                continue;
+            }
+        }
         if let Some(name) = is_rt(&insns[i]) {
             injected[i] = true;
             match name.as_str() {
@@ -91,7 +142,35 @@ fn split(bytes: &[u8], method: &str) -> Split {
                     injected[i - 1] = true;
                     injected[i - 2] = true;
                     injected[i + 1] = true;
+                    if pending {
+                        assert_eq!(insns[i + 2].op, insn::ICONST_0, "pending count not zeroed");
+                        assert!(is_istore_acc(&insns[i + 3]), "pending count not stored");
+                        injected[i + 2] = true;
+                        injected[i + 3] = true;
+                    }
                     calls.push((name, int_of(&insns[i - 1], &cv.code, bytes)));
+                }
+                "tickPending" => {
+                    assert!(is_aload_l(&insns[i - 3]), "{name} without aload L");
+                    assert!(is_iload_acc(&insns[i - 2]), "{name} without iload ACC");
+                    assert!(is_istore_acc(&insns[i + 1]), "{name} without istore ACC");
+                    for k in [i - 3, i - 2, i - 1, i + 1] {
+                        injected[k] = true;
+                    }
+                    calls.push(("tick".into(), int_of(&insns[i - 1], &cv.code, bytes)));
+                }
+                "flush" | "exitPending" => {
+                    assert!(is_aload_l(&insns[i - 2]), "{name} without aload L");
+                    assert!(is_iload_acc(&insns[i - 1]), "{name} without iload ACC");
+                    injected[i - 1] = true;
+                    injected[i - 2] = true;
+                    if name == "flush" {
+                        assert!(is_istore_acc(&insns[i + 1]), "flush without istore ACC");
+                        injected[i + 1] = true;
+                        calls.push(("flush".into(), None));
+                    } else {
+                        calls.push(("exit".into(), None));
+                    }
                 }
                 "count" | "tick" => {
                     assert!(is_aload_l(&insns[i - 2]), "{name} without aload L");
@@ -120,8 +199,9 @@ fn split(bytes: &[u8], method: &str) -> Split {
     let mut orig_end = 0;
     for (i, ins) in insns.iter().enumerate() {
         if injected[i] {
-            // The entry sequence is the first four instructions; it belongs to no block.
-            if group.is_none() && i >= 4 {
+            // The entry sequence is the first four instructions (six with a pending count);
+            // it belongs to no block.
+            if group.is_none() && i >= if pending { 6 } else { 4 } {
                 group = Some(ins.off);
             }
             continue;
@@ -803,4 +883,46 @@ fn bad_descriptors_are_errors() {
         let r = rewrite_class(&b.build(), &RewriteOptions::default(), &mut Ids);
         assert!(r.is_err(), "{desc}: {r:?}");
     }
+}
+
+#[test]
+fn precise_bba_keeps_a_pending_count_flushed_before_calls() {
+    // static void m() { f(); f(); return; } with a static f()V.
+    let mut b = ClassBuilder::new(52);
+    let f = b.methodref("T", "f", "()V");
+    let code = [
+        0xb8,
+        (f >> 8) as u8,
+        f as u8,
+        0xb8,
+        (f >> 8) as u8,
+        f as u8,
+        0xb1,
+    ];
+    b.method(0x0009, "m", "()V", 0, 0, &code, &[], None);
+    let input = b.build();
+    let (out, _) = rewrite(&input, Bba::Precise);
+    let s = split(&out, "m");
+    let calls: Vec<(&str, Option<i32>)> = s.calls.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    assert_eq!(
+        calls,
+        vec![
+            ("enter", Some(3)),
+            ("count", Some(1)),
+            ("flush", None),
+            ("count", Some(1)),
+            ("flush", None),
+            ("count", Some(1)),
+            ("exit", None),
+            ("exit", None), // the catch-all
+        ]
+    );
+    let cv = code_of(&out, "m");
+    // tickPending's three arguments; the context and the pending count.
+    assert_eq!((cv.max_stack, cv.max_locals), (3, 2));
+    // The default BBA: one block, counted into the node, no pending count.
+    let (out, _) = rewrite(&input, Bba::Default);
+    let calls: Vec<String> = split(&out, "m").calls.into_iter().map(|c| c.0).collect();
+    assert_eq!(calls, vec!["enter", "count", "exit", "exit"]);
+    assert_eq!(code_of(&out, "m").max_locals, 1);
 }

@@ -82,6 +82,43 @@ public final class Rt {
         }
     }
 
+    /**
+     * The method owning {@code ctx} is about to call: its pending count {@code n} (the
+     * bytecodes its blocks ran since the last flush, kept in a local) goes into the node.
+     * Returns the new pending count, 0.
+     */
+    public static int flush(Node ctx, int n) {
+        ctx.bytecodes += n;
+        return 0;
+    }
+
+    /**
+     * Loop head or handler of a method that keeps a pending count {@code n}: {@code k}
+     * bytecodes at most until the next check. The count goes into the node only when the
+     * thread reports (so the profiler sees it) or when it grows large (so the int never
+     * overflows); otherwise it stays in the caller's local. Returns the new pending count.
+     */
+    public static int tickPending(Node ctx, int n, int k) {
+        ThreadState s = ctx.state;
+        if ((s.counter -= k) <= 0 || n >= PENDING_LIMIT) {
+            ctx.bytecodes += n;
+            if (s.counter <= 0) {
+                s.activate(ctx);
+            }
+            return 0;
+        }
+        return n;
+    }
+
+    /** A pending count at least this large is flushed at the next loop head (no overflow). */
+    private static final int PENDING_LIMIT = 1 << 30;
+
+    /** The method owning {@code ctx} returns or throws with pending count {@code n}. */
+    public static void exitPending(Node ctx, int n) {
+        ctx.bytecodes += n;
+        ctx.state.current = ctx.parent;
+    }
+
     /** An exception handler of the method owning {@code ctx} starts. */
     public static void caught(Node ctx) {
         ctx.state.current = ctx;

@@ -24,6 +24,22 @@ public final class Rt {
         ticks++;
     }
 
+    /** With a pending count (bba=precise): its bytecodes are counted where it is flushed. */
+    public static int flush(Node n, int pending) {
+        bytecodes += pending;
+        return 0;
+    }
+
+    public static int tickPending(Node n, int pending, int k) {
+        ticks++;
+        return pending;
+    }
+
+    public static void exitPending(Node n, int pending) {
+        exits++;
+        bytecodes += pending;
+    }
+
     public static void caught(Node n) {
         caughts++;
     }
