@@ -36,6 +36,9 @@ pub struct ProbeConfig {
     /// The interrupted IP is looked for at 1 in this many hard-IRQ handler entries per
     /// CPU (the first of every run of this many); 0 or 1: at every one.
     pub irq_ip_every: u32,
+    /// Time budget of the interrupted-IP stack walk: on each CPU, at most one walk per
+    /// this many ns (`u64::MAX`: never). Entries in between cost a counter increment.
+    pub irq_ip_min_interval_ns: u64,
 }
 
 impl ProbeConfig {
@@ -50,8 +53,22 @@ impl ProbeConfig {
         irqaction_handler_off: 0,
         irqaction_name_off: 0,
         irq_ip_every: 0,
+        irq_ip_min_interval_ns: u64::MAX,
     };
 }
+
+/// Core-text counters (`JP_TEXT_COUNTS`, `JP_IRQ_TEXT_COUNTS`): readprofile's array,
+/// one `u32` per `2^shift`-byte bucket of `[_stext, _etext)`, shared by all CPUs
+/// (atomic adds), memory-mapped by jpd. An array element holds this many buckets, so
+/// that the kernel's 8-byte element rounding wastes nothing.
+pub const TEXT_BLOCK_BUCKETS: u32 = 16;
+/// One element of the core-text counter arrays.
+pub type TextBlock = [u32; TEXT_BLOCK_BUCKETS as usize];
+/// Blocks per dirty flag (`JP_TEXT_DIRTY`, one `u64` per 4 KiB page of counters): jpd
+/// diffs only the pages whose flag was set since its last read.
+pub const TEXT_PAGE_BLOCKS: u32 = 64;
+/// Buckets per dirty page.
+pub const TEXT_PAGE_BUCKETS: u32 = TEXT_BLOCK_BUCKETS * TEXT_PAGE_BLOCKS;
 
 /// Slots of the per-CPU mode counters (`JP_MODES` for the `cpu-clock` sampler,
 /// `JP_IRQ_MODES` for the interrupted IP at hard-IRQ handler entry).
@@ -139,9 +156,12 @@ pub struct IrqStart {
     pub action: u64,
     /// Handler entries on this CPU (for `ProbeConfig::irq_ip_every`).
     pub entries: u64,
+    /// Earliest time of the next interrupted-IP walk on this CPU (`irq_ip_min_interval_ns`).
+    pub next_walk_ns: u64,
 }
 
-/// Value of `JP_SIRQ_STATS` (per CPU, indexed by vector).
+/// Value of `JP_SIRQ_STATS` (per CPU, indexed by vector). Entry and exit touch only
+/// this one 24-byte slot.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SoftirqStats {
@@ -149,6 +169,8 @@ pub struct SoftirqStats {
     pub count: u64,
     /// Entry to exit, summed (ns).
     pub time_ns: u64,
+    /// Entry time of the run in progress on this CPU (0: none).
+    pub start_ns: u64,
 }
 
 #[cfg(feature = "user")]
@@ -177,10 +199,10 @@ mod tests {
 
     #[test]
     fn shared_types_have_no_implicit_padding() {
-        assert_eq!(size_of::<ProbeConfig>(), 4 * 8 + 4 * 4);
+        assert_eq!(size_of::<ProbeConfig>(), 5 * 8 + 4 * 4);
         assert_eq!(size_of::<IrqKey>(), 16);
         assert_eq!(size_of::<IrqStats>(), 4 * 8 + IRQ_NAME_LEN);
-        assert_eq!(size_of::<IrqStart>(), 24);
-        assert_eq!(size_of::<SoftirqStats>(), 16);
+        assert_eq!(size_of::<IrqStart>(), 32);
+        assert_eq!(size_of::<SoftirqStats>(), 24);
     }
 }

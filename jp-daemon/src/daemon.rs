@@ -256,6 +256,16 @@ impl Running {
                 old.kernel.irq_ip_sample_every.to_string(),
             ),
             (
+                "kernel.irq_ip_samples_per_second",
+                new.kernel.irq_ip_samples_per_second.to_string(),
+                old.kernel.irq_ip_samples_per_second.to_string(),
+            ),
+            (
+                "kernel.bpf_stats",
+                new.kernel.bpf_stats.to_string(),
+                old.kernel.bpf_stats.to_string(),
+            ),
+            (
                 "kernel.read_interval_ms",
                 new.kernel.read_interval_ms.to_string(),
                 old.kernel.read_interval_ms.to_string(),

@@ -202,7 +202,11 @@ fn disk_irq_and_softirq_counts_equal_the_kernels_exactly() {
 /// readings: ours(k) <= run_cnt(k) <= ours(k+1), exactly.
 #[test]
 fn softirq_probe_counts_every_run() {
-    let (c, store) = start();
+    // The program's run count is a BPF statistic: off unless asked for.
+    let (c, store) = start_with(jp_daemon::kernel::KernelOptions {
+        bpf_stats: true,
+        ..Default::default()
+    });
     let total = |store: &jp_daemon::store::kernel::Store| -> (u64, u64) {
         let v = store.kernel_view();
         let ours = v.counts.softirqs.values().map(|s| s.count).sum();
@@ -236,32 +240,42 @@ fn softirq_probe_counts_every_run() {
     drop(c);
 }
 
+/// Hard-IRQ handler entries and interrupted-IP walks after some disk I/O.
+fn entries_and_walks_after_disk_io(
+    c: &jp_daemon::kernel::KernelCollector,
+    store: &jp_daemon::store::Store,
+) -> (u64, u64) {
+    disk_io(8);
+    {
+        let _dd = Dd::start(None);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    disk_io(8);
+    let read = || -> BTreeMap<&'static str, u64> {
+        let v = store.kernel_view();
+        [
+            ("entries", v.counts.irq_entries),
+            ("sampled", v.counts.irq_ip_sampled),
+        ]
+        .into()
+    };
+    let (_, now) = quiet_snapshot(c, BTreeMap::<&str, u64>::new, read);
+    (now["entries"], now["sampled"])
+}
+
 /// `kernel.irq_ip_sample_every`: the interrupted IP is looked for at the first of every
 /// N handler entries on each CPU, so with C CPUs and E entries in all the samples S obey
 /// sum(ceil(e_i / N)): ceil(E / N) <= S <= (E + C (N - 1)) / N; with N = 1, S == E.
+/// (Without the time budget: more walks per second than any CPU takes interrupts.)
 #[test]
 fn the_interrupted_ip_is_sampled_at_one_in_n_entries_per_cpu() {
     for every in [1u32, 7] {
         let (c, store) = start_with(jp_daemon::kernel::KernelOptions {
             irq_ip_sample_every: every,
+            irq_ip_samples_per_second: u32::MAX,
             ..Default::default()
         });
-        disk_io(8);
-        {
-            let _dd = Dd::start(None);
-            std::thread::sleep(std::time::Duration::from_millis(300));
-        }
-        disk_io(8);
-        let read = || -> BTreeMap<&'static str, u64> {
-            let v = store.kernel_view();
-            [
-                ("entries", v.counts.irq_entries),
-                ("sampled", v.counts.irq_ip_sampled),
-            ]
-            .into()
-        };
-        let (_, now) = quiet_snapshot(&c, BTreeMap::<&str, u64>::new, read);
-        let (e, s) = (now["entries"], now["sampled"]);
+        let (e, s) = entries_and_walks_after_disk_io(&c, &store);
         let cpus = c.status().cpus.len() as u64;
         c.shutdown();
         let n = u64::from(every);
@@ -272,4 +286,32 @@ fn the_interrupted_ip_is_sampled_at_one_in_n_entries_per_cpu() {
             "1 in {n}: {s} samples for {e} entries on {cpus} CPUs"
         );
     }
+}
+
+/// `kernel.irq_ip_samples_per_second`: at most one walk per 1/R s on each CPU, so over
+/// T seconds S <= C (R T + 1), however many interrupts there were; the handler counts
+/// stay exact (the tests above), only the walks are bounded.
+#[test]
+fn the_interrupted_ip_walks_are_bounded_in_time_per_cpu() {
+    let rate = 5u32;
+    let t0 = std::time::Instant::now();
+    let (c, store) = start_with(jp_daemon::kernel::KernelOptions {
+        irq_ip_samples_per_second: rate,
+        ..Default::default()
+    });
+    let (e, s) = entries_and_walks_after_disk_io(&c, &store);
+    let elapsed = t0.elapsed().as_secs_f64();
+    let cpus = c.status().cpus.len() as u64;
+    c.shutdown();
+    let bound = cpus as f64 * (f64::from(rate) * elapsed + 1.0);
+    println!("{rate}/s per CPU over {elapsed:.1} s: {e} entries on {cpus} CPUs, {s} walks (bound {bound:.0})");
+    assert!(s >= 1, "no interrupted IP sampled at all in {elapsed:.1} s");
+    assert!(
+        (s as f64) <= bound,
+        "{s} walks in {elapsed:.1} s on {cpus} CPUs exceed {rate}/s per CPU"
+    );
+    assert!(
+        e as f64 > 2.0 * bound,
+        "too few hard IRQs ({e}) for the bound ({bound:.0}) to have mattered"
+    );
 }

@@ -131,6 +131,8 @@ fn status() -> CollectorStatus {
         text_end: STEXT + 0x200,
         events_lost: 2,
         last_read: Some(last_read()),
+        bpf_stats_enabled: false,
+        irq_ip_samples_per_second: 0,
     }
 }
 
@@ -257,6 +259,8 @@ async fn every_rpc_health_reflection_socket_mode_and_removal() {
             events_lost: 2,
             last_read_unix_ms: 1_700_000_000_123,
             reset_unix_ms: 0,
+            bpf_stats_enabled: false,
+            irq_ip_samples_per_second: 0,
         }),
         // No USDT collector feeds the JVM store here: all zero.
         jvm: Some(pb::JvmStatus::default()),

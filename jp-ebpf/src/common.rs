@@ -1,11 +1,16 @@
 //! Helpers shared by the probe families: configuration, counters, histograms.
+use core::intrinsics::{atomic_xadd, AtomicOrdering};
+
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    maps::{PerCpuArray, PerCpuHashMap},
+    maps::{Array, PerCpuArray, PerCpuHashMap},
     Global,
 };
-use jp_common::ProbeConfig;
+use jp_common::{ProbeConfig, TextBlock, TEXT_BLOCK_BUCKETS, TEXT_PAGE_BUCKETS};
+
+/// `BPF_F_MMAPABLE`: jpd maps the core-text counters instead of reading them by syscall.
+pub const MMAPABLE: u32 = 1 << 10;
 
 /// Set by jpd at load time (`EbpfLoader::override_global`); see `ProbeConfig`.
 #[unsafe(no_mangle)]
@@ -58,19 +63,61 @@ pub fn hist_add<K>(map: &PerCpuHashMap<K, u64>, key: &K) -> bool {
     }
 }
 
-/// A kernel IP goes to the readprofile histogram if it is in core text, else to the
+/// readprofile's array for core text: one counter per bucket (see
+/// `jp_common::TEXT_BLOCK_BUCKETS`), plus one dirty flag per page of counters that jpd
+/// clears when it has read the page. Both arrays are sized by jpd at load time.
+pub struct TextCounters {
+    pub counts: &'static Array<TextBlock>,
+    pub dirty: &'static Array<u64>,
+}
+
+impl TextCounters {
+    /// Adds one to `bucket`. False if the bucket is beyond the arrays (they are sized
+    /// from the same `_stext`/`_etext` as `cfg`, so only if jpd sized them wrong).
+    #[inline(always)]
+    fn add(&self, bucket: u32) -> bool {
+        let Some(block) = self.counts.get_ptr_mut(bucket / TEXT_BLOCK_BUCKETS) else {
+            return false;
+        };
+        // SAFETY: `block` points into the array's value memory, valid for the program's
+        // run; other CPUs and jpd (through its mapping) access the same u32s, so it is
+        // only ever touched atomically.
+        let slot = unsafe { &mut *block }.get_mut((bucket % TEXT_BLOCK_BUCKETS) as usize);
+        let Some(slot) = slot else {
+            return false;
+        };
+        // The BPF target has no `AtomicU32`, but BPF has a 32-bit atomic add (readprofile
+        // counts in 32 bits too, and jpd diffs with wrapping arithmetic).
+        // SAFETY: `slot` is a valid, 4-byte aligned u32 (see above).
+        unsafe { atomic_xadd::<u32, u32, { AtomicOrdering::Relaxed }>(slot, 1) };
+        // Read before writing: a hot page's flag stays set, so its cache line is not
+        // bounced between CPUs on every sample. jpd clears it with an atomic exchange
+        // before reading the page, so an increment after that read sets it again.
+        if let Some(flag) = self.dirty.get_ptr_mut(bucket / TEXT_PAGE_BUCKETS) {
+            // SAFETY: the flag's u64 in the dirty array's value memory.
+            unsafe {
+                if core::ptr::read_volatile(flag) == 0 {
+                    core::ptr::write_volatile(flag, 1);
+                }
+            }
+        }
+        true
+    }
+}
+
+/// A kernel IP goes to the readprofile array if it is in core text, else to the
 /// exact-address map (modules, BPF JIT, trampolines) so that user space can symbolize
 /// it. Returns false if it could not be recorded.
 #[inline(always)]
 pub fn record_kernel_ip(
     cfg: &ProbeConfig,
     ip: u64,
-    buckets: &PerCpuHashMap<u32, u64>,
+    text: &TextCounters,
     others: &PerCpuHashMap<u64, u64>,
 ) -> bool {
     if ip >= cfg.text_start && ip < cfg.text_end {
         let bucket = ((ip - cfg.text_start) >> (cfg.shift & 63)) as u32;
-        hist_add(buckets, &bucket)
+        text.add(bucket)
     } else {
         hist_add(others, &ip)
     }

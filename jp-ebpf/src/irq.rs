@@ -14,14 +14,18 @@ use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_stack, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
     macros::{map, raw_tracepoint},
-    maps::{PerCpuArray, PerCpuHashMap},
+    maps::{Array, PerCpuArray, PerCpuHashMap},
     programs::RawTracePointContext,
     EbpfContext as _,
 };
 use aya_log_ebpf::warn;
-use jp_common::{mode, IrqKey, IrqStart, IrqStats, ProbeConfig, IRQ_NAME_LEN, IRQ_STACK_DEPTH};
+use jp_common::{
+    mode, IrqKey, IrqStart, IrqStats, ProbeConfig, TextBlock, IRQ_NAME_LEN, IRQ_STACK_DEPTH,
+};
 
-use crate::common::{bump, config, in_idle_task, now_ns, power_of_two, record_kernel_ip};
+use crate::common::{
+    bump, config, in_idle_task, now_ns, power_of_two, record_kernel_ip, TextCounters, MMAPABLE,
+};
 
 /// Scratch space for the kernel stack at handler entry (too big for the BPF stack).
 #[map]
@@ -31,9 +35,18 @@ static JP_IRQ_TRACE: PerCpuArray<[u64; IRQ_STACK_DEPTH]> = PerCpuArray::with_max
 #[map]
 static JP_IRQ_MODES: PerCpuArray<u64> = PerCpuArray::with_max_entries(mode::COUNT, 0);
 
-/// Interrupted kernel IP at hard-IRQ handler entry, bucketed like `JP_BUCKETS`.
+/// Interrupted kernel IP at hard-IRQ handler entry, in core text: as `JP_TEXT_COUNTS`.
 #[map]
-static JP_IRQ_BUCKETS: PerCpuHashMap<u32, u64> = PerCpuHashMap::with_max_entries(1 << 13, 0);
+static JP_IRQ_TEXT_COUNTS: Array<TextBlock> = Array::with_max_entries(1, MMAPABLE);
+
+/// Dirty flag per page of `JP_IRQ_TEXT_COUNTS`.
+#[map]
+static JP_IRQ_TEXT_DIRTY: Array<u64> = Array::with_max_entries(1, MMAPABLE);
+
+static IRQ_TEXT: TextCounters = TextCounters {
+    counts: &JP_IRQ_TEXT_COUNTS,
+    dirty: &JP_IRQ_TEXT_DIRTY,
+};
 
 /// As `JP_OTHER_IPS`, for the interrupted IP.
 #[map]
@@ -54,25 +67,27 @@ pub fn jp_irq_entry(ctx: RawTracePointContext) -> i32 {
     let Some(s) = JP_IRQ_START.get_ptr_mut(0) else {
         return 0;
     };
+    let cfg = config();
+    let mut now = now_ns();
     // SAFETY: this CPU's slot; hard-IRQ handlers (and so these programs) do not nest on
     // one CPU.
-    let entries = unsafe {
-        (*s).entries += 1;
-        (*s).entries
-    };
-    // The unwinding costs microseconds per interrupt: on IRQ-heavy hosts only 1 in
-    // `irq_ip_every` entries pays it (the first of each run, so one entry suffices).
-    let cfg = config();
+    let start = unsafe { &mut *s };
+    start.entries += 1;
+    // The stack walk costs microseconds: it is bounded by a time budget per CPU (at
+    // most one walk per `irq_ip_min_interval_ns`), and optionally thinned to the first
+    // of every `irq_ip_every` entries. A skipped entry costs the comparisons only.
     let every = u64::from(cfg.irq_ip_every);
-    if every <= 1 || (entries - 1) % every == 0 {
+    if cfg.irq_ip_min_interval_ns != u64::MAX
+        && now >= start.next_walk_ns
+        && (every <= 1 || (start.entries - 1) % every == 0)
+    {
+        start.next_walk_ns = now.saturating_add(cfg.irq_ip_min_interval_ns);
         sample_interrupted_ip(&ctx, &cfg);
+        // Timestamp after the walk, so that it is not counted as handler time.
+        now = now_ns();
     }
-    // Timestamp last, so that the unwinding above is not counted as handler time.
-    // SAFETY: as above.
-    unsafe {
-        (*s).ts_ns = now_ns();
-        (*s).action = action;
-    }
+    start.ts_ns = now;
+    start.action = action;
     0
 }
 
@@ -219,12 +234,12 @@ fn record_interrupted_kernel_ip(ctx: &RawTracePointContext, cfg: &ProbeConfig, i
         return;
     }
     bump(&JP_IRQ_MODES, mode::KERNEL);
-    if !record_kernel_ip(cfg, ip, &JP_IRQ_BUCKETS, &JP_IRQ_OTHERS) {
+    if !record_kernel_ip(cfg, ip, &IRQ_TEXT, &JP_IRQ_OTHERS) {
         let lost = bump(&JP_IRQ_MODES, mode::LOST);
         if power_of_two(lost) {
             warn!(
                 ctx,
-                "interrupted-IP histogram full: {} samples lost on this CPU", lost
+                "interrupted IP not recorded: {} samples lost on this CPU", lost
             );
         }
     }

@@ -4,12 +4,17 @@
 //! - `softirq`: softirq count and time per vector,
 //! - `usdt`: the `jp:record` USDT probe of the JVM agent, into a ring buffer.
 //!
-//! Every map is per-CPU and every program only touches its own CPU's slots, so there are
-//! no locks and no atomics; hash maps are preallocated (no allocation on the hot path).
+//! Every map but the core-text counters is per-CPU and every program only touches its
+//! own CPU's slots, so there are no locks; the core-text counters are one array shared
+//! by all CPUs (a per-CPU copy would take 256 × 4.8 MB on a 256-CPU host) and take
+//! atomic adds. Hash maps are preallocated (no allocation on the hot path).
 //! Kernel-specific numbers (text range, struct offsets) come from user space through
 //! the `JP_CONFIG` global (see `jp_common::ProbeConfig`).
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
+// `atomic_xadd` on a u32: the BPF target has no `AtomicU32` (see `common::TextCounters`).
+#![cfg_attr(target_arch = "bpf", feature(core_intrinsics))]
+#![cfg_attr(target_arch = "bpf", allow(internal_features))]
 
 #[cfg(target_arch = "bpf")]
 mod common;

@@ -1,25 +1,36 @@
 //! Kernel IP sampling on the `cpu-clock` software event (readprofile, seed 002).
 use aya_ebpf::{
     macros::{map, perf_event},
-    maps::{PerCpuArray, PerCpuHashMap},
+    maps::{Array, PerCpuArray, PerCpuHashMap},
     programs::PerfEventContext,
 };
 use aya_log_ebpf::warn;
-use jp_common::mode;
+use jp_common::{mode, TextBlock};
 
-use crate::common::{bump, config, in_idle_task, power_of_two, record_kernel_ip, user_mode};
+use crate::common::{
+    bump, config, in_idle_task, power_of_two, record_kernel_ip, user_mode, TextCounters, MMAPABLE,
+};
 
 /// Samples by mode (`jp_common::mode`).
 #[map]
 static JP_MODES: PerCpuArray<u64> = PerCpuArray::with_max_entries(mode::COUNT, 0);
 
-/// readprofile histogram: `(ip - _stext) >> shift` → samples. 64 Ki distinct buckets
-/// (1 MiB of hot kernel text at shift 4); reading walks every hash bucket, so bigger
-/// costs jpd CPU on every read. A full map is counted as lost, never silent.
+/// readprofile's array: bucket `(ip - _stext) >> shift` → samples, all CPUs (see
+/// `TextCounters`). jpd sets the sizes from the running kernel before loading.
 #[map]
-static JP_BUCKETS: PerCpuHashMap<u32, u64> = PerCpuHashMap::with_max_entries(1 << 16, 0);
+static JP_TEXT_COUNTS: Array<TextBlock> = Array::with_max_entries(1, MMAPABLE);
 
-/// Kernel IPs outside `[_stext, _etext)` → samples, by exact address.
+/// Dirty flag per page of `JP_TEXT_COUNTS`.
+#[map]
+static JP_TEXT_DIRTY: Array<u64> = Array::with_max_entries(1, MMAPABLE);
+
+static TEXT: TextCounters = TextCounters {
+    counts: &JP_TEXT_COUNTS,
+    dirty: &JP_TEXT_DIRTY,
+};
+
+/// Kernel IPs outside `[_stext, _etext)` → samples, by exact address. A full map is
+/// counted as lost, never silent.
 #[map]
 static JP_OTHER_IPS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(1 << 13, 0);
 
@@ -38,12 +49,12 @@ pub fn jp_sample(ctx: PerfEventContext) -> u32 {
     }
     bump(&JP_MODES, mode::KERNEL);
     let cfg = config();
-    if !record_kernel_ip(&cfg, ip, &JP_BUCKETS, &JP_OTHER_IPS) {
+    if !record_kernel_ip(&cfg, ip, &TEXT, &JP_OTHER_IPS) {
         let lost = bump(&JP_MODES, mode::LOST);
         if power_of_two(lost) {
             warn!(
                 &ctx,
-                "kernel sample histogram full: {} samples lost on this CPU", lost
+                "kernel sample not recorded: {} samples lost on this CPU", lost
             );
         }
     }

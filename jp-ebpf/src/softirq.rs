@@ -8,11 +8,9 @@ use jp_common::{SoftirqStats, NR_SOFTIRQS};
 
 use crate::common::now_ns;
 
-/// Entry time per vector on this CPU (0: not running). Softirqs do not nest on a CPU.
-#[map]
-static JP_SIRQ_START: PerCpuArray<u64> = PerCpuArray::with_max_entries(NR_SOFTIRQS, 0);
-
-/// Per vector; slot `NR_SOFTIRQS` counts vector numbers out of range.
+/// Per vector, with the entry time of the run in progress; slot `NR_SOFTIRQS` counts
+/// vector numbers out of range. Entry and exit touch this one slot only (one map
+/// lookup each; the entry times used to be a second map).
 #[map]
 static JP_SIRQ_STATS: PerCpuArray<SoftirqStats> = PerCpuArray::with_max_entries(NR_SOFTIRQS + 1, 0);
 
@@ -23,12 +21,9 @@ pub fn jp_sirq_entry(ctx: RawTracePointContext) -> i32 {
     let slot = if vec < NR_SOFTIRQS { vec } else { NR_SOFTIRQS };
     if let Some(s) = JP_SIRQ_STATS.get_ptr_mut(slot) {
         // SAFETY: this CPU's slot; softirq programs do not nest on one CPU.
-        unsafe { (*s).count += 1 };
-    }
-    if vec < NR_SOFTIRQS {
-        if let Some(t) = JP_SIRQ_START.get_ptr_mut(vec) {
-            // SAFETY: as above.
-            unsafe { *t = now_ns() };
+        unsafe {
+            (*s).count += 1;
+            (*s).start_ns = now_ns();
         }
     }
     0
@@ -40,20 +35,18 @@ pub fn jp_sirq_exit(ctx: RawTracePointContext) -> i32 {
     if vec >= NR_SOFTIRQS {
         return 0;
     }
-    let Some(t) = JP_SIRQ_START.get_ptr_mut(vec) else {
+    let Some(s) = JP_SIRQ_STATS.get_ptr_mut(vec) else {
         return 0;
     };
-    // SAFETY: this CPU's slots; softirq programs do not nest on one CPU.
+    // SAFETY: this CPU's slot; softirq programs do not nest on one CPU.
     unsafe {
-        let start = *t;
+        let start = (*s).start_ns;
         if start == 0 {
             // Started before we attached: counted at entry time or not at all, never timed.
             return 0;
         }
-        *t = 0;
-        if let Some(s) = JP_SIRQ_STATS.get_ptr_mut(vec) {
-            (*s).time_ns += now_ns().saturating_sub(start);
-        }
+        (*s).start_ns = 0;
+        (*s).time_ns += now_ns().saturating_sub(start);
     }
     0
 }

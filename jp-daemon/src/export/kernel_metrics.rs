@@ -15,10 +15,9 @@ use crate::store::kernel::KernelView;
 
 /// The eBPF maps' sizes (`with_max_entries` in jp-ebpf), for the fill gauges; a test
 /// reads jp-ebpf's sources to keep them equal.
-pub const MAP_CAPACITY: [(&str, u64); 5] = [
-    ("JP_BUCKETS", 1 << 16),
+/// (The core-text counters are arrays sized from the kernel's text: never full.)
+pub const MAP_CAPACITY: [(&str, u64); 3] = [
     ("JP_OTHER_IPS", 1 << 13),
-    ("JP_IRQ_BUCKETS", 1 << 13),
     ("JP_IRQ_OTHERS", 1 << 11),
     ("JP_IRQ_STATS", 512),
 ];
@@ -208,6 +207,23 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
     )
     .sample(name, &[], s.last_read.map_or(0.0, seconds_since_epoch));
 
+    let name = "jp_kernel_bpf_stats_enabled";
+    Family::header(
+        &mut out,
+        name,
+        "gauge",
+        "1 while the kernel's BPF run-time statistics are on (the run-time series move only then; every BPF program on the host pays for them).",
+    )
+    .sample(name, &[], f64::from(u8::from(s.bpf_stats_enabled)));
+    let name = "jp_kernel_irq_ip_samples_per_second_max";
+    Family::header(
+        &mut out,
+        name,
+        "gauge",
+        "Bound on the interrupted-IP stack walks at hard-IRQ entry, per CPU (0: off).",
+    )
+    .sample(name, &[], f64::from(s.irq_ip_samples_per_second));
+
     let name = "jp_bpf_program_runs_total";
     let mut f = Family::header(&mut out, name, "counter", "Runs of jp's eBPF programs.");
     for p in &s.programs {
@@ -225,9 +241,7 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
     }
 
     let entries = [
-        c.buckets.len(),
         c.other_ips.len(),
-        c.irq_buckets.len(),
         c.irq_other_ips.len(),
         // One map entry per (irq, handler) and CPU key; the store merges CPUs.
         c.irqs.len(),
@@ -304,6 +318,8 @@ mod tests {
                 shift: 4,
                 events_lost: 5,
                 last_read: Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_500)),
+                bpf_stats_enabled: true,
+                irq_ip_samples_per_second: 100,
                 ..CollectorStatus::default()
             },
             symbols: None,
@@ -357,6 +373,12 @@ jp_kernel_events_lost_total 5
 # HELP jp_kernel_last_read_timestamp_seconds When jpd last read the eBPF maps, seconds since the epoch.
 # TYPE jp_kernel_last_read_timestamp_seconds gauge
 jp_kernel_last_read_timestamp_seconds 1700000000.5
+# HELP jp_kernel_bpf_stats_enabled 1 while the kernel's BPF run-time statistics are on (the run-time series move only then; every BPF program on the host pays for them).
+# TYPE jp_kernel_bpf_stats_enabled gauge
+jp_kernel_bpf_stats_enabled 1
+# HELP jp_kernel_irq_ip_samples_per_second_max Bound on the interrupted-IP stack walks at hard-IRQ entry, per CPU (0: off).
+# TYPE jp_kernel_irq_ip_samples_per_second_max gauge
+jp_kernel_irq_ip_samples_per_second_max 100
 # HELP jp_bpf_program_runs_total Runs of jp's eBPF programs.
 # TYPE jp_bpf_program_runs_total counter
 jp_bpf_program_runs_total{program="jp_sample"} 38655
@@ -365,16 +387,12 @@ jp_bpf_program_runs_total{program="jp_sample"} 38655
 jp_bpf_program_run_seconds_total{program="jp_sample"} 0.02348
 # HELP jp_kernel_map_entries Keys in jp's eBPF hash maps.
 # TYPE jp_kernel_map_entries gauge
-jp_kernel_map_entries{map="JP_BUCKETS"} 1
 jp_kernel_map_entries{map="JP_OTHER_IPS"} 1
-jp_kernel_map_entries{map="JP_IRQ_BUCKETS"} 0
 jp_kernel_map_entries{map="JP_IRQ_OTHERS"} 0
 jp_kernel_map_entries{map="JP_IRQ_STATS"} 2
 # HELP jp_kernel_map_max_entries Capacity of jp's eBPF hash maps.
 # TYPE jp_kernel_map_max_entries gauge
-jp_kernel_map_max_entries{map="JP_BUCKETS"} 65536
 jp_kernel_map_max_entries{map="JP_OTHER_IPS"} 8192
-jp_kernel_map_max_entries{map="JP_IRQ_BUCKETS"} 8192
 jp_kernel_map_max_entries{map="JP_IRQ_OTHERS"} 2048
 jp_kernel_map_max_entries{map="JP_IRQ_STATS"} 512
 "#;

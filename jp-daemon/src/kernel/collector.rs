@@ -25,6 +25,7 @@ use jp_common::{
 
 use super::batch::read_percpu;
 use super::btf::Btf;
+use super::text_counts::{TextCounts, TextLayout};
 use super::KernelOptions;
 use crate::lock::lock;
 use crate::store::kernel::symbols::{Symbols, SymbolsStamp};
@@ -43,6 +44,13 @@ const SIRQ_EXIT: &str = "jp_sirq_exit";
 /// x86-64's device-interrupt entry stub: in a stack trace taken in a hard-IRQ handler,
 /// the frame after it is the interrupted IP (see jp-ebpf's `irq.rs`).
 const IRQ_ENTRY_STUB: &str = "asm_common_interrupt";
+/// readprofile's arrays for core text and their dirty-page flags (see `text_counts`).
+const TEXT_COUNTS: &str = "JP_TEXT_COUNTS";
+const TEXT_DIRTY: &str = "JP_TEXT_DIRTY";
+const IRQ_TEXT_COUNTS: &str = "JP_IRQ_TEXT_COUNTS";
+const IRQ_TEXT_DIRTY: &str = "JP_IRQ_TEXT_DIRTY";
+/// Whether the kernel's BPF run-time statistics are on (for anyone's reason).
+const BPF_STATS_SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 
 /// Handle on the running collector.
 pub struct KernelCollector {
@@ -161,7 +169,10 @@ struct State {
     symbols: Arc<Symbols>,
     symbols_stamp: SymbolsStamp,
     cfg: ProbeConfig,
-    /// Keeps `kernel.bpf_stats_enabled` on while we run.
+    /// Core-text counters of the sampler and of the interrupted IP, memory-mapped.
+    text: TextCounts,
+    irq_text: TextCounts,
+    /// Keeps `kernel.bpf_stats_enabled` on while we run (only with `bpf_stats = true`).
     _stats: Option<OwnedFd>,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// Failed map reads and attach errors since start.
@@ -193,14 +204,38 @@ impl State {
             irqaction_handler_off: btf.member_offset("irqaction", "handler")?,
             irqaction_name_off: btf.member_offset("irqaction", "name")?,
             irq_ip_every: opts.irq_ip_sample_every,
+            irq_ip_min_interval_ns: opts.irq_ip_min_interval_ns(),
         };
         let ncpus =
             aya::util::nr_cpus().map_err(|(path, e)| anyhow::anyhow!("cannot read {path}: {e}"))?;
+        let layout = TextLayout::new(cfg.text_start, cfg.text_end, cfg.shift)?;
+        log::info!(
+            "core text: {} buckets of {} bytes, {} KiB of counters per array (2 arrays, all CPUs)",
+            layout.buckets,
+            1u64 << cfg.shift,
+            layout.bytes() / 1024
+        );
 
         let mut ebpf = EbpfLoader::new()
             .override_global(CONFIG_GLOBAL, &cfg, true)
+            .map_max_entries(TEXT_COUNTS, layout.blocks)
+            .map_max_entries(TEXT_DIRTY, layout.pages)
+            .map_max_entries(IRQ_TEXT_COUNTS, layout.blocks)
+            .map_max_entries(IRQ_TEXT_DIRTY, layout.pages)
             .load(PROBES)
             .map_err(|e| anyhow::anyhow!("cannot load jp's eBPF object: {e}"))?;
+        let text = TextCounts::map(
+            array_fd(&ebpf, TEXT_COUNTS)?,
+            array_fd(&ebpf, TEXT_DIRTY)?,
+            layout,
+            TEXT_COUNTS,
+        )?;
+        let irq_text = TextCounts::map(
+            array_fd(&ebpf, IRQ_TEXT_COUNTS)?,
+            array_fd(&ebpf, IRQ_TEXT_DIRTY)?,
+            layout,
+            IRQ_TEXT_COUNTS,
+        )?;
         let logger = match aya_log::EbpfLogger::init(&mut ebpf) {
             Ok(l) => Some(l),
             Err(e) => {
@@ -208,12 +243,16 @@ impl State {
                 None
             }
         };
-        let stats = match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
-            Ok(fd) => Some(fd),
-            Err(e) => {
-                log::warn!("cannot enable BPF run-time statistics: {e}");
-                None
+        let stats = if opts.bpf_stats {
+            match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+                Ok(fd) => Some(fd),
+                Err(e) => {
+                    log::warn!("cannot enable BPF run-time statistics: {e}");
+                    None
+                }
             }
+        } else {
+            None
         };
 
         let mut attached = Vec::new();
@@ -228,7 +267,12 @@ impl State {
             p.attach(tp)
                 .with_context(|| format!("cannot attach {prog} to {tp}"))?;
             let what = if prog == IRQ_ENTRY {
-                format!("raw_tracepoint {tp} (+ interrupted IP via kernel stack)")
+                match opts.irq_ip_samples_per_second {
+                    0 => format!("raw_tracepoint {tp} (interrupted IP off)"),
+                    n => format!(
+                        "raw_tracepoint {tp} (+ interrupted IP via kernel stack, at most {n}/s per CPU)"
+                    ),
+                }
             } else {
                 format!("raw_tracepoint {tp}")
             };
@@ -247,6 +291,8 @@ impl State {
             symbols: Arc::new(symbols),
             symbols_stamp,
             cfg,
+            text,
+            irq_text,
             _stats: stats,
             logger,
             read_errors: 0,
@@ -388,7 +434,9 @@ impl State {
     }
 
     /// Reads every map; returns the counts and the events lost on the eBPF side.
-    fn read(&self) -> anyhow::Result<(KernelCounts, u64)> {
+    fn read(&mut self) -> anyhow::Result<(KernelCounts, u64)> {
+        let buckets = self.text.read().clone();
+        let irq_buckets = self.irq_text.read().clone();
         let ebpf = self.ebpf.as_ref().context("not attached")?;
         let n = self.ncpus;
         let modes = sum_array(ebpf, "JP_MODES", n)?;
@@ -432,9 +480,9 @@ impl State {
                 user: at(&modes, mode::USER),
                 idle: at(&modes, mode::IDLE),
             },
-            buckets: sum_hash::<u32>(ebpf, "JP_BUCKETS", n)?,
+            buckets,
             other_ips: sum_hash::<u64>(ebpf, "JP_OTHER_IPS", n)?,
-            irq_buckets: sum_hash::<u32>(ebpf, "JP_IRQ_BUCKETS", n)?,
+            irq_buckets,
             irq_other_ips: sum_hash::<u64>(ebpf, "JP_IRQ_OTHERS", n)?,
             irq_modes: ModeCounts {
                 kernel: at(&irq_modes, mode::KERNEL),
@@ -492,6 +540,8 @@ impl State {
             text_end: self.cfg.text_end,
             events_lost: lost + self.read_errors,
             last_read: Some(SystemTime::now()),
+            bpf_stats_enabled: bpf_stats_enabled(),
+            irq_ip_samples_per_second: self.opts.irq_ip_samples_per_second,
         }
     }
 
@@ -523,6 +573,14 @@ fn map_data<'a>(ebpf: &'a Ebpf, name: &str) -> anyhow::Result<&'a MapData> {
     match ebpf.map(name) {
         Some(Map::PerCpuHashMap(d)) | Some(Map::PerCpuArray(d)) => Ok(d),
         Some(_) => bail!("map {name} is not a per-CPU map"),
+        None => bail!("map {name} missing from the object"),
+    }
+}
+
+fn array_fd<'a>(ebpf: &'a Ebpf, name: &str) -> anyhow::Result<std::os::fd::BorrowedFd<'a>> {
+    match ebpf.map(name) {
+        Some(Map::Array(d)) => Ok(d.fd().as_fd()),
+        Some(_) => bail!("map {name} is not an array"),
         None => bail!("map {name} missing from the object"),
     }
 }
@@ -589,6 +647,12 @@ fn merge_irq(per_cpu: &[IrqStats]) -> MergedIrq {
         m.name = "?".to_string();
     }
     m
+}
+
+/// `kernel.bpf_stats_enabled`, whoever turned it on (jpd with `bpf_stats`, or another
+/// process holding a `BPF_ENABLE_STATS` fd or the sysctl).
+fn bpf_stats_enabled() -> bool {
+    std::fs::read_to_string(BPF_STATS_SYSCTL).is_ok_and(|s| s.trim() != "0")
 }
 
 /// CPUs to attach to and to detach from.

@@ -28,6 +28,7 @@
 mod batch;
 mod btf;
 pub mod collector;
+mod text_counts;
 
 pub use collector::KernelCollector;
 
@@ -45,6 +46,23 @@ pub struct KernelOptions {
     /// The interrupted IP is sampled at 1 in this many hard-IRQ handler entries per CPU.
     /// Default 1 (every one).
     pub irq_ip_sample_every: u32,
+    /// Time budget of the interrupted-IP stack walk (10–20 µs each): at most this many
+    /// walks per second per CPU; 0 turns the interrupted-IP sample off; above 10^9, no
+    /// time bound (tests). Default 100.
+    pub irq_ip_samples_per_second: u32,
+    /// Keep the kernel's BPF run-time statistics on while jpd runs (every BPF program on
+    /// the host then pays two clock reads per run). Default off.
+    pub bpf_stats: bool,
+}
+
+impl KernelOptions {
+    /// `ProbeConfig::irq_ip_min_interval_ns` for `irq_ip_samples_per_second`.
+    pub fn irq_ip_min_interval_ns(&self) -> u64 {
+        match self.irq_ip_samples_per_second {
+            0 => u64::MAX,
+            n => 1_000_000_000 / u64::from(n),
+        }
+    }
 }
 
 impl Default for KernelOptions {
@@ -54,6 +72,8 @@ impl Default for KernelOptions {
             shift: 4,
             read_interval: Duration::from_secs(1),
             irq_ip_sample_every: 1,
+            irq_ip_samples_per_second: 100,
+            bpf_stats: false,
         }
     }
 }

@@ -49,6 +49,8 @@ pub fn status(view: &KernelView, version: &str, uptime: Duration) -> pb::Status 
             events_lost: s.events_lost,
             last_read_unix_ms: unix_ms(s.last_read),
             reset_unix_ms: unix_ms(view.reset_at),
+            bpf_stats_enabled: s.bpf_stats_enabled,
+            irq_ip_samples_per_second: s.irq_ip_samples_per_second,
         }),
         // Filled by the service from the JVM store.
         jvm: None,

@@ -27,9 +27,9 @@ pub const MAX_SITES: usize = 1024;
 
 /// Maps of the kernel samplers, unused by this instance: (name, smallest valid size).
 const UNUSED_MAPS: [(&str, u32); 6] = [
-    ("JP_BUCKETS", 1),
+    ("JP_TEXT_COUNTS", 1),
     ("JP_OTHER_IPS", 1),
-    ("JP_IRQ_BUCKETS", 1),
+    ("JP_IRQ_TEXT_COUNTS", 1),
     ("JP_IRQ_OTHERS", 1),
     ("JP_IRQ_STATS", 1),
     ("AYA_LOGS", 4096),

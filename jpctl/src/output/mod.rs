@@ -143,6 +143,8 @@ pub fn status_json(s: &Status) -> serde_json::Value {
             "events_lost": k.events_lost,
             "last_read_unix_ms": k.last_read_unix_ms,
             "reset_unix_ms": k.reset_unix_ms,
+            "bpf_stats_enabled": k.bpf_stats_enabled,
+            "irq_ip_samples_per_second": k.irq_ip_samples_per_second,
             "programs": k.programs.iter().map(|p| serde_json::json!({
                 "name": p.name,
                 "attached_to": p.attached_to,
@@ -376,6 +378,17 @@ pub fn status_text(s: &Status) -> String {
         modes_line(&k.samples.unwrap_or_default())
     );
     let _ = writeln!(out, "  lost     {} events", k.events_lost);
+    let walks = match k.irq_ip_samples_per_second {
+        0 => "off".to_string(),
+        n => format!("at most {n} stack walks/s per CPU"),
+    };
+    let _ = writeln!(out, "  irq ip   {walks}");
+    let stats = if k.bpf_stats_enabled {
+        "on (run times below move; every BPF program on the host pays for them)"
+    } else {
+        "off (run times below do not move; kernel.bpf_stats turns them on)"
+    };
+    let _ = writeln!(out, "  bpf stats {stats}");
     if !k.programs.is_empty() {
         // What each eBPF program attaches to can be long: it goes last.
         let _ = writeln!(
@@ -570,6 +583,8 @@ mod tests {
                 events_lost: 0,
                 last_read_unix_ms: 1,
                 reset_unix_ms: 0,
+                bpf_stats_enabled: false,
+                irq_ip_samples_per_second: 100,
             }),
             jvm: None,
         };
@@ -579,12 +594,16 @@ mod tests {
             "  text     0xffffffff81000000-0xffffffff8220bb08\n",
             "  samples  200 (kernel 50.0%, user 25.0%, idle 25.0%) since start\n",
             "  lost     0 events\n",
+            "  irq ip   at most 100 stack walks/s per CPU\n",
+            "  bpf stats off (run times below do not move; kernel.bpf_stats turns them on)\n",
             "  program                runs   run time   per run  attached to\n",
             "  jp_sample             11581    7.57 ms    653 ns  perf_event cpu-clock 997 Hz on CPUs 0-1\n",
         );
         assert_eq!(status_text(&s), expected);
         let v = status_json(&s);
         assert_eq!(v["kernel"]["programs"][0]["run_time_ns"], 7_570_000);
+        assert_eq!(v["kernel"]["bpf_stats_enabled"], false);
+        assert_eq!(v["kernel"]["irq_ip_samples_per_second"], 100);
         assert_eq!(v["kernel"]["samples"]["idle"], 50);
     }
 

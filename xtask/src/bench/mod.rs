@@ -6,6 +6,7 @@ use clap::Subcommand;
 
 mod cgroups;
 mod fleet;
+mod floor;
 mod jvm;
 mod kernel;
 mod report;

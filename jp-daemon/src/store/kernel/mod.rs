@@ -114,6 +114,11 @@ pub struct CollectorStatus {
     /// Events that could not be recorded (full maps, failed reads…).
     pub events_lost: u64,
     pub last_read: Option<SystemTime>,
+    /// The kernel's BPF run-time statistics are on (`programs`' run times move only
+    /// then, and every BPF program on the host pays two clock reads per run).
+    pub bpf_stats_enabled: bool,
+    /// Bound on the interrupted-IP stack walks, per CPU (0: off).
+    pub irq_ip_samples_per_second: u32,
 }
 
 #[derive(Default)]
