@@ -651,6 +651,7 @@ pub fn write_file(t: &Mct, format: Format, path: &str) -> std::io::Result<()> {
         Format::Pprof => mct::write_pprof(t, &mut buf)?,
         Format::Folded => mct::write_folded(t, &mut buf)?,
         Format::Tree => mct::write_tree(t, &mut buf)?,
+        Format::Html => mct::write_html(t, &mut buf)?,
     }
     let tmp = format!("{path}.{}.tmp", std::process::id());
     std::fs::write(&tmp, &buf)?;
@@ -802,6 +803,7 @@ mod tests {
             (Format::Pprof, &b"\x1f\x8b"[..]),
             (Format::Folded, &b"A.main(java.lang.String[]) 5\n"[..]),
             (Format::Tree, &b"# jp method call tree"[..]),
+            (Format::Html, &b"<!DOCTYPE html>"[..]),
         ] {
             let path = dir.join(format.name());
             let p = path.to_str().unwrap();

@@ -1,5 +1,8 @@
 //! jpctl: the command-line client of jpd, and its live `top` view.
 pub mod client;
+pub mod diff;
+pub mod diff_cmd;
+pub mod kernel_flame;
 pub mod jvm;
 pub mod output;
 pub mod tls;
