@@ -135,8 +135,12 @@ impl Merged {
         let mut by_method: HashMap<Arc<str>, [Counts; 2]> = HashMap::new();
         let mut on_path: HashMap<Arc<str>, u32> = HashMap::new();
         // (node, entering?): iterative, recursions make deep trees.
-        let mut stack: Vec<(usize, bool)> =
-            self.nodes[0].children.iter().rev().map(|&c| (c, true)).collect();
+        let mut stack: Vec<(usize, bool)> = self.nodes[0]
+            .children
+            .iter()
+            .rev()
+            .map(|&c| (c, true))
+            .collect();
         while let Some((i, enter)) = stack.pop() {
             let n = &self.nodes[i];
             let depth = on_path.entry(n.method.clone()).or_insert(0);
@@ -226,7 +230,8 @@ fn pair(c: &[Counts; 2], f: impl Fn(&Counts) -> u64) -> Pair {
 
 pub fn diff_jvm(base: &Mct, new: &Mct, o: &DiffOptions) -> JvmDiff {
     let m = Merged::build(base, new, o.ignore.as_ref());
-    let tiny = |c: &[Counts; 2]| c[0].inclusive < o.min_bytecodes && c[1].inclusive < o.min_bytecodes;
+    let tiny =
+        |c: &[Counts; 2]| c[0].inclusive < o.min_bytecodes && c[1].inclusive < o.min_bytecodes;
     let mut methods = Vec::new();
     let mut unchanged_methods = 0;
     for (name, c) in m.methods() {
@@ -301,7 +306,12 @@ pub fn diff_jvm(base: &Mct, new: &Mct, o: &DiffOptions) -> JvmDiff {
     }
 }
 
-fn jvm_gate(total: &Totals, methods: &[MethodDiff], contexts: &[ContextDiff], o: &DiffOptions) -> Gate {
+fn jvm_gate(
+    total: &Totals,
+    methods: &[MethodDiff],
+    contexts: &[ContextDiff],
+    o: &DiffOptions,
+) -> Gate {
     let mut causes = Vec::new();
     let scoped = |name: &str| o.method.as_ref().is_none_or(|re| re.is_match(name));
     if let Some(limit) = o.fail_above {
@@ -423,9 +433,14 @@ pub fn jvm_text(d: &JvmDiff, o: &DiffOptions) -> String {
             c.path.join(" > ")
         );
     }
-    let shown = take(d.methods.len()) < d.methods.len() || take(d.contexts.len()) < d.contexts.len();
+    let shown =
+        take(d.methods.len()) < d.methods.len() || take(d.contexts.len()) < d.contexts.len();
     if shown {
-        let _ = writeln!(s, "  (first {} rows of each; --limit 0 shows all, --json has all)", o.limit);
+        let _ = writeln!(
+            s,
+            "  (first {} rows of each; --limit 0 shows all, --json has all)",
+            o.limit
+        );
     }
     gate_text(&mut s, &d.gate, o);
     s
@@ -462,7 +477,12 @@ pub fn jvm_flame(base: &Mct, new: &Mct, o: &DiffOptions, title: &str) -> FlameTr
             inclusive: c.inclusive,
             exclusive: c.bytecodes,
         };
-        to_flame[i] = g.add(to_flame[n.parent], name, counts(&n.side[1]), counts(&n.side[0]));
+        to_flame[i] = g.add(
+            to_flame[n.parent],
+            name,
+            counts(&n.side[1]),
+            counts(&n.side[0]),
+        );
     }
     g.subtitle = format!(
         "bba={} · {} calling contexts in either profile · width: the larger side",
@@ -522,7 +542,9 @@ pub fn diff_kernel(base: &[KernelFunction], new: &[KernelFunction], o: &DiffOpti
             if o.ignore.as_ref().is_some_and(|re| re.is_match(&f.name)) {
                 continue;
             }
-            by_key.entry((f.module.clone(), f.name.clone())).or_default()[s] += f.samples;
+            by_key
+                .entry((f.module.clone(), f.name.clone()))
+                .or_default()[s] += f.samples;
         }
     }
     let totals: Pair = [
@@ -555,7 +577,10 @@ pub fn diff_kernel(base: &[KernelFunction], new: &[KernelFunction], o: &DiffOpti
             ));
         }
         if o.fail_on_new && f.samples[0] == 0 && f.samples[1] > 0 {
-            causes.push(format!("new function {} ({} samples)", f.function, f.samples[1]));
+            causes.push(format!(
+                "new function {} ({} samples)",
+                f.function, f.samples[1]
+            ));
         }
     }
     KernelDiff {
@@ -575,8 +600,16 @@ pub fn kernel_text(d: &KernelDiff, o: &DiffOptions) -> String {
         "jp kernel diff by share: {} -> {} samples in functions",
         d.total.samples[0], d.total.samples[1]
     );
-    let _ = writeln!(s, "  {:>9} {:>9} {:>9}  {:>17}  function", "share", "(new)", "change", "samples");
-    let take = if o.limit == 0 { d.functions.len() } else { d.functions.len().min(o.limit) };
+    let _ = writeln!(
+        s,
+        "  {:>9} {:>9} {:>9}  {:>17}  function",
+        "share", "(new)", "change", "samples"
+    );
+    let take = if o.limit == 0 {
+        d.functions.len()
+    } else {
+        d.functions.len().min(o.limit)
+    };
     for f in &d.functions[..take] {
         let name = match &f.module {
             Some(m) => format!("{} [{m}]", f.function),
@@ -595,7 +628,11 @@ pub fn kernel_text(d: &KernelDiff, o: &DiffOptions) -> String {
     s
 }
 
-pub fn kernel_flame_diff(base: &[KernelFunction], new: &[KernelFunction], o: &DiffOptions) -> FlameTree {
+pub fn kernel_flame_diff(
+    base: &[KernelFunction],
+    new: &[KernelFunction],
+    o: &DiffOptions,
+) -> FlameTree {
     let keep = |fs: &[KernelFunction]| -> Vec<KernelFunction> {
         fs.iter()
             .filter(|f| !o.ignore.as_ref().is_some_and(|re| re.is_match(&f.name)))
@@ -616,13 +653,17 @@ pub enum Profile {
 /// Reads BASE or NEW: jp-mct/1 JSON, or a `jpctl kernel --json` snapshot. `label` names the
 /// side in messages.
 pub fn read_profile(path: &std::path::Path, label: &str) -> anyhow::Result<Profile> {
-    let text = std::fs::read(path).with_context(|| format!("cannot read {label} {}", path.display()))?;
+    let text =
+        std::fs::read(path).with_context(|| format!("cannot read {label} {}", path.display()))?;
     let head = &text[..text.len().min(512)];
     let is_jvm = head.windows(b"jp-mct/1".len()).any(|w| w == b"jp-mct/1");
     if !is_jvm {
         if let Ok(k) = serde_json::from_slice::<KernelProfileIn>(&text) {
             if k.functions.is_empty() {
-                bail!("{label} {} is an empty kernel profile (no functions sampled)", path.display());
+                bail!(
+                    "{label} {} is an empty kernel profile (no functions sampled)",
+                    path.display()
+                );
             }
             return Ok(Profile::Kernel(
                 k.functions

@@ -132,7 +132,10 @@ fn title(a: &DiffArgs) -> String {
 }
 
 fn file_name(p: &std::path::Path) -> String {
-    p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+    p.file_name().map_or_else(
+        || p.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 fn html(t: &jp_mct::FlameTree, min_share: f64) -> anyhow::Result<String> {

@@ -37,7 +37,10 @@ fn group(sides: &[&[KernelFunction]]) -> Grouped {
     for (s, fs) in sides.iter().enumerate() {
         for f in fs.iter() {
             let module = f.module.clone().unwrap_or_else(|| KERNEL_IMAGE.to_string());
-            g.entry(module).or_default().entry(f.name.clone()).or_default()[s] += f.samples;
+            g.entry(module)
+                .or_default()
+                .entry(f.name.clone())
+                .or_default()[s] += f.samples;
         }
     }
     g
@@ -57,7 +60,11 @@ fn build(g: &Grouped, title: &str, diff: bool) -> FlameTree {
     for (module, fs) in g {
         let sum = |s: usize| fs.values().map(|v| v[s]).sum::<u64>();
         let side = |s: usize| counts(sum(s), 0);
-        let (now, base) = if diff { (side(1), side(0)) } else { (side(0), FrameCounts::default()) };
+        let (now, base) = if diff {
+            (side(1), side(0))
+        } else {
+            (side(0), FrameCounts::default())
+        };
         let m = t.add(0, Arc::from(module.as_str()), now, base);
         for (name, v) in fs {
             let (now, base) = if diff {
@@ -69,16 +76,27 @@ fn build(g: &Grouped, title: &str, diff: bool) -> FlameTree {
             functions += 1;
         }
     }
-    t.subtitle = format!("{} modules · {functions} functions · widths: samples", g.len());
+    t.subtitle = format!(
+        "{} modules · {functions} functions · widths: samples",
+        g.len()
+    );
     t
 }
 
 pub fn tree(fs: &[KernelFunction]) -> FlameTree {
-    build(&group(&[fs]), "jp kernel profile (module → function)", false)
+    build(
+        &group(&[fs]),
+        "jp kernel profile (module → function)",
+        false,
+    )
 }
 
 pub fn diff_tree(base: &[KernelFunction], new: &[KernelFunction]) -> FlameTree {
-    build(&group(&[base, new]), "jp kernel profile diff (module → function)", true)
+    build(
+        &group(&[base, new]),
+        "jp kernel profile diff (module → function)",
+        true,
+    )
 }
 
 /// `jpctl kernel --format html`.

@@ -2,8 +2,8 @@
 pub mod client;
 pub mod diff;
 pub mod diff_cmd;
-pub mod kernel_flame;
 pub mod jvm;
+pub mod kernel_flame;
 pub mod output;
 pub mod tls;
 pub mod top;

@@ -338,3 +338,87 @@ fn the_agent_and_diff_write_flame_graph_pages() {
     // tick's frame: calls 1001 (new) and 1 (base).
     assert!(html.contains(",1001,1001,1001,1,1,1]"), "{html}");
 }
+
+mod browser;
+
+fn file_url(name: &str) -> String {
+    format!("file://{}", profiles().path(name).display())
+}
+
+/// The agent's format=html page in Chromium: the frames, search, a click zooming in, the
+/// tooltip's exact counts (by hand: work(int) runs 1000 times, 6 bytecodes each).
+#[test]
+fn the_agents_flame_graph_in_a_real_browser() {
+    let r = browser::drive(serde_json::json!([
+        {"do": "goto", "url": file_url("a.html")},
+        {"do": "frames"},
+        {"do": "hover", "frame": "Loop.work(int)"},
+        {"do": "search", "text": "work"},
+        {"do": "screenshot", "name": "flame-agent"},
+        {"do": "click", "frame": "Loop.work(int)"},
+        {"do": "reset"},
+    ]));
+    let main = "Loop.main(java.lang.String[])";
+    // tick() is 1 bytecode of 16013: 1180 / 16013 = 0.07 pixels, under the half pixel drawn.
+    assert_eq!(browser::labels(&r[1]), [main, "Loop.work(int)"]);
+    // The page is 1200 pixels wide, the graph 1180: main spans it.
+    assert_eq!(browser::width_of(&r[1], main), 1180);
+    let tip = r[2]["tooltip"].as_str().unwrap_or_default();
+    assert!(tip.starts_with("Loop.work(int)\ncalls: 1,000\ninclusive bytecodes: 6,000\nexclusive bytecodes: 6,000\nshare: "), "{tip}");
+    assert_eq!(browser::flagged(&r[3], "match"), ["Loop.work(int)"]);
+    assert!(
+        r[3]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("1 matching subtrees"),
+        "{}",
+        r[3]
+    );
+    // Zoomed: work spans the graph, main above it is drawn as an ancestor.
+    assert_eq!(browser::labels(&r[5]), [main, "Loop.work(int)"]);
+    assert_eq!(browser::flagged(&r[5], "ancestor"), [main]);
+    assert_eq!(browser::width_of(&r[5], "Loop.work(int)"), 1180);
+    assert_eq!(browser::labels(&r[6]), [main, "Loop.work(int)"]);
+    assert_eq!(browser::flagged(&r[6], "ancestor"), Vec::<String>::new());
+}
+
+#[test]
+fn the_diff_flame_graph_in_a_real_browser() {
+    let (code, html, err) = diff(&[&p("a.json"), &p("v.json"), "--format", "html"]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(profiles().path("diff.html"), html).unwrap();
+    let r = browser::drive(serde_json::json!([
+        {"do": "goto", "url": file_url("diff.html")},
+        {"do": "frames"},
+        {"do": "hover", "frame": "Loop.tick()"},
+        {"do": "screenshot", "name": "flame-diff"},
+        {"do": "eval", "js": "[...document.querySelectorAll('#graph .f')].map(d => d.style.background)"},
+    ]));
+    assert_eq!(
+        browser::labels(&r[1]),
+        [
+            "Loop.main(java.lang.String[])",
+            "Loop.tick()",
+            "Loop.work(int)"
+        ]
+    );
+    let tip = r[2]["tooltip"].as_str().unwrap_or_default();
+    assert!(
+        tip.contains(
+            "calls: 1 → 1,001 (+1,000)\ninclusive bytecodes: 1 → 1,001 (+1,000, 100000.00%)"
+        ),
+        "{tip}"
+    );
+    // main and tick grew (red: full red channel), work did not change (grey).
+    let colours: Vec<&str> = r[4]["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.as_str())
+        .collect();
+    assert!(
+        colours[0].starts_with("rgb(255,") && colours[1].starts_with("rgb(255,"),
+        "{colours:?}"
+    );
+    assert_eq!(colours[2], "rgb(230, 230, 230)", "{colours:?}");
+}
