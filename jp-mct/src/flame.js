@@ -197,6 +197,14 @@
     }
   });
   window.addEventListener("resize", render);
+  if (D.refresh > 0) {
+    // jpd's live page: fresh counts every few seconds, unless the user is looking closer.
+    setInterval(() => {
+      if (zoomed < 0 && pattern === null && !document.hidden) location.reload();
+    }, D.refresh * 1000);
+    document.getElementById("subtitle").textContent +=
+      " · live: reloads every " + D.refresh + " s (paused while zoomed or searching)";
+  }
   // The live page hands over new data without reloading (keeping zoom and search).
   window.jpFlame = { render, frames: n };
   render();
