@@ -151,11 +151,11 @@ impl Merged {
             let outermost = *depth == 0;
             *depth += 1;
             let e = by_method.entry(n.method.clone()).or_default();
-            for s in 0..2 {
-                e[s].calls = e[s].calls.saturating_add(n.side[s].calls);
-                e[s].bytecodes = e[s].bytecodes.saturating_add(n.side[s].bytecodes);
+            for (sum, side) in e.iter_mut().zip(&n.side) {
+                sum.calls = sum.calls.saturating_add(side.calls);
+                sum.bytecodes = sum.bytecodes.saturating_add(side.bytecodes);
                 if outermost {
-                    e[s].inclusive = e[s].inclusive.saturating_add(n.side[s].inclusive);
+                    sum.inclusive = sum.inclusive.saturating_add(side.inclusive);
                 }
             }
             stack.push((i, false));
