@@ -218,3 +218,89 @@ async fn kernel_page(State(sources): State<Sources>) -> Response {
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Exporter, Sources};
+    use crate::config::ExportConfig;
+    use crate::jvm::{JvmLimits, JvmStore};
+    use crate::store::Store;
+    use std::sync::{Arc, Mutex};
+    use std::time::SystemTime;
+
+    #[test]
+    fn pid_parameter() {
+        assert_eq!(super::pid_of(Some("pid=42")), Some(42));
+        assert_eq!(super::pid_of(Some("x=1&pid=7")), Some(7));
+        assert_eq!(super::pid_of(Some("pid=-1")), None);
+        assert_eq!(super::pid_of(None), None);
+    }
+
+    #[tokio::test]
+    async fn pages_on_the_exporter_answer_without_data_and_refuse_bad_pids() {
+        let sources = Sources::new(
+            Store::new(),
+            Arc::new(Mutex::new(JvmStore::new(JvmLimits::default()))),
+        );
+        let cfg = ExportConfig {
+            enabled: true,
+            listen: "127.0.0.1:0".into(),
+            max_profile_seconds: 10,
+        };
+        let e = Exporter::start(&cfg, sources, SystemTime::now())
+            .await
+            .unwrap();
+        let addr = e.local_addr();
+        let get = |path: &'static str| async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+            )
+            .await
+            .unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            out
+        };
+        let index = get("/flame").await;
+        assert!(index.starts_with("HTTP/1.1 200 OK\r\n"), "{index}");
+        assert!(
+            index.contains("content-type: text/html; charset=utf-8\r\n"),
+            "{index}"
+        );
+        assert!(
+            index.contains("<p id=\"no-jvms\">jpd holds no JVM.</p>"),
+            "{index}"
+        );
+        assert!(
+            index.contains("<p id=\"no-kernel\">kernel symbols are not loaded (yet).</p>"),
+            "{index}"
+        );
+        let p = get("/flame/jvm").await;
+        assert!(p.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{p}");
+        let p = get("/flame/jvm?pid=77").await;
+        assert!(p.starts_with("HTTP/1.1 404 Not Found\r\n"), "{p}");
+        assert!(
+            p.ends_with("jpd holds no JVM with pid 77 (see /flame)\n"),
+            "{p}"
+        );
+        let p = get("/flame/kernel").await;
+        assert!(p.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{p}");
+        // Read-only: the pages answer GET only.
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(
+            b"POST /flame HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        assert!(
+            out.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"),
+            "{out}"
+        );
+        e.stop().await;
+    }
+}
