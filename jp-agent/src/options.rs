@@ -8,6 +8,8 @@ pub enum Format {
     Json,
     Pprof,
     Folded,
+    /// A self-contained flame graph page.
+    Html,
     Tree,
 }
 
@@ -17,6 +19,7 @@ impl Format {
             Format::Json => "json",
             Format::Pprof => "pprof",
             Format::Folded => "folded",
+            Format::Html => "html",
             Format::Tree => "tree",
         }
     }
@@ -25,6 +28,7 @@ impl Format {
             Format::Json => "jp-profile.json",
             Format::Pprof => "jp-profile.pb.gz",
             Format::Folded => "jp-profile.folded",
+            Format::Html => "jp-profile.html",
             Format::Tree => "jp-profile.txt",
         }
     }
@@ -198,8 +202,9 @@ impl Options {
                         "json" => Format::Json,
                         "pprof" => Format::Pprof,
                         "folded" => Format::Folded,
+                        "html" => Format::Html,
                         "tree" => Format::Tree,
-                        _ => return Err(bad("expected json, pprof, folded or tree")),
+                        _ => return Err(bad("expected json, pprof, folded, tree or html")),
                     }
                 }
                 "include" => o.include.extend(prefixes(value)),

@@ -4,13 +4,17 @@
 //! parent comes before it), independent of JNI so that `jpd` can reuse it.
 
 mod folded;
+mod html;
 mod json;
 mod pprof;
+mod read;
 mod tree;
 
 pub use folded::write_folded;
+pub use html::{write_flame_html, write_html, FlameTree, FrameCounts, DEFAULT_MIN_SHARE};
 pub use json::write_json;
 pub use pprof::{write_pprof, write_pprof_timed};
+pub use read::read_json;
 pub use tree::write_tree;
 
 use std::collections::HashMap;

@@ -32,6 +32,8 @@ pub enum ExportFormat {
     Folded,
     /// Indented text tree.
     Tree,
+    /// A flame graph page (self-contained HTML), drawn here from the json export.
+    Html,
 }
 
 impl ExportFormat {
@@ -41,6 +43,7 @@ impl ExportFormat {
             ExportFormat::Pprof => "gzipped pprof",
             ExportFormat::Folded => "folded stacks",
             ExportFormat::Tree => "text tree",
+            ExportFormat::Html => "HTML flame graph",
         }
     }
 }
@@ -155,6 +158,7 @@ pub async fn export(
         ExportFormat::Pprof => JvmExportFormat::Pprof,
         ExportFormat::Folded => JvmExportFormat::Folded,
         ExportFormat::Tree => JvmExportFormat::Tree,
+        ExportFormat::Html => JvmExportFormat::Json,
     };
     let mut stream = c
         .export_jvm_profile(ExportJvmProfileRequest {
@@ -181,6 +185,9 @@ pub async fn export(
         ),
         None => anyhow::bail!("jpd ended the export before its last chunk; nothing written"),
     }
+    if format == ExportFormat::Html {
+        data = flame_page(&data, pid)?;
+    }
     if path == Path::new("-") {
         let mut stdout = std::io::stdout().lock();
         stdout
@@ -196,6 +203,16 @@ pub async fn export(
         format.describe(),
         path.display()
     ))
+}
+
+/// The flame graph of a jp-mct/1 export.
+fn flame_page(json: &[u8], pid: u32) -> anyhow::Result<Vec<u8>> {
+    let t = jp_mct::read_json(json).context("jpd's json export")?;
+    let mut g = jp_mct::FlameTree::from_mct(&t, &format!("jp method call tree of pid {pid}"));
+    g.subtitle.push_str(" · from jpd");
+    let mut page = Vec::new();
+    jp_mct::write_flame_html(&g, jp_mct::DEFAULT_MIN_SHARE, &mut page)?;
+    Ok(page)
 }
 
 /// Writes through a temporary file in the same directory, renamed into place.

@@ -82,6 +82,9 @@ enum Command {
         #[command(subcommand)]
         command: JvmCommand,
     },
+    /// Compare two profile files (no jpd needed): per method and per calling context, with
+    /// a CI gate on bytecode counts (exit 1 when it fails, 2 on unreadable input).
+    Diff(jpctl::diff_cmd::DiffArgs),
     /// Live full-screen view of kernel functions, IRQs, softirqs and JVM methods.
     Top {
         /// Refresh interval in milliseconds.
@@ -143,10 +146,16 @@ enum Source {
 enum Format {
     Table,
     Readprofile,
+    /// A flame graph page (module → function), self-contained HTML.
+    Html,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // diff reads files: it needs no jpd.
+    if let Command::Diff(args) = cli.command {
+        return jpctl::diff_cmd::run(args);
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -211,6 +220,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let p = c.get_kernel_profile(req).await.map_err(rpc)?.into_inner();
             if json {
                 output::to_json(&output::kernel_json(&p))
+            } else if format == Format::Html {
+                jpctl::kernel_flame::html(&p)?
             } else if format == Format::Readprofile {
                 output::readprofile(&p)
             } else {
@@ -234,6 +245,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             "counts reset: jpd counts from zero for every client\n".to_string()
         }
         Command::Jvm { command } => jvm(&mut c, command).await?,
+        Command::Diff(_) => String::new(), // handled in main, before connecting
         Command::Top { interval } => {
             jpctl::top::run(c, interval).await?;
             String::new()

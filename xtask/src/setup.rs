@@ -69,6 +69,10 @@ const PACKAGES: &[(&str, &str)] = &[
     ),
     ("tmux", "test-only: drives jpctl top in a real terminal"),
     (
+        "chromium",
+        "test-only: the flame graph pages and jpd's live page, opened headless (DevTools protocol)",
+    ),
+    (
         "openssl",
         "test-only: fleet_pyroscope makes a test CA and certificate for its https receiver",
     ),

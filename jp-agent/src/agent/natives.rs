@@ -77,6 +77,7 @@ pub fn write_file(t: &Mct, format: Format, path: &str) -> std::io::Result<()> {
         Format::Pprof => mct::write_pprof(t, &mut buf)?,
         Format::Folded => mct::write_folded(t, &mut buf)?,
         Format::Tree => mct::write_tree(t, &mut buf)?,
+        Format::Html => mct::write_html(t, &mut buf)?,
     }
     let tmp = format!("{path}.{}.tmp", std::process::id());
     std::fs::write(&tmp, &buf)?;
@@ -240,6 +241,7 @@ mod tests {
             (Format::Pprof, &b"\x1f\x8b"[..]),
             (Format::Folded, &b"A.main(java.lang.String[]) 5\n"[..]),
             (Format::Tree, &b"# jp method call tree"[..]),
+            (Format::Html, &b"<!DOCTYPE html>"[..]),
         ] {
             let path = dir.join(format.name());
             let p = path.to_str().unwrap();
@@ -254,7 +256,7 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        assert_eq!(names.len(), 4, "{names:?}");
+        assert_eq!(names.len(), 5, "{names:?}");
         assert!(write_file(
             &t,
             Format::Json,

@@ -8,6 +8,7 @@
 //! Without the parameter N is 30, as with Go's `net/http/pprof`.
 
 pub mod config;
+pub mod flame_page;
 pub mod jvm_metrics;
 pub mod jvm_pprof;
 pub mod kernel_metrics;
@@ -126,16 +127,19 @@ impl Exporter {
 }
 
 fn router(ctx: Ctx) -> Router {
+    // The live flame graph pages (flame_page.rs) have their own routes and state.
+    let flame = flame_page::router(ctx.sources.clone());
     Router::new()
         .route("/", get(index))
         .route("/metrics", get(metrics_handler))
         .route("/debug/pprof/profile", get(kernel_profile))
         .route("/debug/pprof/jvm", get(jvm_profile))
         .with_state(ctx)
+        .merge(flame)
 }
 
 async fn index() -> &'static str {
-    "jpd exporters:\n  /metrics                              Prometheus metrics\n  /debug/pprof/profile?seconds=N        kernel profile of the next N s (pprof, gzipped)\n  /debug/pprof/jvm?pid=P&seconds=N      JVM P's method call tree of the next N s (pprof, gzipped)\n"
+    "jpd exporters:\n  /metrics                              Prometheus metrics\n  /debug/pprof/profile?seconds=N        kernel profile of the next N s (pprof, gzipped)\n  /debug/pprof/jvm?pid=P&seconds=N      JVM P's method call tree of the next N s (pprof, gzipped)\n  /flame                                live flame graphs of the JVMs, kernel hotspots (HTML)\n"
 }
 
 async fn metrics_handler(State(ctx): State<Ctx>) -> Response {

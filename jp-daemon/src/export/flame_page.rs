@@ -1,0 +1,304 @@
+//! jpd's live flame graph pages on the HTTP exporter (read-only, on the exporter's
+//! listener, so under its access rules: loopback unless `[export] listen` says otherwise):
+//!
+//! - `/flame`: the JVMs jpd holds and the kernel's hottest functions, with links;
+//! - `/flame/jvm?pid=P`: P's whole Method Call Tree as a flame graph that reloads itself
+//!   every [`REFRESH_SECONDS`] (not while zoomed or searching);
+//! - `/flame/kernel`: the kernel profile since jpd started (module → function).
+//!
+//! Reads the stores only through their public queries (`JvmStore::list`/`snapshot`,
+//! `Store::kernel_totals`), as the other exporters do.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::extract::{RawQuery, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use jp_mct::{FlameTree, FrameCounts};
+
+use super::Sources;
+use crate::lock::lock;
+use crate::store::kernel::profile;
+
+/// How often the JVM page reloads.
+pub const REFRESH_SECONDS: u32 = 5;
+/// Kernel functions listed on the index page.
+const KERNEL_HOTSPOTS: usize = 15;
+
+/// The pages' routes, with their own state: merged into the exporter's router.
+pub fn router(sources: Sources) -> Router {
+    Router::new()
+        .route("/flame", get(index))
+        .route("/flame/jvm", get(jvm_page))
+        .route("/flame/kernel", get(kernel_page))
+        .with_state(sources)
+}
+
+fn html(body: String) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// (module, function, samples) of the kernel profile since jpd started, hottest first.
+fn kernel_functions(sources: &Sources) -> Option<Vec<(String, String, u64)>> {
+    let view = sources.kernel.kernel_totals();
+    let symbols = view.symbols.as_ref()?;
+    let c = &view.counts;
+    let p = profile::aggregate(&c.buckets, &c.other_ips, symbols, view.status.shift);
+    let mut v: Vec<(String, String, u64)> = p
+        .functions
+        .iter()
+        .map(|f| {
+            (
+                f.module.clone().unwrap_or_else(|| "vmlinux".into()),
+                f.name.clone(),
+                f.samples,
+            )
+        })
+        .collect();
+    v.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.1.cmp(&b.1)));
+    Some(v)
+}
+
+async fn index(State(sources): State<Sources>) -> Response {
+    let jvms = lock(&sources.jvm).list();
+    let mut s = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>jpd</title>\
+         <meta http-equiv=\"refresh\" content=\"5\">\
+         <style>body{font:13px system-ui,sans-serif;margin:10px}table{border-collapse:collapse}\
+         td,th{padding:2px 10px;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}\
+         tr:nth-child(even){background:#f4f4f4}</style></head><body>\n<h2>jpd: profiled JVMs</h2>\n",
+    );
+    if jvms.is_empty() {
+        s.push_str("<p id=\"no-jvms\">jpd holds no JVM.</p>\n");
+    } else {
+        s.push_str("<table id=\"jvms\"><tr><th>pid</th><th>main</th><th>bba</th><th>calls</th><th>bytecodes</th><th>state</th></tr>\n");
+        for j in &jvms {
+            let state = if j.exited_at.is_some() {
+                "exited"
+            } else {
+                "running"
+            };
+            let _ = writeln!(
+                s,
+                "<tr><td><a href=\"/flame/jvm?pid={pid}\">{pid}</a></td><td>{}</td><td>{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td>{state}</td></tr>",
+                escape(&j.main),
+                escape(&j.bba),
+                j.calls,
+                j.bytecodes,
+                pid = j.pid
+            );
+        }
+        s.push_str("</table>\n");
+    }
+    s.push_str(
+        "<h2>kernel hotspots since jpd started <a href=\"/flame/kernel\">(flame graph)</a></h2>\n",
+    );
+    match kernel_functions(&sources) {
+        None => s.push_str("<p id=\"no-kernel\">kernel symbols are not loaded (yet).</p>\n"),
+        Some(fs) => {
+            let total: u64 = fs.iter().map(|f| f.2).sum();
+            s.push_str("<table id=\"kernel\"><tr><th>samples</th><th>share</th><th>function</th><th>module</th></tr>\n");
+            for (module, name, samples) in fs.iter().take(KERNEL_HOTSPOTS) {
+                let share = if total > 0 {
+                    *samples as f64 * 100.0 / total as f64
+                } else {
+                    0.0
+                };
+                let _ = writeln!(
+                    s,
+                    "<tr><td class=\"n\">{samples}</td><td class=\"n\">{share:.2}%</td><td>{}</td><td>{}</td></tr>",
+                    escape(name),
+                    escape(module)
+                );
+            }
+            s.push_str("</table>\n");
+        }
+    }
+    s.push_str("</body></html>\n");
+    html(s)
+}
+
+fn pid_of(query: Option<&str>) -> Option<u32> {
+    query?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("pid="))
+        .and_then(|v| v.parse().ok())
+}
+
+async fn jvm_page(State(sources): State<Sources>, RawQuery(query): RawQuery) -> Response {
+    let Some(pid) = pid_of(query.as_deref()) else {
+        return (StatusCode::BAD_REQUEST, "pid=P is required (see /flame)\n").into_response();
+    };
+    // The snapshot under the lock (cheap), the tree and the page after it.
+    let (summary, snapshot) = {
+        let mut store = lock(&sources.jvm);
+        (store.summary(pid), store.snapshot(pid))
+    };
+    let (Some(summary), Some(snapshot)) = (summary, snapshot) else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("jpd holds no JVM with pid {pid} (see /flame)\n"),
+        )
+            .into_response();
+    };
+    let tree = snapshot.mct();
+    let mut g = FlameTree::from_mct(&tree, &format!("JVM {pid}: {}", summary.main));
+    g.refresh_seconds = REFRESH_SECONDS;
+    let mut page = Vec::new();
+    match jp_mct::write_flame_html(&g, jp_mct::DEFAULT_MIN_SHARE, &mut page) {
+        Ok(()) => html(String::from_utf8_lossy(&page).into_owned()),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn kernel_page(State(sources): State<Sources>) -> Response {
+    let Some(fs) = kernel_functions(&sources) else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "kernel symbols are not loaded yet\n",
+        )
+            .into_response();
+    };
+    let mut by_module: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+    for (module, name, samples) in fs {
+        by_module.entry(module).or_default().push((name, samples));
+    }
+    let mut g = FlameTree::new(
+        "jpd: kernel profile since start (module → function)",
+        "samples",
+        false,
+    );
+    g.refresh_seconds = REFRESH_SECONDS;
+    for (module, fs) in &by_module {
+        let sum = fs.iter().map(|f| f.1).sum();
+        let count = |n: u64, own: u64| FrameCounts {
+            calls: None,
+            inclusive: n,
+            exclusive: own,
+        };
+        let m = g.add(
+            0,
+            Arc::from(module.as_str()),
+            count(sum, 0),
+            FrameCounts::default(),
+        );
+        for (name, samples) in fs {
+            g.add(
+                m,
+                Arc::from(name.as_str()),
+                count(*samples, *samples),
+                FrameCounts::default(),
+            );
+        }
+    }
+    let mut page = Vec::new();
+    match jp_mct::write_flame_html(&g, jp_mct::DEFAULT_MIN_SHARE, &mut page) {
+        Ok(()) => html(String::from_utf8_lossy(&page).into_owned()),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Exporter, Sources};
+    use crate::export::config::ExportConfig;
+    use crate::store::jvm::{JvmLimits, JvmStore};
+    use crate::store::kernel::Store;
+    use std::sync::{Arc, Mutex};
+    use std::time::SystemTime;
+
+    #[test]
+    fn pid_parameter() {
+        assert_eq!(super::pid_of(Some("pid=42")), Some(42));
+        assert_eq!(super::pid_of(Some("x=1&pid=7")), Some(7));
+        assert_eq!(super::pid_of(Some("pid=-1")), None);
+        assert_eq!(super::pid_of(None), None);
+    }
+
+    #[tokio::test]
+    async fn pages_on_the_exporter_answer_without_data_and_refuse_bad_pids() {
+        let sources = Sources::new(
+            Store::new(),
+            Arc::new(Mutex::new(JvmStore::new(JvmLimits::default()))),
+        );
+        let cfg = ExportConfig {
+            enabled: true,
+            listen: "127.0.0.1:0".into(),
+            max_profile_seconds: 10,
+        };
+        let e = Exporter::start(&cfg, sources, SystemTime::now())
+            .await
+            .unwrap();
+        let addr = e.local_addr();
+        let get = |path: &'static str| async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+            )
+            .await
+            .unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            out
+        };
+        let index = get("/flame").await;
+        assert!(index.starts_with("HTTP/1.1 200 OK\r\n"), "{index}");
+        assert!(
+            index.contains("content-type: text/html; charset=utf-8\r\n"),
+            "{index}"
+        );
+        assert!(
+            index.contains("<p id=\"no-jvms\">jpd holds no JVM.</p>"),
+            "{index}"
+        );
+        assert!(
+            index.contains("<p id=\"no-kernel\">kernel symbols are not loaded (yet).</p>"),
+            "{index}"
+        );
+        let p = get("/flame/jvm").await;
+        assert!(p.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{p}");
+        let p = get("/flame/jvm?pid=77").await;
+        assert!(p.starts_with("HTTP/1.1 404 Not Found\r\n"), "{p}");
+        assert!(
+            p.ends_with("jpd holds no JVM with pid 77 (see /flame)\n"),
+            "{p}"
+        );
+        let p = get("/flame/kernel").await;
+        assert!(p.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{p}");
+        // Read-only: the pages answer GET only.
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(
+            b"POST /flame HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        assert!(
+            out.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"),
+            "{out}"
+        );
+        e.stop().await;
+    }
+}

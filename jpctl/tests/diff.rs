@@ -1,0 +1,424 @@
+//! `jpctl diff` on profiles the real agent wrote: the same program twice, and a variant
+//! with one extra call per loop iteration; the gate's exit codes; bad input.
+//!
+//! Needs the agent and jpctl (`cargo xtask build`; $JP_AGENT_LIB, $JPCTL) and JDK 17
+//! ($JP_JDK17); fails, never skips, when they are missing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn artifact(var: &str, file: &str) -> PathBuf {
+    let p = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/jp").join(file));
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo xtask build` (or set ${var})",
+        p.display()
+    );
+    p
+}
+
+fn jdk17() -> PathBuf {
+    let p = std::env::var_os("JP_JDK17")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64"));
+    assert!(
+        p.join("bin/javac").exists(),
+        "JDK 17 is missing at {}: run `cargo xtask setup` (openjdk-17-jdk-headless) or set $JP_JDK17",
+        p.display()
+    );
+    p
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    out
+}
+
+/// The profiles, made once: `base` twice (a, b), `variant` once, `base` with bba=precise.
+struct Profiles {
+    dir: tempfile::TempDir,
+}
+
+impl Profiles {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+fn profiles() -> &'static Profiles {
+    static P: OnceLock<Profiles> = OnceLock::new();
+    P.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let jdk = jdk17();
+        let agent = artifact("JP_AGENT_LIB", "libjpagent.so");
+        let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/diff_programs");
+        for version in ["base", "variant"] {
+            let classes = dir.path().join(version);
+            let out = run(Command::new(jdk.join("bin/javac"))
+                .arg("-d")
+                .arg(&classes)
+                .arg(sources.join(version).join("Loop.java")));
+            assert!(
+                out.status.success(),
+                "javac: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        for (version, file, bba) in [
+            ("base", "a.json", "default"),
+            ("base", "b.json", "default"),
+            ("variant", "v.json", "default"),
+            ("base", "precise.json", "precise"),
+            ("base", "a.html", "default"),
+        ] {
+            let out_file = dir.path().join(file);
+            let format = if file.ends_with(".html") {
+                "html"
+            } else {
+                "json"
+            };
+            let out = run(Command::new(jdk.join("bin/java"))
+                .arg(format!(
+                    "-agentpath:{}=bba={bba},format={format},out={}",
+                    agent.display(),
+                    out_file.display()
+                ))
+                .arg("-cp")
+                .arg(dir.path().join(version))
+                .arg("Loop"));
+            assert!(
+                out.status.success() && out_file.exists(),
+                "java {version} under the agent: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Profiles { dir }
+    })
+}
+
+fn jpctl(args: &[&str]) -> Output {
+    run(Command::new(artifact("JPCTL", "jpctl")).args(args))
+}
+
+fn diff(args: &[&str]) -> (i32, String, String) {
+    let mut a = vec!["diff"];
+    a.extend_from_slice(args);
+    let out = jpctl(&a);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(args: &[&str]) -> (i32, serde_json::Value) {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let (code, out, err) = diff(&a);
+    let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    (code, v)
+}
+
+fn p(name: &str) -> String {
+    profiles().path(name).display().to_string()
+}
+
+#[test]
+fn the_same_program_twice_changes_nothing_and_passes_even_at_zero() {
+    let (a, b) = (p("a.json"), p("b.json"));
+    let (code, v) = json(&[&a, &b, "--fail-above", "0", "--fail-on-new"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["methods"], serde_json::json!([]));
+    assert_eq!(v["contexts"], serde_json::json!([]));
+    // Loop.main, Loop.work, Loop.tick: all unchanged.
+    assert_eq!(
+        v["unchanged"],
+        serde_json::json!({"methods": 3, "contexts": 3})
+    );
+    assert_eq!(v["total"]["bytecodes"][0], v["total"]["bytecodes"][1]);
+    assert_eq!(v["gate"], serde_json::json!({"passed": true, "causes": []}));
+    let (code, text, _) = diff(&[&a, &b, "--fail-above", "0"]);
+    assert_eq!(code, 0);
+    assert!(text.contains("gate: PASS"), "{text}");
+}
+
+/// By hand: the variant runs `invokestatic tick` 1000 more times in main (main's exclusive
+/// bytecodes +1000) and tick's body (`return`, 1 bytecode) 1000 more times (tick's calls
+/// and bytecodes +1000). Nothing else changes.
+#[test]
+fn one_extra_call_per_iteration_changes_exactly_that() {
+    let (a, v) = (p("a.json"), p("v.json"));
+    let (code, d) = json(&[&a, &v]);
+    assert_eq!(code, 0, "no gate asked for: {d}");
+    let base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(profiles().path("a.json")).unwrap()).unwrap();
+    let main = &base["root"]["children"][0];
+    assert_eq!(main["method"], "Loop.main([Ljava/lang/String;)V");
+    let main_excl = main["bytecodes"].as_u64().unwrap();
+    let total: u64 = main_excl + 1 + 6 * 1000; // + tick (return) + work (6 bytecodes) x 1000
+    assert_eq!(
+        d["total"]["bytecodes"],
+        serde_json::json!([total, total + 2000])
+    );
+    assert_eq!(d["total"]["calls"], serde_json::json!([1002, 2002]));
+    assert_eq!(
+        d["methods"],
+        serde_json::json!([
+            {"method": "Loop.main([Ljava/lang/String;)V", "calls": [1, 1], "bytecodes": [main_excl, main_excl + 1000], "inclusive": [total, total + 2000]},
+            {"method": "Loop.tick()V", "calls": [1, 1001], "bytecodes": [1, 1001], "inclusive": [1, 1001]},
+        ])
+    );
+    assert_eq!(
+        d["contexts"],
+        serde_json::json!([
+            {"path": ["Loop.main([Ljava/lang/String;)V"], "status": "changed", "calls": [1, 1], "bytecodes": [main_excl, main_excl + 1000], "inclusive": [total, total + 2000]},
+            {"path": ["Loop.main([Ljava/lang/String;)V", "Loop.tick()V"], "status": "changed", "calls": [1, 1001], "bytecodes": [1, 1001], "inclusive": [1, 1001]},
+        ])
+    );
+    assert_eq!(
+        d["unchanged"],
+        serde_json::json!({"methods": 1, "contexts": 1})
+    );
+}
+
+#[test]
+fn the_gate_fails_with_one_line_per_cause_and_passes_above_the_growth() {
+    let (a, v) = (p("a.json"), p("v.json"));
+    let (code, text, _) = diff(&[&a, &v, "--fail-above", "0"]);
+    assert_eq!(code, 1, "{text}");
+    let causes: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL: ")).collect();
+    assert_eq!(causes.len(), 3, "{text}");
+    assert!(
+        causes[0].starts_with("FAIL: total bytecodes grew by"),
+        "{text}"
+    );
+    assert!(
+        causes[2].contains("Loop.tick()V: inclusive bytecodes grew by 100000.000% (1 -> 1001)"),
+        "{text}"
+    );
+    // tick grew by 100000 %: a limit above it passes.
+    let (code, text, _) = diff(&[&a, &v, "--fail-above", "100000"]);
+    assert_eq!(code, 0, "{text}");
+    // Scoped to work(), which did not change.
+    let (code, text, _) = diff(&[&a, &v, "--fail-above", "0", "--method", r"Loop\.work"]);
+    assert_eq!(code, 0, "{text}");
+    // Scoped to tick() only: one cause.
+    let (code, text, _) = diff(&[&a, &v, "--fail-above", "0", "--method", r"Loop\.tick"]);
+    assert_eq!((code, text.matches("FAIL: ").count()), (1, 1), "{text}");
+    // tick's contexts are under 1002 inclusive bytecodes on both sides: ignored.
+    let (code, text, _) = diff(&[
+        &a,
+        &v,
+        "--fail-above",
+        "0",
+        "--method",
+        r"Loop\.tick",
+        "--min-bytecodes",
+        "1002",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    // Without tick's subtree, main still runs 1000 more invokestatics.
+    let (code, d) = json(&[&a, &v, "--ignore", r"Loop\.tick"]);
+    assert_eq!(code, 0);
+    assert_eq!(d["methods"].as_array().map(Vec::len), Some(1), "{d}");
+    assert_eq!(
+        d["methods"][0]["bytecodes"][1].as_u64(),
+        d["methods"][0]["bytecodes"][0].as_u64().map(|b| b + 1000)
+    );
+}
+
+fn write(name: &str, text: &str) -> String {
+    let path = profiles().path(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn fail_on_new_names_the_new_context() {
+    let base = write("one.json", "{\"format\": \"jp-mct/1\", \"bba\": \"default\", \"root\": {\"children\": [\n{\"method\": \"A.main()V\", \"calls\": 1, \"bytecodes\": 10, \"children\": []}\n]}}\n");
+    let new = write("two.json", "{\"format\": \"jp-mct/1\", \"bba\": \"default\", \"root\": {\"children\": [\n{\"method\": \"A.main()V\", \"calls\": 1, \"bytecodes\": 10, \"children\": [\n{\"method\": \"A.f()V\", \"calls\": 2, \"bytecodes\": 4, \"children\": []}]}\n]}}\n");
+    let (code, text, _) = diff(&[&base, &new, "--fail-on-new"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(
+            "FAIL: new calling context A.main()V > A.f()V (2 calls, 4 inclusive bytecodes)"
+        ),
+        "{text}"
+    );
+    let (code, text, _) = diff(&[&new, &base, "--fail-on-new"]);
+    assert_eq!(code, 0, "a removed context is not new: {text}");
+    let (_, d) = json(&[&new, &base]);
+    assert_eq!(d["contexts"][1]["status"], "removed", "{d}");
+    assert_eq!(d["contexts"][1]["calls"], serde_json::json!([2, 0]));
+}
+
+#[test]
+fn bad_input_is_refused_with_a_clear_message_and_exit_2() {
+    let a = p("a.json");
+    let text = std::fs::read_to_string(profiles().path("a.json")).unwrap();
+    let truncated = write("truncated.json", &text[..text.len() / 2]);
+    let foreign = write("foreign.json", "{\"name\": \"not a profile\"}");
+    let empty = write(
+        "empty.json",
+        "{\"format\": \"jp-mct/1\", \"bba\": \"default\", \"root\": {\"children\": []}}\n",
+    );
+    let cases = [
+        (truncated.as_str(), "truncated jp-mct/1 JSON"),
+        (foreign.as_str(), "not a jp-mct/1 profile"),
+        (empty.as_str(), "is an empty profile"),
+        (
+            &p("precise.json"),
+            "NEW with bba=precise: their bytecode counts are not comparable",
+        ),
+        ("/nonexistent/x.json", "cannot read NEW"),
+    ];
+    for (new, message) in cases {
+        let (code, out, err) = diff(&[&a, new, "--fail-above", "0"]);
+        assert_eq!(code, 2, "{new}: {out}{err}");
+        assert!(err.contains(message), "{new}: {err}");
+        assert!(out.is_empty(), "{out}");
+    }
+    let kernel = write(
+        "k.json",
+        r#"{"samples": {"total": 10, "kernel": 10, "user": 0, "idle": 0}, "shift": 4, "functions": [{"name": "f", "module": null, "samples": 10, "load": 1.0}]}"#,
+    );
+    let (code, _, err) = diff(&[&a, &kernel]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not the same kind of profile"), "{err}");
+}
+
+#[test]
+fn kernel_profiles_compare_by_share() {
+    let base = write(
+        "k1.json",
+        r#"{"samples": {"total": 100, "kernel": 100, "user": 0, "idle": 0}, "shift": 4, "functions": [{"name": "a", "module": null, "samples": 75, "load": 1.0}, {"name": "b", "module": "m", "samples": 25, "load": 1.0}]}"#,
+    );
+    let new = write(
+        "k2.json",
+        r#"{"samples": {"total": 400, "kernel": 400, "user": 0, "idle": 0}, "shift": 4, "functions": [{"name": "a", "module": null, "samples": 200, "load": 1.0}, {"name": "b", "module": "m", "samples": 100, "load": 1.0}, {"name": "c", "module": null, "samples": 100, "load": 1.0}]}"#,
+    );
+    let (code, d) = json(&[&base, &new]);
+    assert_eq!(code, 0);
+    // a: 75 % -> 50 %, c: 0 -> 25 %, b: 25 % -> 25 %.
+    assert_eq!(
+        d["functions"],
+        serde_json::json!([
+            {"function": "a", "module": null, "samples": [75, 200], "share": [75.0, 50.0]},
+            {"function": "c", "module": null, "samples": [0, 100], "share": [0.0, 25.0]},
+            {"function": "b", "module": "m", "samples": [25, 100], "share": [25.0, 25.0]},
+        ])
+    );
+    let (code, text, _) = diff(&[&base, &new, "--fail-above", "20"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("FAIL: c: share grew by 25.000 percentage points"),
+        "{text}"
+    );
+    let (code, _, _) = diff(&[&base, &new, "--fail-above", "25"]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn the_agent_and_diff_write_flame_graph_pages() {
+    let page = std::fs::read_to_string(profiles().path("a.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..100]);
+    assert!(page.contains("\"Loop.tick()\""), "names are readable");
+    let (code, html, err) = diff(&[&p("a.json"), &p("v.json"), "--format", "html"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(html.contains("\"diff\":true"));
+    // tick's frame: calls 1001 (new) and 1 (base).
+    assert!(html.contains(",1001,1001,1001,1,1,1]"), "{html}");
+}
+
+mod browser;
+
+fn file_url(name: &str) -> String {
+    format!("file://{}", profiles().path(name).display())
+}
+
+/// The agent's format=html page in Chromium: the frames, search, a click zooming in, the
+/// tooltip's exact counts (by hand: work(int) runs 1000 times, 6 bytecodes each).
+#[test]
+fn the_agents_flame_graph_in_a_real_browser() {
+    let r = browser::drive(serde_json::json!([
+        {"do": "goto", "url": file_url("a.html")},
+        {"do": "frames"},
+        {"do": "hover", "frame": "Loop.work(int)"},
+        {"do": "search", "text": "work"},
+        {"do": "screenshot", "name": "flame-agent"},
+        {"do": "click", "frame": "Loop.work(int)"},
+        {"do": "reset"},
+    ]));
+    let main = "Loop.main(java.lang.String[])";
+    // tick() is 1 bytecode of 16013: 1180 / 16013 = 0.07 pixels, under the half pixel drawn.
+    assert_eq!(browser::labels(&r[1]), [main, "Loop.work(int)"]);
+    // The page is 1200 pixels wide, the graph 1180: main spans it.
+    assert_eq!(browser::width_of(&r[1], main), 1180);
+    let tip = r[2]["tooltip"].as_str().unwrap_or_default();
+    assert!(tip.starts_with("Loop.work(int)\ncalls: 1,000\ninclusive bytecodes: 6,000\nexclusive bytecodes: 6,000\nshare: "), "{tip}");
+    assert_eq!(browser::flagged(&r[3], "match"), ["Loop.work(int)"]);
+    assert!(
+        r[3]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("1 matching subtrees"),
+        "{}",
+        r[3]
+    );
+    // Zoomed: work spans the graph, main above it is drawn as an ancestor.
+    assert_eq!(browser::labels(&r[5]), [main, "Loop.work(int)"]);
+    assert_eq!(browser::flagged(&r[5], "ancestor"), [main]);
+    assert_eq!(browser::width_of(&r[5], "Loop.work(int)"), 1180);
+    assert_eq!(browser::labels(&r[6]), [main, "Loop.work(int)"]);
+    assert_eq!(browser::flagged(&r[6], "ancestor"), Vec::<String>::new());
+}
+
+#[test]
+fn the_diff_flame_graph_in_a_real_browser() {
+    let (code, html, err) = diff(&[&p("a.json"), &p("v.json"), "--format", "html"]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(profiles().path("diff.html"), html).unwrap();
+    let r = browser::drive(serde_json::json!([
+        {"do": "goto", "url": file_url("diff.html")},
+        {"do": "frames"},
+        {"do": "hover", "frame": "Loop.tick()"},
+        {"do": "screenshot", "name": "flame-diff"},
+        {"do": "eval", "js": "[...document.querySelectorAll('#graph .f')].map(d => d.style.background)"},
+    ]));
+    assert_eq!(
+        browser::labels(&r[1]),
+        [
+            "Loop.main(java.lang.String[])",
+            "Loop.tick()",
+            "Loop.work(int)"
+        ]
+    );
+    let tip = r[2]["tooltip"].as_str().unwrap_or_default();
+    assert!(
+        tip.contains(
+            "calls: 1 → 1,001 (+1,000)\ninclusive bytecodes: 1 → 1,001 (+1,000, 100000.00%)"
+        ),
+        "{tip}"
+    );
+    // main and tick grew (red: full red channel), work did not change (grey).
+    let colours: Vec<&str> = r[4]["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.as_str())
+        .collect();
+    assert!(
+        colours[0].starts_with("rgb(255,") && colours[1].starts_with("rgb(255,"),
+        "{colours:?}"
+    );
+    assert_eq!(colours[2], "rgb(230, 230, 230)", "{colours:?}");
+}
