@@ -4,7 +4,8 @@
 //! text and untrusted servers refused, no Reset without a client certificate, mutual TLS (no certificate, another CA's,
 //! a good one), `tls_client_names`, certificate rotation on SIGHUP (the served
 //! certificate is compared byte for byte; a bad replacement keeps the old one), the
-//! Unix socket working throughout, and `--check-config` on the PEM files.
+//! Unix socket working throughout, `--check-config` on the PEM files, and the cap on
+//! TCP connections.
 mod fleet_common;
 mod tls_common;
 
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use fleet_common::{binary, free_port, one_at_a_time, read_dev_zero, Jpd};
 use serde_json::Value;
-use tls_common::{served_certificate, write_atomically, Ca, Leaf};
+use tls_common::{served_certificate, try_tls_connection, write_atomically, Ca, Leaf};
 
 /// jpd's TLS files, in their own directory (the test rewrites them).
 struct Files {
@@ -554,4 +555,39 @@ fn check_config_loads_the_tls_files() {
         )),
         "{err}"
     );
+}
+
+/// At `MAX_TCP_CONNECTIONS` open TLS connections the next client waits (its
+/// handshake is not answered) until one of them leaves; the Unix socket still answers.
+#[test]
+fn tcp_connections_beyond_the_cap_wait_for_a_free_slot() {
+    use jp_daemon::server::limits::MAX_TCP_CONNECTIONS;
+    let _one = one_at_a_time();
+    let ca = Ca::new("jp test CA");
+    let files = Files::new(&ca, &ca.server());
+    let addr = loopback();
+    let jpd = Jpd::start_with("", &[], &files.server_keys(addr, false, &[]));
+    let mut held: Vec<_> = (0..MAX_TCP_CONNECTIONS)
+        .map(|i| {
+            try_tls_connection(addr, &ca.pem, None, Duration::from_secs(10))
+                .unwrap_or_else(|e| panic!("connection {} of {MAX_TCP_CONNECTIONS}: {e}", i + 1))
+        })
+        .collect();
+    let over = try_tls_connection(addr, &ca.pem, None, Duration::from_secs(2));
+    assert!(
+        over.is_err(),
+        "connection {} was served although {MAX_TCP_CONNECTIONS} were open",
+        MAX_TCP_CONNECTIONS + 1
+    );
+    wait_log(
+        &jpd,
+        &format!("{MAX_TCP_CONNECTIONS} TCP clients connected: the next one waits"),
+        1,
+    );
+    unix_status(&jpd);
+    // One leaves: the next client is served.
+    held.truncate(MAX_TCP_CONNECTIONS - 1);
+    try_tls_connection(addr, &ca.pem, None, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("a client after one left: {e}"));
+    drop(held);
 }

@@ -77,7 +77,13 @@ fn kernel_functions(sources: &Sources) -> Option<Vec<(String, String, u64)>> {
     Some(v)
 }
 
+// Each page is built off the runtime: a tree's flame graph, the kernel's
+// aggregation (see `blocking`).
 async fn index(State(sources): State<Sources>) -> Response {
+    super::blocking::off_runtime(move || index_page(&sources)).await
+}
+
+fn index_page(sources: &Sources) -> Response {
     let jvms = lock(&sources.jvm).list();
     let mut s = String::from(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>jpd</title>\
@@ -112,7 +118,7 @@ async fn index(State(sources): State<Sources>) -> Response {
     s.push_str(
         "<h2>kernel hotspots since jpd started <a href=\"/flame/kernel\">(flame graph)</a></h2>\n",
     );
-    match kernel_functions(&sources) {
+    match kernel_functions(sources) {
         None => s.push_str("<p id=\"no-kernel\">kernel symbols are not loaded (yet).</p>\n"),
         Some(fs) => {
             let total: u64 = fs.iter().map(|f| f.2).sum();
@@ -145,7 +151,11 @@ fn pid_of(query: Option<&str>) -> Option<u32> {
 }
 
 async fn jvm_page(State(sources): State<Sources>, RawQuery(query): RawQuery) -> Response {
-    let Some(pid) = pid_of(query.as_deref()) else {
+    super::blocking::off_runtime(move || jvm_page_for(&sources, query.as_deref())).await
+}
+
+fn jvm_page_for(sources: &Sources, query: Option<&str>) -> Response {
+    let Some(pid) = pid_of(query) else {
         return (StatusCode::BAD_REQUEST, "pid=P is required (see /flame)\n").into_response();
     };
     // The snapshot under the lock (cheap), the tree and the page after it.
@@ -171,7 +181,11 @@ async fn jvm_page(State(sources): State<Sources>, RawQuery(query): RawQuery) -> 
 }
 
 async fn kernel_page(State(sources): State<Sources>) -> Response {
-    let Some(fs) = kernel_functions(&sources) else {
+    super::blocking::off_runtime(move || kernel_page_now(&sources)).await
+}
+
+fn kernel_page_now(sources: &Sources) -> Response {
+    let Some(fs) = kernel_functions(sources) else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "kernel symbols are not loaded yet\n",

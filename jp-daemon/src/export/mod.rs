@@ -7,6 +7,7 @@
 //! `seconds=0` is everything so far (since jpd started, or the JVM's whole tree).
 //! Without the parameter N is 30, as with Go's `net/http/pprof`.
 
+mod blocking;
 pub mod config;
 pub mod flame_page;
 pub mod jvm_metrics;
@@ -233,19 +234,22 @@ async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Re
             .into_response();
     };
     let duration = SystemTime::now().duration_since(start).unwrap_or_default();
-    let w = kernel_pprof::KernelWindow {
-        modes: window.modes,
-        buckets: &window.buckets,
-        other_ips: &window.other_ips,
-        shift: status.shift,
-        frequency_hz: status.frequency_hz,
-        time_nanos: unix_nanos(start),
-        duration_nanos: i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX),
-    };
-    gzipped_profile(
-        kernel_pprof::gzip(&kernel_pprof::kernel_profile(&w, &symbols)),
-        "kernel.pb.gz",
-    )
+    blocking::off_runtime(move || {
+        let w = kernel_pprof::KernelWindow {
+            modes: window.modes,
+            buckets: &window.buckets,
+            other_ips: &window.other_ips,
+            shift: status.shift,
+            frequency_hz: status.frequency_hz,
+            time_nanos: unix_nanos(start),
+            duration_nanos: i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX),
+        };
+        gzipped_profile(
+            kernel_pprof::gzip(&kernel_pprof::kernel_profile(&w, &symbols)),
+            "kernel.pb.gz",
+        )
+    })
+    .await
 }
 
 fn gzipped_profile(body: std::io::Result<Vec<u8>>, filename: &str) -> Response {
@@ -288,22 +292,23 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
         )
             .into_response();
     };
-    // Snapshots under the lock (O(chunks)); the trees are built after it.
+    // Snapshots under the lock (O(chunks)); the trees are built after it, off the
+    // runtime (a frozen snapshot gives the same tree whenever it is built).
     let snapshot = lock(jvm).snapshot(pid);
-    let Some(before) = snapshot.map(|s| s.mct()) else {
+    let Some(before) = snapshot else {
         return (
             StatusCode::NOT_FOUND,
             format!("no JVM with pid {pid}; {}\n", held()),
         )
             .into_response();
     };
-    let tree = if seconds == 0 {
-        before
+    let after = if seconds == 0 {
+        None
     } else {
         tokio::time::sleep(Duration::from_secs(seconds)).await;
         let snapshot = lock(jvm).snapshot(pid);
-        match snapshot.map(|s| s.mct()) {
-            Some(after) => jvm_pprof::mct_delta(&before, &after),
+        match snapshot {
+            Some(after) => Some(after),
             None => {
                 return (
                     StatusCode::NOT_FOUND,
@@ -313,9 +318,16 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
             }
         }
     };
-    let mut out = Vec::new();
-    let written = jp_mct::write_pprof(&tree, &mut out).map(|()| out);
-    gzipped_profile(written, &format!("jvm-{pid}.pb.gz"))
+    blocking::off_runtime(move || {
+        let tree = match after {
+            None => before.mct(),
+            Some(after) => jvm_pprof::mct_delta(&before.mct(), &after.mct()),
+        };
+        let mut out = Vec::new();
+        let written = jp_mct::write_pprof(&tree, &mut out).map(|()| out);
+        gzipped_profile(written, &format!("jvm-{pid}.pb.gz"))
+    })
+    .await
 }
 
 #[cfg(test)]

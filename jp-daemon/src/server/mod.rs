@@ -14,6 +14,7 @@ pub mod jvm;
 pub mod jvm_watch;
 pub mod kernel;
 pub mod kernel_watch;
+pub mod limits;
 mod service;
 pub mod socket;
 pub mod tls;
@@ -95,7 +96,7 @@ pub async fn serve_on(
             down.send_replace(true);
         }
     };
-    let router = tonic::transport::Server::builder()
+    let router = limits::builder()
         .layer(auth::AuthLayer::new(auth))
         .add_service(health_service)
         .add_service(reflection_v1)

@@ -21,11 +21,12 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::server::TlsStream;
 use tonic::transport::server::Connected;
 
 use super::config::ServerConfig;
+use super::limits::MAX_TCP_CONNECTIONS;
 
 /// A client that connects but does not finish the handshake is dropped after this.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -231,7 +232,26 @@ async fn accept_loop(
     tx: mpsc::Sender<io::Result<TlsConn>>,
 ) {
     let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    // A slot is taken before accepting and given back when the connection (or its
+    // failed handshake) ends, so that at the cap new clients wait in the backlog.
+    let connections = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
     loop {
+        let slot = match Arc::clone(&connections).try_acquire_owned() {
+            Ok(slot) => Ok(slot),
+            Err(_) => {
+                log::warn!(
+                    "{MAX_TCP_CONNECTIONS} TCP clients connected: the next one waits until one leaves"
+                );
+                tokio::select! {
+                    _ = tx.closed() => return,
+                    s = Arc::clone(&connections).acquire_owned() => s,
+                }
+            }
+        };
+        // The semaphore is never closed; an error would only mean shutting down.
+        let Ok(slot) = slot else {
+            return;
+        };
         let permit = tokio::select! {
             _ = tx.closed() => return,
             p = Arc::clone(&handshakes).acquire_owned() => p,
@@ -260,7 +280,7 @@ async fn accept_loop(
             let handshake = acceptor.accept(tcp).into_fallible();
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                 Ok(Ok(stream)) => {
-                    let _ = tx.send(Ok(TlsConn::new(stream, remote))).await;
+                    let _ = tx.send(Ok(TlsConn::new(stream, remote, slot))).await;
                 }
                 Ok(Err((e, tcp))) => {
                     log::info!("TLS handshake with {remote} failed: {e}");
@@ -299,10 +319,16 @@ async fn linger(mut tcp: TcpStream) {
 pub struct TlsConn {
     stream: TlsStream<TcpStream>,
     peer: TlsPeer,
+    /// One of [`MAX_TCP_CONNECTIONS`], freed when the server drops the connection.
+    _slot: OwnedSemaphorePermit,
 }
 
 impl TlsConn {
-    fn new(stream: TlsStream<TcpStream>, remote: SocketAddr) -> TlsConn {
+    fn new(
+        stream: TlsStream<TcpStream>,
+        remote: SocketAddr,
+        slot: OwnedSemaphorePermit,
+    ) -> TlsConn {
         let cert = stream
             .get_ref()
             .1
@@ -314,7 +340,11 @@ impl TlsConn {
             client_certificate: cert.is_some(),
         };
         log::debug!("TLS connection from {peer:?}");
-        TlsConn { stream, peer }
+        TlsConn {
+            stream,
+            peer,
+            _slot: slot,
+        }
     }
 }
 

@@ -1,9 +1,10 @@
 //! Reading the USDT ring buffer: each item is a kernel-filled [`EventHeader`] and, if
 //! its status is [`EVENT_OK`], the record bytes the probe fired. Items go to the sink
-//! in batches, under one lock per batch. Nothing in the ring can panic the reader.
+//! in batches, under one lock per batch held at most [`MAX_HOLD`]. Nothing in the
+//! ring can panic the reader.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use aya::maps::{MapData, RingBuf};
 use jp_common::wire::{EventHeader, EVENT_HEADER_LEN, EVENT_OK};
@@ -16,13 +17,19 @@ use crate::store::jvm::sink::RecordSink;
 /// Most items handed to the sink under one lock.
 pub const BATCH: usize = 1024;
 
+/// Longest the reader holds the sink's lock: a batch that takes longer ends early and
+/// the rest of the ring is read after yielding to other tasks. The JVM store's
+/// mutex is also what gRPC calls, Watch streams and the exporters wait on; a full
+/// batch of big tree records could otherwise hold them up for many milliseconds.
+pub const MAX_HOLD: Duration = Duration::from_millis(1);
+
 /// How long the reader waits after draining before it listens for the ring again.
 /// The kernel wakes a waiting reader for the first record after it caught up, so a
 /// reader that always waits is woken once per record when records trickle in from many
 /// threads: bench fleet (1000 reporting threads) measured most of jpd's CPU in those
 /// context switches. Waiting a few milliseconds first lets records gather and bounds the
 /// wake-ups to a few hundred a second, for at most this much added delay.
-pub const COALESCE: std::time::Duration = std::time::Duration::from_millis(5);
+pub const COALESCE: Duration = Duration::from_millis(5);
 
 /// What the reader has seen.
 #[derive(Debug, Default)]
@@ -59,18 +66,31 @@ pub fn split_event(item: &[u8]) -> Option<(EventHeader, &[u8])> {
     Some((header, record))
 }
 
+/// What one [`drain_batch`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Drained {
+    /// Items consumed from the ring.
+    pub items: usize,
+    /// It stopped before the ring was empty (at `max` items, or after holding the
+    /// lock for [`MAX_HOLD`]): there may be more to read.
+    pub more: bool,
+}
+
 /// Hands up to `max` items to the sink, locking it once (and not at all if the ring
-/// is empty). Returns the number of items consumed.
+/// is empty), and for no longer than `max_hold` plus one item.
 pub fn drain_batch<S: RecordSink + ?Sized>(
     ring: &mut RingBuf<MapData>,
     sink: &Mutex<S>,
     max: usize,
+    max_hold: Duration,
     stats: &ReaderStats,
-) -> usize {
+) -> Drained {
     let mut guard = None;
+    let mut locked_at = None;
     let now = SystemTime::now();
     let mut n = 0;
     let mut bytes = 0u64;
+    let mut more = false;
     while n < max {
         let Some(item) = ring.next() else { break };
         n += 1;
@@ -78,12 +98,19 @@ pub fn drain_batch<S: RecordSink + ?Sized>(
             Some((header, record)) => {
                 bytes += record.len() as u64;
                 guard
-                    .get_or_insert_with(|| lock(sink))
+                    .get_or_insert_with(|| {
+                        locked_at = Some(Instant::now());
+                        lock(sink)
+                    })
                     .ingest(&header, record, now);
             }
             None => {
                 stats.malformed.fetch_add(1, Ordering::Relaxed);
             }
+        }
+        if locked_at.is_some_and(|t: Instant| t.elapsed() >= max_hold) {
+            more = true;
+            break;
         }
     }
     drop(guard);
@@ -92,7 +119,10 @@ pub fn drain_batch<S: RecordSink + ?Sized>(
         stats.bytes.fetch_add(bytes, Ordering::Relaxed);
         stats.batches.fetch_add(1, Ordering::Relaxed);
     }
-    n
+    Drained {
+        items: n,
+        more: more || n == max,
+    }
 }
 
 /// Reads the ring until the task is aborted, waking on the ring's epoll readiness.
@@ -121,8 +151,8 @@ pub async fn run<S: RecordSink + ?Sized>(
         };
         // Drain everything before clearing readiness: the kernel wakes us only when
         // we had caught up.
-        while drain_batch(guard.get_inner_mut(), &sink, BATCH, &stats) == BATCH {
-            // Let other tasks run between full batches.
+        while drain_batch(guard.get_inner_mut(), &sink, BATCH, MAX_HOLD, &stats).more {
+            // Let other tasks (and the lock's waiters) run between batches.
             tokio::task::yield_now().await;
         }
         guard.clear_ready();

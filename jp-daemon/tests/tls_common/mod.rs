@@ -123,6 +123,18 @@ pub fn tls_connection(
     ca_pem: &str,
     client: Option<&Leaf>,
 ) -> (rustls::ClientConnection, TcpStream) {
+    try_tls_connection(addr, ca_pem, client, std::time::Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// As [`tls_connection`], an error when the handshake fails or jpd does not answer
+/// it within `timeout` (per read).
+pub fn try_tls_connection(
+    addr: SocketAddr,
+    ca_pem: &str,
+    client: Option<&Leaf>,
+    timeout: std::time::Duration,
+) -> Result<(rustls::ClientConnection, TcpStream), String> {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(c.expect("CA PEM")).expect("CA");
@@ -145,12 +157,13 @@ pub fn tls_connection(
     config.alpn_protocols = vec![b"h2".to_vec()];
     let name = ServerName::try_from("127.0.0.1").expect("name");
     let mut conn = rustls::ClientConnection::new(Arc::new(config), name).expect("connection");
-    let mut sock = TcpStream::connect(addr).expect("connect to jpd's TCP port");
-    sock.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .expect("timeout");
+    let mut sock =
+        TcpStream::connect(addr).map_err(|e| format!("connect to jpd's TCP port: {e}"))?;
+    sock.set_read_timeout(Some(timeout)).expect("timeout");
     while conn.is_handshaking() {
-        conn.complete_io(&mut sock).expect("TLS handshake with jpd");
+        conn.complete_io(&mut sock)
+            .map_err(|e| format!("TLS handshake with jpd: {e}"))?;
     }
     assert_eq!(conn.alpn_protocol(), Some(&b"h2"[..]), "jpd offers h2");
-    (conn, sock)
+    Ok((conn, sock))
 }
