@@ -137,16 +137,13 @@ async fn index(State(sources): State<Sources>) -> Response {
     html(s)
 }
 
-fn pid_of(query: Option<&str>) -> Option<u32> {
-    query?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("pid="))
-        .and_then(|v| v.parse().ok())
-}
-
 async fn jvm_page(State(sources): State<Sources>, RawQuery(query): RawQuery) -> Response {
-    let Some(pid) = pid_of(query.as_deref()) else {
-        return (StatusCode::BAD_REQUEST, "pid=P is required (see /flame)\n").into_response();
+    let pid = match super::query::pid(query.as_deref()) {
+        Ok(Some(pid)) => pid,
+        Ok(None) => {
+            return (StatusCode::BAD_REQUEST, "pid=P is required (see /flame)\n").into_response()
+        }
+        Err(m) => return (StatusCode::BAD_REQUEST, m + "\n").into_response(),
     };
     // The snapshot under the lock (cheap), the tree and the page after it.
     let (summary, snapshot) = {
@@ -225,14 +222,6 @@ mod tests {
     use crate::store::kernel::Store;
     use std::sync::{Arc, Mutex};
     use std::time::SystemTime;
-
-    #[test]
-    fn pid_parameter() {
-        assert_eq!(super::pid_of(Some("pid=42")), Some(42));
-        assert_eq!(super::pid_of(Some("x=1&pid=7")), Some(7));
-        assert_eq!(super::pid_of(Some("pid=-1")), None);
-        assert_eq!(super::pid_of(None), None);
-    }
 
     #[tokio::test]
     async fn pages_on_the_exporter_answer_without_data_and_refuse_bad_pids() {
