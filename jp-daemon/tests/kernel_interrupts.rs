@@ -243,7 +243,7 @@ fn softirq_probe_counts_every_run() {
 /// Hard-IRQ handler entries and interrupted-IP walks after some disk I/O.
 fn entries_and_walks_after_disk_io(
     c: &jp_daemon::kernel::KernelCollector,
-    store: &jp_daemon::store::Store,
+    store: &jp_daemon::store::kernel::Store,
 ) -> (u64, u64) {
     disk_io(8);
     {
