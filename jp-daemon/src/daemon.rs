@@ -418,7 +418,11 @@ fn life(
     let collector = KernelCollector::start(config.kernel.options(), store.clone())
         .context("cannot start the kernel collector")?;
     let jvm_store = Arc::new(Mutex::new(JvmStore::new(config.usdt.limits())));
-    let usdt = crate::usdt::start_from_config(&config.usdt, Arc::clone(&jvm_store))?;
+    let usdt = crate::usdt::start_from_config(
+        &config.usdt,
+        config.kernel.bpf_stats,
+        Arc::clone(&jvm_store),
+    )?;
     let socket = config.server.socket.clone();
     let (listener, socket_guard) = server::socket::bind(&socket)?;
     let (policy, gid) = policy(&config);

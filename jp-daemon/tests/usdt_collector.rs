@@ -40,6 +40,7 @@ fn options(library: &str, ring_buffer_bytes: u32) -> UsdtOptions {
         library: library.to_owned(),
         scan_interval: Duration::from_millis(100),
         ring_buffer_bytes,
+        bpf_stats: false,
     }
 }
 

@@ -95,6 +95,8 @@ fn ebpf_cost_per_record_and_reader_rate() {
         library: "libjpbench.so".into(),
         scan_interval: Duration::from_millis(100),
         ring_buffer_bytes: 256 << 20,
+        // The eBPF cost per record comes from the run-time statistics.
+        bpf_stats: true,
     };
     let collector = UsdtCollector::start(options, sink.clone()).unwrap();
     assert!(agent.ask("wait").starts_with("ready"));

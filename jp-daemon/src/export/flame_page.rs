@@ -143,20 +143,17 @@ fn index_page(sources: &Sources) -> Response {
     html(s)
 }
 
-fn pid_of(query: Option<&str>) -> Option<u32> {
-    query?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("pid="))
-        .and_then(|v| v.parse().ok())
-}
-
 async fn jvm_page(State(sources): State<Sources>, RawQuery(query): RawQuery) -> Response {
     super::blocking::off_runtime(move || jvm_page_for(&sources, query.as_deref())).await
 }
 
 fn jvm_page_for(sources: &Sources, query: Option<&str>) -> Response {
-    let Some(pid) = pid_of(query) else {
-        return (StatusCode::BAD_REQUEST, "pid=P is required (see /flame)\n").into_response();
+    let pid = match super::query::pid(query) {
+        Ok(Some(pid)) => pid,
+        Ok(None) => {
+            return (StatusCode::BAD_REQUEST, "pid=P is required (see /flame)\n").into_response()
+        }
+        Err(m) => return (StatusCode::BAD_REQUEST, m + "\n").into_response(),
     };
     // The snapshot under the lock (cheap), the tree and the page after it.
     let (summary, snapshot) = {
@@ -239,14 +236,6 @@ mod tests {
     use crate::store::kernel::Store;
     use std::sync::{Arc, Mutex};
     use std::time::SystemTime;
-
-    #[test]
-    fn pid_parameter() {
-        assert_eq!(super::pid_of(Some("pid=42")), Some(42));
-        assert_eq!(super::pid_of(Some("x=1&pid=7")), Some(7));
-        assert_eq!(super::pid_of(Some("pid=-1")), None);
-        assert_eq!(super::pid_of(None), None);
-    }
 
     #[tokio::test]
     async fn pages_on_the_exporter_answer_without_data_and_refuse_bad_pids() {

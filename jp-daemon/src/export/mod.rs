@@ -15,6 +15,7 @@ pub mod jvm_pprof;
 pub mod kernel_metrics;
 pub mod kernel_pprof;
 pub mod pyroscope;
+mod query;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -168,45 +169,13 @@ async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
         .into_response()
 }
 
-/// `pid` from a query string: `Ok(None)` when absent.
-fn pid_param(query: Option<&str>) -> Result<Option<u32>, String> {
-    for pair in query.unwrap_or("").split('&') {
-        if let Some(v) = pair.strip_prefix("pid=") {
-            return v
-                .parse()
-                .map(Some)
-                .map_err(|_| format!("pid={v:?} is not a process id"));
-        }
-    }
-    Ok(None)
-}
-
-/// `seconds` from a query string; `Err` is the message for a 400.
-fn seconds_param(query: Option<&str>, max: u64) -> Result<u64, String> {
-    let mut seconds = DEFAULT_PROFILE_SECONDS.min(max);
-    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k == "seconds" {
-            seconds = v
-                .parse::<u64>()
-                .map_err(|_| format!("seconds={v:?} is not a whole number of seconds"))?;
-            if seconds > max {
-                return Err(format!(
-                    "seconds={seconds} is more than export.max_profile_seconds = {max}"
-                ));
-            }
-        }
-    }
-    Ok(seconds)
-}
-
 fn unix_nanos(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Response {
-    let seconds = match seconds_param(query.as_deref(), ctx.max_seconds) {
+    let seconds = match query::seconds(query.as_deref(), DEFAULT_PROFILE_SECONDS, ctx.max_seconds) {
         Ok(s) => s,
         Err(msg) => return (StatusCode::BAD_REQUEST, msg + "\n").into_response(),
     };
@@ -272,7 +241,10 @@ fn gzipped_profile(body: std::io::Result<Vec<u8>>, filename: &str) -> Response {
 /// A JVM's Method Call Tree, whole (`seconds=0`) or over the next N seconds.
 async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Response {
     let q = query.as_deref();
-    let (pid, seconds) = match (pid_param(q), seconds_param(q, ctx.max_seconds)) {
+    let (pid, seconds) = match (
+        query::pid(q),
+        query::seconds(q, DEFAULT_PROFILE_SECONDS, ctx.max_seconds),
+    ) {
         (Ok(p), Ok(s)) => (p, s),
         (Err(m), _) | (_, Err(m)) => return (StatusCode::BAD_REQUEST, m + "\n").into_response(),
     };
@@ -333,22 +305,6 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seconds_parameter() {
-        assert_eq!(seconds_param(None, 300), Ok(30));
-        assert_eq!(seconds_param(Some("seconds=5"), 300), Ok(5));
-        assert_eq!(seconds_param(Some("debug=1&seconds=0"), 300), Ok(0));
-        assert_eq!(seconds_param(None, 10), Ok(10));
-        assert_eq!(
-            seconds_param(Some("seconds=500"), 300),
-            Err("seconds=500 is more than export.max_profile_seconds = 300".into())
-        );
-        assert_eq!(
-            seconds_param(Some("seconds=-1"), 300),
-            Err("seconds=\"-1\" is not a whole number of seconds".into())
-        );
-    }
 
     #[tokio::test]
     async fn serves_metrics_and_rejects_bad_profiles_over_http() {

@@ -1,12 +1,12 @@
 //! Who may call the API: every request is authorized from the caller's credentials
-//! on the Unix socket (SO_PEERCRED, as tonic hands them over in the request's
-//! `UdsConnectInfo`), not only by the socket file's mode. Allowed: root, the user jpd
+//! on the Unix socket (SO_PEERCRED and SO_PEERGROUPS, read at accept time into the
+//! connection's [`UnixPeer`]), not only by the socket file's mode. Allowed: root, the user jpd
 //! runs as, members (primary or supplementary) of the allowed groups — the socket's
 //! group among them — and the configured user ids. Everyone else gets
 //! PERMISSION_DENIED with a message saying how to get access.
 //!
 //! Requests that arrive over TCP carry no peer credentials: they come through the TLS
-//! listener, which tags them with a [`TlsPeer`] instead of `UdsConnectInfo`. The TLS
+//! listener, which tags them with a [`TlsPeer`] instead of a [`UnixPeer`]. The TLS
 //! handshake (client certificates when `tls_client_ca` is set) authenticates them,
 //! and [`TlsPolicy`] may narrow them to named client certificates; callers without
 //! a client certificate may only read (no Reset). A request carries
@@ -18,10 +18,10 @@ use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 
 use tonic::codegen::{http, BoxFuture, Service};
-use tonic::transport::server::UdsConnectInfo;
 use tonic::Status;
 
 use super::tls::TlsPeer;
+use super::unix_peer::UnixPeer;
 
 /// The rule, replaced as a whole on reload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -72,17 +72,39 @@ pub struct TlsPolicy {
     pub client_names: Vec<String>,
 }
 
-/// Methods that change what every client sees: over TCP only for callers with a
-/// (verified) client certificate, so that an open TLS port is read-only.
+/// The methods that only read: over TCP, a caller without a (verified) client
+/// certificate may call these and nothing else, so that an open TLS port is
+/// read-only. An allow-list, not a deny-list: a new RPC is refused to such callers
+/// until it is classified here (the test `every_jp_rpc_is_classified` fails until
+/// then).
+const READ_ONLY_METHODS: &[&str] = &[
+    "/jp.v1.Jp/GetStatus",
+    "/jp.v1.Jp/GetKernelProfile",
+    "/jp.v1.Jp/GetIrqStats",
+    "/jp.v1.Jp/Watch",
+    "/jp.v1.Jp/ListJvms",
+    "/jp.v1.Jp/GetJvmProfile",
+    "/jp.v1.Jp/GetJvmTop",
+    "/jp.v1.Jp/ExportJvmProfile",
+    "/grpc.health.v1.Health/Check",
+    "/grpc.health.v1.Health/Watch",
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+];
+
+/// The methods that change what every client sees (for the classification test and
+/// the error message; what is not read-only needs a certificate either way).
+#[cfg(test)]
 const WRITE_METHODS: &[&str] = &["/jp.v1.Jp/Reset"];
 
 impl TlsPolicy {
     /// Whether `peer` may call the method at `path` (`/package.Service/Method`).
     pub fn check(&self, peer: &TlsPeer, path: &str) -> Result<(), Status> {
-        if !peer.client_certificate && WRITE_METHODS.contains(&path) {
-            return Err(Status::permission_denied(
-                "jpd: over TCP, Reset needs a client certificate (set server.tls_client_ca in jpd's configuration); without one the API is read-only",
-            ));
+        if !peer.client_certificate && !READ_ONLY_METHODS.contains(&path) {
+            let method = path.rsplit('/').next().unwrap_or(path);
+            return Err(Status::permission_denied(format!(
+                "jpd: over TCP, {method} needs a client certificate (set server.tls_client_ca in jpd's configuration); without one the API is read-only",
+            )));
         }
         if self.client_names.is_empty() {
             return Ok(());
@@ -145,7 +167,7 @@ impl Authorizer {
 
     /// The decision for one request, from the connection info tonic attached to it.
     pub fn check<B>(&self, req: &http::Request<B>) -> Result<(), Status> {
-        let unix = req.extensions().get::<UdsConnectInfo>();
+        let unix = req.extensions().get::<UnixPeer>();
         let tls = req.extensions().get::<TlsPeer>();
         match (unix, tls) {
             (Some(uds), None) => self.check_unix(uds),
@@ -160,45 +182,24 @@ impl Authorizer {
         }
     }
 
-    fn check_unix(&self, uds: &UdsConnectInfo) -> Result<(), Status> {
-        let Some(cred) = uds.peer_cred else {
+    fn check_unix(&self, unix: &UnixPeer) -> Result<(), Status> {
+        let Some(cred) = unix.cred else {
             return Err(Status::permission_denied(
                 "jpd: the caller's credentials could not be read from the socket",
             ));
         };
         let peer = Peer {
-            uid: cred.uid(),
-            gid: cred.gid(),
-            pid: cred.pid(),
+            uid: cred.uid,
+            gid: cred.gid,
+            pid: Some(cred.pid),
         };
-        let groups = peer.pid.map(supplementary_groups).unwrap_or_default();
         let policy = self.policy();
-        if policy.allows(&peer, &groups) {
+        if policy.allows(&peer, &unix.groups) {
             return Ok(());
         }
         log::debug!("denied a request from {peer:?}");
         Err(policy.denial(&peer))
     }
-}
-
-/// The caller's supplementary groups, from `/proc/PID/status` (SO_PEERCRED only has
-/// the primary group). A process gone already has none.
-pub fn supplementary_groups(pid: i32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map(|s| parse_groups(&s))
-        .unwrap_or_default()
-}
-
-fn parse_groups(status: &str) -> Vec<u32> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| {
-            g.split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A group's id by name (`getgrnam_r`); `None` when there is no such group.
@@ -323,19 +324,6 @@ mod tests {
     }
 
     #[test]
-    fn groups_line_of_proc_status() {
-        let s = "Name:\tcat\nUid:\t0\t0\t0\t0\nGroups:\t4 24 27 \nNSpid:\t1\n";
-        assert_eq!(parse_groups(s), [4, 24, 27]);
-        assert_eq!(parse_groups("Groups:\t\n"), Vec::<u32>::new());
-        assert_eq!(parse_groups("garbage"), Vec::<u32>::new());
-        // Our own process: the same list as getgroups(2).
-        let mine = supplementary_groups(std::process::id() as i32);
-        // SAFETY: a null list with size 0 asks for the count only.
-        let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
-        assert_eq!(mine.len(), n as usize);
-    }
-
-    #[test]
     fn group_lookup() {
         assert_eq!(group_id("root"), Some(0));
         assert_eq!(group_id("no-such-group-jp-test"), None);
@@ -356,6 +344,62 @@ mod tests {
         req
     }
 
+    /// Every RPC of jp.v1 (read from the .proto the server is built from) is either
+    /// read-only or a write method: a new one fails here until it is classified.
+    #[test]
+    fn every_jp_rpc_is_classified() {
+        let proto = include_str!("../../../proto/jp/v1/jp.proto");
+        let rpcs: Vec<String> = proto
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("rpc "))
+            .filter_map(|l| l.split('(').next())
+            .map(|name| format!("/jp.v1.Jp/{}", name.trim()))
+            .collect();
+        assert!(rpcs.len() >= 9, "{rpcs:?}");
+        for rpc in &rpcs {
+            let read = READ_ONLY_METHODS.contains(&rpc.as_str());
+            let write = WRITE_METHODS.contains(&rpc.as_str());
+            assert!(
+                read ^ write,
+                "{rpc}: classify it in READ_ONLY_METHODS or WRITE_METHODS"
+            );
+        }
+        for m in READ_ONLY_METHODS
+            .iter()
+            .filter(|m| m.starts_with("/jp.v1."))
+        {
+            assert!(rpcs.iter().any(|r| r == m), "{m} is not an RPC of jp.v1");
+        }
+    }
+
+    #[test]
+    fn unknown_methods_need_a_certificate_over_tcp() {
+        let a = Authorizer::new(Policy {
+            uids: vec![],
+            gids: vec![],
+            group_name: None,
+        });
+        let mut unknown = request_with(tls_peer(&[], false));
+        *unknown.uri_mut() = http::Uri::from_static("/jp.v1.Jp/SomethingNew");
+        let e = a.check(&unknown).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert!(e
+            .message()
+            .contains("SomethingNew needs a client certificate"));
+        let mut read = request_with(tls_peer(&[], false));
+        *read.uri_mut() = http::Uri::from_static("/jp.v1.Jp/GetStatus");
+        assert!(a.check(&read).is_ok());
+        let mut health = request_with(tls_peer(&[], false));
+        *health.uri_mut() = http::Uri::from_static("/grpc.health.v1.Health/Check");
+        assert!(a.check(&health).is_ok());
+        let mut unknown = request_with(tls_peer(&["ci"], true));
+        *unknown.uri_mut() = http::Uri::from_static("/jp.v1.Jp/SomethingNew");
+        assert!(
+            a.check(&unknown).is_ok(),
+            "a client certificate may call anything"
+        );
+    }
+
     #[test]
     fn tls_requests_follow_the_tls_policy_only() {
         // The Unix policy allows everybody it can name; TLS callers never get it.
@@ -364,7 +408,8 @@ mod tests {
             gids: (0..100).collect(),
             group_name: None,
         });
-        let anonymous = request_with(tls_peer(&[], false));
+        let mut anonymous = request_with(tls_peer(&[], false));
+        *anonymous.uri_mut() = http::Uri::from_static("/jp.v1.Jp/GetStatus");
         assert!(a.check(&anonymous).is_ok(), "no allowlist: any TLS client");
         // ... but read-only without a client certificate.
         let mut reset = request_with(tls_peer(&[], false));
@@ -412,9 +457,9 @@ mod tests {
         // A TLS tag next to Unix credentials (root's, as it happens) is refused,
         // not judged by the Unix rules.
         let mut both = request_with(tls_peer(&[], false));
-        both.extensions_mut().insert(UdsConnectInfo {
-            peer_addr: None,
-            peer_cred: None,
+        both.extensions_mut().insert(UnixPeer {
+            cred: None,
+            groups: vec![],
         });
         assert_eq!(
             a.check(&both).unwrap_err().message(),

@@ -18,6 +18,7 @@ pub mod limits;
 mod service;
 pub mod socket;
 pub mod tls;
+pub mod unix_peer;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,6 +27,9 @@ use anyhow::Context;
 use jp_proto::v1::jp_server::JpServer;
 use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
+use tokio_stream::StreamExt as _;
+
+use unix_peer::UnixConn;
 
 pub use service::JpService;
 
@@ -107,7 +111,10 @@ pub async fn serve_on(
         let drained = drain_limit(until_down(&down), "Unix socket");
         async move {
             let r = bounded(
-                router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped),
+                router.serve_with_incoming_shutdown(
+                    UnixListenerStream::new(listener).map(|r| r.map(UnixConn::new)),
+                    stopped,
+                ),
                 drained,
             )
             .await;

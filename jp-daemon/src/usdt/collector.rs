@@ -57,6 +57,10 @@ pub struct UsdtOptions {
     pub scan_interval: Duration,
     /// Size of the ring buffer (a power of two, 64 KiB to 1 GiB).
     pub ring_buffer_bytes: u32,
+    /// Hold the kernel's BPF run-time statistics on while running (`kernel.bpf_stats`):
+    /// they make every BPF program on the host pay two clock reads per run, so only
+    /// when asked. Without them the program's run count and time read 0.
+    pub bpf_stats: bool,
 }
 
 impl Default for UsdtOptions {
@@ -65,6 +69,7 @@ impl Default for UsdtOptions {
             library: jp_common::wire::AGENT_LIBRARY.to_owned(),
             scan_interval: Duration::from_secs(1),
             ring_buffer_bytes: 8 << 20,
+            bpf_stats: false,
         }
     }
 }
@@ -105,7 +110,7 @@ impl UsdtCollector {
             anyhow::bail!("the USDT collector must run as root (it loads eBPF programs and writes into other processes)");
         }
         let pmu = UprobePmu::from_sysfs()?;
-        let mut program = UsdtProgram::load(opts.ring_buffer_bytes)?;
+        let mut program = UsdtProgram::load(opts.ring_buffer_bytes, opts.bpf_stats)?;
         let ring = program.take_ring().context("ring buffer already taken")?;
         let reader_stats = Arc::new(ReaderStats::default());
         let reader = runtime.spawn(ring::run(

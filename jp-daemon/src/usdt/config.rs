@@ -64,6 +64,8 @@ impl UsdtConfig {
             library: self.library.clone(),
             scan_interval: Duration::from_millis(self.scan_interval_ms),
             ring_buffer_bytes: self.ring_buffer_kib.saturating_mul(1024),
+            // `kernel.bpf_stats` decides, in start_from_config.
+            bpf_stats: false,
         }
     }
 }
@@ -158,6 +160,7 @@ mod tests {
                 library: "libx.so".into(),
                 scan_interval: Duration::from_millis(250),
                 ring_buffer_bytes: 64 << 10,
+                bpf_stats: false,
             }
         );
         assert!(!c.enabled);

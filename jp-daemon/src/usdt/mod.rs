@@ -24,16 +24,23 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 
-/// Starts the collector as `[usdt]` says (inside a tokio runtime); `None` when disabled.
+/// Starts the collector as `[usdt]` says (inside a tokio runtime), with BPF run-time
+/// statistics when `bpf_stats` (`kernel.bpf_stats`, one switch for all of jpd's
+/// programs); `None` when disabled.
 pub fn start_from_config<S: crate::store::jvm::sink::RecordSink>(
     config: &config::UsdtConfig,
+    bpf_stats: bool,
     sink: Arc<Mutex<S>>,
 ) -> anyhow::Result<Option<collector::UsdtCollector>> {
     if !config.enabled {
         log::info!("USDT collector disabled ([usdt] enabled = false): no JVM profiles");
         return Ok(None);
     }
-    let c = collector::UsdtCollector::start(config.options(), sink).context(
+    let options = collector::UsdtOptions {
+        bpf_stats,
+        ..config.options()
+    };
+    let c = collector::UsdtCollector::start(options, sink).context(
         "cannot start the USDT collector (set [usdt] enabled = false to run without JVM profiles)",
     )?;
     let status = c.status();

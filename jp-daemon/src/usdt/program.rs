@@ -46,14 +46,15 @@ pub struct UsdtProgram {
     specs: HashMap<MapData, u64, UsdtSpec>,
     stats: PerCpuArray<MapData, u64>,
     ring: Option<RingBuf<MapData>>,
-    /// Keeps `kernel.bpf_stats_enabled` on while loaded (for [`UsdtProgram::run_stats`]).
+    /// Keeps `kernel.bpf_stats_enabled` on while loaded, when asked (for [`UsdtProgram::run_stats`]).
     _stats: Option<std::os::fd::OwnedFd>,
 }
 
 impl UsdtProgram {
     /// Loads the program (root needed) with a ring buffer of `ring_bytes` (a power of
-    /// two, at least a page). Fails with the verifier's log if the program is rejected.
-    pub fn load(ring_bytes: u32) -> anyhow::Result<UsdtProgram> {
+    /// two, at least a page), holding BPF run-time statistics on while loaded when
+    /// `bpf_stats`. Fails with the verifier's log if the program is rejected.
+    pub fn load(ring_bytes: u32, bpf_stats: bool) -> anyhow::Result<UsdtProgram> {
         if !ring_bytes.is_power_of_two() || !(MIN_RING_BYTES..=MAX_RING_BYTES).contains(&ring_bytes)
         {
             bail!(
@@ -86,12 +87,16 @@ impl UsdtProgram {
             .with_context(|| format!("map {STATS} has an unexpected type"))?;
         let ring = RingBuf::try_from(take(&mut ebpf, EVENTS)?)
             .with_context(|| format!("map {EVENTS} has an unexpected type"))?;
-        let run_stats = match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
-            Ok(fd) => Some(fd),
-            Err(e) => {
-                log::warn!("cannot enable BPF run-time statistics: {e}");
-                None
+        let run_stats = if bpf_stats {
+            match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+                Ok(fd) => Some(fd),
+                Err(e) => {
+                    log::warn!("cannot enable BPF run-time statistics: {e}");
+                    None
+                }
             }
+        } else {
+            None
         };
         Ok(UsdtProgram {
             ebpf,
