@@ -311,8 +311,8 @@ fn start_reload_restart_and_stop_under_systemd() {
     let notes = notifications(&ct);
     let reload = notes
         .iter()
-        .position(|n| n == "RELOADING=1")
-        .unwrap_or_else(|| panic!("no RELOADING=1: {notes:?}"));
+        .position(|n| reload_notification(n))
+        .unwrap_or_else(|| panic!("no RELOADING=1 with MONOTONIC_USEC: {notes:?}"));
     assert_eq!(
         notes.get(reload + 1).map(String::as_str),
         Some("READY=1, STATUS=configuration reloaded"),
@@ -679,4 +679,12 @@ fn host_pid(ct: &Container, pid: u32) -> u32 {
         }
     }
     panic!("no host process is pid {pid} in the container");
+}
+
+/// `RELOADING=1` with the `MONOTONIC_USEC=` that systemd 253 and later want beside it
+/// (a positive number of microseconds of CLOCK_MONOTONIC).
+fn reload_notification(n: &str) -> bool {
+    n.strip_prefix("RELOADING=1, MONOTONIC_USEC=")
+        .and_then(|us| us.parse::<u64>().ok())
+        .is_some_and(|us| us > 0)
 }

@@ -5,10 +5,10 @@
 //! `/proc/kallsyms`; `profile` turns buckets into readprofile-style per-function
 //! counts and loads.
 //!
-//! # Use from `main.rs`
+//! # Use from the daemon (`daemon.rs`)
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
-//! use jp_daemon::{kernel::{KernelCollector, KernelOptions}, store::Store};
+//! use jp_daemon::{kernel::{KernelCollector, KernelOptions}, store::kernel::Store};
 //! let store = Store::new();
 //! // Loads and attaches everything (root), publishes a first reading, then a reader
 //! // thread publishes every `read_interval`. No async runtime needed: call it from
