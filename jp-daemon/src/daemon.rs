@@ -5,6 +5,9 @@
 //! keeps systemd's watchdog fed. `main.rs` only parses flags and calls [`run`];
 //! [`run_with`] takes the stop and reload requests from a channel instead of
 //! signals, so a test can drive a whole life in-process.
+//!
+//! Its log lines keep the target `jpd` they had when this code was the binary's:
+//! operators and the journal tests look for `[… jpd] stopped` and the like.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -89,11 +92,13 @@ fn apply_group(config: &Config, socket: &Path, gid: Option<u32>) {
     let group = &config.server.group;
     match gid {
         Some(gid) => match auth::chgrp(socket, gid) {
-            Ok(()) => log::debug!("socket group {group} ({gid})"),
-            Err(e) => log::warn!("cannot give {} to group {group}: {e}", socket.display()),
+            Ok(()) => log::debug!(target: "jpd", "socket group {group} ({gid})"),
+            Err(e) => {
+                log::warn!(target: "jpd", "cannot give {} to group {group}: {e}", socket.display())
+            }
         },
         None if group.is_empty() => {}
-        None => log::warn!(
+        None => log::warn!(target: "jpd",
             "group {group:?} does not exist: only root may use {} (create it with `groupadd --system {group}`)",
             socket.display()
         ),
@@ -120,7 +125,7 @@ impl Running {
         if self.config.export.enabled {
             let e =
                 Exporter::start(&self.config.export, self.sources.clone(), self.started).await?;
-            log::info!("exporters on http://{}/metrics", e.local_addr());
+            log::info!(target: "jpd", "exporters on http://{}/metrics", e.local_addr());
             self.exporter = Some(e);
         }
         Ok(())
@@ -130,7 +135,7 @@ impl Running {
         let c = &self.config.pyroscope;
         if c.enabled {
             self.pusher = Some(Pusher::start(c, self.sources.clone())?);
-            log::info!(
+            log::info!(target: "jpd",
                 "pushing profiles to {} every {} s",
                 c.endpoint(),
                 c.interval_s
@@ -155,7 +160,7 @@ impl Running {
             self.sources.pyroscope.disable();
             self.config.pyroscope = new.pyroscope.clone();
             if old.enabled {
-                log::info!("pyroscope: pushing stopped");
+                log::info!(target: "jpd", "pyroscope: pushing stopped");
             }
             return;
         }
@@ -163,10 +168,10 @@ impl Running {
         match self.start_pusher() {
             Ok(()) => self.pusher_auth = secrets,
             Err(e) => {
-                log::error!("{e}; the previous [pyroscope] settings stay");
+                log::error!(target: "jpd", "{e}; the previous [pyroscope] settings stay");
                 self.config.pyroscope = old;
                 if let Err(e) = self.start_pusher() {
-                    log::error!("cannot restart the previous pusher either: {e}");
+                    log::error!(target: "jpd", "cannot restart the previous pusher either: {e}");
                 }
             }
         }
@@ -177,11 +182,11 @@ impl Running {
     async fn reload(&mut self, overrides: &Overrides) {
         let new = match overrides.load() {
             Ok((c, source)) => {
-                log::info!("SIGHUP: reloading the configuration from {source}");
+                log::info!(target: "jpd", "SIGHUP: reloading the configuration from {source}");
                 c
             }
             Err(e) => {
-                log::error!("SIGHUP: {e}; keeping the running configuration");
+                log::error!(target: "jpd", "SIGHUP: {e}; keeping the running configuration");
                 return;
             }
         };
@@ -190,13 +195,13 @@ impl Running {
             match self.collector.set_frequency(new.kernel.frequency_hz) {
                 Ok(()) => {
                     self.config.kernel.frequency_hz = new.kernel.frequency_hz;
-                    log::info!(
+                    log::info!(target: "jpd",
                         "sampling at {} Hz (was {} Hz)",
                         new.kernel.frequency_hz,
                         old.kernel.frequency_hz
                     );
                 }
-                Err(e) => log::error!(
+                Err(e) => log::error!(target: "jpd",
                     "cannot sample at {} Hz, staying at {} Hz: {e:#}",
                     new.kernel.frequency_hz,
                     old.kernel.frequency_hz
@@ -209,13 +214,13 @@ impl Running {
             }
             self.config.export = new.export.clone();
             if let Err(e) = self.start_exporter().await {
-                log::error!("{e:#}; the previous [export] settings stay");
+                log::error!(target: "jpd", "{e:#}; the previous [export] settings stay");
                 self.config.export = old.export.clone();
                 if let Err(e) = self.start_exporter().await {
-                    log::error!("cannot restart the previous exporters either: {e:#}");
+                    log::error!(target: "jpd", "cannot restart the previous exporters either: {e:#}");
                 }
             } else if !new.export.enabled {
-                log::info!("exporters stopped");
+                log::info!(target: "jpd", "exporters stopped");
             }
         }
         self.reload_pusher(&new).await;
@@ -232,7 +237,7 @@ impl Running {
             self.config.server.allow_gids = s.allow_gids.clone();
             let (policy, gid) = policy(&self.config);
             apply_group(&self.config, &self.config.server.socket, gid);
-            log::info!("access now: {policy:?}");
+            log::info!(target: "jpd", "access now: {policy:?}");
             self.auth.set(policy);
         }
         if s.tcp == old.server.tcp {
@@ -275,7 +280,7 @@ impl Running {
         ];
         for (key, now, was) in fixed {
             if now != was {
-                log::warn!(
+                log::warn!(target: "jpd",
                     "{key} changed ({was} → {now}) but cannot be reloaded: restart jpd to apply it"
                 );
             }
@@ -300,10 +305,10 @@ impl Running {
                 s.tls_client_ca = new.server.tls_client_ca.clone();
                 s.tls_client_names = new.server.tls_client_names.clone();
                 self.auth.set_tls(tls_policy(&self.config));
-                log::info!("TLS certificates reloaded: {}", tls_summary(&self.config));
+                log::info!(target: "jpd", "TLS certificates reloaded: {}", tls_summary(&self.config));
             }
             Err(e) => {
-                log::error!("SIGHUP: {e}; keeping the previous TLS certificates and settings")
+                log::error!(target: "jpd", "SIGHUP: {e}; keeping the previous TLS certificates and settings")
             }
         }
     }
@@ -409,7 +414,7 @@ fn life(
         let settings = tls::TlsSettings::new(tls::load(&config.server)?);
         let listener = tls::TlsListener::bind(&config.server.tcp, settings.clone())?;
         if config.server.tls_client_ca.as_os_str().is_empty() {
-            log::warn!("{}", open_tcp_warning(&config));
+            log::warn!(target: "jpd", "{}", open_tcp_warning(&config));
         }
         (Some(listener), Some(settings))
     };
@@ -468,7 +473,7 @@ fn life(
         ),
         None => summary,
     };
-    log::info!(
+    log::info!(target: "jpd",
         "jpd {}: config from {source}; {summary}",
         env!("CARGO_PKG_VERSION")
     );
@@ -505,7 +510,7 @@ fn life(
             };
             match event {
                 Event::Control(Control::Stop(name)) => {
-                    log::info!("{name}: shutting down");
+                    log::info!(target: "jpd", "{name}: shutting down");
                     notifier.notify("STOPPING=1");
                     let _ = stop_tx.send(());
                     break server_task
@@ -543,7 +548,7 @@ fn life(
     }
     running.collector.shutdown();
     drop(socket_guard);
-    log::info!("stopped");
+    log::info!(target: "jpd", "stopped");
     served
 }
 
@@ -557,7 +562,7 @@ fn watchdog_ping(notifier: &Notifier, store: &Store, timeout: Duration, read_int
     if age <= read_interval * 2 + timeout / 2 {
         notifier.notify("WATCHDOG=1");
     } else {
-        log::error!(
+        log::error!(target: "jpd",
             "the kernel reader has not published for {:.1} s: not feeding the watchdog",
             age.as_secs_f64()
         );

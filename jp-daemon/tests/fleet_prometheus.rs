@@ -162,7 +162,9 @@ fn prometheus_scrapes_jpd_and_every_dashboard_query_has_data() {
     let classes = tempfile::tempdir().expect("temp dir");
     compile_fleet_paper(classes.path());
     let _one = one_at_a_time();
-    let jpd = Jpd::start("[usdt]\nscan_interval_ms = 100\n");
+    // bpf_stats: the dashboard's per-program cost panels read the run-time
+    // statistics, which are off unless asked for.
+    let jpd = Jpd::start("bpf_stats = true\n[usdt]\nscan_interval_ms = 100\n");
     // A JVM for the JVM panels, with a first run counted.
     let mut java = Java::start(&jpd, &lib, classes.path(), "bba=precise");
     java.run_once();

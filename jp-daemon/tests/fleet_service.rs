@@ -329,7 +329,14 @@ fn the_units_capabilities_are_enough_and_without_syslog_jpd_refuses_to_start() {
             "+chown"
         ]
     );
-    let jpd = Jpd::start_full("", &[], "group = \"daemon\"\n", &setpriv(&caps));
+    // bpf_stats: whether the unit's capabilities suffice to turn the run-time
+    // statistics on is part of what this checks.
+    let jpd = Jpd::start_full(
+        "bpf_stats = true\n",
+        &[],
+        "group = \"daemon\"\n",
+        &setpriv(&caps),
+    );
     let status = std::fs::read_to_string(format!("/proc/{}/status", jpd.pid())).unwrap();
     // Effective set = exactly the unit's five: CHOWN (bit 0), DAC_READ_SEARCH (2),
     // SYS_PTRACE (19), SYS_ADMIN (21), SYSLOG (34).
