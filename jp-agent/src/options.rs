@@ -1,4 +1,4 @@
-//! The agent's option string: comma-separated `key=value` (see notes/agent-contract.md).
+//! The agent's option string: comma-separated `key=value` (see docs/agent-contract.md).
 
 use crate::classfile::Bba;
 use std::fmt;

@@ -1,4 +1,4 @@
-//! The bytecode rewriter of the jp agent (see `notes/agent-contract.md`).
+//! The bytecode rewriter of the jp agent (see `docs/agent-contract.md`).
 //!
 //! Our own code rather than a class-file crate: an agent must never damage what it does
 //! not touch, and the whole-class re-serializers available here silently corrupt some

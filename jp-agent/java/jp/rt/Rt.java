@@ -3,7 +3,7 @@ package jp.rt;
 import java.nio.ByteBuffer;
 
 /**
- * The helpers that instrumented code calls (see notes/agent-contract.md). They must stay tiny so
+ * The helpers that instrumented code calls (see docs/agent-contract.md). They must stay tiny so
  * that the JIT inlines them, and they must never call anything that could be instrumented:
  * only this package, {@link ThreadLocal} and {@link Thread} (which the agent never instruments)
  * and natives.
