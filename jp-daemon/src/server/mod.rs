@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod cert_names;
 pub mod config;
+pub mod conn;
 pub mod jvm;
 pub mod jvm_watch;
 pub mod kernel;
@@ -28,8 +29,6 @@ use jp_proto::v1::jp_server::JpServer;
 use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_stream::StreamExt as _;
-
-use unix_peer::UnixConn;
 
 pub use service::JpService;
 
@@ -112,7 +111,7 @@ pub async fn serve_on(
         async move {
             let r = bounded(
                 router.serve_with_incoming_shutdown(
-                    UnixListenerStream::new(listener).map(|r| r.map(UnixConn::new)),
+                    UnixListenerStream::new(listener).map(|r| r.map(unix_peer::tag)),
                     stopped,
                 ),
                 drained,

@@ -10,22 +10,19 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::{Arc, RwLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::server::TlsStream;
-use tonic::transport::server::Connected;
 
 use super::config::ServerConfig;
+use super::conn::Tagged;
 use super::limits::MAX_TCP_CONNECTIONS;
 
 /// A client that connects but does not finish the handshake is dropped after this.
@@ -280,7 +277,7 @@ async fn accept_loop(
             let handshake = acceptor.accept(tcp).into_fallible();
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                 Ok(Ok(stream)) => {
-                    let _ = tx.send(Ok(TlsConn::new(stream, remote, slot))).await;
+                    let _ = tx.send(Ok(tls_conn(stream, remote, slot))).await;
                 }
                 Ok(Err((e, tcp))) => {
                     log::info!("TLS handshake with {remote} failed: {e}");
@@ -315,84 +312,27 @@ async fn linger(mut tcp: TcpStream) {
     let _ = tokio::time::timeout(LINGER_TIME, drain).await;
 }
 
-/// One TLS connection, with what the handshake told about the client.
-pub struct TlsConn {
+/// One TLS connection, with what the handshake told about the client and the TCP
+/// connection slot it holds.
+pub type TlsConn = Tagged<TlsStream<TcpStream>, TlsPeer>;
+
+fn tls_conn(
     stream: TlsStream<TcpStream>,
-    peer: TlsPeer,
-    /// One of [`MAX_TCP_CONNECTIONS`], freed when the server drops the connection.
-    _slot: OwnedSemaphorePermit,
-}
-
-impl TlsConn {
-    fn new(
-        stream: TlsStream<TcpStream>,
-        remote: SocketAddr,
-        slot: OwnedSemaphorePermit,
-    ) -> TlsConn {
-        let cert = stream
-            .get_ref()
-            .1
-            .peer_certificates()
-            .and_then(|c| c.first());
-        let peer = TlsPeer {
-            remote,
-            client_names: cert.map(super::cert_names::names).unwrap_or_default(),
-            client_certificate: cert.is_some(),
-        };
-        log::debug!("TLS connection from {peer:?}");
-        TlsConn {
-            stream,
-            peer,
-            _slot: slot,
-        }
-    }
-}
-
-impl Connected for TlsConn {
-    type ConnectInfo = TlsPeer;
-    fn connect_info(&self) -> TlsPeer {
-        self.peer.clone()
-    }
-}
-
-impl AsyncRead for TlsConn {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for TlsConn {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
+    remote: SocketAddr,
+    slot: OwnedSemaphorePermit,
+) -> TlsConn {
+    let cert = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first());
+    let peer = TlsPeer {
+        remote,
+        client_names: cert.map(super::cert_names::names).unwrap_or_default(),
+        client_certificate: cert.is_some(),
+    };
+    log::debug!("TLS connection from {peer:?}");
+    Tagged::new(stream, peer, Some(slot))
 }
 
 #[cfg(test)]

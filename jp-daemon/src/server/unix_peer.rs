@@ -6,12 +6,12 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
+#[cfg(test)]
 use tonic::transport::server::Connected;
+
+use super::conn::Tagged;
 
 /// Who is on the other end of a Unix connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,63 +99,12 @@ fn peer_groups(fd: RawFd) -> io::Result<Vec<u32>> {
 }
 
 /// One accepted Unix connection, tagged with its [`UnixPeer`] for the auth layer.
-pub struct UnixConn {
-    stream: UnixStream,
-    peer: UnixPeer,
-}
+pub type UnixConn = Tagged<UnixStream, UnixPeer>;
 
-impl UnixConn {
-    pub fn new(stream: UnixStream) -> UnixConn {
-        let peer = UnixPeer::of(stream.as_raw_fd());
-        UnixConn { stream, peer }
-    }
-}
-
-impl Connected for UnixConn {
-    type ConnectInfo = UnixPeer;
-    fn connect_info(&self) -> UnixPeer {
-        self.peer.clone()
-    }
-}
-
-impl AsyncRead for UnixConn {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for UnixConn {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
+/// Reads the peer's credentials of a just-accepted stream into its tag.
+pub fn tag(stream: UnixStream) -> UnixConn {
+    let peer = UnixPeer::of(stream.as_raw_fd());
+    Tagged::new(stream, peer, None)
 }
 
 #[cfg(test)]
@@ -167,7 +116,7 @@ mod tests {
     #[tokio::test]
     async fn credentials_and_groups_of_a_real_peer() {
         let (a, _b) = UnixStream::pair().expect("socketpair");
-        let peer = UnixConn::new(a).connect_info();
+        let peer = tag(a).connect_info();
         // SAFETY: getuid/getgid/getpid have no preconditions.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         assert_eq!(
