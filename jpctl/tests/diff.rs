@@ -339,10 +339,11 @@ fn the_agent_and_diff_write_flame_graph_pages() {
     assert!(html.contains(",1001,1001,1001,1,1,1]"), "{html}");
 }
 
+#[path = "../../jp-mct/tests/browser/mod.rs"]
 mod browser;
 
 fn file_url(name: &str) -> String {
-    format!("file://{}", profiles().path(name).display())
+    browser::file_url(&profiles().path(name))
 }
 
 /// The agent's format=html page in Chromium: the frames, search, a click zooming in, the

@@ -2,10 +2,14 @@
 // packages) and reports what the page shows as JSON on stdout: the Rust tests assert on it.
 //
 // node --experimental-websocket drive.mjs STEPS.json
-// STEPS: {"chromium": path, "url": ..., "screenshots": dir, "steps": [STEP, ...]}
-// STEP: {"do": "frames"} | {"do": "search", "text": q} | {"do": "hover", "frame": label}
+// STEPS: {"chromium": path, "screenshots": dir, "timeout_s": n (60), "steps": [STEP, ...]}
+// STEP: {"do": "frames"} | {"do": "search", "text": q ("" clears)} | {"do": "hover", "frame": label}
 //     | {"do": "click", "frame": label} | {"do": "reset"} | {"do": "screenshot", "name": n}
 //     | {"do": "eval", "js": expression} | {"do": "wait", "ms": n} | {"do": "goto", "url": u}
+//     | {"do": "until", "js": expression, "ms": n}: evaluate every 100 ms (also while the page
+//       reloads itself) until the value is truthy or n ms passed; reports the last value
+//       and the time waited
+//     | {"do": "signal", "file": path}: create the file, for the test waiting on it
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -37,7 +41,8 @@ function fail(message) {
   console.error("drive.mjs: " + message);
   finish(1);
 }
-setTimeout(() => fail("timed out after 60 s"), 60000).unref();
+const timeout = spec.timeout_s || 60;
+setTimeout(() => fail("timed out after " + timeout + " s"), timeout * 1000).unref();
 
 let wsSeen = false;
 const wsUrl = await new Promise((resolve) => {
@@ -126,8 +131,10 @@ for (const step of spec.steps) {
         report.push({ frames: await evaluate(FRAMES) });
         break;
       case "search":
-        await page("Runtime.evaluate", { expression: "document.getElementById('search').focus()" });
-        await page("Input.insertText", { text: step.text });
+        // As a user would: empty the field, then type (an empty text just clears it).
+        await evaluate("(() => { const s = document.getElementById('search'); s.value = ''; " +
+          "s.dispatchEvent(new Event('input')); s.focus(); })()");
+        if (step.text !== "") await page("Input.insertText", { text: step.text });
         report.push({ frames: await evaluate(FRAMES), status: await evaluate("document.getElementById('status').textContent") });
         break;
       case "hover": {
@@ -149,6 +156,25 @@ for (const step of spec.steps) {
         break;
       case "eval":
         report.push({ value: await evaluate(step.js) });
+        break;
+      case "until": {
+        const t0 = Date.now();
+        let value = null;
+        while (Date.now() - t0 < step.ms) {
+          try {
+            value = await evaluate(step.js);
+          } catch (e) {
+            value = null; // the page is between two documents
+          }
+          if (value) break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        report.push({ value, waited_ms: Date.now() - t0 });
+        break;
+      }
+      case "signal":
+        writeFileSync(step.file, "");
+        report.push({});
         break;
       case "wait":
         await new Promise((r) => setTimeout(r, step.ms));
