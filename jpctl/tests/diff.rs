@@ -1,8 +1,9 @@
 //! `jpctl diff` on profiles the real agent wrote: the same program twice, and a variant
-//! with one extra call per loop iteration; the gate's exit codes; bad input.
+//! with one extra call per loop iteration; the gate's exit codes; bad input. The profiles
+//! are made on JDK 17 and on JDK 25 (the deterministic-diff tests run on both).
 //!
-//! Needs the agent and jpctl (`cargo xtask build`; $JP_AGENT_LIB, $JPCTL) and JDK 17
-//! ($JP_JDK17); fails, never skips, when they are missing.
+//! Needs the agent and jpctl (`cargo xtask build`; $JP_AGENT_LIB, $JPCTL) and both JDKs
+//! ($JP_JDK17, $JP_JDK25); fails, never skips, when they are missing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -24,16 +25,29 @@ fn artifact(var: &str, file: &str) -> PathBuf {
     p
 }
 
-fn jdk17() -> PathBuf {
-    let p = std::env::var_os("JP_JDK17")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64"));
-    assert!(
-        p.join("bin/javac").exists(),
-        "JDK 17 is missing at {}: run `cargo xtask setup` (openjdk-17-jdk-headless) or set $JP_JDK17",
-        p.display()
-    );
-    p
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Jdk {
+    J17,
+    J25,
+}
+
+impl Jdk {
+    /// The JDK's home; a missing JDK fails the test (never a skip).
+    fn home(self) -> PathBuf {
+        let (var, default, name) = match self {
+            Jdk::J17 => ("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64", "JDK 17"),
+            Jdk::J25 => ("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64", "JDK 25"),
+        };
+        let p = std::env::var_os(var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(default));
+        assert!(
+            p.join("bin/javac").exists(),
+            "{name} is missing at {}: run `cargo xtask setup` or set ${var}; these tests run on JDK 17 and JDK 25",
+            p.display()
+        );
+        p
+    }
 }
 
 fn run(cmd: &mut Command) -> Output {
@@ -43,7 +57,8 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
-/// The profiles, made once: `base` twice (a, b), `variant` once, `base` with bba=precise.
+/// The profiles of one JDK, made once: `base` twice (a, b), `variant` once, `base` with
+/// bba=precise, `base` as the agent's flame graph page.
 struct Profiles {
     dir: tempfile::TempDir,
 }
@@ -54,55 +69,62 @@ impl Profiles {
     }
 }
 
-fn profiles() -> &'static Profiles {
-    static P: OnceLock<Profiles> = OnceLock::new();
-    P.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let jdk = jdk17();
-        let agent = artifact("JP_AGENT_LIB", "libjpagent.so");
-        let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/diff_programs");
-        for version in ["base", "variant"] {
-            let classes = dir.path().join(version);
-            let out = run(Command::new(jdk.join("bin/javac"))
-                .arg("-d")
-                .arg(&classes)
-                .arg(sources.join(version).join("Loop.java")));
-            assert!(
-                out.status.success(),
-                "javac: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        for (version, file, bba) in [
-            ("base", "a.json", "default"),
-            ("base", "b.json", "default"),
-            ("variant", "v.json", "default"),
-            ("base", "precise.json", "precise"),
-            ("base", "a.html", "default"),
-        ] {
-            let out_file = dir.path().join(file);
-            let format = if file.ends_with(".html") {
-                "html"
-            } else {
-                "json"
-            };
-            let out = run(Command::new(jdk.join("bin/java"))
-                .arg(format!(
-                    "-agentpath:{}=bba={bba},format={format},out={}",
-                    agent.display(),
-                    out_file.display()
-                ))
-                .arg("-cp")
-                .arg(dir.path().join(version))
-                .arg("Loop"));
-            assert!(
-                out.status.success() && out_file.exists(),
-                "java {version} under the agent: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Profiles { dir }
-    })
+fn profiles(jdk: Jdk) -> &'static Profiles {
+    static J17: OnceLock<Profiles> = OnceLock::new();
+    static J25: OnceLock<Profiles> = OnceLock::new();
+    let cell = match jdk {
+        Jdk::J17 => &J17,
+        Jdk::J25 => &J25,
+    };
+    cell.get_or_init(|| make_profiles(jdk))
+}
+
+fn make_profiles(jdk: Jdk) -> Profiles {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let home = jdk.home();
+    let agent = artifact("JP_AGENT_LIB", "libjpagent.so");
+    let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/diff_programs");
+    for version in ["base", "variant"] {
+        let classes = dir.path().join(version);
+        let out = run(Command::new(home.join("bin/javac"))
+            .arg("-d")
+            .arg(&classes)
+            .arg(sources.join(version).join("Loop.java")));
+        assert!(
+            out.status.success(),
+            "javac ({jdk:?}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for (version, file, bba) in [
+        ("base", "a.json", "default"),
+        ("base", "b.json", "default"),
+        ("variant", "v.json", "default"),
+        ("base", "precise.json", "precise"),
+        ("base", "a.html", "default"),
+    ] {
+        let out_file = dir.path().join(file);
+        let format = if file.ends_with(".html") {
+            "html"
+        } else {
+            "json"
+        };
+        let out = run(Command::new(home.join("bin/java"))
+            .arg(format!(
+                "-agentpath:{}=bba={bba},format={format},out={}",
+                agent.display(),
+                out_file.display()
+            ))
+            .arg("-cp")
+            .arg(dir.path().join(version))
+            .arg("Loop"));
+        assert!(
+            out.status.success() && out_file.exists(),
+            "java {version} under the agent ({jdk:?}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Profiles { dir }
 }
 
 fn jpctl(args: &[&str]) -> Output {
@@ -128,13 +150,36 @@ fn json(args: &[&str]) -> (i32, serde_json::Value) {
     (code, v)
 }
 
+/// A profile of JDK 17's (the tests that do not depend on the JDK).
 fn p(name: &str) -> String {
-    profiles().path(name).display().to_string()
+    p_of(Jdk::J17, name)
 }
 
-#[test]
-fn the_same_program_twice_changes_nothing_and_passes_even_at_zero() {
-    let (a, b) = (p("a.json"), p("b.json"));
+fn p_of(jdk: Jdk, name: &str) -> String {
+    profiles(jdk).path(name).display().to_string()
+}
+
+/// Two `#[test]`s of `check`, `name::jdk17` and `name::jdk25`.
+macro_rules! both_jdks {
+    ($name:ident = $check:ident) => {
+        mod $name {
+            #[test]
+            fn jdk17() {
+                super::$check(super::Jdk::J17);
+            }
+
+            #[test]
+            fn jdk25() {
+                super::$check(super::Jdk::J25);
+            }
+        }
+    };
+}
+
+both_jdks!(the_same_program_twice_changes_nothing_and_passes_even_at_zero = same_program_twice);
+
+fn same_program_twice(jdk: Jdk) {
+    let (a, b) = (p_of(jdk, "a.json"), p_of(jdk, "b.json"));
     let (code, v) = json(&[&a, &b, "--fail-above", "0", "--fail-on-new"]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["methods"], serde_json::json!([]));
@@ -151,16 +196,17 @@ fn the_same_program_twice_changes_nothing_and_passes_even_at_zero() {
     assert!(text.contains("gate: PASS"), "{text}");
 }
 
+both_jdks!(one_extra_call_per_iteration_changes_exactly_that = one_extra_call);
+
 /// By hand: the variant runs `invokestatic tick` 1000 more times in main (main's exclusive
 /// bytecodes +1000) and tick's body (`return`, 1 bytecode) 1000 more times (tick's calls
 /// and bytecodes +1000). Nothing else changes.
-#[test]
-fn one_extra_call_per_iteration_changes_exactly_that() {
-    let (a, v) = (p("a.json"), p("v.json"));
+fn one_extra_call(jdk: Jdk) {
+    let (a, v) = (p_of(jdk, "a.json"), p_of(jdk, "v.json"));
     let (code, d) = json(&[&a, &v]);
     assert_eq!(code, 0, "no gate asked for: {d}");
     let base: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(profiles().path("a.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
     let main = &base["root"]["children"][0];
     assert_eq!(main["method"], "Loop.main([Ljava/lang/String;)V");
     let main_excl = main["bytecodes"].as_u64().unwrap();
@@ -190,9 +236,10 @@ fn one_extra_call_per_iteration_changes_exactly_that() {
     );
 }
 
-#[test]
-fn the_gate_fails_with_one_line_per_cause_and_passes_above_the_growth() {
-    let (a, v) = (p("a.json"), p("v.json"));
+both_jdks!(the_gate_fails_with_one_line_per_cause_and_passes_above_the_growth = gate_both_ways);
+
+fn gate_both_ways(jdk: Jdk) {
+    let (a, v) = (p_of(jdk, "a.json"), p_of(jdk, "v.json"));
     let (code, text, _) = diff(&[&a, &v, "--fail-above", "0"]);
     assert_eq!(code, 1, "{text}");
     let causes: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL: ")).collect();
@@ -236,8 +283,11 @@ fn the_gate_fails_with_one_line_per_cause_and_passes_above_the_growth() {
     );
 }
 
+/// Hand-written inputs, in a directory of their own.
 fn write(name: &str, text: &str) -> String {
-    let path = profiles().path(name);
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"));
+    let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
 }
@@ -264,7 +314,7 @@ fn fail_on_new_names_the_new_context() {
 #[test]
 fn bad_input_is_refused_with_a_clear_message_and_exit_2() {
     let a = p("a.json");
-    let text = std::fs::read_to_string(profiles().path("a.json")).unwrap();
+    let text = std::fs::read_to_string(&a).unwrap();
     let truncated = write("truncated.json", &text[..text.len() / 2]);
     let foreign = write("foreign.json", "{\"name\": \"not a profile\"}");
     let empty = write(
@@ -329,7 +379,7 @@ fn kernel_profiles_compare_by_share() {
 
 #[test]
 fn the_agent_and_diff_write_flame_graph_pages() {
-    let page = std::fs::read_to_string(profiles().path("a.html")).unwrap();
+    let page = std::fs::read_to_string(p("a.html")).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..100]);
     assert!(page.contains("\"Loop.tick()\""), "names are readable");
     let (code, html, err) = diff(&[&p("a.json"), &p("v.json"), "--format", "html"]);
@@ -343,7 +393,7 @@ fn the_agent_and_diff_write_flame_graph_pages() {
 mod browser;
 
 fn file_url(name: &str) -> String {
-    browser::file_url(&profiles().path(name))
+    browser::file_url(&profiles(Jdk::J17).path(name))
 }
 
 /// The agent's format=html page in Chromium: the frames, search, a click zooming in, the
@@ -387,7 +437,7 @@ fn the_agents_flame_graph_in_a_real_browser() {
 fn the_diff_flame_graph_in_a_real_browser() {
     let (code, html, err) = diff(&[&p("a.json"), &p("v.json"), "--format", "html"]);
     assert_eq!(code, 0, "{err}");
-    std::fs::write(profiles().path("diff.html"), html).unwrap();
+    std::fs::write(profiles(Jdk::J17).path("diff.html"), html).unwrap();
     let r = browser::drive(serde_json::json!([
         {"do": "goto", "url": file_url("diff.html")},
         {"do": "frames"},
