@@ -58,13 +58,18 @@
       const h = hash(name(i));
       return "hsl(" + (10 + 40 * h).toFixed(0) + ",85%," + (55 + 12 * hash(name(i) + "#")).toFixed(0) + "%)";
     }
-    const now = f[4], base = f[7];
+    // Sampled profiles compare by share (equal fractions divide to equal doubles).
+    const now = D.by_share ? share(f[4], D.total) : f[4];
+    const base = D.by_share ? share(f[7], D.base_total) : f[7];
     if (now === base) return "#e6e6e6";
     if (base === 0) return "rgb(220,30,30)";
     if (now === 0) return "repeating-linear-gradient(45deg,#7fa7e0 0 4px,#cfdcf2 4px 8px)";
     const c = (now - base) / Math.max(now, base);
     const v = Math.round(230 * (1 - Math.min(1, Math.abs(c) * 1.5 + 0.1)));
     return c > 0 ? "rgb(255," + v + "," + v + ")" : "rgb(" + v + "," + v + ",255)";
+  }
+  function share(part, whole) {
+    return whole > 0 ? part / whole : 0;
   }
   function fmt(v) {
     return v.toLocaleString("en-US");
@@ -139,10 +144,12 @@
   function tipText(i) {
     const f = F[i];
     const lines = [name(i)];
+    // Sampled profiles: two runs of different lengths, what compares is the share.
+    const byShare = D.diff && D.by_share;
     if (D.diff) {
       if (f[3] >= 0) lines.push("calls: " + fmt(f[6]) + " → " + fmt(f[3]) + " (" + signed(f[3] - f[6]) + ")");
-      lines.push("inclusive " + D.unit + ": " + fmt(f[7]) + " → " + fmt(f[4]) + " (" + signed(f[4] - f[7]) +
-        (f[7] > 0 ? ", " + ((f[4] - f[7]) / f[7] * 100).toFixed(2) + "%" : f[4] > 0 ? ", added" : "") + ")");
+      const growth = byShare ? "" : f[7] > 0 ? ", " + ((f[4] - f[7]) / f[7] * 100).toFixed(2) + "%" : f[4] > 0 ? ", added" : "";
+      lines.push("inclusive " + D.unit + ": " + fmt(f[7]) + " → " + fmt(f[4]) + " (" + signed(f[4] - f[7]) + growth + ")");
       lines.push("exclusive " + D.unit + ": " + fmt(f[8]) + " → " + fmt(f[5]) + " (" + signed(f[5] - f[8]) + ")");
       if (f[4] === 0 && f[7] > 0) lines.push("removed in the new profile");
     } else {
@@ -150,7 +157,14 @@
       lines.push("inclusive " + D.unit + ": " + fmt(f[4]));
       lines.push("exclusive " + D.unit + ": " + fmt(f[5]));
     }
-    lines.push("share: " + pct(f[4], D.total) + " of all" + (zoomed >= 0 ? ", " + pct(f[4], F[zoomed][4]) + " of the zoomed frame" : ""));
+    const inZoom = zoomed >= 0 ? ", " + pct(f[4], F[zoomed][4]) + " of the zoomed frame" : "";
+    if (byShare) {
+      const points = 100 * (share(f[4], D.total) - share(f[7], D.base_total));
+      const change = points === 0 ? "unchanged" : (points > 0 ? "+" : "") + points.toFixed(3) + " points";
+      lines.push("share: " + pct(f[7], D.base_total) + " → " + pct(f[4], D.total) + " (" + change + ")" + inZoom);
+    } else {
+      lines.push("share: " + pct(f[4], D.total) + " of all" + inZoom);
+    }
     return lines.join("\n");
   }
 

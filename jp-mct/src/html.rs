@@ -45,6 +45,10 @@ pub struct FlameTree {
     pub unit: String,
     /// Two profiles: frames are coloured by growth (red) and shrinkage (blue).
     pub diff: bool,
+    /// A diff of sampled profiles: each side counts as its share of its own total (BASE's
+    /// widths scaled to NEW's total), so that a longer run is not all growth. Exact counts
+    /// (bytecodes) are compared as they are.
+    pub by_share: bool,
     /// A live page (jpd's): reload every N seconds while not zoomed or searching; 0: never.
     pub refresh_seconds: u32,
     nodes: Vec<FlameNode>,
@@ -57,6 +61,7 @@ impl FlameTree {
             subtitle: String::new(),
             unit: unit.to_string(),
             diff,
+            by_share: false,
             refresh_seconds: 0,
             nodes: vec![FlameNode {
                 name: Arc::from(""),
@@ -113,13 +118,34 @@ impl FlameTree {
         g
     }
 
+    /// The inclusive totals of the two sides, (now, base).
+    fn totals(&self) -> (u64, u64) {
+        self.nodes[0].children.iter().fold((0, 0), |(n, b), &c| {
+            let c = &self.nodes[c];
+            (
+                n.saturating_add(c.now.inclusive),
+                b.saturating_add(c.base.inclusive),
+            )
+        })
+    }
+
     /// A frame's width: its own exclusive count (the larger of the two sides in a diff, so
-    /// removed code stays visible) plus its children's widths.
+    /// removed code stays visible; [`FlameTree::by_share`]: BASE's scaled to NEW's total)
+    /// plus its children's widths.
     fn widths(&self) -> Vec<u64> {
+        let (now_total, base_total) = self.totals();
+        let scale = |b: u64| -> u64 {
+            if !self.by_share || base_total == 0 || now_total == 0 {
+                return b;
+            }
+            let scaled = (u128::from(b) * u128::from(now_total) + u128::from(base_total) / 2)
+                / u128::from(base_total);
+            u64::try_from(scaled).unwrap_or(u64::MAX)
+        };
         let mut w: Vec<u64> = self
             .nodes
             .iter()
-            .map(|n| n.now.exclusive.max(n.base.exclusive))
+            .map(|n| n.now.exclusive.max(scale(n.base.exclusive)))
             .collect();
         // Children are added after their parents.
         for i in (1..self.nodes.len()).rev() {
@@ -170,11 +196,7 @@ pub fn write_flame_html(t: &FlameTree, min_share: f64, w: &mut dyn Write) -> io:
             }
         }
     }
-    let total_inclusive: u64 = t.nodes[0]
-        .children
-        .iter()
-        .map(|&c| t.nodes[c].now.inclusive)
-        .sum();
+    let (total_inclusive, base_total) = t.totals();
     let mut subtitle = t.subtitle.clone();
     if merged > 0 {
         subtitle.push_str(&format!(
@@ -190,8 +212,8 @@ pub fn write_flame_html(t: &FlameTree, min_share: f64, w: &mut dyn Write) -> io:
     data.push_str(",\"unit\":");
     json_str(&mut data, &t.unit);
     data.push_str(&format!(
-        ",\"diff\":{},\"refresh\":{},\"width\":{total},\"total\":{total_inclusive},\"cut_name\":{cut_name},\"frames_kept\":{kept},\"names\":[",
-        t.diff, t.refresh_seconds
+        ",\"diff\":{},\"by_share\":{},\"refresh\":{},\"width\":{total},\"total\":{total_inclusive},\"base_total\":{base_total},\"cut_name\":{cut_name},\"frames_kept\":{kept},\"names\":[",
+        t.diff, t.by_share, t.refresh_seconds
     ));
     for (k, s) in name_list.iter().enumerate() {
         if k > 0 {
@@ -449,6 +471,34 @@ mod tests {
         );
         assert!(
             s.contains("100 contexts under 0.01% of the width merged"),
+            "{s}"
+        );
+    }
+
+    /// Sampled sides of 100 and 400: BASE's widths scale by 4, so a function whose share
+    /// fell is as wide as its BASE share (75 % of 400 = 300); the counts stay real.
+    #[test]
+    fn by_share_scales_base_widths_to_the_new_total() {
+        let samples = |n| FrameCounts {
+            calls: None,
+            inclusive: n,
+            exclusive: n,
+        };
+        let mut t = FlameTree::new("k", "samples", true);
+        t.by_share = true;
+        t.add(0, Arc::from("a"), samples(200), samples(75));
+        t.add(0, Arc::from("b"), samples(200), samples(25));
+        let mut v = Vec::new();
+        write_flame_html(&t, 0.0, &mut v).unwrap();
+        let s = String::from_utf8(v).unwrap();
+        assert!(
+            s.contains(
+                "\"by_share\":true,\"refresh\":0,\"width\":500,\"total\":400,\"base_total\":100,"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains("\"frames\":[[1,0,300,-1,200,200,0,75,75],[2,0,200,-1,200,200,0,25,25]]"),
             "{s}"
         );
     }

@@ -56,6 +56,8 @@ fn counts(samples: u64, exclusive: u64) -> FrameCounts {
 
 fn build(g: &Grouped, title: &str, diff: bool) -> FlameTree {
     let mut t = FlameTree::new(title, "samples", diff);
+    // Samples: two runs of different lengths compare by share, as `jpctl diff` does.
+    t.by_share = diff;
     let mut functions = 0;
     for (module, fs) in g {
         let sum = |s: usize| fs.values().map(|v| v[s]).sum::<u64>();
@@ -80,6 +82,10 @@ fn build(g: &Grouped, title: &str, diff: bool) -> FlameTree {
         "{} modules · {functions} functions · widths: samples",
         g.len()
     );
+    if diff {
+        t.subtitle
+            .push_str(" · compared by share of each profile (BASE scaled to NEW's samples)");
+    }
     t
 }
 

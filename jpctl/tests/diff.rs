@@ -346,8 +346,9 @@ fn bad_input_is_refused_with_a_clear_message_and_exit_2() {
     assert!(err.contains("not the same kind of profile"), "{err}");
 }
 
-#[test]
-fn kernel_profiles_compare_by_share() {
+/// Two `jpctl kernel --json` snapshots: a 75 % -> 50 %, b (module m) 25 % -> 25 %, c new
+/// at 25 %, with four times the samples in NEW.
+fn kernel_pair() -> (String, String) {
     let base = write(
         "k1.json",
         r#"{"samples": {"total": 100, "kernel": 100, "user": 0, "idle": 0}, "shift": 4, "functions": [{"name": "a", "module": null, "samples": 75, "load": 1.0}, {"name": "b", "module": "m", "samples": 25, "load": 1.0}]}"#,
@@ -356,6 +357,12 @@ fn kernel_profiles_compare_by_share() {
         "k2.json",
         r#"{"samples": {"total": 400, "kernel": 400, "user": 0, "idle": 0}, "shift": 4, "functions": [{"name": "a", "module": null, "samples": 200, "load": 1.0}, {"name": "b", "module": "m", "samples": 100, "load": 1.0}, {"name": "c", "module": null, "samples": 100, "load": 1.0}]}"#,
     );
+    (base, new)
+}
+
+#[test]
+fn kernel_profiles_compare_by_share() {
+    let (base, new) = kernel_pair();
     let (code, d) = json(&[&base, &new]);
     assert_eq!(code, 0);
     // a: 75 % -> 50 %, c: 0 -> 25 %, b: 25 % -> 25 %.
@@ -472,4 +479,58 @@ fn the_diff_flame_graph_in_a_real_browser() {
         "{colours:?}"
     );
     assert_eq!(colours[2], "rgb(230, 230, 230)", "{colours:?}");
+}
+
+/// The frames' backgrounds, in the order drawn.
+const COLOURS: &str = "[...document.querySelectorAll('#graph .f')].map(d => d.style.background)";
+
+/// The kernel diff's page compares by share, as the text and JSON do: NEW has four times
+/// the samples, yet only a (75 % -> 50 %, blue) and c (new, red) changed; b, its module m
+/// and vmlinux (75 % -> 75 %) are grey. BASE's widths are scaled to NEW's total: a is as
+/// wide as its larger side (75 % of 400 = 300 of the 500 drawn).
+#[test]
+fn the_kernel_diff_flame_graph_in_a_real_browser() {
+    let (base, new) = kernel_pair();
+    let (code, html, err) = diff(&[&base, &new, "--format", "html"]);
+    assert_eq!(code, 0, "{err}");
+    let page = profiles(Jdk::J17).path("kernel-diff.html");
+    std::fs::write(&page, html).unwrap();
+    let r = browser::drive(serde_json::json!([
+        {"do": "goto", "url": browser::file_url(&page)},
+        {"do": "frames"},
+        {"do": "hover", "frame": "a"},
+        {"do": "hover", "frame": "b"},
+        {"do": "eval", "js": COLOURS},
+        {"do": "screenshot", "name": "flame-kernel-diff"},
+        {"do": "search", "text": "^[ac]$"},
+    ]));
+    assert_eq!(browser::labels(&r[1]), ["m", "b", "vmlinux", "a", "c"]);
+    let widths: Vec<i64> = ["m", "b", "vmlinux", "a", "c"]
+        .iter()
+        .map(|l| browser::width_of(&r[1], l))
+        .collect();
+    assert_eq!(widths, [236, 236, 944, 708, 236]);
+    assert_eq!(
+        browser::tooltip(&r[2]),
+        "a\ninclusive samples: 75 → 200 (+125)\nexclusive samples: 75 → 200 (+125)\nshare: 75.000% → 50.000% (-25.000 points)"
+    );
+    assert_eq!(
+        browser::tooltip(&r[3]),
+        "b\ninclusive samples: 25 → 100 (+75)\nexclusive samples: 25 → 100 (+75)\nshare: 25.000% → 25.000% (unchanged)"
+    );
+    let grey = "rgb(230, 230, 230)";
+    // a: (50 - 75) / 75 = -1/3 of its share: 230 * (1 - (1/3 * 1.5 + 0.1)) = 92.
+    assert_eq!(
+        r[4]["value"],
+        serde_json::json!([grey, grey, grey, "rgb(92, 92, 255)", "rgb(220, 30, 30)"])
+    );
+    assert_eq!(browser::flagged(&r[6], "match"), ["a", "c"]);
+    assert!(
+        r[6]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("2 matching subtrees, 75.000% of samples"),
+        "{}",
+        r[6]
+    );
 }
