@@ -1,6 +1,7 @@
 //! The jpctl binary against a stand-in jpd (a fake `jp.v1.Jp` on a temp socket):
 //! exact outputs of every command, `--socket` and `JP_SOCKET`, and the error when
-//! nothing listens.
+//! nothing listens; the flame graph pages of `jpctl kernel` and `jpctl jvm export` in a
+//! real browser.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -221,15 +222,22 @@ impl Jp for FakeSvc {
                 last: true,
             })]
         } else {
+            let data = if r.pid == PAPER_PID && r.format == pb::JvmExportFormat::Json as i32 {
+                paper_json()
+            } else {
+                format!("{name} of {}\nsecond chunk\n", r.pid).into_bytes()
+            };
+            // Two chunks, the size announced in the last.
+            let (first, second) = data.split_at(data.len() / 2);
             vec![
                 Ok(pb::JvmExportChunk {
-                    data: format!("{name} of {}\n", r.pid).into_bytes(),
+                    data: first.to_vec(),
                     total_bytes: 0,
                     last: false,
                 }),
                 Ok(pb::JvmExportChunk {
-                    data: b"second chunk\n".to_vec(),
-                    total_bytes: (name.len() + 9 + 13) as u64,
+                    data: second.to_vec(),
+                    total_bytes: data.len() as u64,
                     last: true,
                 }),
             ]
@@ -342,6 +350,25 @@ fn paper_profile() -> pb::JvmProfile {
         max_depth: 2,
         min_share: 0.0,
     }
+}
+
+/// The paper's whole tree (the one `paper_profile` cuts at depth 2) as jpd exports it:
+/// jp-mct/1 JSON.
+fn paper_json() -> Vec<u8> {
+    let mut t = jp_mct::Mct::new("precise");
+    let info = |n: &str| jp_mct::MethodInfo {
+        name: n.into(),
+        file: Some("Paper.java".into()),
+    };
+    let main = t.add(0, info("Paper.main([Ljava/lang/String;)V"), 1, 5);
+    t.add(main, info("Paper.<init>()V"), 1, 3);
+    let f = t.add(main, info("Paper.f()V"), 1, 106);
+    let g = t.add(f, info("Paper.g(I)V"), 10, 445);
+    t.add(g, info("Paper.h()V"), 55, 55);
+    t.add(f, info("Paper.h()V"), 10, 10);
+    let mut out = Vec::new();
+    jp_mct::write_json(&t, &mut out).expect("write jp-mct/1");
+    out
 }
 
 fn paper_top(order: i32) -> pb::JvmTop {
@@ -664,23 +691,21 @@ fn jvm_tree_shows_cuts_and_passes_limits() {
     );
 }
 
+/// `jpctl jvm export 4242 --format FORMAT -o FILE`'s output.
+fn export_to(socket: &Path, format: &str, file: &Path) -> String {
+    let file = file.to_str().expect("a UTF-8 path");
+    stdout_ok(
+        socket,
+        &["jvm", "export", "4242", "--format", format, "-o", file],
+    )
+}
+
 #[test]
 fn jvm_export_writes_the_streamed_file() {
     let d = fake_jpd();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("paper.pb.gz");
-    let out = stdout_ok(
-        &d.socket,
-        &[
-            "jvm",
-            "export",
-            "4242",
-            "--format",
-            "pprof",
-            "-o",
-            file.to_str().unwrap(),
-        ],
-    );
+    let out = export_to(&d.socket, "pprof", &file);
     assert_eq!(
         out,
         format!(
@@ -782,4 +807,106 @@ fn status_shows_jvm_ingestion() {
             "fired": 125, "ring_full": 3, "faults": 0, "too_long": 0, "nodes": 12,
             "memory_bytes": 4096, "collector": null})
     );
+}
+
+#[path = "../../jp-mct/tests/browser/mod.rs"]
+mod browser;
+
+/// `jpctl kernel --format html` in Chromium: module → function, widths in samples (of
+/// 1263: read_zero 951 and clear_user_rep_good 300 in vmlinux, vring_interrupt 12 in
+/// virtio_ring), search, a click zooming into a function, the tooltip's exact samples.
+#[test]
+fn kernel_flame_graph_in_a_real_browser() {
+    let d = fake_jpd();
+    let page = stdout_ok(&d.socket, &["kernel", "--format", "html"]);
+    let r = browser::drive_page(
+        &page,
+        serde_json::json!([
+            {"do": "frames"},
+            {"do": "hover", "frame": "read_zero"},
+            {"do": "screenshot", "name": "flame-kernel"},
+            {"do": "search", "text": "vring"},
+            {"do": "click", "frame": "read_zero"},
+            {"do": "reset"},
+        ]),
+    );
+    let all = [
+        "virtio_ring",
+        "vring_interrupt",
+        "vmlinux",
+        "clear_user_rep_good",
+        "read_zero",
+    ];
+    assert_eq!(browser::labels(&r[1]), all);
+    // 1180 pixels: vmlinux 1251/1263 of them, virtio_ring 12/1263, clear_user 300/1263.
+    let widths: Vec<i64> = ["vmlinux", "virtio_ring", "clear_user_rep_good"]
+        .iter()
+        .map(|l| browser::width_of(&r[1], l))
+        .collect();
+    assert_eq!(widths, [1169, 11, 280]);
+    assert_eq!(
+        browser::tooltip(&r[2]),
+        "read_zero\ninclusive samples: 951\nexclusive samples: 951\nshare: 75.297% of all"
+    );
+    assert_eq!(browser::flagged(&r[4], "match"), ["vring_interrupt"]);
+    assert_eq!(
+        r[4]["status"], "1 matching subtrees, 0.950% of samples",
+        "{}",
+        r[4]
+    );
+    // Zoomed into read_zero: it spans the graph under its module, drawn as an ancestor.
+    assert_eq!(browser::labels(&r[5]), ["vmlinux", "read_zero"]);
+    assert_eq!(browser::flagged(&r[5], "ancestor"), ["vmlinux"]);
+    assert_eq!(browser::width_of(&r[5], "read_zero"), 1180);
+    assert_eq!(browser::labels(&r[6]), all);
+}
+
+/// `jpctl jvm export --format html` in Chromium: jpctl turns jpd's jp-mct/1 export into the
+/// flame graph (the paper's tree: 624 bytecodes, f 616 of them, g 500).
+#[test]
+fn jvm_export_flame_graph_in_a_real_browser() {
+    let d = fake_jpd();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("paper.html");
+    let out = export_to(&d.socket, "html", &file);
+    assert!(out.contains("(HTML flame graph) of pid 4242"), "{out}");
+    let r = browser::drive(serde_json::json!([
+        {"do": "goto", "url": browser::file_url(&file)},
+        {"do": "frames"},
+        {"do": "eval", "js": "document.getElementById('title').textContent + ' | ' + document.getElementById('subtitle').textContent"},
+        {"do": "hover", "frame": "Paper.g(int)"},
+        {"do": "search", "text": "Paper\\.h"},
+        {"do": "screenshot", "name": "flame-jvm-export"},
+        {"do": "click", "frame": "Paper.f()"},
+        {"do": "reset"},
+    ]));
+    let (main, f, g, h) = (
+        "Paper.main(java.lang.String[])",
+        "Paper.f()",
+        "Paper.g(int)",
+        "Paper.h()",
+    );
+    let all = [main, "Paper.<init>()", f, g, h, h];
+    assert_eq!(browser::labels(&r[1]), all);
+    assert_eq!(browser::width_of(&r[1], main), 1180);
+    assert_eq!(browser::width_of(&r[1], f), 1165);
+    assert_eq!(
+        r[2]["value"],
+        "jp method call tree of pid 4242 | bba=precise · 6 calling contexts · from jpd"
+    );
+    assert_eq!(
+        browser::tooltip(&r[3]),
+        "Paper.g(int)\ncalls: 10\ninclusive bytecodes: 500\nexclusive bytecodes: 445\nshare: 80.128% of all"
+    );
+    // h in two contexts: under g (55) and under f (10).
+    assert_eq!(browser::flagged(&r[4], "match"), [h, h]);
+    assert_eq!(
+        r[4]["status"], "2 matching subtrees, 10.417% of bytecodes",
+        "{}",
+        r[4]
+    );
+    assert_eq!(browser::labels(&r[6]), [main, f, g, h, h]);
+    assert_eq!(browser::flagged(&r[6], "ancestor"), [main]);
+    assert_eq!(browser::width_of(&r[6], f), 1180);
+    assert_eq!(browser::labels(&r[7]), all);
 }

@@ -444,14 +444,15 @@ fn the_agents_flame_graph_in_a_real_browser() {
 fn the_diff_flame_graph_in_a_real_browser() {
     let (code, html, err) = diff(&[&p("a.json"), &p("v.json"), "--format", "html"]);
     assert_eq!(code, 0, "{err}");
-    std::fs::write(profiles(Jdk::J17).path("diff.html"), html).unwrap();
-    let r = browser::drive(serde_json::json!([
-        {"do": "goto", "url": file_url("diff.html")},
-        {"do": "frames"},
-        {"do": "hover", "frame": "Loop.tick()"},
-        {"do": "screenshot", "name": "flame-diff"},
-        {"do": "eval", "js": "[...document.querySelectorAll('#graph .f')].map(d => d.style.background)"},
-    ]));
+    let r = browser::drive_page(
+        &html,
+        serde_json::json!([
+            {"do": "frames"},
+            {"do": "hover", "frame": "Loop.tick()"},
+            {"do": "screenshot", "name": "flame-diff"},
+            {"do": "eval", "js": COLOURS},
+        ]),
+    );
     assert_eq!(
         browser::labels(&r[1]),
         [
@@ -493,17 +494,17 @@ fn the_kernel_diff_flame_graph_in_a_real_browser() {
     let (base, new) = kernel_pair();
     let (code, html, err) = diff(&[&base, &new, "--format", "html"]);
     assert_eq!(code, 0, "{err}");
-    let page = profiles(Jdk::J17).path("kernel-diff.html");
-    std::fs::write(&page, html).unwrap();
-    let r = browser::drive(serde_json::json!([
-        {"do": "goto", "url": browser::file_url(&page)},
-        {"do": "frames"},
-        {"do": "hover", "frame": "a"},
-        {"do": "hover", "frame": "b"},
-        {"do": "eval", "js": COLOURS},
-        {"do": "screenshot", "name": "flame-kernel-diff"},
-        {"do": "search", "text": "^[ac]$"},
-    ]));
+    let r = browser::drive_page(
+        &html,
+        serde_json::json!([
+            {"do": "frames"},
+            {"do": "hover", "frame": "a"},
+            {"do": "hover", "frame": "b"},
+            {"do": "eval", "js": COLOURS},
+            {"do": "screenshot", "name": "flame-kernel-diff"},
+            {"do": "search", "text": "^[ac]$"},
+        ]),
+    );
     assert_eq!(browser::labels(&r[1]), ["m", "b", "vmlinux", "a", "c"]);
     let widths: Vec<i64> = ["m", "b", "vmlinux", "a", "c"]
         .iter()

@@ -95,6 +95,17 @@ pub fn drive(steps: serde_json::Value) -> Vec<serde_json::Value> {
     v["report"].as_array().cloned().unwrap_or_default()
 }
 
+/// Opens `html` (a page written to a temporary file) and runs `steps` on it; the report's
+/// first entry is that `goto`.
+pub fn drive_page(html: &str, steps: serde_json::Value) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("page.html");
+    std::fs::write(&file, html).expect("the page");
+    let mut all = vec![serde_json::json!({"do": "goto", "url": file_url(&file)})];
+    all.extend(steps.as_array().cloned().unwrap_or_default());
+    drive(serde_json::Value::Array(all))
+}
+
 /// The labels of the drawn frames in a `frames` report entry.
 pub fn labels(entry: &serde_json::Value) -> Vec<String> {
     entry["frames"]
