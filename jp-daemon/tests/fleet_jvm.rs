@@ -10,9 +10,11 @@ mod fleet_common;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fleet_common::{binary, compile_fleet_paper, go_pprof_top, http_get, one_at_a_time, Java, Jpd};
+use fleet_common::{
+    binary, compile_fleet_paper, go_pprof_top, http_get, metric, one_at_a_time, Java, Jpd,
+};
 use serde_json::Value;
 
 /// What every "run" of FleetPaper adds: calls per method, by the program's text
@@ -60,11 +62,6 @@ fn agent_totals(file: &Path) -> BTreeMap<String, (u64, u64)> {
     out
 }
 
-fn metric(text: &str, series: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 #[test]
 fn go_pprof_and_prometheus_see_a_jvms_exact_counts() {
     let lib = binary("JP_AGENT_LIB");
@@ -83,18 +80,7 @@ fn go_pprof_and_prometheus_see_a_jvms_exact_counts() {
         ),
     );
     let pid = java.child.id();
-    let calls_series = "jp_jvm_calls_total{main=\"FleetPaper\"}";
-    let wait_calls = |n: u64| {
-        let t0 = Instant::now();
-        while metric(&jpd.metrics(), calls_series) != Some(n) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "{calls_series} never reached {n}:\n{}",
-                jpd.metrics()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
+    let wait_calls = |n: u64| jpd.wait_metric("jp_jvm_calls_total{main=\"FleetPaper\"}", n);
     java.run_once();
     wait_calls(68);
 

@@ -219,7 +219,8 @@
     document.getElementById("subtitle").textContent +=
       " · live: reloads every " + D.refresh + " s (paused while zoomed or searching)";
   }
-  // The live page hands over new data without reloading (keeping zoom and search).
+  // For the console: redraw, and how many frames the data holds (the live page gets new
+  // data by reloading itself, above).
   window.jpFlame = { render, frames: n };
   render();
 })();

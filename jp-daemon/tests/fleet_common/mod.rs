@@ -192,6 +192,20 @@ impl Jpd {
         String::from_utf8(body).expect("metrics are UTF-8")
     }
 
+    /// Waits (30 s at most) until `series` (name and labels, as /metrics writes them) is
+    /// `value`.
+    pub fn wait_metric(&self, series: &str, value: u64) {
+        let t0 = Instant::now();
+        while metric(&self.metrics(), series) != Some(value) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "{series} never reached {value}:\n{}",
+                self.metrics()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub fn jpctl(&self) -> Command {
         let mut c = Command::new(binary("JPCTL"));
         c.arg("--socket").arg(&self.socket);
@@ -228,6 +242,12 @@ impl Drop for Jpd {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The integer value of `series` (name and labels) in a /metrics text.
+pub fn metric(text: &str, series: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// A minimal HTTP/1.1 GET (Connection: close, no chunked bodies: jpd and Prometheus
