@@ -89,6 +89,7 @@ pub const JDK25: &str = "/usr/lib/jvm/temurin-25-jdk-amd64";
 
 pub fn run() -> Result<()> {
     install_debian_packages()?;
+    install_node()?;
     check_nightly()?;
     install_bpf_linker()?;
     check_jdks();
@@ -182,6 +183,89 @@ fn install_bpf_linker() -> Result<()> {
     )
 }
 
+/// The browser tests drive chromium from Node.js, with its built-in WebSocket client
+/// (`--experimental-websocket` from 20.10 on, on by default from 22).
+const NODE_MIN: (u32, u32) = (20, 10);
+const NODE_INSTALL: &str = "install Node.js 20 LTS or later, e.g. NodeSource's nodejs \
+    package (deb.nodesource.com) or a build from nodejs.org";
+
+/// (major, minor) of `node --version` ("v20.20.2").
+fn parse_node_version(v: &str) -> Option<(u32, u32)> {
+    parse_major_minor(v.trim().strip_prefix('v')?)
+}
+
+/// (major, minor) of a Debian package version ("18.20.4+dfsg-1~deb12u3", "1:20.19.2-1").
+fn parse_debian_version(v: &str) -> Option<(u32, u32)> {
+    let upstream = v.trim().split_once(':').map_or(v.trim(), |(_, u)| u);
+    parse_major_minor(upstream)
+}
+
+fn parse_major_minor(v: &str) -> Option<(u32, u32)> {
+    let mut parts = v.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// The "Candidate:" line of `apt-cache policy PKG`; None when apt has none.
+fn apt_candidate(policy: &str) -> Option<String> {
+    policy
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Candidate:"))
+        .map(|c| c.trim().to_string())
+        .filter(|c| c != "(none)")
+}
+
+fn node_version() -> (Option<(u32, u32)>, String) {
+    let have = probe(Command::new("node").arg("--version"));
+    let version = have.as_deref().and_then(parse_node_version);
+    let found = have.map_or_else(|| "none".to_string(), |v| v.trim().to_string());
+    (version, found)
+}
+
+/// Node.js >= 20.10, or Debian's `nodejs` when that is new enough; when it is not (Debian
+/// 12 has 18), say what to install: the browser tests then FAIL, saying what to install.
+fn install_node() -> Result<()> {
+    let (version, found) = node_version();
+    if version.is_some_and(|v| v >= NODE_MIN) {
+        return Ok(());
+    }
+    if is_root() {
+        // The candidate below is only as fresh as the package lists.
+        cmd::run(Command::new("apt-get").args(["update", "-q"]))?;
+    }
+    let policy = probe(Command::new("apt-cache").args(["policy", "nodejs"])).unwrap_or_default();
+    let candidate = apt_candidate(&policy);
+    let offered = match candidate.as_deref().and_then(parse_debian_version) {
+        Some(v) if v >= NODE_MIN => {
+            if !is_root() {
+                bail!(
+                    "the browser tests need Node.js >= 20.10 (found: {found}), and not root to \
+                     install it: sudo apt-get install -y nodejs"
+                );
+            }
+            cmd::run(
+                Command::new("apt-get")
+                    .args(["install", "-y", "-q", "--no-install-recommends", "nodejs"])
+                    .env("DEBIAN_FRONTEND", "noninteractive"),
+            )?;
+            let (version, found) = node_version();
+            if version.is_some_and(|v| v >= NODE_MIN) {
+                return Ok(());
+            }
+            format!(
+                "nodejs {}, yet `node` on PATH is {found}",
+                candidate.unwrap_or_default()
+            )
+        }
+        Some(_) => format!("nodejs {}, too old", candidate.unwrap_or_default()),
+        None => "no nodejs package".to_string(),
+    };
+    eprintln!(
+        "xtask: WARNING: the browser tests need Node.js >= 20.10 (found: {found}); apt offers \
+         {offered}: {NODE_INSTALL}. The browser tests will FAIL until then."
+    );
+    Ok(())
+}
+
 /// JDK 25 is part of the machine image, not a package any registry here has: say
 /// loudly when it is absent (its tests then fail, they never pass quietly).
 fn check_jdks() {
@@ -189,5 +273,44 @@ fn check_jdks() {
         if !std::path::Path::new(jdk).join("bin/java").exists() {
             eprintln!("xtask: WARNING: {jdk} is missing: the JVM tests on that JDK will FAIL");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_and_debian_versions() {
+        assert_eq!(parse_node_version("v20.20.2\n"), Some((20, 20)));
+        assert_eq!(parse_node_version("v18.20.4"), Some((18, 20)));
+        assert_eq!(parse_node_version("20.10.0"), None);
+        assert_eq!(
+            parse_debian_version("18.20.4+dfsg-1~deb12u3"),
+            Some((18, 20))
+        );
+        assert_eq!(
+            parse_debian_version("20.20.2-1nodesource1+repack1"),
+            Some((20, 20))
+        );
+        assert_eq!(parse_debian_version("1:20.19.2-1"), Some((20, 19)));
+        assert!(parse_debian_version("18.20.4+dfsg-1~deb12u3").is_some_and(|v| v < NODE_MIN));
+        assert_eq!(NODE_MIN, (20, 10));
+        assert!(parse_node_version("v20.9.0").is_some_and(|v| v < NODE_MIN));
+    }
+
+    #[test]
+    fn the_candidate_of_apt_cache_policy() {
+        let policy =
+            "nodejs:\n  Installed: (none)\n  Candidate: 18.20.4+dfsg-1~deb12u3\n  Version table:\n";
+        assert_eq!(
+            apt_candidate(policy).as_deref(),
+            Some("18.20.4+dfsg-1~deb12u3")
+        );
+        assert_eq!(
+            apt_candidate("nodejs:\n  Installed: (none)\n  Candidate: (none)\n"),
+            None
+        );
+        assert_eq!(apt_candidate(""), None);
     }
 }
