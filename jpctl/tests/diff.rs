@@ -535,3 +535,123 @@ fn the_kernel_diff_flame_graph_in_a_real_browser() {
         r[6]
     );
 }
+
+/// `path` if it is a .java file, else the .java files in the directory.
+fn java_files(path: &Path) -> Vec<PathBuf> {
+    if path.extension().is_some_and(|e| e == "java") {
+        return vec![path.to_path_buf()];
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "java"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Debian's junit5 (`cargo xtask setup` installs it): the console launcher the README's
+/// CI recipe runs.
+fn junit_console() -> PathBuf {
+    let p = PathBuf::from("/usr/share/java/junit-platform-console-standalone.jar");
+    assert!(
+        p.exists(),
+        "{} is missing: the README's CI recipe runs a JUnit 5 suite (apt-get install junit5, or `cargo xtask setup`)",
+        p.display()
+    );
+    p
+}
+
+/// The README's "catch a regression in CI" recipe, command for command, on a JUnit 5 suite
+/// (tests/ci_recipe): two runs of the unchanged code pass the gate with a zero diff; the
+/// change (6 more bytecodes in each of Price.of's 1003 calls) fails it, one line per cause.
+#[test]
+fn the_readmes_ci_recipe_passes_the_same_suite_and_fails_a_slower_change() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let home = Jdk::J17.home();
+    let junit = junit_console();
+    let agent = artifact("JP_AGENT_LIB", "libjpagent.so");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ci_recipe");
+    let javac = |classes: &str, class_path: &str, source: &str| {
+        let out = run(Command::new(home.join("bin/javac"))
+            .current_dir(dir.path())
+            .args(["-d", classes, "-cp", class_path])
+            .args(java_files(&src.join(source))));
+        assert!(
+            out.status.success(),
+            "javac {source}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // The change is one file: `changed` has its Price.class, then main's classes.
+    javac("app", "", "app/com/example");
+    javac("changed", "app", "changed/com/example/Price.java");
+    javac(
+        "tests",
+        &format!("app:{}", junit.display()),
+        "tests/com/example/PricesTest.java",
+    );
+    // java -agentpath:jp/libjpagent.so=out=OUT,include=com.example \
+    //      -jar junit-platform-console-standalone.jar -cp APP:tests --select-package com.example
+    let suite = |app: &str, out: &str| {
+        let o = run(Command::new(home.join("bin/java"))
+            .current_dir(dir.path())
+            .arg(format!(
+                "-agentpath:{}=out={out},include=com.example",
+                agent.display()
+            ))
+            .arg("-jar")
+            .arg(&junit)
+            .args([
+                "-cp",
+                &format!("{app}:tests"),
+                "--select-package",
+                "com.example",
+            ]));
+        assert!(
+            o.status.success(),
+            "the suite under the agent: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        dir.path().join(out).display().to_string()
+    };
+    let gate = |base: &str, new: &str| {
+        diff(&[
+            base,
+            new,
+            "--fail-above",
+            "2",
+            "--min-bytecodes",
+            "10000",
+            "--ignore",
+            r"com\.example\.Scheduler\.",
+            "--format",
+            "html",
+        ])
+    };
+    let baseline = suite("app", "baseline.json");
+    let new = suite("app", "new.json");
+    let (code, html, err) = gate(&baseline, &new);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        html.starts_with("<!DOCTYPE html>") && err.is_empty(),
+        "{err}"
+    );
+    let (code, d) = json(&[&baseline, &new, "--fail-above", "0"]);
+    assert_eq!(
+        (code, &d["methods"], &d["contexts"]),
+        (0, &serde_json::json!([]), &serde_json::json!([])),
+        "{d}"
+    );
+
+    let slower = suite("changed:app", "slower.json");
+    let (code, html, err) = gate(&baseline, &slower);
+    assert_eq!(code, 1, "{err}");
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(err.contains("FAIL: total bytecodes grew by"), "{err}");
+    assert!(
+        err.contains("FAIL: com.example.Price.of(I)J: inclusive bytecodes grew by 85.714% (7021 -> 13039), more than 2%"),
+        "{err}"
+    );
+}

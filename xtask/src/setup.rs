@@ -30,6 +30,10 @@ const PACKAGES: &[(&str, &str)] = &[
     ("libh2-java", "real-program test: SQL"),
     ("libxalan2-java", "real-program test: XSLT"),
     ("liblucene8-java", "real-program test: indexing and search"),
+    (
+        "junit5",
+        "test-only: the README's CI recipe runs a JUnit 5 suite under the agent (console launcher)",
+    ),
     ("linux-perf", "benchmark: perf record side by side with jp"),
     (
         "systemtap-sdt-dev",
