@@ -550,10 +550,13 @@ fn java_files(path: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// Debian's junit5 (`cargo xtask setup` installs it): the console launcher the README's
-/// CI recipe runs.
+/// Debian's junit5 (`cargo xtask setup` installs it), or $JP_JUNIT_CONSOLE: the console
+/// launcher the README's CI recipe runs.
 fn junit_console() -> PathBuf {
-    let p = PathBuf::from("/usr/share/java/junit-platform-console-standalone.jar");
+    let p = std::env::var_os("JP_JUNIT_CONSOLE").map_or_else(
+        || PathBuf::from("/usr/share/java/junit-platform-console-standalone.jar"),
+        PathBuf::from,
+    );
     assert!(
         p.exists(),
         "{} is missing: the README's CI recipe runs a JUnit 5 suite (apt-get install junit5, or `cargo xtask setup`)",
