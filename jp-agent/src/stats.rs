@@ -15,6 +15,7 @@ pub struct Stats {
     pub methods_too_large: AtomicU64,
     pub methods_unwidenable: AtomicU64,
     pub methods_without_catch_all: AtomicU64,
+    pub methods_empty_finalizers: AtomicU64,
     pub code_bytes_before: AtomicU64,
     pub code_bytes_after: AtomicU64,
     pub rewrite_nanos: AtomicU64,
@@ -35,6 +36,7 @@ impl Stats {
             methods_too_large: AtomicU64::new(0),
             methods_unwidenable: AtomicU64::new(0),
             methods_without_catch_all: AtomicU64::new(0),
+            methods_empty_finalizers: AtomicU64::new(0),
             code_bytes_before: AtomicU64::new(0),
             code_bytes_after: AtomicU64::new(0),
             rewrite_nanos: AtomicU64::new(0),
@@ -52,6 +54,8 @@ impl Stats {
             .fetch_add(u64::from(s.methods_unwidenable), Relaxed);
         self.methods_without_catch_all
             .fetch_add(u64::from(s.methods_without_catch_all), Relaxed);
+        self.methods_empty_finalizers
+            .fetch_add(u64::from(s.methods_empty_finalizers), Relaxed);
         self.code_bytes_before
             .fetch_add(s.code_bytes_before, Relaxed);
         self.code_bytes_after.fetch_add(s.code_bytes_after, Relaxed);
@@ -71,7 +75,7 @@ impl Stats {
             "classes_seen={} classes_skipped={} classes_rewritten={} classes_unchanged={} \
              classes_failed={} classes_retransformed={} methods_instrumented={} \
              methods_too_large={} methods_unwidenable={} methods_without_catch_all={} \
-             code_bytes_before={} code_bytes_after={} rewrite_ms={:.1} classes_per_s={:.0} \
+             methods_empty_finalizers={} code_bytes_before={} code_bytes_after={} rewrite_ms={:.1} classes_per_s={:.0} \
              reports={}",
             g(&self.classes_seen),
             g(&self.classes_skipped),
@@ -83,6 +87,7 @@ impl Stats {
             g(&self.methods_too_large),
             g(&self.methods_unwidenable),
             g(&self.methods_without_catch_all),
+            g(&self.methods_empty_finalizers),
             g(&self.code_bytes_before),
             g(&self.code_bytes_after),
             nanos as f64 / 1e6,

@@ -388,8 +388,13 @@ fn run(prog: &Program, jdk: Jdk) {
     }
     let limit = Duration::from_secs(300);
     let mut timings = Vec::new();
-    let base = java(jdk, &(prog.args)(&dir), &dir, limit);
+    // The JIT's messages go to stderr (stdout is compared): what it refuses to compile.
+    let jit_log = ["-XX:+PrintCompilation", "-XX:+DisplayVMOutputToStderr"].map(String::from);
+    let mut base_args = jit_log.to_vec();
+    base_args.extend((prog.args)(&dir));
+    let base = java(jdk, &base_args, &dir, limit);
     base.assert_ok();
+    let base_refused = jit_refusals(&base.stderr);
     assert!(
         !base.stdout.is_empty() || prog.output_dir.is_some(),
         "{}: no output without the agent",
@@ -402,14 +407,15 @@ fn run(prog: &Program, jdk: Jdk) {
         let what = format!("{} on {} with {opts}", prog.name, jdk.name());
         let out = dir.join(format!("{}.json", opts.replace([',', '='], "_")));
         // -Xverify:all: every rewritten class (the JDK's too with jdk=true) is verified.
-        let mut args = vec![
+        let mut args = jit_log.to_vec();
+        args.extend([
             "-Xverify:all".to_string(),
             format!(
                 "-agentpath:{}={opts},format=json,stats=true,out={}",
                 agent_lib().display(),
                 out.display()
             ),
-        ];
+        ]);
         args.extend((prog.args)(&dir));
         let r = java(jdk, &args, &dir, limit);
         timings.push(format!("{opts} {:.1}s", r.elapsed.as_secs_f64()));
@@ -448,6 +454,18 @@ fn run(prog: &Program, jdk: Jdk) {
                     .find(|kv| kv.starts_with("classes_rewritten="));
                 timings.push(format!("  ({})", rewritten.unwrap_or("?")));
             }
+        }
+        // A rewritten method C1 or C2 refuses runs interpreted (rhino's and jython's
+        // synchronized methods did, when their handlers covered the injected code).
+        let refused: Vec<_> = jit_refusals(&r.stderr)
+            .into_iter()
+            .filter(|m| !base_refused.contains(m))
+            .collect();
+        if !refused.is_empty() {
+            failures.push(format!(
+                "{what}: the JIT refuses to compile methods it compiles without the agent:\n  {}",
+                refused.join("\n  ")
+            ));
         }
         if r.stdout != base.stdout {
             failures.push(format!(
@@ -491,6 +509,24 @@ fn run(prog: &Program, jdk: Jdk) {
         timings.join(", ")
     );
     assert!(failures.is_empty(), "\n{}", failures.join("\n\n"));
+}
+
+/// Methods `-XX:+PrintCompilation` reports as skipped (`COMPILE SKIPPED: reason`), with
+/// the reason, tier numbers aside: `org.Foo::bar: exception handler covers itself`.
+fn jit_refusals(stderr: &str) -> std::collections::BTreeSet<String> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            let (head, reason) = l.split_once("COMPILE SKIPPED:")?;
+            let method = head.split_whitespace().find(|w| w.contains("::"))?;
+            let reason = reason.split(" (retry").next().unwrap_or(reason).trim();
+            // The compiler tries again later (a class loaded under it): not a refusal.
+            if reason == "concurrent class loading" {
+                return None;
+            }
+            Some(format!("{method}: {reason}"))
+        })
+        .collect()
 }
 
 macro_rules! real {

@@ -54,6 +54,8 @@ pub(crate) struct Scratch {
     wide: Vec<bool>,
     block_starts: Vec<u32>,
     longest: Vec<u32>,
+    /// Handlers (instruction indices) that get a stub: catch-any, covering themselves.
+    self_cover: Vec<u32>,
 }
 
 struct Refs {
@@ -496,7 +498,26 @@ pub(crate) fn rewrite_code(
     } else {
         0
     };
-    let total = end as usize + catch_all_code;
+    // Handlers that catch anything and cover their own first instruction (javac's handler
+    // around a synchronized block's monitorexit). Their injected first block (caught, tick,
+    // count: calls, which may throw) must not be covered by the handler itself, or C1
+    // refuses the method ("exception handler covers itself") and it runs interpreted until
+    // C2 takes it, much later. Nor may it be left to the catch-all: that handler is also
+    // reached with no monitor held, and HotSpot then finds the monitors unbalanced and
+    // compiles the method with neither compiler. So a 5-byte stub (`goto_w` to the
+    // original handler code) catches what the injected block throws, with the monitors of
+    // the handler: one stub per such handler, after the catch-all.
+    s.self_cover.clear();
+    for (k, &(sp, ep, hp)) in s.handlers.iter().enumerate() {
+        if (sp..ep).contains(&hp)
+            && exc[8 * k + 6..8 * k + 8] == [0, 0]
+            && !s.self_cover.contains(&hp)
+        {
+            s.self_cover.push(hp);
+        }
+    }
+    let stubs_at = end as usize + catch_all_code;
+    let total = stubs_at + 5 * s.self_cover.len();
     if total > 65535 {
         return Ok(Outcome::TooLarge);
     }
@@ -570,6 +591,11 @@ pub(crate) fn rewrite_code(
         }
         out.push(insn::ATHROW);
     }
+    for &hp in &s.self_cover {
+        let at = (out.len() - cstart) as i64;
+        out.push(insn::GOTO_W);
+        put_u32(&mut out, (s.ins_off[hp as usize] as i64 - at) as i32 as u32);
+    }
     if out.len() - cstart != total {
         return Err(bad("internal layout mismatch"));
     }
@@ -578,12 +604,33 @@ pub(crate) fn rewrite_code(
     let exc_count_at = out.len();
     put_u16(&mut out, 0);
     let mut n_out = 0u32;
+    // Where each original entry went (a self-covering one becomes several).
+    let mut exc_index: Vec<u16> = Vec::with_capacity(s.handlers.len());
     for (k, &(sp, ep, hp)) in s.handlers.iter().enumerate() {
-        put_u16(&mut out, s.new_off[sp as usize] as u16);
-        put_u16(&mut out, s.new_off[ep as usize] as u16);
-        put_u16(&mut out, s.new_off[hp as usize] as u16);
-        out.extend_from_slice(&exc[8 * k + 6..8 * k + 8]);
-        n_out += 1;
+        exc_index.push(n_out as u16);
+        let catch_type = &exc[8 * k + 6..8 * k + 8];
+        let handler = s.new_off[hp as usize];
+        let mut put = |range: (u32, u32), handler: u32, catch_type: &[u8], out: &mut Vec<u8>| {
+            put_u16(out, range.0 as u16);
+            put_u16(out, range.1 as u16);
+            put_u16(out, handler as u16);
+            out.extend_from_slice(catch_type);
+            n_out += 1;
+        };
+        let (start, end_pc) = (s.new_off[sp as usize], s.new_off[ep as usize]);
+        match s.self_cover.iter().position(|&h| h == hp) {
+            Some(j) if (sp..ep).contains(&hp) => {
+                // The injected first block goes to its stub; the rest as it was.
+                let original = s.ins_off[hp as usize];
+                let stub = (stubs_at + 5 * j) as u32;
+                put((handler, original), stub, &[0, 0], &mut out);
+                if start < handler {
+                    put((start, handler), handler, catch_type, &mut out);
+                }
+                put((original, end_pc), handler, catch_type, &mut out);
+            }
+            _ => put((start, end_pc), handler, catch_type, &mut out),
+        }
     }
     if catch_all {
         let mut push_range = |a: u32, b: u32, out: &mut Vec<u8>| {
@@ -684,6 +731,7 @@ pub(crate) fn rewrite_code(
                     cpa,
                     catch_all,
                     end,
+                    stubs_at as u32,
                     l,
                     pending,
                     &mut out,
@@ -694,7 +742,8 @@ pub(crate) fn rewrite_code(
                     Some(&i) if (i as usize) < s.insns.len() => Some(s.ins_off[i as usize]),
                     _ => None,
                 };
-                if typeann::remap(data, &mut out, &lenient, &insn_at).is_err() {
+                let catch_index = |k: u16| exc_index.get(k as usize).copied();
+                if typeann::remap(data, &mut out, &lenient, &insn_at, &catch_index).is_err() {
                     // Unreadable: dropped (the JVM does not need them to run the code).
                     out.truncate(hdr);
                     stats.type_annotations_dropped += 1;
@@ -733,6 +782,7 @@ pub(crate) fn rewrite_code(
             cpa,
             catch_all,
             end,
+            stubs_at as u32,
             l,
             pending,
             &mut out,
@@ -845,6 +895,7 @@ fn write_frames(
     cpa: &mut CpAppender,
     catch_all: bool,
     end: u32,
+    stubs_at: u32,
     l: u32,
     pending: bool,
     out: &mut Vec<u8>,
@@ -880,12 +931,13 @@ fn write_frames(
             ))),
         }
     };
-    let count = fr.frames.len() + extra.len() + usize::from(catch_all);
+    let count = fr.frames.len() + extra.len() + usize::from(catch_all) + 2 * s.self_cover.len();
     if count > 0xFFFF {
         return Err(RewriteError::Malformed("too many stack map frames".into()));
     }
     put_u16(out, count as u16);
     let mut prev: i64 = -1;
+    let mut stub_frames: Vec<Option<(Vec<VType>, Vec<VType>)>> = vec![None; s.self_cover.len()];
     let mut extra = extra.iter().peekable();
     for &(off, loc, stk) in &fr.frames {
         let i = match map.get(off as usize) {
@@ -913,15 +965,26 @@ fn write_frames(
         }
         let delta = if prev < 0 { no } else { no - prev - 1 };
         prev = no;
-        frames::write_full_frame(
-            out,
-            delta as u16,
+        let (locals, stack) = (
             &fr.types[loc.0 as usize..loc.1 as usize],
             &fr.types[stk.0 as usize..stk.1 as usize],
-            l,
-            added,
-            &remap_uninit,
-        )?;
+        );
+        frames::write_full_frame(out, delta as u16, locals, stack, l, added, &remap_uninit)?;
+        if let Some(j) = s.self_cover.iter().position(|&h| h as usize == i) {
+            // The handler's original code is now also the target of its stub's goto_w.
+            let at = ins_off[i] as i64;
+            frames::write_full_frame(
+                out,
+                (at - prev - 1) as u16,
+                locals,
+                stack,
+                l,
+                added,
+                &remap_uninit,
+            )?;
+            prev = at;
+            stub_frames[j] = Some((locals.to_vec(), stack.to_vec()));
+        }
     }
     for e in extra {
         let delta = if prev < 0 {
@@ -945,6 +1008,18 @@ fn write_frames(
             added,
             &remap_uninit,
         )?;
+        prev = no;
+    }
+    for (j, f) in stub_frames.iter().enumerate() {
+        let Some((locals, stack)) = f else {
+            return Err(RewriteError::Malformed(
+                "no stack map frame at a handler".into(),
+            ));
+        };
+        let no = (stubs_at + 5 * j as u32) as i64;
+        let delta = if prev < 0 { no } else { no - prev - 1 };
+        prev = no;
+        frames::write_full_frame(out, delta as u16, locals, stack, l, added, &remap_uninit)?;
     }
     Ok(())
 }

@@ -90,6 +90,8 @@ pub struct ClassStats {
     pub methods_unwidenable: u32,
     /// `<init>` methods whose catch-all handler was omitted (uninitializedThis undecidable).
     pub methods_without_catch_all: u32,
+    /// Empty `finalize()V` methods left unchanged (instrumenting one makes its class finalizable).
+    pub methods_empty_finalizers: u32,
     /// Type annotation attributes of `Code` that could not be read (dropped).
     pub type_annotations_dropped: u32,
     /// Type annotation attributes of `Code` whose offsets were moved to the new code.
@@ -327,6 +329,10 @@ fn rewrite_methods(
         let Some((start, end)) = code else { continue };
         let name = cp.utf8(name_idx)?;
         let desc_bytes = cp.utf8_bytes(desc_idx)?;
+        if is_empty_finalizer(&name, desc_bytes, &bytes[start + 6..end]) {
+            stats.methods_empty_finalizers += 1;
+            continue;
+        }
         let desc = cp.utf8(desc_idx)?;
         let mid = ids.method_id(&class_name, &name, &desc, source_file.as_deref());
         let label = || format!("{class_name}.{name}{desc}");
@@ -389,6 +395,20 @@ fn rewrite_methods(
     }
     out.extend_from_slice(&bytes[pos..]);
     Ok(Rewritten::Changed { bytes: out, stats })
+}
+
+/// `finalize()V` whose code is a lone `return`. HotSpot registers every new instance of a
+/// class for finalization unless the class's `finalize()V` is exactly that (its "empty
+/// finalizer" rule, checked on the bytes it loads): instrumenting such a method would make
+/// every allocation of the class, and of its subclasses, a finalizer registration
+/// (jython's `PyObject` has one: 6× its allocation cost and objects kept for a GC cycle
+/// more). So it loads unchanged; only explicit calls to it (`super.finalize()`) go uncounted.
+fn is_empty_finalizer(name: &str, desc: &[u8], code_attr: &[u8]) -> bool {
+    // Code attribute body: max_stack u16, max_locals u16, code_length u32, code.
+    name == "finalize"
+        && desc == b"()V"
+        && code_attr.get(4..8) == Some(&[0, 0, 0, 1])
+        && code_attr.get(8) == Some(&0xb1)
 }
 
 const ACC_STATIC: u16 = 0x0008;

@@ -650,6 +650,98 @@ fn too_large_methods_are_counted() {
 }
 
 #[test]
+fn self_covering_handlers_leave_their_injected_code_uncovered() {
+    // javac's synchronized block: the `any` handler at 7 also covers its own monitorexit.
+    let code = [
+        0x2a, 0x59, 0x4c, 0xc2, // 0: aload_0 dup astore_1 monitorenter
+        0x2b, 0xc3, 0xb1, // 4: aload_1 monitorexit return
+        0x4d, 0x2b, 0xc3, 0x2c, 0xbf, // 7: astore_2 aload_1 monitorexit aload_2 athrow
+    ];
+    for bba in [Bba::Default, Bba::Precise] {
+        let mut b = ClassBuilder::new(49);
+        b.method(
+            0x0009,
+            "m",
+            "(Ljava/lang/Object;)V",
+            2,
+            3,
+            &code,
+            &[(4, 6, 7, 0), (7, 10, 7, 0)],
+            None,
+        );
+        let (out, _) = rewrite(&b.build(), bba);
+        let view = code_of(&out, "m");
+        let handler = view.exc[0].2;
+        let covers = |e: &(u16, u16, u16, u16), at: u16| (e.0..e.1).contains(&at);
+        assert!(
+            view.exc.iter().all(|e| !covers(e, e.2)),
+            "{bba:?}: no entry covers its own handler: {:?}",
+            view.exc
+        );
+        // What the handler's injected first block throws goes to a stub, `goto_w` back to
+        // the handler's original code (astore_2), which is still covered by the handler.
+        let to_stub = view
+            .exc
+            .iter()
+            .find(|e| covers(e, handler) && e.2 != handler)
+            .expect("the injected block is covered");
+        let stub = to_stub.2 as usize;
+        assert_eq!(view.code[stub], 0xc8, "{bba:?}: the stub is a goto_w");
+        let delta = i32::from_be_bytes(view.code[stub + 1..stub + 5].try_into().unwrap());
+        let original = (stub as i64 + i64::from(delta)) as u16;
+        assert_eq!(
+            to_stub.1, original,
+            "{bba:?}: the stub covers just the injected block"
+        );
+        assert_eq!(
+            view.code[original as usize], 0x4d,
+            "{bba:?}: lands on astore_2"
+        );
+        for at in original..original + 3 {
+            assert!(
+                view.exc.iter().any(|e| e.2 == handler && covers(e, at)),
+                "{bba:?}: original handler code at {at} still covered: {:?}",
+                view.exc
+            );
+        }
+        assert_eq!(
+            view.exc.last().map(|e| e.3),
+            Some(0),
+            "the catch-all is last"
+        );
+    }
+}
+
+#[test]
+fn empty_finalizers_stay_empty() {
+    // HotSpot registers every instance for finalization unless finalize()V is a lone return.
+    let mut b = ClassBuilder::new(52);
+    b.method(0x0004, "finalize", "()V", 0, 1, &[0xb1], &[], None);
+    b.method(0x0009, "small", "(I)V", 1, 1, &[0xb1], &[], None);
+    let (out, stats) = rewrite(&b.build(), Bba::Default);
+    assert_eq!(
+        (stats.methods_instrumented, stats.methods_empty_finalizers),
+        (1, 1)
+    );
+    assert_eq!(code_of(&out, "finalize").code, [0xb1], "left a lone return");
+    assert_ne!(
+        code_of(&out, "small").code,
+        [0xb1],
+        "other methods are instrumented"
+    );
+
+    // A finalize() that does something is instrumented: its class is finalizable anyway.
+    let mut b = ClassBuilder::new(52);
+    b.method(0x0004, "finalize", "()V", 1, 1, &[0x00, 0xb1], &[], None);
+    let (out, stats) = rewrite(&b.build(), Bba::Default);
+    assert_eq!(
+        (stats.methods_instrumented, stats.methods_empty_finalizers),
+        (1, 0)
+    );
+    assert_ne!(code_of(&out, "finalize").code, [0x00, 0xb1]);
+}
+
+#[test]
 fn compressed_frames_become_full_frames() {
     // static void m(long a, int b): frames: append [int] at 3 (after istore_3),
     // same_locals_1_stack_item [int] at 5, chop 1 at 8, same at 9.

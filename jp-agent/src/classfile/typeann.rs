@@ -39,12 +39,14 @@ fn skip_annotation_body(r: &mut Reader, depth: u32) -> Result<(), RewriteError> 
 
 /// Rewrites the attribute body `data` into `out`. `pc` maps an original code offset to
 /// the new offset of its block (`true`: an end offset, rounded up); `insn` maps the
-/// offset of an instruction to the new offset of that instruction itself.
+/// offset of an instruction to the new offset of that instruction itself; `catch_index`
+/// maps an exception table index to the new table's (entries may have been split).
 pub(crate) fn remap(
     data: &[u8],
     out: &mut Vec<u8>,
     pc: &dyn Fn(usize, bool) -> u32,
     insn: &dyn Fn(usize) -> Option<u32>,
+    catch_index: &dyn Fn(u16) -> Option<u16>,
 ) -> Result<(), RewriteError> {
     let mut r = Reader::new(data, 0);
     let n = r.u16()?;
@@ -67,7 +69,13 @@ pub(crate) fn remap(
                     put_u16(out, index);
                 }
             }
-            0x42 => out.extend_from_slice(r.bytes(2)?),
+            0x42 => {
+                let k = r.u16()?;
+                put_u16(
+                    out,
+                    catch_index(k).ok_or_else(|| bad("no such exception table entry"))?,
+                );
+            }
             0x43..=0x4b => {
                 let off = r.u16()? as usize;
                 put_u16(

@@ -167,6 +167,7 @@ pub fn add_stats(a: &mut ClassStats, b: &ClassStats) {
     a.methods_instrumented += b.methods_instrumented;
     a.methods_too_large += b.methods_too_large;
     a.methods_unwidenable += b.methods_unwidenable;
+    a.methods_empty_finalizers += b.methods_empty_finalizers;
     a.methods_without_catch_all += b.methods_without_catch_all;
     a.type_annotations_dropped += b.type_annotations_dropped;
     a.type_annotations_remapped += b.type_annotations_remapped;
