@@ -44,10 +44,15 @@ impl Reader<'_> {
         ))
     }
 
-    fn ws(&mut self) {
-        while self.pos < self.b.len() && matches!(self.b[self.pos], b' ' | b'\n' | b'\r' | b'\t') {
+    /// Moves past the bytes `keep` accepts: blanks, a count's digits, a literal.
+    fn skip_while(&mut self, keep: impl Fn(u8) -> bool) {
+        while self.b.get(self.pos).is_some_and(|&c| keep(c)) {
             self.pos += 1;
         }
+    }
+
+    fn ws(&mut self) {
+        self.skip_while(|c| matches!(c, b' ' | b'\n' | b'\r' | b'\t'));
     }
 
     fn peek(&mut self) -> Option<u8> {
@@ -203,9 +208,7 @@ impl Reader<'_> {
     fn number(&mut self) -> Result<u64, MctError> {
         self.ws();
         let start = self.pos;
-        while self.pos < self.b.len() && self.b[self.pos].is_ascii_digit() {
-            self.pos += 1;
-        }
+        self.skip_while(|c| c.is_ascii_digit());
         std::str::from_utf8(&self.b[start..self.pos])
             .ok()
             .and_then(|s| s.parse().ok())
@@ -294,13 +297,11 @@ impl Reader<'_> {
                     depth -= 1;
                 }
                 Some(b',' | b':') if depth > 0 => self.pos += 1,
+                // A number or a literal (true, false, null): its whole run of characters.
                 Some(c) if c.is_ascii_alphanumeric() || c == b'-' || c == b'.' => {
-                    while self.pos < self.b.len()
-                        && (self.b[self.pos].is_ascii_alphanumeric()
-                            || matches!(self.b[self.pos], b'-' | b'+' | b'.'))
-                    {
-                        self.pos += 1;
-                    }
+                    self.skip_while(|c| {
+                        c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.')
+                    });
                 }
                 Some(_) => return Err(self.err("a value")),
             }

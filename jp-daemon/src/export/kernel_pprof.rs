@@ -302,18 +302,9 @@ pub fn gzip(p: &Profile) -> std::io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::kernel::symbols::test_symbols;
     use crate::store::kernel::KernelCounts;
     use prost::Message as _;
-
-    const MAP: &str = "\
-ffffffff81000000 T _stext
-ffffffff81000000 T read_iter_zero
-ffffffff81000100 T clear_user_rep_good
-ffffffff81000200 T vring_interrupt
-ffffffff81000400 T _etext
-ffffffffc0001000 t e1000_intr\t[e1000]
-ffffffffc0001100 t e1000_other\t[e1000]
-";
 
     fn name(p: &Profile, loc: u64) -> &str {
         let l = &p.location[loc as usize - 1];
@@ -323,7 +314,7 @@ ffffffffc0001100 t e1000_other\t[e1000]
 
     #[test]
     fn buckets_become_addressed_locations_in_their_mappings() {
-        let symbols = Symbols::parse(MAP).unwrap();
+        let symbols = test_symbols();
         let buckets: HashMap<u64, u64> = [(0, 7), (1, 3), (0x10, 5)].into();
         let others: HashMap<u64, u64> = [(0xffff_ffff_c000_1004, 2)].into();
         let w = KernelWindow {

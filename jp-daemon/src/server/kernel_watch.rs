@@ -205,20 +205,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::store::kernel::symbols::Symbols;
+    use crate::store::kernel::symbols::test_symbols;
     use crate::store::kernel::{
         CollectorStatus, IrqHandlerCounts, KernelCounts, SoftirqCounts, Store,
     };
-
-    const MAP: &str = "\
-ffffffff81000000 T _stext
-ffffffff81000000 T read_iter_zero
-ffffffff81000100 T clear_user_rep_good
-ffffffff81000200 T vring_interrupt
-ffffffff81000400 T _etext
-ffffffffc0001000 t e1000_intr\t[e1000]
-ffffffffc0001100 t e1000_other\t[e1000]
-";
 
     fn counts(zero: u64, clear: u64, e1000: u64, irq: u64, timer: u64) -> KernelCounts {
         let mut c = KernelCounts {
@@ -253,7 +243,7 @@ ffffffffc0001100 t e1000_other\t[e1000]
 
     fn store() -> Arc<Store> {
         let store = Store::new();
-        store.publish_symbols(Arc::new(Symbols::parse(MAP).unwrap()));
+        store.publish_symbols(Arc::new(test_symbols()));
         store
     }
 

@@ -282,52 +282,13 @@ pub fn authorization(cfg: &PyroscopeConfig) -> Result<Option<HeaderValue>, Strin
 
 /// Standard base64 with padding (RFC 4648), for HTTP basic authentication.
 pub fn base64(data: &[u8]) -> String {
-    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ABC[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(data)
 }
 
-/// A random (version 4) UUID for `RawSample.id`.
+/// A random (version 4) UUID for `RawSample.id`, hyphenated lowercase.
 pub fn uuid_v4() -> String {
-    let mut b = [0u8; 16];
-    // SAFETY: getrandom writes at most `b.len()` bytes into the buffer it is given.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if usize::try_from(n).ok() != Some(b.len()) {
-        // No entropy (should not happen): unique enough from the clock and a counter.
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let c = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        b[..8].copy_from_slice(&(t as u64).to_le_bytes());
-        b[8..].copy_from_slice(&c.to_le_bytes());
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    uuid::Uuid::new_v4().hyphenated().to_string()
 }
 
 #[cfg(test)]

@@ -87,6 +87,12 @@ fn tree_rec(
     w.finish().to_vec()
 }
 
+/// The first record of stream `stream` of generation `GEN`: sequence 0, a resync with
+/// absolute counts, thread name `name`; most tests start a stream this way.
+fn resync_rec(stream: u64, name: &str, entries: &[TreeEntry]) -> Vec<u8> {
+    tree_rec(GEN, stream, 0, FLAG_RESYNC | FLAG_ABSOLUTE, name, entries)
+}
+
 fn def(node: u32, parent: u32, mid: u32, calls: u64, bytecodes: u64) -> TreeEntry {
     TreeEntry {
         node,
@@ -171,11 +177,8 @@ const H: &str = "app.Util.h()V";
 fn base_thread(s: &mut JvmStore) {
     feed(
         s,
-        &tree_rec(
-            GEN,
+        &resync_rec(
             1,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
             "main",
             &[
                 def(1, 0, 0, 1, 10),
@@ -238,11 +241,8 @@ fn threads_merge_by_calling_context_and_keep_their_own_trees() {
     // Thread 2 numbers its nodes differently and shares main → f.
     feed(
         &mut s,
-        &tree_rec(
-            GEN,
+        &resync_rec(
             2,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
             "worker",
             &[def(9, 0, 0, 1, 1), def(3, 9, 1, 5, 5), def(4, 3, 3, 6, 6)],
         ),
@@ -296,17 +296,7 @@ fn a_resync_after_deltas_replaces_the_threads_contribution_exactly() {
     let mut s = started(2);
     base_thread(&mut s);
     // Thread 2 shares main.
-    feed(
-        &mut s,
-        &tree_rec(
-            GEN,
-            2,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
-            "w",
-            &[def(1, 0, 0, 100, 1000)],
-        ),
-    );
+    feed(&mut s, &resync_rec(2, "w", &[def(1, 0, 0, 100, 1000)]));
     feed(
         &mut s,
         &tree_rec(GEN, 1, 1, 0, "", &[upd(2, 1, 1), upd(3, 1, 1)]),
@@ -371,17 +361,7 @@ fn old_nodes_a_resync_does_not_name_are_removed_when_it_ends() {
     base_thread(&mut s);
     // A (hostile or buggy) re-send that only names main: when deltas resume, f, g and h
     // lose what thread 1 contributed (their nodes stay, at zero).
-    feed(
-        &mut s,
-        &tree_rec(
-            GEN,
-            1,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
-            "",
-            &[def(1, 0, 0, 5, 50)],
-        ),
-    );
+    feed(&mut s, &resync_rec(1, "", &[def(1, 0, 0, 5, 50)]));
     assert_eq!(nodes(&s)[1], n(1, F, 2, 20));
     feed(&mut s, &tree_rec(GEN, 1, 1, 0, "", &[upd(1, 1, 1)]));
     assert_eq!(
@@ -513,14 +493,7 @@ fn a_malformed_record_changes_nothing_and_is_counted_by_reason() {
     let mut s4 = started(1);
     feed(
         &mut s4,
-        &tree_rec(
-            GEN,
-            1,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
-            "",
-            &[def(1, 0, 0, 1, 1), def(1, 0, 1, 1, 1)],
-        ),
+        &resync_rec(1, "", &[def(1, 0, 0, 1, 1), def(1, 0, 1, 1, 1)]),
     );
     assert_eq!(nodes(&s4), vec![]);
     // Cut short: the entry count says 2, one is there.
@@ -552,14 +525,7 @@ fn a_malformed_record_changes_nothing_and_is_counted_by_reason() {
 #[test]
 fn bad_headers_are_counted_and_never_create_a_jvm() {
     let mut s = JvmStore::new(JvmLimits::default());
-    let good = tree_rec(
-        GEN,
-        1,
-        0,
-        FLAG_RESYNC | FLAG_ABSOLUTE,
-        "",
-        &[def(1, 0, 0, 1, 1)],
-    );
+    let good = resync_rec(1, "", &[def(1, 0, 0, 1, 1)]);
     let mut bad_magic = good.clone();
     bad_magic[0] ^= 0xff;
     let mut bad_version = good.clone();
@@ -797,14 +763,7 @@ fn records_of_another_process_never_touch_this_one() {
     let other = PID + 1;
     let r = tree_rec(GEN, 1, 1, 0, "", &[upd(1, 1000, 1000)]);
     s.ingest(&ev(other, &r), &r, t0());
-    let r = tree_rec(
-        GEN,
-        1,
-        0,
-        FLAG_RESYNC | FLAG_ABSOLUTE,
-        "x",
-        &[def(1, 0, 0, 1, 1)],
-    );
+    let r = resync_rec(1, "x", &[def(1, 0, 0, 1, 1)]);
     s.ingest(&ev(other, &r), &r, t0());
     s.ingest(&ev(other, &[1, 2, 3]), &[1, 2, 3], t0());
     assert_eq!(nodes(&s), before);
@@ -830,28 +789,11 @@ fn counters_are_64_bit_and_wrap_exactly_through_a_resync() {
     let mut s = started(1);
     feed(
         &mut s,
-        &tree_rec(
-            GEN,
-            1,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
-            "",
-            &[def(1, 0, 0, u64::MAX - 1, 1 << 40)],
-        ),
+        &resync_rec(1, "", &[def(1, 0, 0, u64::MAX - 1, 1 << 40)]),
     );
     feed(&mut s, &tree_rec(GEN, 1, 1, 0, "", &[upd(1, 1, 1 << 40)]));
     assert_eq!(nodes(&s)[0], n(0, MAIN, u64::MAX, 2 << 40));
-    feed(
-        &mut s,
-        &tree_rec(
-            GEN,
-            1,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
-            "",
-            &[def(5, 0, 0, 3, 4)],
-        ),
-    );
+    feed(&mut s, &resync_rec(1, "", &[def(5, 0, 0, 3, 4)]));
     assert_eq!(nodes(&s)[0], n(0, MAIN, 3, 4));
 }
 
@@ -872,11 +814,8 @@ fn the_node_limit_drops_nodes_and_says_so() {
     });
     feed(
         &mut s,
-        &tree_rec(
-            GEN,
+        &resync_rec(
             1,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
             "",
             &[
                 def(1, 0, 0, 1, 1),
@@ -914,14 +853,7 @@ fn a_huge_node_id_hits_the_thread_node_limit_without_allocating() {
     let big = (wire::MAX_NODE_ID - 1) as u32;
     feed(
         &mut s,
-        &tree_rec(
-            GEN,
-            1,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
-            "",
-            &[def(1, 0, 0, 1, 1), def(big, 1, 1, 1, 1)],
-        ),
+        &resync_rec(1, "", &[def(1, 0, 0, 1, 1), def(big, 1, 1, 1, 1)]),
     );
     let st = s.stats();
     assert_eq!(st.thread_nodes, 0);
@@ -946,28 +878,8 @@ fn thread_method_and_string_limits() {
         max_string_bytes_per_jvm: 200,
         ..JvmLimits::default()
     });
-    feed(
-        &mut s,
-        &tree_rec(
-            GEN,
-            1,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
-            "a",
-            &[def(1, 0, 0, 1, 1)],
-        ),
-    );
-    feed(
-        &mut s,
-        &tree_rec(
-            GEN,
-            2,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
-            "b",
-            &[def(1, 0, 0, 1, 1)],
-        ),
-    );
+    feed(&mut s, &resync_rec(1, "a", &[def(1, 0, 0, 1, 1)]));
+    feed(&mut s, &resync_rec(2, "b", &[def(1, 0, 0, 1, 1)]));
     feed(&mut s, &methods_rec(GEN, 1, METHODS));
     let sum = s.summary(PID).unwrap();
     assert_eq!(sum.threads_live, 1);
@@ -1024,11 +936,8 @@ fn json_export_is_byte_identical_to_the_agents_file() {
     feed(&mut s, &methods_rec(GEN, 1, ms));
     feed(
         &mut s,
-        &tree_rec(
-            GEN,
+        &resync_rec(
             1,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
             "main",
             &[def(1, 0, 0, 1, 5), def(2, 1, 2, 1, 3), def(3, 1, 1, 1, 100)],
         ),
@@ -1044,17 +953,7 @@ fn json_export_is_byte_identical_to_the_agents_file() {
             &[upd(3, 0, 6), def(4, 3, 4, 10, 10), def(5, 3, 3, 10, 445)],
         ),
     );
-    feed(
-        &mut s,
-        &tree_rec(
-            GEN,
-            2,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
-            "t",
-            &[def(7, 0, 0, 0, 0)],
-        ),
-    );
+    feed(&mut s, &resync_rec(2, "t", &[def(7, 0, 0, 0, 0)]));
     feed(
         &mut s,
         &tree_rec(
@@ -1110,17 +1009,7 @@ fn json_export_is_byte_identical_to_the_agents_file() {
 #[test]
 fn unknown_methods_are_named_by_id() {
     let mut s = limited(JvmLimits::default());
-    feed(
-        &mut s,
-        &tree_rec(
-            GEN,
-            1,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
-            "",
-            &[def(1, 0, 42, 1, 1)],
-        ),
-    );
+    feed(&mut s, &resync_rec(1, "", &[def(1, 0, 42, 1, 1)]));
     assert_eq!(nodes(&s), vec![n(0, "?42", 1, 1)]);
 }
 
@@ -1130,11 +1019,8 @@ fn top_methods_count_recursion_once() {
     let mut s = started(1);
     feed(
         &mut s,
-        &tree_rec(
-            GEN,
+        &resync_rec(
             1,
-            0,
-            FLAG_RESYNC | FLAG_ABSOLUTE,
             "",
             &[
                 def(1, 0, 0, 1, 10),
@@ -1209,10 +1095,7 @@ fn the_ended_threads_snapshot_replaces_the_ended_threads_own_contributions() {
     base_thread(&mut s);
     feed(&mut s, &tree_rec(GEN, 1, 1, FLAG_END, "", &[upd(3, 1, 5)]));
     let two = [def(1, 0, 0, 1, 100), def(2, 1, 2, 5, 50)];
-    feed(
-        &mut s,
-        &tree_rec(GEN, 2, 0, FLAG_RESYNC | FLAG_ABSOLUTE, "t2", &two),
-    );
+    feed(&mut s, &resync_rec(2, "t2", &two));
     let before = nodes(&s);
     assert_eq!(
         before,

@@ -223,6 +223,28 @@ fn bpf_program_ids() -> Vec<u32> {
     }
 }
 
+/// A small kernel for the unit tests of the store's readers (the API and the
+/// exporters): core text from `_stext` at 0xffffffff81000000 to `_etext` 0x400 above
+/// it, with `read_iter_zero` (bucket 0), `clear_user_rep_good` (bucket 0x10) and
+/// `vring_interrupt`, and the module `e1000` at 0xffffffffc0001000 (`e1000_intr`,
+/// `e1000_other`).
+#[cfg(test)]
+pub(crate) fn test_symbols() -> Symbols {
+    const MAP: &str = "\
+ffffffff81000000 T _stext
+ffffffff81000000 T read_iter_zero
+ffffffff81000100 T clear_user_rep_good
+ffffffff81000200 T vring_interrupt
+ffffffff81000400 T _etext
+ffffffffc0001000 t e1000_intr\t[e1000]
+ffffffffc0001100 t e1000_other\t[e1000]
+";
+    match Symbols::parse(MAP) {
+        Ok(s) => s,
+        Err(e) => panic!("the test kallsyms does not parse: {e:#}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
