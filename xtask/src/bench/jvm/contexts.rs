@@ -69,7 +69,7 @@ pub fn run(
                 pre.rounds.median() / off.rounds.median(),
             ));
             sections.push_str(&format!(
-                "| {:.0} | {:.2} | {} | {} | {:.0} / {:.0} | {:.0} / {:.0} |\n",
+                "| {:.0} | {:.2} | {} | {} | {:.1} / {:.1} | {:.1} / {:.1} |\n",
                 off.contexts,
                 off.rounds.median() / off.calls_per_round,
                 ratio_cell(&def.rounds, &off.rounds),
@@ -81,7 +81,7 @@ pub fn run(
             ));
         }
         verdict.push_str(&format!(
-            "- {label}: at most 64 bytes per context in a thread's tree: {} (worst {worst_bytes:.0} B).\n",
+            "- {label}: at most 64 bytes per context in a thread's tree: {} (worst {worst_bytes:.1} B).\n",
             met(worst_bytes <= 64.0)
         ));
         if let (Some(small), Some(large)) = (slowdowns.first(), slowdowns.last()) {
