@@ -1,3 +1,4 @@
+import java.lang.management.CompilationMXBean;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 
@@ -14,16 +15,38 @@ final class Rounds {
 
     static long sink;
 
-    /** At least `warmupRounds` and `warmupMs` of warm-up, then `measured` rounds. */
+    /** Most milliseconds of JIT compilation in a round that still count as a quiet JIT. */
+    static final long QUIET_JIT_MS = 2;
+    /** The warm-up stops waiting for a quiet JIT after this long. */
+    static final long MAX_WARMUP_MS = 60_000;
+
+    /**
+     * At least `warmupRounds` and `warmupMs` of warm-up, then `measured` rounds. With
+     * -Drounds.jitQuiet=N the warm-up also lasts until N rounds in a row ran while the JIT
+     * compilers spent at most QUIET_JIT_MS (instrumented code takes C2 two to three times
+     * as long to compile: a fixed warm-up measured it still compiling), at most
+     * MAX_WARMUP_MS; the summary line says whether the JIT went quiet.
+     */
     static void run(Work w, int warmupRounds, long warmupMs, int measured) throws Exception {
         ThreadMXBean mx = ManagementFactory.getThreadMXBean();
+        CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+        int wantQuiet = Integer.getInteger("rounds.jitQuiet", 0);
         long start = System.nanoTime();
         int warm = 0;
-        while (warm < warmupRounds || (System.nanoTime() - start) / 1_000_000 < warmupMs) {
+        int quiet = 0;
+        long jitBefore = jit.getTotalCompilationTime();
+        while (true) {
+            long ms = (System.nanoTime() - start) / 1_000_000;
+            boolean fixedDone = warm >= warmupRounds && ms >= warmupMs;
+            if (fixedDone && (quiet >= wantQuiet || ms >= MAX_WARMUP_MS)) break;
             time(w, mx, warm++);
+            long jitNow = jit.getTotalCompilationTime();
+            quiet = jitNow - jitBefore <= QUIET_JIT_MS ? quiet + 1 : 0;
+            jitBefore = jitNow;
         }
         for (int i = 0; i < measured; i++) time(w, mx, warm + i);
-        System.out.println("rounds warmup " + warm + " measured " + measured + " sink " + (sink & 1));
+        System.out.println("rounds warmup " + warm + " measured " + measured + " sink " + (sink & 1)
+                + " jit_quiet " + (quiet >= wantQuiet));
     }
 
     private static void time(Work w, ThreadMXBean mx, int i) throws Exception {

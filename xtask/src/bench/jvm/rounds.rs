@@ -17,6 +17,8 @@ pub struct Rounds {
     /// CPU time of the working thread per measured round, in ns.
     pub cpu_ns: Vec<f64>,
     pub warmup: usize,
+    /// The JIT was quiet when the warm-up ended (`-Drounds.jitQuiet`); None if not asked.
+    pub jit_quiet: Option<bool>,
     pub stdout: String,
 }
 
@@ -62,12 +64,16 @@ pub fn run(java: &Path, dir: &Path, args: &[String]) -> Result<Rounds> {
     }
     let mut all = Vec::new();
     let mut summary = None;
+    let mut jit_quiet = None;
     for line in stdout.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
         match w.as_slice() {
             ["round", _, "cpu_ns", cpu, "wall_ns", _] => all.push(cpu.parse::<f64>()?),
-            ["rounds", "warmup", warm, "measured", measured, ..] => {
-                summary = Some((warm.parse::<usize>()?, measured.parse::<usize>()?))
+            ["rounds", "warmup", warm, "measured", measured, rest @ ..] => {
+                summary = Some((warm.parse::<usize>()?, measured.parse::<usize>()?));
+                if let Some(i) = rest.iter().position(|x| *x == "jit_quiet") {
+                    jit_quiet = rest.get(i + 1).map(|v| *v == "true");
+                }
             }
             _ => {}
         }
@@ -85,9 +91,13 @@ pub fn run(java: &Path, dir: &Path, args: &[String]) -> Result<Rounds> {
     Ok(Rounds {
         cpu_ns: all.split_off(warmup),
         warmup,
+        jit_quiet,
         stdout,
     })
 }
+
+/// Rounds in a row with the JIT quiet that end the steady-state warm-up (Rounds.java).
+pub const JIT_QUIET_ROUNDS: u32 = 3;
 
 /// The harness's fixed arguments: warm-up rounds, warm-up ms, measured rounds.
 pub fn schedule() -> [String; 3] {

@@ -75,7 +75,8 @@ the SQL script through JDBC on a fresh in-memory database, Xalan transforming th
 Lucene indexing and searching, javac compiling jp's test programs through `javax.tools` \
 (its agent run adds `include=com.sun.tools.javac`). Each is set up once; a round is the work \
 repeated so that it lasts ~0.05–0.5 s without the agent. At least {} rounds and {} s of warm-up, \
-then {} measured rounds: CPU time of the working thread (so not the JIT compilers' or GC \
+and until the JIT compilers spent at most 2 ms in each of {} rounds in a row (at most 60 s: \
+a warm-up that reached that limit is starred in the warm-up column), then {} measured rounds: CPU time of the working thread (so not the JIT compilers' or GC \
 threads'), median over the measured rounds. One JVM per program and mode, the modes in \
 rotating order. Slowdown = median with the agent / median without, ± half the range of \
 the measured rounds (the noisier of the two JVMs); *drift* = median of the last half of the \
@@ -85,11 +86,13 @@ Goals (steady state):\n{verdict}\n\
 ### C2 compile time and code size\n\n\
 From the same JVMs, `-XX:+CITime` at exit: C2's compile time (standard + OSR) and the size \
 of the code it installed (`nmethods_code_size`), with the agent against without. The \
-JVMs ran the same number of rounds, so the same work; instrumented methods are bigger, and \
-bigger methods inline less.\n{c2_sections}\n\
+JVMs ran until their JIT was quiet (their warm-up rounds differ), so each figure is what C2 \
+spent reaching the steady state; instrumented methods are bigger, and bigger methods inline \
+less.\n{c2_sections}\n\
 Goal: C2 compile time at most 1.5× of no agent, for every program:\n{c2_verdict}",
         rounds::WARMUP_ROUNDS,
         rounds::WARMUP_MS / 1000,
+        rounds::JIT_QUIET_ROUNDS,
         rounds::MEASURED,
     );
     Ok((body, geomeans))
@@ -102,7 +105,10 @@ fn run_one(
     program: &Program,
     mode: Mode,
 ) -> Result<Run> {
-    let mut args = vec!["-XX:+CITime".to_string()];
+    let mut args = vec![
+        "-XX:+CITime".to_string(),
+        format!("-Drounds.jitQuiet={}", rounds::JIT_QUIET_ROUNDS),
+    ];
     if let Some(bba) = mode.bba() {
         let profile = dir.join(format!("steady-{}-{bba}.json", program.key));
         args.push(agent_arg(out, bba, &profile, program.agent_options));
@@ -166,7 +172,15 @@ fn steady_table(
             .iter()
             .map(|r| r.rounds.drift())
             .fold(0.0f64, |a, b| if b.abs() > a.abs() { b } else { a });
-        let warm = [off, def, pre].map(|r| r.rounds.warmup);
+        // A warm-up that ended with the JIT still compiling (its time limit) is starred.
+        let warm = [off, def, pre].map(|r| {
+            let star = if r.rounds.jit_quiet == Some(false) {
+                "*"
+            } else {
+                ""
+            };
+            format!("{}{star}", r.rounds.warmup)
+        });
         s.push_str(&format!(
             "| {} | {:.1} | {} | {} | {}/{}/{} | {:+.0}% |\n",
             program.name,
