@@ -3,6 +3,7 @@
 //! → stores ([`store`]) → gRPC ([`server`]) and HTTP exporters ([`export`]) → jpctl.
 //! [`daemon`] runs one life of all of them; `docs/architecture.md` says what crosses
 //! each seam.
+pub mod bpf_stats;
 pub mod config;
 pub mod daemon;
 pub mod export;

@@ -243,17 +243,7 @@ impl State {
                 None
             }
         };
-        let stats = if opts.bpf_stats {
-            match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
-                Ok(fd) => Some(fd),
-                Err(e) => {
-                    log::warn!("cannot enable BPF run-time statistics: {e}");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let stats = crate::bpf_stats::enable_run_time(opts.bpf_stats);
 
         let mut attached = Vec::new();
         for (prog, tp) in [

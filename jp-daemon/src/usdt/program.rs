@@ -87,17 +87,7 @@ impl UsdtProgram {
             .with_context(|| format!("map {STATS} has an unexpected type"))?;
         let ring = RingBuf::try_from(take(&mut ebpf, EVENTS)?)
             .with_context(|| format!("map {EVENTS} has an unexpected type"))?;
-        let run_stats = if bpf_stats {
-            match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
-                Ok(fd) => Some(fd),
-                Err(e) => {
-                    log::warn!("cannot enable BPF run-time statistics: {e}");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let run_stats = crate::bpf_stats::enable_run_time(bpf_stats);
         Ok(UsdtProgram {
             ebpf,
             specs,
