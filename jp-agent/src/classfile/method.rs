@@ -263,26 +263,7 @@ pub(crate) fn rewrite_code(
 
     insn::decode(code, m.label, &mut s.insns, &mut s.targets, &mut s.map)?;
     let n = s.insns.len();
-    let idx_of = |off: usize, allow_end: bool| -> Result<u32, RewriteError> {
-        match s.map.get(off) {
-            Some(&i) if i != u32::MAX && (allow_end || (i as usize) < n) => Ok(i),
-            _ => Err(RewriteError::BadCode {
-                method: (m.label)(),
-                what: format!("offset {off} is not an instruction"),
-            }),
-        }
-    };
-    s.handlers.clear();
-    for k in 0..n_exc {
-        let e = &exc[8 * k..8 * k + 8];
-        let sp = idx_of(u16::from_be_bytes([e[0], e[1]]) as usize, false)?;
-        let ep = idx_of(u16::from_be_bytes([e[2], e[3]]) as usize, true)?;
-        let hp = idx_of(u16::from_be_bytes([e[4], e[5]]) as usize, false)?;
-        if sp >= ep {
-            return Err(bad("empty exception range"));
-        }
-        s.handlers.push((sp, ep, hp));
-    }
+    resolve_handlers(exc, s, m.label)?;
     let entry_k = blocks::split(
         &s.insns,
         &s.targets,
