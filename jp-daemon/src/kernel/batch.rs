@@ -9,6 +9,9 @@ use aya::Pod;
 
 const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 
+/// Elements per batch syscall.
+const MAX_CHUNK: usize = 1024;
+
 /// The `batch` member of `union bpf_attr` (include/uapi/linux/bpf.h).
 #[repr(C)]
 #[derive(Default)]
@@ -24,14 +27,17 @@ struct BatchAttr {
 }
 
 /// Every (key, per-CPU values) of a per-CPU hash or array map. `ncpus` is the number of
-/// *possible* CPUs (the kernel's per-CPU value layout), `V` the map's value type.
+/// *possible* CPUs (the kernel's per-CPU value layout), `V` the map's value type,
+/// `max_entries` the map's size: it bounds the buffers, which for a small array would
+/// otherwise be mostly zeroing (the batch is at most `MAX_CHUNK` elements).
 pub fn read_percpu<K: Pod, V: Pod>(
     fd: BorrowedFd<'_>,
     ncpus: usize,
+    max_entries: usize,
 ) -> io::Result<Vec<(K, Vec<V>)>> {
     // Per-CPU values are laid out 8-byte aligned, one after the other.
     let stride = size_of::<V>().div_ceil(8) * 8;
-    let mut chunk: usize = 1024;
+    let mut chunk: usize = max_entries.clamp(1, MAX_CHUNK);
     let mut out = Vec::new();
     // The batch token is opaque: a u32 bucket index for hash maps, the key for arrays.
     let mut token_in = [0u8; 16];

@@ -25,6 +25,7 @@ use jp_common::{
 
 use super::batch::read_percpu;
 use super::btf::Btf;
+use super::online_cpus::OnlineCpus;
 use super::text_counts::{TextCounts, TextLayout};
 use super::KernelOptions;
 use crate::lock::lock;
@@ -76,7 +77,7 @@ impl KernelCollector {
         }
         let state = State::attach(opts.clone(), store)?;
         let state = Arc::new(Mutex::new(state));
-        lock(&state).read_and_publish();
+        lock(&state).read_and_publish(Pass::Forced);
 
         let (stop, stop_rx) = mpsc::channel::<()>();
         let reader = Arc::clone(&state);
@@ -86,7 +87,7 @@ impl KernelCollector {
             .spawn(move || {
                 // A message or a dropped sender both mean stop.
                 while let Err(RecvTimeoutError::Timeout) = stop_rx.recv_timeout(interval) {
-                    lock(&reader).read_and_publish();
+                    lock(&reader).read_and_publish(Pass::Periodic);
                 }
             })
             .context("cannot start the kernel reader thread")?;
@@ -100,7 +101,7 @@ impl KernelCollector {
     /// Reads every map now and publishes the result (the reader thread does this every
     /// `read_interval`).
     pub fn refresh(&self) {
-        lock(&self.state).read_and_publish();
+        lock(&self.state).read_and_publish(Pass::Forced);
     }
 
     /// Re-opens the `cpu-clock` events at `hz` (SIGHUP reload). The maps stay as they
@@ -118,9 +119,14 @@ impl KernelCollector {
     /// `cpu-clock` samples taken on each CPU since attach (user + kernel + idle), by
     /// CPU number (possible CPUs; offline ones keep what they had).
     pub fn samples_per_cpu(&self) -> anyhow::Result<Vec<u64>> {
-        let state = lock(&self.state);
-        let ebpf = state.ebpf.as_ref().context("not attached")?;
-        let slots = per_cpu_array::<u64>(ebpf, "JP_MODES", state.ncpus)?;
+        let mut guard = lock(&self.state);
+        let state = &mut *guard;
+        let slots = PerCpuMaps {
+            ebpf: state.ebpf.as_ref().context("not attached")?,
+            ncpus: state.ncpus,
+            sizes: &mut state.pass.map_entries,
+        }
+        .array::<u64>("JP_MODES")?;
         let mut per_cpu = vec![0u64; state.ncpus];
         for slot in [mode::USER, mode::KERNEL, mode::IDLE] {
             for (cpu, n) in slots.get(slot as usize).into_iter().flatten().enumerate() {
@@ -179,10 +185,70 @@ struct State {
     read_errors: u64,
     status: CollectorStatus,
     last_error_log: Option<Instant>,
-    symbols_loaded_at: Instant,
+    /// What each pass keeps between passes so that an idle pass stays cheap.
+    pass: PassState,
 }
 
-/// Minimum time between two reloads of `/proc/kallsyms`.
+/// A pass over the maps: `Periodic` from the reader thread, `Forced` when asked
+/// (`refresh`, start, a new frequency), which also checks what periodic passes check
+/// only now and then.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    Periodic,
+    Forced,
+}
+
+/// Kept between the collector's passes: jpd's CPU share at idle is what its periodic
+/// passes cost, so each one re-reads only what may have changed, and without reopening
+/// files.
+#[derive(Default)]
+struct PassState {
+    /// The online-CPU file, kept open (see `OnlineCpus`).
+    online: Option<OnlineCpus>,
+    /// When the online CPUs were last compared with the sampler's (every
+    /// `CPUS_CHECK_EVERY` in periodic passes: hotplug is rare, and a CPU that comes
+    /// online is sampled from the next check on).
+    cpus_checked_at: Option<Instant>,
+    /// When `SymbolsStamp` was last taken: taking it reads `/proc/modules` and walks
+    /// every BPF program id on the host, so it runs every `SYMBOLS_MIN_AGE`, not every
+    /// pass. `None`: at the next pass (our own programs were loaded after the first
+    /// stamp, so the first pass reloads the symbols once, to name them).
+    symbols_checked_at: Option<Instant>,
+    /// `kernel.bpf_stats_enabled`, kept open and re-read with `pread`.
+    stats_sysctl: Option<std::fs::File>,
+    /// Per-CPU map name → its `max_entries` (see `PerCpuMaps`).
+    map_entries: HashMap<&'static str, usize>,
+}
+
+impl PassState {
+    /// `kernel.bpf_stats_enabled` as written to the sysctl (another process holding a
+    /// `BPF_ENABLE_STATS` fd does not show there).
+    fn bpf_stats_enabled(&mut self) -> bool {
+        use std::os::unix::fs::FileExt as _;
+        if self.stats_sysctl.is_none() {
+            self.stats_sysctl = std::fs::File::open(BPF_STATS_SYSCTL).ok();
+        }
+        let mut buf = [0u8; 8];
+        match self.stats_sysctl.as_ref().map(|f| f.read_at(&mut buf, 0)) {
+            Some(Ok(n)) => buf.get(..n).is_some_and(|b| b.trim_ascii() != b"0"),
+            _ => false,
+        }
+    }
+}
+
+/// True (and restarts the clock) when `last` is unset or at least `every` ago.
+fn due(last: &mut Option<Instant>, every: std::time::Duration) -> bool {
+    if last.is_some_and(|t| t.elapsed() < every) {
+        return false;
+    }
+    *last = Some(Instant::now());
+    true
+}
+
+/// Time between two checks of the online CPUs in periodic passes.
+const CPUS_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Minimum time between two checks (and so two reloads) of the kernel's symbols.
 const SYMBOLS_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl State {
@@ -288,7 +354,7 @@ impl State {
             read_errors: 0,
             status: CollectorStatus::default(),
             last_error_log: None,
-            symbols_loaded_at: Instant::now(),
+            pass: PassState::default(),
         };
         state.follow_cpus()?;
         if state.sampler_links.is_empty() {
@@ -301,8 +367,15 @@ impl State {
     /// Attaches the sampler to CPUs that came online and detaches it from CPUs that
     /// went away.
     fn follow_cpus(&mut self) -> anyhow::Result<()> {
-        let online = aya::util::online_cpus()
-            .map_err(|(path, e)| anyhow::anyhow!("cannot read {path}: {e}"))?;
+        let online = match self.pass.online.as_mut() {
+            Some(o) => o.read()?,
+            None => {
+                let mut o = OnlineCpus::open()?;
+                let cpus = o.read()?;
+                self.pass.online = Some(o);
+                cpus
+            }
+        };
         let Some(ebpf) = self.ebpf.as_mut() else {
             return Ok(());
         };
@@ -359,20 +432,22 @@ impl State {
             bail!("could not re-attach the sampler to any CPU at {hz} Hz");
         }
         // Publish at once so that the status shows the new frequency.
-        self.read_and_publish();
+        self.read_and_publish(Pass::Forced);
         Ok(())
     }
 
-    fn read_and_publish(&mut self) {
+    fn read_and_publish(&mut self, pass: Pass) {
         if self.ebpf.is_none() {
             return;
         }
         if let Some(l) = self.logger.as_mut() {
             l.flush();
         }
-        if let Err(e) = self.follow_cpus() {
-            self.read_errors += 1;
-            self.log_error(&e);
+        if pass == Pass::Forced || due(&mut self.pass.cpus_checked_at, CPUS_CHECK_EVERY) {
+            if let Err(e) = self.follow_cpus() {
+                self.read_errors += 1;
+                self.log_error(&e);
+            }
         }
         self.reload_symbols_if_changed();
         match self.read() {
@@ -399,16 +474,16 @@ impl State {
     }
 
     fn reload_symbols_if_changed(&mut self) {
-        // Parsing kallsyms takes tens of ms: when BPF programs come and go all the time,
-        // reload at most every SYMBOLS_MIN_AGE (the change is still seen next time).
-        if self.symbols_loaded_at.elapsed() < SYMBOLS_MIN_AGE {
+        // Parsing kallsyms takes tens of ms and even the stamp costs more than the rest
+        // of an idle pass: check at most every SYMBOLS_MIN_AGE, so that when BPF programs
+        // come and go all the time the reloads stay as rare (a change is seen next time).
+        if !due(&mut self.pass.symbols_checked_at, SYMBOLS_MIN_AGE) {
             return;
         }
         let stamp = SymbolsStamp::current();
         if stamp == self.symbols_stamp {
             return;
         }
-        self.symbols_loaded_at = Instant::now();
         match Symbols::load() {
             Ok(s) => {
                 self.symbols = Arc::new(s);
@@ -427,16 +502,17 @@ impl State {
     fn read(&mut self) -> anyhow::Result<(KernelCounts, u64)> {
         let buckets = self.text.read().clone();
         let irq_buckets = self.irq_text.read().clone();
-        let ebpf = self.ebpf.as_ref().context("not attached")?;
-        let n = self.ncpus;
-        let modes = sum_array(ebpf, "JP_MODES", n)?;
-        let irq_modes = sum_array(ebpf, "JP_IRQ_MODES", n)?;
+        let mut maps = PerCpuMaps {
+            ebpf: self.ebpf.as_ref().context("not attached")?,
+            ncpus: self.ncpus,
+            sizes: &mut self.pass.map_entries,
+        };
+        let modes = maps.sum_array("JP_MODES")?;
+        let irq_modes = maps.sum_array("JP_IRQ_MODES")?;
         let at = |v: &[u64], i: u32| v.get(i as usize).copied().unwrap_or(0);
 
         let mut irqs: HashMap<(u32, String), IrqHandlerCounts> = HashMap::new();
-        for (key, per_cpu) in read_percpu::<IrqKey, IrqStats>(map_fd(ebpf, "JP_IRQ_STATS")?, n)
-            .context("reading JP_IRQ_STATS")?
-        {
+        for (key, per_cpu) in maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")? {
             let merged = merge_irq(&per_cpu);
             let e = irqs.entry((key.irq, merged.name)).or_default();
             e.count += merged.handled;
@@ -447,7 +523,7 @@ impl State {
             }
         }
 
-        let sirq = per_cpu_array::<SoftirqStats>(ebpf, "JP_SIRQ_STATS", n)?;
+        let sirq = maps.array::<SoftirqStats>("JP_SIRQ_STATS")?;
         let mut softirqs = HashMap::new();
         let mut bad_vectors = 0;
         for (i, per_cpu) in sirq.iter().enumerate() {
@@ -471,9 +547,9 @@ impl State {
                 idle: at(&modes, mode::IDLE),
             },
             buckets,
-            other_ips: sum_hash::<u64>(ebpf, "JP_OTHER_IPS", n)?,
+            other_ips: maps.sum_hash::<u64>("JP_OTHER_IPS")?,
             irq_buckets,
-            irq_other_ips: sum_hash::<u64>(ebpf, "JP_IRQ_OTHERS", n)?,
+            irq_other_ips: maps.sum_hash::<u64>("JP_IRQ_OTHERS")?,
             irq_modes: ModeCounts {
                 kernel: at(&irq_modes, mode::KERNEL),
                 user: at(&irq_modes, mode::USER),
@@ -481,7 +557,8 @@ impl State {
             },
             irqs,
             softirqs,
-            irq_entries: per_cpu_array::<IrqStart>(ebpf, "JP_IRQ_START", n)?
+            irq_entries: maps
+                .array::<IrqStart>("JP_IRQ_START")?
                 .iter()
                 .flatten()
                 .map(|s| s.entries)
@@ -498,7 +575,10 @@ impl State {
         Ok((counts, lost))
     }
 
-    fn make_status(&self, lost: u64) -> CollectorStatus {
+    fn make_status(&mut self, lost: u64) -> CollectorStatus {
+        // The sysctl shows only what was written to it, not a `BPF_ENABLE_STATS` fd
+        // such as ours.
+        let stats_enabled = self._stats.is_some() || self.pass.bpf_stats_enabled();
         let mut programs = Vec::new();
         if let Some(ebpf) = self.ebpf.as_ref() {
             let cpus: Vec<u32> = self.sampler_links.keys().copied().collect();
@@ -510,14 +590,21 @@ impl State {
             let targets = std::iter::once((SAMPLER, sampler_target))
                 .chain(self.attached.iter().map(|(n, t)| (*n, t.clone())));
             for (name, attached_to) in targets {
-                let info = ebpf.program(name).and_then(|p| p.info().ok());
+                // With BPF statistics off the kernel does not count, so the last
+                // figures stand and the info syscalls (one per program) are saved.
+                let last = self.status.programs.iter().find(|p| p.name == name);
+                let (run_count, run_time_ns) = match ebpf.program(name) {
+                    Some(p) if stats_enabled => p.info().map_or((0, 0), |i| {
+                        let ns = u64::try_from(i.run_time().as_nanos()).unwrap_or(u64::MAX);
+                        (i.run_count(), ns)
+                    }),
+                    _ => last.map_or((0, 0), |p| (p.run_count, p.run_time_ns)),
+                };
                 programs.push(ProgramStats {
                     name: name.to_string(),
                     attached_to,
-                    run_count: info.as_ref().map_or(0, |i| i.run_count()),
-                    run_time_ns: info.as_ref().map_or(0, |i| {
-                        u64::try_from(i.run_time().as_nanos()).unwrap_or(u64::MAX)
-                    }),
+                    run_count,
+                    run_time_ns,
                 });
             }
         }
@@ -530,7 +617,7 @@ impl State {
             text_end: self.cfg.text_end,
             events_lost: lost + self.read_errors,
             last_read: Some(SystemTime::now()),
-            bpf_stats_enabled: bpf_stats_enabled(),
+            bpf_stats_enabled: stats_enabled,
             irq_ip_samples_per_second: self.opts.irq_ip_samples_per_second,
         }
     }
@@ -575,38 +662,61 @@ fn array_fd<'a>(ebpf: &'a Ebpf, name: &str) -> anyhow::Result<std::os::fd::Borro
     }
 }
 
-fn map_fd<'a>(ebpf: &'a Ebpf, name: &str) -> anyhow::Result<std::os::fd::BorrowedFd<'a>> {
-    Ok(map_data(ebpf, name)?.fd().as_fd())
-}
-
-/// Sum over CPUs of a per-CPU `u64` histogram.
-fn sum_hash<K: Pod + Into<u64>>(
-    ebpf: &Ebpf,
-    name: &str,
+/// jp's per-CPU maps, read with one batch syscall each. Remembers each map's
+/// `max_entries` (which bounds the batch buffers) so that it is asked only once.
+struct PerCpuMaps<'a> {
+    ebpf: &'a Ebpf,
+    /// Possible CPUs: the layout of per-CPU values.
     ncpus: usize,
-) -> anyhow::Result<HashMap<u64, u64>> {
-    let entries = read_percpu::<K, u64>(map_fd(ebpf, name)?, ncpus)
-        .with_context(|| format!("reading {name}"))?;
-    Ok(entries
-        .into_iter()
-        .map(|(k, v)| (k.into(), v.iter().sum::<u64>()))
-        .filter(|&(_, v)| v > 0)
-        .collect())
+    sizes: &'a mut HashMap<&'static str, usize>,
 }
 
-/// Every slot of a per-CPU array, with its per-CPU values (one batch syscall).
-fn per_cpu_array<V: Pod>(ebpf: &Ebpf, name: &str, ncpus: usize) -> anyhow::Result<Vec<Vec<V>>> {
-    let mut entries = read_percpu::<u32, V>(map_fd(ebpf, name)?, ncpus)
-        .with_context(|| format!("reading {name}"))?;
-    entries.sort_by_key(|(k, _)| *k);
-    Ok(entries.into_iter().map(|(_, v)| v).collect())
-}
+impl PerCpuMaps<'_> {
+    /// Every (key, per-CPU values) of the map.
+    fn entries<K: Pod, V: Pod>(&mut self, name: &'static str) -> anyhow::Result<Vec<(K, Vec<V>)>> {
+        let map = map_data(self.ebpf, name)?;
+        let max_entries = match self.sizes.get(name) {
+            Some(&n) => n,
+            None => {
+                let n = map
+                    .info()
+                    .with_context(|| format!("cannot read the size of map {name}"))?
+                    .max_entries() as usize;
+                self.sizes.insert(name, n);
+                n
+            }
+        };
+        read_percpu::<K, V>(map.fd().as_fd(), self.ncpus, max_entries)
+            .with_context(|| format!("reading {name}"))
+    }
 
-fn sum_array(ebpf: &Ebpf, name: &str, ncpus: usize) -> anyhow::Result<Vec<u64>> {
-    Ok(per_cpu_array::<u64>(ebpf, name, ncpus)?
-        .iter()
-        .map(|v| v.iter().sum())
-        .collect())
+    /// Sum over CPUs of a per-CPU `u64` histogram.
+    fn sum_hash<K: Pod + Into<u64>>(
+        &mut self,
+        name: &'static str,
+    ) -> anyhow::Result<HashMap<u64, u64>> {
+        Ok(self
+            .entries::<K, u64>(name)?
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.iter().sum::<u64>()))
+            .filter(|&(_, v)| v > 0)
+            .collect())
+    }
+
+    /// Every slot of a per-CPU array, with its per-CPU values.
+    fn array<V: Pod>(&mut self, name: &'static str) -> anyhow::Result<Vec<Vec<V>>> {
+        let mut entries = self.entries::<u32, V>(name)?;
+        entries.sort_by_key(|(k, _)| *k);
+        Ok(entries.into_iter().map(|(_, v)| v).collect())
+    }
+
+    fn sum_array(&mut self, name: &'static str) -> anyhow::Result<Vec<u64>> {
+        Ok(self
+            .array::<u64>(name)?
+            .iter()
+            .map(|v| v.iter().sum())
+            .collect())
+    }
 }
 
 /// One handler's statistics, summed over CPUs; identity from any CPU that filled it in.
@@ -637,12 +747,6 @@ fn merge_irq(per_cpu: &[IrqStats]) -> MergedIrq {
         m.name = "?".to_string();
     }
     m
-}
-
-/// `kernel.bpf_stats_enabled`, whoever turned it on (jpd with `bpf_stats`, or another
-/// process holding a `BPF_ENABLE_STATS` fd or the sysctl).
-fn bpf_stats_enabled() -> bool {
-    std::fs::read_to_string(BPF_STATS_SYSCTL).is_ok_and(|s| s.trim() != "0")
 }
 
 /// CPUs to attach to and to detach from.

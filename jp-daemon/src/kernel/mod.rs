@@ -28,6 +28,7 @@
 mod batch;
 mod btf;
 pub mod collector;
+mod online_cpus;
 mod text_counts;
 
 pub use collector::KernelCollector;
