@@ -74,8 +74,17 @@ impl Default for UsdtOptions {
     }
 }
 
-/// How often re-send requests and counters are looked at, between scans.
+/// How often new processes and re-send requests are looked at, between scans.
 pub const TICK: Duration = Duration::from_millis(100);
+
+/// A tick between scans reads the kernel counters and publishes the status only if it
+/// did something; the tick after a scan always does (jpd's CPU at idle is mostly what
+/// its periodic work costs, and this is a syscall per counter and per program).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tick {
+    Quiet,
+    WithStatus,
+}
 /// Probe sites of one library accepted (the agent has one).
 const MAX_SITES_PER_FILE: usize = 64;
 /// Files kept attached with no process using them; beyond this the longest idle goes.
@@ -128,6 +137,7 @@ impl UsdtCollector {
             files: HashMap::new(),
             refused: HashMap::new(),
             procs: HashMap::new(),
+            rechecks: discovery::Rechecks::new(opts.scan_interval),
             clock: GenerationClock::default(),
             next_cookie: 1,
             status: Arc::clone(&status),
@@ -140,7 +150,7 @@ impl UsdtCollector {
             last_error_log: None,
         };
         manager.scan();
-        manager.tick();
+        manager.tick(Tick::WithStatus);
 
         let (stop, stop_rx) = mpsc::channel::<()>();
         let interval = opts.scan_interval.max(TICK);
@@ -150,11 +160,13 @@ impl UsdtCollector {
                 let mut next_scan = Instant::now() + interval;
                 // A message or a dropped sender both mean stop.
                 while let Err(RecvTimeoutError::Timeout) = stop_rx.recv_timeout(TICK) {
+                    let mut tick = Tick::Quiet;
                     if Instant::now() >= next_scan {
                         manager.scan();
                         next_scan = Instant::now() + interval;
+                        tick = Tick::WithStatus;
                     }
-                    manager.tick();
+                    manager.tick(tick);
                 }
                 manager.detach_all();
             })
@@ -272,6 +284,8 @@ struct Manager<S> {
     /// they are tried (and logged) once.
     refused: HashMap<FileKey, RefusedFile>,
     procs: HashMap<u32, Process>,
+    /// When processes without the library are looked at again.
+    rechecks: discovery::Rechecks,
     clock: GenerationClock,
     next_cookie: u64,
     status: Arc<Mutex<UsdtStatus>>,
@@ -296,9 +310,11 @@ impl<S: RecordSink> Manager<S> {
     fn scan(&mut self) {
         let started = Instant::now();
         let procs = &self.procs;
-        let scan = match discovery::scan(&self.opts.library, |pid| {
-            procs.get(&pid).map(|p| p.start_time)
-        }) {
+        let scan = match discovery::scan(
+            &self.opts.library,
+            |pid| procs.get(&pid).map(|p| p.start_time),
+            &mut self.rechecks,
+        ) {
             Ok(s) => s,
             Err(e) => {
                 self.error(format!("cannot scan /proc: {e}"));
@@ -694,17 +710,20 @@ impl<S: RecordSink> Manager<S> {
     }
 
     /// First contacts still pending, re-send requests, counters and the status snapshot.
-    fn tick(&mut self) {
+    fn tick(&mut self, tick: Tick) {
         let pending: Vec<u32> = self
             .procs
             .iter()
             .filter(|(_, p)| p.generation.is_none() && p.control.is_some())
             .map(|(&pid, _)| pid)
             .collect();
+        let resync = lock(&self.sink).take_resync_requests();
+        if tick == Tick::Quiet && pending.is_empty() && resync.is_empty() {
+            return;
+        }
         for pid in pending {
             self.first_contact(pid);
         }
-        let resync = lock(&self.sink).take_resync_requests();
         for pid in resync {
             self.write_generation(pid);
         }

@@ -3,10 +3,18 @@
 //! A rescan rather than an exec tracepoint: the agent is often loaded after exec
 //! (`-agentpath` is processed once the JVM runs, and `jcmd PID JVMTI.agent_load` loads it
 //! into a running JVM at any time), so an exec event would still need a look at the
-//! maps later. A scan reads each process's maps once per interval, and only parses
-//! the ones whose text names the library.
+//! maps later. A scan parses only the maps whose text names the library.
+//!
+//! Reading a process's maps costs tens of µs and more for big processes, and a host
+//! runs hundreds of processes that never load the agent: a process whose maps did not
+//! name the library is looked at again after a gap that doubles each time, from the
+//! scan interval up to `MAX_RECHECK_GAPS` intervals. A JVM started with `-agentpath` is
+//! found at once (the agent is loaded in the JVM's first second); an agent loaded into
+//! a running JVM with `jcmd` is found within the longest gap.
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read as _};
+use std::time::{Duration, Instant};
 
 use super::maps::{self, MappedFile};
 use crate::store::jvm::ProcessInfo;
@@ -30,12 +38,73 @@ pub struct Scan {
     pub alive: Vec<u32>,
 }
 
+/// The longest gap between two looks at a process without the library, in scan
+/// intervals.
+pub const MAX_RECHECK_GAPS: u32 = 32;
+
+/// When each process that did not map the library is looked at again.
+#[derive(Debug)]
+pub struct Rechecks {
+    /// The scan interval: the first gap.
+    base: Duration,
+    next: HashMap<u32, Recheck>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Recheck {
+    at: Instant,
+    gap: Duration,
+}
+
+impl Rechecks {
+    pub fn new(scan_interval: Duration) -> Rechecks {
+        Rechecks {
+            base: scan_interval,
+            next: HashMap::new(),
+        }
+    }
+
+    /// Whether `pid` is to be looked at in the scan at `now`.
+    fn due(&self, pid: u32, now: Instant) -> bool {
+        self.next.get(&pid).is_none_or(|r| now >= r.at)
+    }
+
+    /// `pid` was looked at and does not map the library: the next look comes after
+    /// twice the last gap (the first after one interval).
+    fn looked(&mut self, pid: u32, now: Instant) {
+        let longest = self.base * MAX_RECHECK_GAPS;
+        let gap = match self.next.get(&pid) {
+            Some(r) => (r.gap * 2).min(longest),
+            None => self.base,
+        };
+        self.next.insert(pid, Recheck { at: now + gap, gap });
+    }
+
+    /// `pid` maps the library (the caller tracks it now) or is gone.
+    fn forget(&mut self, pid: u32) {
+        self.next.remove(&pid);
+    }
+
+    /// Drops the processes that were not listed in the last scan.
+    fn retain_listed(&mut self, listed: &std::collections::HashSet<u32>) {
+        self.next.retain(|pid, _| listed.contains(pid));
+    }
+}
+
 /// Every process whose maps name a file called `library`. `known(pid)` gives the
 /// start time of a process the caller already tracks. Processes that exit or cannot
 /// be read during the scan are left out (a later scan sees them, or their absence).
-pub fn scan(library: &str, known: impl Fn(u32) -> Option<u64>) -> io::Result<Scan> {
+/// Processes that did not map the library are looked at again as `rechecks` says (a pid
+/// reused within that gap is seen at the next look).
+pub fn scan(
+    library: &str,
+    known: impl Fn(u32) -> Option<u64>,
+    rechecks: &mut Rechecks,
+) -> io::Result<Scan> {
     let mut scan = Scan::default();
     let own = std::process::id();
+    let now = Instant::now();
+    let mut listed = std::collections::HashSet::new();
     for entry in fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
         let Some(pid) = entry
@@ -48,18 +117,26 @@ pub fn scan(library: &str, known: impl Fn(u32) -> Option<u64>) -> io::Result<Sca
         if pid == own {
             continue;
         }
+        listed.insert(pid);
         if let Some(start) = known(pid) {
             if start_time(pid).is_ok_and(|t| t == start) {
                 scan.alive.push(pid);
                 continue;
             }
         }
+        if !rechecks.due(pid, now) {
+            continue;
+        }
         let Ok(text) = maps::read_maps(pid) else {
+            // Exiting, or not ours to read: no cheaper to try again at every scan.
+            rechecks.looked(pid, now);
             continue;
         };
         if !text.contains(library) {
+            rechecks.looked(pid, now);
             continue;
         }
+        rechecks.forget(pid);
         let Some(file) = maps::parse_maps(&text)
             .into_iter()
             .find(|f| maps::has_file_name(f, library))
@@ -75,6 +152,7 @@ pub fn scan(library: &str, known: impl Fn(u32) -> Option<u64>) -> io::Result<Sca
             file,
         });
     }
+    rechecks.retain_listed(&listed);
     Ok(scan)
 }
 
@@ -164,6 +242,32 @@ mod tests {
             std::path::Path::new(&info.exe),
             fs::canonicalize("/proc/self/exe").unwrap()
         );
+    }
+
+    #[test]
+    fn rechecks_back_off_to_the_longest_gap_and_forget() {
+        let base = Duration::from_secs(1);
+        let mut r = Rechecks::new(base);
+        let t0 = Instant::now();
+        assert!(r.due(7, t0), "a new process is looked at at once");
+        r.looked(7, t0);
+        assert!(!r.due(7, t0 + base / 2));
+        assert!(r.due(7, t0 + base));
+        // Gaps double: 1, 2, 4, … up to MAX_RECHECK_GAPS intervals.
+        let mut at = t0;
+        let mut gaps = Vec::new();
+        for _ in 0..8 {
+            r.looked(7, at);
+            let gap = r.next[&7].gap;
+            gaps.push(gap.as_secs());
+            at += gap;
+        }
+        assert_eq!(gaps, [2, 4, 8, 16, 32, 32, 32, 32]);
+        r.forget(7);
+        assert!(r.due(7, at), "a forgotten pid is looked at again at once");
+        r.looked(8, at);
+        r.retain_listed(&std::collections::HashSet::from([9]));
+        assert!(r.due(8, at), "a pid gone from /proc is forgotten");
     }
 
     #[test]
