@@ -211,8 +211,8 @@ struct PassState {
     cpus_checked_at: Option<Instant>,
     /// When `SymbolsStamp` was last taken: taking it reads `/proc/modules` and walks
     /// every BPF program id on the host, so it runs every `SYMBOLS_MIN_AGE`, not every
-    /// pass. `None`: at the next pass (our own programs were loaded after the first
-    /// stamp, so the first pass reloads the symbols once, to name them).
+    /// pass. `None`: at the first periodic pass (our own programs were loaded after the
+    /// first stamp, so that pass reloads the symbols once, to name them).
     symbols_checked_at: Option<Instant>,
     /// `kernel.bpf_stats_enabled`, kept open and re-read with `pread`.
     stats_sysctl: Option<std::fs::File>,
@@ -449,7 +449,11 @@ impl State {
                 self.log_error(&e);
             }
         }
-        self.reload_symbols_if_changed();
+        // Not in forced passes: start-up would parse kallsyms twice, and a refresh is
+        // meant to be quick.
+        if pass == Pass::Periodic {
+            self.reload_symbols_if_changed();
+        }
         match self.read() {
             Ok((counts, lost)) => {
                 self.status = self.make_status(lost);
