@@ -594,16 +594,14 @@ impl State {
             let targets = std::iter::once((SAMPLER, sampler_target))
                 .chain(self.attached.iter().map(|(n, t)| (*n, t.clone())));
             for (name, attached_to) in targets {
-                // With BPF statistics off the kernel does not count, so the last
-                // figures stand and the info syscalls (one per program) are saved.
-                let last = self.status.programs.iter().find(|p| p.name == name);
-                let (run_count, run_time_ns) = match ebpf.program(name) {
-                    Some(p) if stats_enabled => p.info().map_or((0, 0), |i| {
-                        let ns = u64::try_from(i.run_time().as_nanos()).unwrap_or(u64::MAX);
-                        (i.run_count(), ns)
-                    }),
-                    _ => last.map_or((0, 0), |p| (p.run_count, p.run_time_ns)),
-                };
+                // Asked even when neither we nor the sysctl turned the statistics on:
+                // another process may hold a BPF_ENABLE_STATS fd, which the sysctl
+                // does not show.
+                let info = ebpf.program(name).and_then(|p| p.info().ok());
+                let run_count = info.as_ref().map_or(0, |i| i.run_count());
+                let run_time_ns = info.as_ref().map_or(0, |i| {
+                    u64::try_from(i.run_time().as_nanos()).unwrap_or(u64::MAX)
+                });
                 programs.push(ProgramStats {
                     name: name.to_string(),
                     attached_to,

@@ -17,6 +17,10 @@ const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
 const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_ENABLE_STATS: libc::c_long = 32;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+/// Offsets of `run_time_ns` and `run_cnt` in `struct bpf_prog_info` (uapi/linux/bpf.h).
+const PROG_INFO_RUN_TIME_NS: usize = 192;
+const PROG_INFO_RUN_CNT: usize = 200;
 const BPF_PROG_TYPE_PERF_EVENT: u32 = 7;
 
 /// The first fields of `struct perf_event_attr` (the rest must be zero).
@@ -61,7 +65,7 @@ fn bpf(cmd: libc::c_long, attr: *mut libc::c_void, size: usize) -> Result<OwnedF
 /// cpu-clock events on every CPU with an empty BPF program; disabled until `enable`.
 pub struct Floor {
     events: Vec<OwnedFd>,
-    _prog: OwnedFd,
+    prog: OwnedFd,
 }
 
 impl Floor {
@@ -118,10 +122,7 @@ impl Floor {
             )?;
             events.push(fd);
         }
-        Ok(Floor {
-            events,
-            _prog: prog,
-        })
+        Ok(Floor { events, prog })
     }
 
     pub fn enable(&self) -> Result<()> {
@@ -134,6 +135,45 @@ impl Floor {
         self.events
             .iter()
             .try_for_each(|e| ioctl(e, PERF_EVENT_IOC_DISABLE, 0))
+    }
+
+    /// The empty program's (runs, run time ns) so far (moving only while the BPF
+    /// statistics are on).
+    pub fn program_stats(&self) -> Result<(u64, u64)> {
+        #[repr(C)]
+        struct InfoAttr {
+            bpf_fd: u32,
+            info_len: u32,
+            info: u64,
+        }
+        let mut info = [0u8; 256];
+        let mut attr = InfoAttr {
+            bpf_fd: std::os::fd::AsRawFd::as_raw_fd(&self.prog) as u32,
+            info_len: info.len() as u32,
+            info: info.as_mut_ptr() as u64,
+        };
+        // SAFETY: a valid info_by_fd attr; the kernel writes at most `info_len` bytes
+        // into `info`.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_OBJ_GET_INFO_BY_FD,
+                &mut attr as *mut InfoAttr,
+                std::mem::size_of::<InfoAttr>() as libc::c_uint,
+            )
+        };
+        if rc < 0 {
+            bail!(
+                "BPF_OBJ_GET_INFO_BY_FD: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let field = |at: usize| -> u64 {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&info[at..at + 8]);
+            u64::from_ne_bytes(b)
+        };
+        Ok((field(PROG_INFO_RUN_CNT), field(PROG_INFO_RUN_TIME_NS)))
     }
 }
 

@@ -81,6 +81,7 @@ pub fn run(out: &Deliverables) -> Result<()> {
                 .events
                 .push((label, event_costs(out, &worker, iters, rate)?));
         }
+        report.floor_program = floor_program_cost(&worker, iters, cpus)?;
     }
     eprintln!("xtask: bench kernel: jpd at idle");
     report.jpd_idle = jpd_idle(out, "[usdt]\nenabled = false\n")?;
@@ -329,6 +330,30 @@ fn event_costs(
         .collect())
 }
 
+/// The floor's empty program under the same load and statistics as `event_costs`:
+/// (runs, run time ns). What any perf_event program costs here before it does
+/// anything (entering it, and the statistics' own clock reads).
+fn floor_program_cost(worker: &Worker, iters: u64, cpus: usize) -> Result<(u64, u64)> {
+    let floor = Floor::open(FREQUENCY_HZ, cpus)?;
+    floor.enable()?;
+    let stats = bpf_stats_on()?;
+    let before = floor.program_stats()?;
+    let t0 = Instant::now();
+    while t0.elapsed() < STATS_WINDOW {
+        worker.reps(iters, 5)?;
+    }
+    let after = floor.program_stats()?;
+    drop(stats);
+    floor.disable()?;
+    let runs = after.0.saturating_sub(before.0);
+    // A wrong offset into bpf_prog_info would show as an absurd run count.
+    let expected = FREQUENCY_HZ as f64 * cpus as f64 * t0.elapsed().as_secs_f64();
+    if !(0.5..=1.5).contains(&(runs as f64 / expected)) {
+        bail!("the floor program ran {runs} times in the window, expected about {expected:.0}");
+    }
+    Ok((runs, after.1.saturating_sub(before.1)))
+}
+
 /// jpd's own CPU share at 997 Hz with nothing else of ours running, with the
 /// configuration `body`. Measured after its first periodic passes (the first one
 /// names jpd's own programs, parsing kallsyms once more: start-up, not idle).
@@ -504,6 +529,8 @@ struct Report {
     events: Vec<(&'static str, ProgramCosts)>,
     jpd_idle: f64,
     jpd_idle_default: f64,
+    /// The floor's empty perf_event program: (runs, run time ns).
+    floor_program: (u64, u64),
     scenarios: Vec<Scenario>,
 }
 
@@ -610,6 +637,16 @@ measured once per scenario over {} s of the workload after the tool settled, as 
                 }
             }
         }
+        let (floor_runs, floor_ns) = self.floor_program;
+        t.push_str(&format!(
+            "| empty perf_event program (the floor's) | — | {:.0} | {:.0} |\n",
+            floor_runs as f64 / STATS_WINDOW.as_secs_f64(),
+            floor_ns as f64 / floor_runs.max(1) as f64
+        ));
+        t.push_str(
+            "\nThe empty program's line is what any perf_event program costs here before it does anything \
+(entering it, and the statistics' own two clock reads): `jp_sample` above it is what jp's sampler itself does.\n",
+        );
         let yes = |b: bool| if b { "met" } else { "**not met**" };
         let max_sample = sample_ns.iter().copied().fold(0.0f64, f64::max);
         t.push_str(&format!(
