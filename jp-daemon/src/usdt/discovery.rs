@@ -11,6 +11,10 @@
 //! scan interval up to `MAX_RECHECK_GAPS` intervals. A JVM started with `-agentpath` is
 //! found at once (the agent is loaded in the JVM's first second); an agent loaded into
 //! a running JVM with `jcmd` is found within the longest gap.
+//!
+//! Listing `/proc` itself costs about a µs per process. When no pid was allocated since
+//! the last listing (the last field of `/proc/loadavg`), no process can have started:
+//! the scan goes over the last listing instead.
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read as _};
@@ -48,6 +52,9 @@ pub struct Rechecks {
     /// The scan interval: the first gap.
     base: Duration,
     next: HashMap<u32, Recheck>,
+    /// The pids of the last listing of `/proc`, and the newest pid then.
+    listing: Vec<u32>,
+    newest_pid: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -61,6 +68,8 @@ impl Rechecks {
         Rechecks {
             base: scan_interval,
             next: HashMap::new(),
+            listing: Vec::new(),
+            newest_pid: None,
         }
     }
 
@@ -104,20 +113,18 @@ pub fn scan(
     let mut scan = Scan::default();
     let own = std::process::id();
     let now = Instant::now();
-    let mut listed = std::collections::HashSet::new();
-    for entry in fs::read_dir("/proc")? {
-        let Ok(entry) = entry else { continue };
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
+    let newest = newest_pid();
+    if newest.is_none() || newest != rechecks.newest_pid {
+        rechecks.listing = list_pids()?;
+        rechecks.newest_pid = newest;
+        let listed: std::collections::HashSet<u32> = rechecks.listing.iter().copied().collect();
+        rechecks.retain_listed(&listed);
+    }
+    let pids = std::mem::take(&mut rechecks.listing);
+    for &pid in &pids {
         if pid == own {
             continue;
         }
-        listed.insert(pid);
         if let Some(start) = known(pid) {
             if start_time(pid).is_ok_and(|t| t == start) {
                 scan.alive.push(pid);
@@ -152,8 +159,34 @@ pub fn scan(
             file,
         });
     }
-    rechecks.retain_listed(&listed);
+    rechecks.listing = pids;
     Ok(scan)
+}
+
+/// The pids in `/proc`.
+fn list_pids() -> io::Result<Vec<u32>> {
+    let mut pids = Vec::new();
+    for entry in fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        if let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
+}
+
+/// The pid allocated last on the host (`/proc/loadavg`'s last field), if readable.
+fn newest_pid() -> Option<u32> {
+    let text = read_bounded("/proc/loadavg", 256).ok()?;
+    parse_newest_pid(&String::from_utf8_lossy(&text))
+}
+
+fn parse_newest_pid(loadavg: &str) -> Option<u32> {
+    loadavg.split_whitespace().nth(4)?.parse().ok()
 }
 
 /// Field 22 (`starttime`, clock ticks since boot) of `/proc/PID/stat`.
@@ -268,6 +301,14 @@ mod tests {
         r.looked(8, at);
         r.retain_listed(&std::collections::HashSet::from([9]));
         assert!(r.due(8, at), "a pid gone from /proc is forgotten");
+    }
+
+    #[test]
+    fn newest_pid_from_loadavg() {
+        assert_eq!(parse_newest_pid("0.00 0.01 0.05 1/79 29446\n"), Some(29446));
+        assert_eq!(parse_newest_pid("0.00 0.01 0.05 1/79"), None);
+        assert_eq!(parse_newest_pid("garbage"), None);
+        assert!(newest_pid().is_some());
     }
 
     #[test]
