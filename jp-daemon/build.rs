@@ -1,5 +1,5 @@
 //! Builds jp's eBPF object (`jp-ebpf`, binary `jp-probes`) for the BPF target with the
-//! nightly toolchain (aya-template style); the kernel collector embeds it from
+//! nightly toolchain (aya-template style); `src/probes.rs` embeds it from
 //! `$OUT_DIR/jp-probes`. Needs `rustup`'s nightly with `rust-src` and `bpf-linker`
 //! (`cargo xtask setup` installs them).
 use anyhow::Context as _;

@@ -5,6 +5,9 @@
 //! fields instead) so that they can be `aya::Pod` and hash-map keys compare by value.
 #![cfg_attr(not(test), no_std)]
 
+#[cfg(any(test, feature = "alloc"))]
+extern crate alloc;
+
 pub mod usdt;
 pub mod wire;
 

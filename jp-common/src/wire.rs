@@ -294,8 +294,8 @@ pub struct Record<'a> {
 }
 
 /// Checks the header of `buf` (one whole record as the probe delivered it) and returns it
-/// with the body. The body is checked as it is decoded ([`Hello::decode`],
-/// [`MethodIter`], [`Tree::decode`]).
+/// with the body. The body is checked as it is decoded: all of it by [`decode_body`],
+/// or piece by piece ([`Hello::decode`], [`MethodIter`], [`Tree::decode`]).
 pub fn split_record(buf: &[u8]) -> Result<Record<'_>, WireError> {
     if buf.len() < HEADER_LEN || buf.len() > MAX_RECORD {
         return Err(WireError::Truncated);
@@ -544,6 +544,56 @@ impl Iterator for TreeIter<'_> {
     }
 }
 
+/// A record's body, decoded: what jpd's store applies. Tree entries live in the
+/// caller's buffer, reused from record to record (see [`decode_body`]).
+#[cfg(any(test, feature = "alloc"))]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body<'a, 's> {
+    Hello(Hello<'a>),
+    Methods(alloc::vec::Vec<MethodDef<'a>>),
+    Tree(TreeBody<'a, 's>),
+    /// [`KIND_JVM_END`]: its body is not read.
+    JvmEnd,
+}
+
+/// A [`KIND_TREE`] body, decoded.
+#[cfg(any(test, feature = "alloc"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeBody<'a, 's> {
+    /// Empty: unchanged.
+    pub thread_name: &'a [u8],
+    pub entries: &'s [TreeEntry],
+}
+
+/// Decodes the whole body of a record that [`split_record`] checked, tree entries
+/// into `entries` (cleared first). Decoding stops at the first error: the record is
+/// refused as a whole.
+#[cfg(any(test, feature = "alloc"))]
+pub fn decode_body<'a, 's>(
+    rec: &Record<'a>,
+    entries: &'s mut alloc::vec::Vec<TreeEntry>,
+) -> Result<Body<'a, 's>, WireError> {
+    match rec.header.kind {
+        KIND_HELLO => Hello::decode(rec.body).map(Body::Hello),
+        KIND_METHODS => MethodIter::new(rec.body)?
+            .collect::<Result<_, _>>()
+            .map(Body::Methods),
+        KIND_TREE => {
+            let tree = Tree::decode(rec.body)?;
+            entries.clear();
+            for e in tree.entries {
+                entries.push(e?);
+            }
+            Ok(Body::Tree(TreeBody {
+                thread_name: tree.thread_name,
+                entries,
+            }))
+        }
+        KIND_JVM_END => Ok(Body::JvmEnd),
+        k => Err(WireError::Kind(k)),
+    }
+}
+
 /// Builds one record in a caller-owned buffer (no allocation): the agent's Rust side and
 /// tests use it; the Java runtime has its own encoder of the same format.
 pub struct Writer<'a> {
@@ -749,6 +799,21 @@ mod tests {
         assert_eq!(t.thread_name, b"main");
         let got: Vec<_> = t.entries.collect::<Result<_, _>>().unwrap();
         assert_eq!(got, [a, b]);
+
+        let mut entries = vec![a; 3];
+        assert_eq!(
+            decode_body(&r, &mut entries),
+            Ok(Body::Tree(TreeBody {
+                thread_name: b"main",
+                entries: &[a, b]
+            }))
+        );
+        // One bad entry refuses the whole body.
+        let mut bad = rec.to_vec();
+        let last = bad.len() - 1;
+        bad[last] = 0x80;
+        let r = split_record(&bad).unwrap();
+        assert_eq!(decode_body(&r, &mut entries), Err(WireError::Varint));
     }
 
     #[test]
@@ -770,7 +835,9 @@ mod tests {
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
-        assert_eq!(got, [m]);
+        assert_eq!(got, std::slice::from_ref(&m));
+        let mut entries = Vec::new();
+        assert_eq!(decode_body(&r, &mut entries), Ok(Body::Methods(vec![m])));
 
         let mut buf = [0u8; 512];
         let h = header(KIND_HELLO, 1, 9, 0, 0, FLAG_RESYNC | FLAG_ABSOLUTE);
@@ -785,6 +852,10 @@ mod tests {
         let hello = Hello::decode(split_record(rec).unwrap().body).unwrap();
         assert_eq!(hello.granularity, 10_000_000);
         assert_eq!(hello.main, b"Main");
+        assert_eq!(
+            decode_body(&split_record(rec).unwrap(), &mut entries),
+            Ok(Body::Hello(hello))
+        );
     }
 
     #[test]

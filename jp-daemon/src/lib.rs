@@ -10,6 +10,7 @@ pub mod export;
 pub mod kernel;
 pub mod lock;
 pub mod notify;
+pub mod probes;
 pub mod server;
 pub mod store;
 pub mod usdt;

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use fleet_common::{go_pprof_top, one_at_a_time, read_dev_zero, Jpd};
-use jp_daemon::export::kernel_pprof::Profile;
+use jp_mct::pprof::Profile;
 use prost::Message;
 
 /// Per function name: the sum of the default sample type (samples), from the file.

@@ -6,7 +6,7 @@
 mod folded;
 mod html;
 mod json;
-mod pprof;
+pub mod pprof;
 mod read;
 mod tree;
 

@@ -1,6 +1,10 @@
-//! pprof: a gzipped `perftools.profiles.Profile` (profile.proto), encoded by hand (only the
-//! messages below are needed). Sample types `calls/count` and `bytecodes/count`; one sample
-//! per context, its stack the chain of methods (leaf first); one location per method.
+//! pprof: a gzipped `perftools.profiles.Profile` (github.com/google/pprof,
+//! proto/profile.proto), as prost messages with only the fields jp fills declared. Every
+//! pprof jp writes goes through these types and [`gzip`]: the Method Call Tree here, and
+//! jpd's kernel profile (its own builder, with mappings and addresses).
+//!
+//! The tree's profile: sample types `calls/count` and `bytecodes/count`; one sample per
+//! context, its stack the chain of methods (leaf first); one location per method.
 //! Check a file with `go tool pprof -top -sample_index=bytecodes FILE`.
 
 use super::Mct;
@@ -9,77 +13,154 @@ use flate2::Compression;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-/// Protobuf wire helpers: varint-encoded fields and length-delimited sub-messages.
-#[derive(Default)]
-struct Msg(Vec<u8>);
-
-impl Msg {
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.0.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
-    }
-    fn key(&mut self, field: u32, wire: u32) {
-        self.varint(u64::from(field << 3 | wire));
-    }
-    fn uint(&mut self, field: u32, v: u64) {
-        if v != 0 {
-            self.key(field, 0);
-            self.varint(v);
-        }
-    }
-    fn bytes(&mut self, field: u32, b: &[u8]) {
-        self.key(field, 2);
-        self.varint(b.len() as u64);
-        self.0.extend_from_slice(b);
-    }
-    fn packed(&mut self, field: u32, vals: &[u64]) {
-        let mut inner = Msg::default();
-        for &v in vals {
-            inner.varint(v);
-        }
-        self.bytes(field, &inner.0);
-    }
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Profile {
+    #[prost(message, repeated, tag = "1")]
+    pub sample_type: Vec<ValueType>,
+    #[prost(message, repeated, tag = "2")]
+    pub sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
+    #[prost(message, repeated, tag = "4")]
+    pub location: Vec<Location>,
+    #[prost(message, repeated, tag = "5")]
+    pub function: Vec<Function>,
+    #[prost(string, repeated, tag = "6")]
+    pub string_table: Vec<String>,
+    #[prost(int64, tag = "9")]
+    pub time_nanos: i64,
+    #[prost(int64, tag = "10")]
+    pub duration_nanos: i64,
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    #[prost(int64, tag = "12")]
+    pub period: i64,
+    #[prost(int64, tag = "14")]
+    pub default_sample_type: i64,
 }
 
-struct Strings {
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ValueType {
+    #[prost(int64, tag = "1")]
+    pub r#type: i64,
+    #[prost(int64, tag = "2")]
+    pub unit: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Sample {
+    #[prost(uint64, repeated, tag = "1")]
+    pub location_id: Vec<u64>,
+    #[prost(int64, repeated, tag = "2")]
+    pub value: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Mapping {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    #[prost(uint64, tag = "4")]
+    pub file_offset: u64,
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Location {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
+    #[prost(uint64, tag = "3")]
+    pub address: u64,
+    #[prost(message, repeated, tag = "4")]
+    pub line: Vec<Line>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Line {
+    #[prost(uint64, tag = "1")]
+    pub function_id: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Function {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(int64, tag = "2")]
+    pub name: i64,
+    #[prost(int64, tag = "3")]
+    pub system_name: i64,
+    #[prost(int64, tag = "4")]
+    pub filename: i64,
+}
+
+/// The profile's string table: [`Strings::get`] gives a string's index, adding it the
+/// first time; index 0 is the empty string, as pprof requires.
+pub struct Strings {
     table: Vec<String>,
-    index: HashMap<String, u64>,
+    index: HashMap<String, i64>,
 }
 
-impl Strings {
-    fn new() -> Strings {
+impl Default for Strings {
+    fn default() -> Strings {
         let mut s = Strings {
             table: Vec::new(),
             index: HashMap::new(),
         };
-        s.get(""); // index 0 must be the empty string
+        s.get("");
         s
     }
-    fn get(&mut self, s: &str) -> u64 {
+}
+
+impl Strings {
+    pub fn get(&mut self, s: &str) -> i64 {
         if let Some(&i) = self.index.get(s) {
             return i;
         }
-        let i = self.table.len() as u64;
+        let i = i64::try_from(self.table.len()).unwrap_or(i64::MAX);
         self.table.push(s.to_string());
         self.index.insert(s.to_string(), i);
         i
     }
+
+    /// The table, for [`Profile::string_table`].
+    pub fn into_table(self) -> Vec<String> {
+        self.table
+    }
 }
 
-/// The encoded (not yet gzipped) Profile message.
-fn encode(t: &Mct) -> Vec<u8> {
-    let mut strings = Strings::new();
-    let mut p = Msg::default();
+/// A count as a pprof value (an `int64`): beyond `i64::MAX` it stays `i64::MAX`.
+pub fn value(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Encodes and gzips `p`, as `go tool pprof` and Pyroscope expect.
+pub fn gzip(p: &Profile) -> io::Result<Vec<u8>> {
+    let raw = prost::Message::encode_to_vec(p);
+    let mut gz = GzEncoder::new(Vec::with_capacity(raw.len() / 2), Compression::default());
+    gz.write_all(&raw)?;
+    gz.finish()
+}
+
+/// The tree's profile message (not yet encoded).
+pub fn mct_profile(t: &Mct) -> Profile {
+    let mut strings = Strings::default();
     let count = strings.get("count");
-    for ty in ["calls", "bytecodes"] {
-        let mut vt = Msg::default();
-        vt.uint(1, strings.get(ty));
-        vt.uint(2, count);
-        p.bytes(1, &vt.0);
-    }
+    let sample_type = ["calls", "bytecodes"]
+        .into_iter()
+        .map(|ty| ValueType {
+            r#type: strings.get(ty),
+            unit: count,
+        })
+        .collect();
+    let bytecodes = strings.get("bytecodes");
 
     // One function and one location per distinct method, ids from 1 in first-seen order.
     let mut loc_of: HashMap<&str, u64> = HashMap::new();
@@ -95,7 +176,7 @@ fn encode(t: &Mct) -> Vec<u8> {
         node_loc[i] = id;
     });
 
-    let mut samples = Msg::default();
+    let mut sample = Vec::new();
     t.walk(|i, _| {
         let mut stack = Vec::new();
         let mut at = Some(i);
@@ -104,72 +185,69 @@ fn encode(t: &Mct) -> Vec<u8> {
             at = t.nodes[j].parent;
         }
         let n = &t.nodes[i];
-        let mut s = Msg::default();
-        s.packed(1, &stack);
-        s.packed(2, &[n.calls, n.bytecodes]);
-        samples.bytes(2, &s.0);
+        sample.push(Sample {
+            location_id: stack,
+            value: vec![value(n.calls), value(n.bytecodes)],
+        });
     });
-    p.0.extend_from_slice(&samples.0);
 
-    for &(id, _) in &functions {
-        let mut line = Msg::default();
-        line.uint(1, id);
-        let mut loc = Msg::default();
-        loc.uint(1, id);
-        loc.bytes(4, &line.0);
-        p.bytes(4, &loc.0);
+    let location = functions
+        .iter()
+        .map(|&(id, _)| Location {
+            id,
+            line: vec![Line { function_id: id }],
+            ..Location::default()
+        })
+        .collect();
+    let function = functions
+        .iter()
+        .map(|&(id, node)| {
+            let n = &t.nodes[node];
+            Function {
+                id,
+                // name: readable Java form (pprof shortens it further); system_name: the
+                // exact JVM name as in the JSON format.
+                name: strings.get(&super::java_signature(&n.method)),
+                system_name: strings.get(&n.method),
+                filename: n.file.as_deref().map_or(0, |f| strings.get(f)),
+            }
+        })
+        .collect();
+    Profile {
+        sample_type,
+        sample,
+        location,
+        function,
+        // One bytecode per unit of the bytecodes sample.
+        period_type: Some(ValueType {
+            r#type: bytecodes,
+            unit: count,
+        }),
+        period: 1,
+        default_sample_type: bytecodes,
+        string_table: strings.into_table(),
+        ..Profile::default()
     }
-    for &(id, node) in &functions {
-        let n = &t.nodes[node];
-        let mut f = Msg::default();
-        f.uint(1, id);
-        // name: readable Java form (pprof shortens it further); system_name: the exact JVM
-        // name as in the JSON format.
-        f.uint(2, strings.get(&super::java_signature(&n.method)));
-        f.uint(3, strings.get(&n.method));
-        if let Some(file) = &n.file {
-            f.uint(4, strings.get(file));
-        }
-        p.bytes(5, &f.0);
-    }
-    // period_type (11) and period (12): one bytecode per unit of the bytecodes sample.
-    let mut pt = Msg::default();
-    pt.uint(1, strings.get("bytecodes"));
-    pt.uint(2, count);
-    let default_type = strings.get("bytecodes");
-    for s in &strings.table {
-        p.bytes(6, s.as_bytes());
-    }
-    p.bytes(11, &pt.0);
-    p.uint(12, 1);
-    p.uint(14, default_type);
-    p.0
 }
 
 pub fn write_pprof(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
-    gzip(&encode(t), w)
+    w.write_all(&gzip(&mct_profile(t))?)
 }
 
-/// As [`write_pprof`], with the profile's `time_nanos` (field 9, Unix ns) and
-/// `duration_nanos` (field 10) set: a profile of a time window, as Pyroscope reads it.
+/// As [`write_pprof`], with the profile's `time_nanos` (Unix ns) and `duration_nanos`
+/// set: a profile of a time window, as Pyroscope reads it.
 pub fn write_pprof_timed(
     t: &Mct,
     time_nanos: i64,
     duration_nanos: i64,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    let mut p = Msg(encode(t));
-    // Two's complement, as protobuf encodes a negative int64.
-    p.uint(9, time_nanos as u64);
-    p.uint(10, duration_nanos as u64);
-    gzip(&p.0, w)
-}
-
-fn gzip(raw: &[u8], w: &mut dyn Write) -> io::Result<()> {
-    let mut gz = GzEncoder::new(w, Compression::default());
-    gz.write_all(raw)?;
-    gz.finish()?;
-    Ok(())
+    let p = Profile {
+        time_nanos,
+        duration_nanos,
+        ..mct_profile(t)
+    };
+    w.write_all(&gzip(&p)?)
 }
 
 #[cfg(test)]
@@ -177,50 +255,8 @@ mod tests {
     use super::super::tests::paper_tree;
     use super::*;
     use flate2::read::GzDecoder;
+    use prost::Message as _;
     use std::io::Read;
-
-    fn varint(b: &[u8], pos: &mut usize) -> u64 {
-        let mut v = 0u64;
-        let mut shift = 0;
-        loop {
-            let x = b[*pos];
-            *pos += 1;
-            v |= u64::from(x & 0x7f) << shift;
-            if x & 0x80 == 0 {
-                return v;
-            }
-            shift += 7;
-        }
-    }
-
-    /// (field, varint value or bytes) of a message's top level.
-    fn fields(b: &[u8]) -> Vec<(u32, Result<u64, Vec<u8>>)> {
-        let mut pos = 0;
-        let mut out = Vec::new();
-        while pos < b.len() {
-            let k = varint(b, &mut pos);
-            let (field, wire) = ((k >> 3) as u32, k & 7);
-            match wire {
-                0 => out.push((field, Ok(varint(b, &mut pos)))),
-                2 => {
-                    let n = varint(b, &mut pos) as usize;
-                    out.push((field, Err(b[pos..pos + n].to_vec())));
-                    pos += n;
-                }
-                _ => panic!("unexpected wire type {wire}"),
-            }
-        }
-        out
-    }
-
-    fn packed(b: &[u8]) -> Vec<u64> {
-        let mut pos = 0;
-        let mut v = Vec::new();
-        while pos < b.len() {
-            v.push(varint(b, &mut pos));
-        }
-        v
-    }
 
     #[test]
     fn paper_example_decodes() {
@@ -228,22 +264,14 @@ mod tests {
         write_pprof(&paper_tree(), &mut gz).unwrap();
         let mut raw = Vec::new();
         GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
-        let top = fields(&raw);
-        let strings: Vec<String> = top
+        let p = Profile::decode(raw.as_slice()).unwrap();
+        assert_eq!(p, mct_profile(&paper_tree()));
+        assert_eq!(p.string_table[0], "");
+        let s = |i: i64| p.string_table[i as usize].clone();
+        let types: Vec<(String, String)> = p
+            .sample_type
             .iter()
-            .filter(|(f, _)| *f == 6)
-            .map(|(_, v)| String::from_utf8(v.clone().unwrap_err()).unwrap())
-            .collect();
-        assert_eq!(strings[0], "");
-        let s = |i: u64| strings[i as usize].clone();
-        // sample types
-        let types: Vec<(String, String)> = top
-            .iter()
-            .filter(|(f, _)| *f == 1)
-            .map(|(_, v)| {
-                let f = fields(v.as_ref().unwrap_err());
-                (s(f[0].1.clone().unwrap()), s(f[1].1.clone().unwrap()))
-            })
+            .map(|t| (s(t.r#type), s(t.unit)))
             .collect();
         assert_eq!(
             types,
@@ -252,28 +280,45 @@ mod tests {
                 ("bytecodes".into(), "count".into())
             ]
         );
-        // functions: id -> name
-        let mut fname = HashMap::new();
-        for (_, v) in top.iter().filter(|(f, _)| *f == 5) {
-            let f = fields(v.as_ref().unwrap_err());
-            fname.insert(f[0].1.clone().unwrap(), s(f[2].1.clone().unwrap()));
-        }
+        assert_eq!(s(p.default_sample_type), "bytecodes");
+        assert_eq!(p.period, 1);
+        // functions: id -> system name
+        let fname: HashMap<u64, String> = p
+            .function
+            .iter()
+            .map(|f| (f.id, s(f.system_name)))
+            .collect();
         assert_eq!(fname.len(), 5); // h appears in two contexts but is one function
-                                    // samples: stack names (leaf first) -> values
-        let mut got = Vec::new();
-        for (_, v) in top.iter().filter(|(f, _)| *f == 2) {
-            let f = fields(v.as_ref().unwrap_err());
-            let stack: Vec<String> = packed(f[0].1.as_ref().unwrap_err())
-                .iter()
-                .map(|id| fname[id].clone())
-                .collect();
-            got.push((stack.join("<"), packed(f[1].1.as_ref().unwrap_err())));
-        }
+        assert!(p
+            .location
+            .iter()
+            .all(|l| l.line.len() == 1 && fname.contains_key(&l.line[0].function_id)));
+        // samples: stack names (leaf first) -> values
+        let got: Vec<(String, Vec<i64>)> = p
+            .sample
+            .iter()
+            .map(|smp| {
+                let stack: Vec<String> =
+                    smp.location_id.iter().map(|id| fname[id].clone()).collect();
+                (stack.join("<"), smp.value.clone())
+            })
+            .collect();
         assert!(got.contains(&(
             "Paper.h()V<Paper.g(I)V<Paper.f()V<Paper.main([Ljava/lang/String;)V".into(),
             vec![55, 55]
         )));
         assert!(got.contains(&("Paper.main([Ljava/lang/String;)V".into(), vec![1, 5])));
         assert_eq!(got.len(), 6);
+    }
+
+    #[test]
+    fn timed_profile_carries_its_window() {
+        let mut gz = Vec::new();
+        write_pprof_timed(&paper_tree(), -5, 15_000_000_000, &mut gz).unwrap();
+        let mut raw = Vec::new();
+        GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
+        let p = Profile::decode(raw.as_slice()).unwrap();
+        assert_eq!((p.time_nanos, p.duration_nanos), (-5, 15_000_000_000));
+        assert_eq!(p.sample, mct_profile(&paper_tree()).sample);
     }
 }

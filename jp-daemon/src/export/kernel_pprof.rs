@@ -9,102 +9,19 @@
 //! sampling period). User-mode and idle samples are one pseudo-function each
 //! (`[user]`, `[idle]`), kernel samples no function covers are `[unknown]`: the
 //! profile's total is every sample taken, so shares are shares of CPU time.
+//!
+//! The messages and the encoder are jp-mct's (`jp_mct::pprof`), as for the JVM
+//! profiles: this module only builds the kernel's profile.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write as _;
 
-use flate2::write::GzEncoder;
-use flate2::Compression;
+use jp_mct::pprof::{
+    value, Function, Line, Location, Mapping, Profile, Sample, Strings, ValueType,
+};
 
 use crate::store::kernel::profile::bucket_addr;
 use crate::store::kernel::symbols::Symbols;
 use crate::store::kernel::ModeCounts;
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Profile {
-    #[prost(message, repeated, tag = "1")]
-    pub sample_type: Vec<ValueType>,
-    #[prost(message, repeated, tag = "2")]
-    pub sample: Vec<Sample>,
-    #[prost(message, repeated, tag = "3")]
-    pub mapping: Vec<Mapping>,
-    #[prost(message, repeated, tag = "4")]
-    pub location: Vec<Location>,
-    #[prost(message, repeated, tag = "5")]
-    pub function: Vec<Function>,
-    #[prost(string, repeated, tag = "6")]
-    pub string_table: Vec<String>,
-    #[prost(int64, tag = "9")]
-    pub time_nanos: i64,
-    #[prost(int64, tag = "10")]
-    pub duration_nanos: i64,
-    #[prost(message, optional, tag = "11")]
-    pub period_type: Option<ValueType>,
-    #[prost(int64, tag = "12")]
-    pub period: i64,
-    #[prost(int64, tag = "14")]
-    pub default_sample_type: i64,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ValueType {
-    #[prost(int64, tag = "1")]
-    pub r#type: i64,
-    #[prost(int64, tag = "2")]
-    pub unit: i64,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Sample {
-    #[prost(uint64, repeated, tag = "1")]
-    pub location_id: Vec<u64>,
-    #[prost(int64, repeated, tag = "2")]
-    pub value: Vec<i64>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Mapping {
-    #[prost(uint64, tag = "1")]
-    pub id: u64,
-    #[prost(uint64, tag = "2")]
-    pub memory_start: u64,
-    #[prost(uint64, tag = "3")]
-    pub memory_limit: u64,
-    #[prost(uint64, tag = "4")]
-    pub file_offset: u64,
-    #[prost(int64, tag = "5")]
-    pub filename: i64,
-    #[prost(bool, tag = "7")]
-    pub has_functions: bool,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Location {
-    #[prost(uint64, tag = "1")]
-    pub id: u64,
-    #[prost(uint64, tag = "2")]
-    pub mapping_id: u64,
-    #[prost(uint64, tag = "3")]
-    pub address: u64,
-    #[prost(message, repeated, tag = "4")]
-    pub line: Vec<Line>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Line {
-    #[prost(uint64, tag = "1")]
-    pub function_id: u64,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Function {
-    #[prost(uint64, tag = "1")]
-    pub id: u64,
-    #[prost(int64, tag = "2")]
-    pub name: i64,
-    #[prost(int64, tag = "3")]
-    pub system_name: i64,
-}
 
 /// The kernel samples of one time window.
 pub struct KernelWindow<'a> {
@@ -117,36 +34,9 @@ pub struct KernelWindow<'a> {
     pub duration_nanos: i64,
 }
 
-#[derive(Default)]
-struct Strings {
-    table: Vec<String>,
-    index: HashMap<String, i64>,
-}
-
-impl Strings {
-    fn new() -> Strings {
-        let mut s = Strings::default();
-        s.get(""); // string 0 is always ""
-        s
-    }
-    fn get(&mut self, s: &str) -> i64 {
-        if let Some(&i) = self.index.get(s) {
-            return i;
-        }
-        let i = i64::try_from(self.table.len()).unwrap_or(i64::MAX);
-        self.table.push(s.to_string());
-        self.index.insert(s.to_string(), i);
-        i
-    }
-}
-
-fn clamp_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
 /// Builds the profile message (not yet encoded).
 pub fn kernel_profile(w: &KernelWindow<'_>, symbols: &Symbols) -> Profile {
-    let mut strings = Strings::new();
+    let mut strings = Strings::default();
     let samples_t = strings.get("samples");
     let count_u = strings.get("count");
     let cpu_t = strings.get("cpu");
@@ -180,7 +70,7 @@ pub fn kernel_profile(w: &KernelWindow<'_>, symbols: &Symbols) -> Profile {
             r#type: cpu_t,
             unit: ns_u,
         }),
-        period: clamp_i64(period_ns),
+        period: value(period_ns),
         time_nanos: w.time_nanos,
         duration_nanos: w.duration_nanos,
         default_sample_type: samples_t,
@@ -209,6 +99,7 @@ pub fn kernel_profile(w: &KernelWindow<'_>, symbols: &Symbols) -> Profile {
             id,
             name: n,
             system_name: n,
+            ..Function::default()
         });
         function_ids.insert(key, id);
         id
@@ -260,7 +151,7 @@ pub fn kernel_profile(w: &KernelWindow<'_>, symbols: &Symbols) -> Profile {
         });
         p.sample.push(Sample {
             location_id: vec![id],
-            value: vec![clamp_i64(n), clamp_i64(n.saturating_mul(period_ns))],
+            value: vec![value(n), value(n.saturating_mul(period_ns))],
         });
     }
     // The kernel samples not in any histogram (should be none) stay visible too.
@@ -284,19 +175,11 @@ pub fn kernel_profile(w: &KernelWindow<'_>, symbols: &Symbols) -> Profile {
         });
         p.sample.push(Sample {
             location_id: vec![id],
-            value: vec![clamp_i64(n), clamp_i64(n.saturating_mul(period_ns))],
+            value: vec![value(n), value(n.saturating_mul(period_ns))],
         });
     }
-    p.string_table = strings.table;
+    p.string_table = strings.into_table();
     p
-}
-
-/// Encodes and gzips `p`, as `go tool pprof` and Pyroscope expect.
-pub fn gzip(p: &Profile) -> std::io::Result<Vec<u8>> {
-    let raw = prost::Message::encode_to_vec(p);
-    let mut gz = GzEncoder::new(Vec::with_capacity(raw.len() / 2), Compression::default());
-    gz.write_all(&raw)?;
-    gz.finish()
 }
 
 #[cfg(test)]
@@ -304,6 +187,7 @@ mod tests {
     use super::*;
     use crate::store::kernel::symbols::test_symbols;
     use crate::store::kernel::KernelCounts;
+    use jp_mct::pprof::gzip;
     use prost::Message as _;
 
     fn name(p: &Profile, loc: u64) -> &str {

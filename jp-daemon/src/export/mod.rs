@@ -214,7 +214,7 @@ async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Re
             duration_nanos: i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX),
         };
         gzipped_profile(
-            kernel_pprof::gzip(&kernel_pprof::kernel_profile(&w, &symbols)),
+            jp_mct::pprof::gzip(&kernel_pprof::kernel_profile(&w, &symbols)),
             "kernel.pb.gz",
         )
     })

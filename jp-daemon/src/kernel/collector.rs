@@ -18,10 +18,8 @@ use aya::programs::perf_event::{
     PerfEventConfig, PerfEventLinkId, PerfEventScope, SamplePolicy, SoftwareEvent,
 };
 use aya::programs::{PerfEvent, RawTracePoint};
-use aya::{Ebpf, EbpfLoader, Pod};
-use jp_common::{
-    mode, IrqKey, IrqStart, IrqStats, ProbeConfig, SoftirqStats, CONFIG_GLOBAL, NR_SOFTIRQS,
-};
+use aya::{Ebpf, Pod};
+use jp_common::{mode, IrqKey, IrqStart, IrqStats, ProbeConfig, SoftirqStats, NR_SOFTIRQS};
 
 use super::batch::read_percpu;
 use super::btf::Btf;
@@ -29,13 +27,11 @@ use super::online_cpus::OnlineCpus;
 use super::text_counts::{TextCounts, TextLayout};
 use super::KernelOptions;
 use crate::lock::lock;
+use crate::probes::{self, IRQ_TEXT_COUNTS, IRQ_TEXT_DIRTY, TEXT_COUNTS, TEXT_DIRTY};
 use crate::store::kernel::symbols::{Symbols, SymbolsStamp};
 use crate::store::kernel::{
     CollectorStatus, IrqHandlerCounts, KernelCounts, ModeCounts, ProgramStats, SoftirqCounts, Store,
 };
-
-/// The eBPF object built by `build.rs` from `jp-ebpf`.
-static PROBES: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/jp-probes"));
 
 const SAMPLER: &str = "jp_sample";
 const IRQ_ENTRY: &str = "jp_irq_entry";
@@ -45,11 +41,6 @@ const SIRQ_EXIT: &str = "jp_sirq_exit";
 /// x86-64's device-interrupt entry stub: in a stack trace taken in a hard-IRQ handler,
 /// the frame after it is the interrupted IP (see jp-ebpf's `irq.rs`).
 const IRQ_ENTRY_STUB: &str = "asm_common_interrupt";
-/// readprofile's arrays for core text and their dirty-page flags (see `text_counts`).
-const TEXT_COUNTS: &str = "JP_TEXT_COUNTS";
-const TEXT_DIRTY: &str = "JP_TEXT_DIRTY";
-const IRQ_TEXT_COUNTS: &str = "JP_IRQ_TEXT_COUNTS";
-const IRQ_TEXT_DIRTY: &str = "JP_IRQ_TEXT_DIRTY";
 /// Whether the kernel's BPF run-time statistics are on (for anyone's reason).
 const BPF_STATS_SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 
@@ -282,14 +273,11 @@ impl State {
             layout.bytes() / 1024
         );
 
-        let mut ebpf = EbpfLoader::new()
-            .override_global(CONFIG_GLOBAL, &cfg, true)
-            .map_max_entries(TEXT_COUNTS, layout.blocks)
-            .map_max_entries(TEXT_DIRTY, layout.pages)
-            .map_max_entries(IRQ_TEXT_COUNTS, layout.blocks)
-            .map_max_entries(IRQ_TEXT_DIRTY, layout.pages)
-            .load(PROBES)
-            .map_err(|e| anyhow::anyhow!("cannot load jp's eBPF object: {e}"))?;
+        let mut ebpf = probes::load(probes::Instance::Kernel {
+            config: &cfg,
+            text_blocks: layout.blocks,
+            text_pages: layout.pages,
+        })?;
         let text = TextCounts::map(
             array_fd(&ebpf, TEXT_COUNTS)?,
             array_fd(&ebpf, TEXT_DIRTY)?,

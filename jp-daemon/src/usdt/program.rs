@@ -1,39 +1,23 @@
 //! jp's USDT record program (`jp_usdt_record` in jp-ebpf's `usdt.rs`) and its maps,
-//! loaded from the same eBPF object as the kernel samplers but as a separate instance:
-//! the USDT collector owns its own ring buffer and can come and go independently.
-//!
-//! Loading the object creates every map it declares, the samplers' too; those are
-//! shrunk to one entry here since this instance never runs their programs.
+//! from an instance of jp's eBPF object of its own ([`crate::probes`]): the USDT
+//! collector owns its own ring buffer and can come and go independently.
 use std::os::fd::{AsFd as _, BorrowedFd};
 
 use anyhow::{bail, Context as _};
 use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::UProbe;
-use aya::{Ebpf, EbpfLoader};
+use aya::Ebpf;
 use jp_common::usdt::UsdtSpec;
 use jp_common::wire::usdt_stat;
 
+use crate::probes::{self, USDT_EVENTS};
 use crate::store::jvm::UsdtKernelCounters;
-
-/// The eBPF object built by `build.rs` from `jp-ebpf`.
-static PROBES: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/jp-probes"));
 
 pub const PROGRAM: &str = "jp_usdt_record";
 const SPECS: &str = "JP_USDT_SPECS";
 const STATS: &str = "JP_USDT_STATS";
-const EVENTS: &str = "JP_USDT_EVENTS";
 /// Capacity of `JP_USDT_SPECS` (as declared in jp-ebpf): probe sites attached at once.
 pub const MAX_SITES: usize = 1024;
-
-/// Maps of the kernel samplers, unused by this instance: (name, smallest valid size).
-const UNUSED_MAPS: [(&str, u32); 6] = [
-    ("JP_TEXT_COUNTS", 1),
-    ("JP_OTHER_IPS", 1),
-    ("JP_IRQ_TEXT_COUNTS", 1),
-    ("JP_IRQ_OTHERS", 1),
-    ("JP_IRQ_STATS", 1),
-    ("AYA_LOGS", 4096),
-];
 
 /// Smallest and largest ring buffer accepted (the kernel needs a power of two times
 /// the page size; the largest keeps a typo from pinning gigabytes).
@@ -61,14 +45,7 @@ impl UsdtProgram {
                 "USDT ring buffer of {ring_bytes} bytes: must be a power of two from {MIN_RING_BYTES} to {MAX_RING_BYTES}"
             );
         }
-        let mut loader = EbpfLoader::new();
-        loader.map_max_entries(EVENTS, ring_bytes);
-        for (name, size) in UNUSED_MAPS {
-            loader.map_max_entries(name, size);
-        }
-        let mut ebpf = loader
-            .load(PROBES)
-            .map_err(|e| anyhow::anyhow!("cannot load jp's eBPF object for USDT: {e}"))?;
+        let mut ebpf = probes::load(probes::Instance::Usdt { ring_bytes })?;
         let program: &mut UProbe = ebpf
             .program_mut(PROGRAM)
             .with_context(|| format!("program {PROGRAM} missing from the eBPF object"))?
@@ -85,8 +62,8 @@ impl UsdtProgram {
             .with_context(|| format!("map {SPECS} has an unexpected type"))?;
         let stats = PerCpuArray::try_from(take(&mut ebpf, STATS)?)
             .with_context(|| format!("map {STATS} has an unexpected type"))?;
-        let ring = RingBuf::try_from(take(&mut ebpf, EVENTS)?)
-            .with_context(|| format!("map {EVENTS} has an unexpected type"))?;
+        let ring = RingBuf::try_from(take(&mut ebpf, USDT_EVENTS)?)
+            .with_context(|| format!("map {USDT_EVENTS} has an unexpected type"))?;
         let run_stats = crate::bpf_stats::enable_run_time(bpf_stats);
         Ok(UsdtProgram {
             ebpf,

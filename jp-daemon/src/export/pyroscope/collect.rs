@@ -154,7 +154,7 @@ fn kernel(
         time_nanos: unix_nanos(start),
         duration_nanos: nanos(now.duration_since(start).unwrap_or_default()),
     };
-    let gz = kernel_pprof::gzip(&kernel_pprof::kernel_profile(&w, &symbols))?;
+    let gz = jp_mct::pprof::gzip(&kernel_pprof::kernel_profile(&w, &symbols))?;
     b.kernel = Some((view.counts, now));
     Ok(Some(gz))
 }
@@ -416,7 +416,7 @@ mod tests {
         let gz = timed_pprof(&t, 1_700_000_000_000_000_000, 15_000_000_000).unwrap();
         let mut raw = Vec::new();
         GzDecoder::new(gz.as_slice()).read_to_end(&mut raw).unwrap();
-        let p = kernel_pprof::Profile::decode(raw.as_slice()).unwrap();
+        let p = jp_mct::pprof::Profile::decode(raw.as_slice()).unwrap();
         assert_eq!(p.time_nanos, 1_700_000_000_000_000_000);
         assert_eq!(p.duration_nanos, 15_000_000_000);
         assert_eq!(p.sample.len(), 1);

@@ -1,7 +1,9 @@
 //! The JVM store: what jpd knows of every JVM that runs jp's agent with `profiler=usdt`.
 //!
 //! The USDT collector hands over ring-buffer events ([`JvmStore::ingest`]); the store
-//! decodes them trusting nothing but the kernel-filled [`EventHeader`], keeps one merged
+//! decodes them trusting nothing but the kernel-filled [`EventHeader`] — each record
+//! whole, header and body, into a typed `wire::Body` (jp-common's `decode_body`), which
+//! the JVM's state then only applies — keeps one merged
 //! Method Call Tree per JVM (64-bit counters) plus each live thread's own tree, tracks
 //! every stream's sequence numbers, and answers the gRPC server's queries.
 //!
@@ -412,14 +414,17 @@ impl JvmStore {
                 return;
             }
         };
-        let limits = self.limits.clone();
+        // Decoded whole here, applied below: a body that does not decode is refused
+        // where the JVM's state says what its loss means.
         let mut scratch = std::mem::take(&mut self.scratch);
+        let body = wire::decode_body(&rec, &mut scratch);
+        let limits = self.limits.clone();
         let Some(jvm) = self.entry(event.tgid, now) else {
             self.stats.jvm_limit_drops += 1;
             self.scratch = scratch;
             return;
         };
-        let out = jvm.apply(&rec, &limits, &mut scratch, now);
+        let out = jvm.apply(&rec.header, body, &limits, now);
         if scratch.capacity() > stream::SCRATCH_KEPT {
             // Sized on demand: a big record's buffer goes with it (the store keeps 8 KiB).
             scratch.clear();

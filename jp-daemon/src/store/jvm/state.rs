@@ -5,8 +5,8 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, SystemTime};
 
 use jp_common::wire::{
-    self, Hello, MethodDef, MethodIter, Record, TreeEntry, FLAG_ABSOLUTE, FLAG_END, FLAG_RESYNC,
-    STREAM_ENDED,
+    self, Body, Hello, MethodDef, RecordHeader, TreeBody, WireError, FLAG_ABSOLUTE, FLAG_END,
+    FLAG_RESYNC, STREAM_ENDED,
 };
 
 use super::chunked::ChunkVec;
@@ -225,12 +225,13 @@ impl Jvm {
         out.malformed = Some(m);
     }
 
-    /// Applies one record whose header `split_record` checked.
+    /// Applies one record: its header, which `split_record` checked, and its body as
+    /// `decode_body` decoded it, or why it did not decode.
     pub fn apply(
         &mut self,
-        rec: &Record<'_>,
+        header: &RecordHeader,
+        body: Result<Body<'_, '_>, WireError>,
         limits: &JvmLimits,
-        scratch: &mut Vec<TreeEntry>,
         now: SystemTime,
     ) -> Outcome {
         let mut out = Outcome::default();
@@ -238,16 +239,20 @@ impl Jvm {
         self.change += 1;
         self.records_seen += 1;
         self.last_update = Some(now);
-        self.record_pid = Some(rec.header.pid);
-        match rec.header.kind {
-            wire::KIND_HELLO => self.hello(rec, limits, now, &mut out),
-            wire::KIND_METHODS => self.methods_record(rec, now, &mut out),
-            wire::KIND_JVM_END => {
-                self.jvm_seq(rec, now, &mut out);
+        self.record_pid = Some(header.pid);
+        match body {
+            Ok(Body::Hello(h)) => self.hello(header, &h, limits, &mut out),
+            Ok(Body::Methods(defs)) => self.methods_record(header, &defs, now, &mut out),
+            Ok(Body::JvmEnd) => {
+                self.jvm_seq(header, now, &mut out);
                 self.finished = true;
                 out.accepted = true;
             }
-            _ => self.tree_record(rec, scratch, now, &mut out),
+            Ok(Body::Tree(tree)) => self.tree_record(header, Ok(tree), now, &mut out),
+            Err(e) if header.kind == wire::KIND_TREE => {
+                self.tree_record(header, Err(e), now, &mut out)
+            }
+            Err(e) => self.jvm_record_malformed(header, e, now, &mut out),
         }
         if out.accepted {
             self.records += 1;
@@ -255,17 +260,29 @@ impl Jvm {
         out
     }
 
-    fn hello(&mut self, rec: &Record<'_>, limits: &JvmLimits, now: SystemTime, out: &mut Outcome) {
+    /// A HELLO or METHODS record whose body did not decode: what it carried is lost,
+    /// so the JVM stream needs a re-send.
+    fn jvm_record_malformed(
+        &mut self,
+        header: &RecordHeader,
+        e: WireError,
+        now: SystemTime,
+        out: &mut Outcome,
+    ) {
         self.jvm_last_record = self.records_seen;
-        let h = match Hello::decode(rec.body) {
-            Ok(h) => h,
-            Err(e) => {
-                self.malformed_record(Malformed::Wire(e), out);
-                self.jvm_synced = false;
-                out.resync_requested = self.incident(Some(rec.header.generation), now);
-                return;
-            }
-        };
+        self.malformed_record(Malformed::Wire(e), out);
+        self.jvm_synced = false;
+        out.resync_requested = self.incident(Some(header.generation), now);
+    }
+
+    fn hello(
+        &mut self,
+        header: &RecordHeader,
+        h: &Hello<'_>,
+        limits: &JvmLimits,
+        out: &mut Outcome,
+    ) {
+        self.jvm_last_record = self.records_seen;
         let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         let mut info = HelloInfo {
             start_time_ms: h.start_time_ms,
@@ -291,7 +308,7 @@ impl Jvm {
             info.agent_version.clear();
         }
         self.hello = Some(info);
-        self.hello_generation = Some(rec.header.generation);
+        self.hello_generation = Some(header.generation);
         self.jvm_synced = true;
         self.jvm_expected_seq = 1;
         self.ended_since_hello = 0;
@@ -314,11 +331,11 @@ impl Jvm {
 
     /// Sequence check of stream 0; METHODS and JVM_END are applied even after a loss
     /// (they are self-contained), but the loss is counted and a re-send asked for.
-    fn jvm_seq(&mut self, rec: &Record<'_>, now: SystemTime, out: &mut Outcome) {
+    fn jvm_seq(&mut self, header: &RecordHeader, now: SystemTime, out: &mut Outcome) {
         self.jvm_last_record = self.records_seen;
-        let seq = rec.header.seq;
+        let seq = header.seq;
         if !self.jvm_synced {
-            out.resync_requested = self.incident(Some(rec.header.generation), now);
+            out.resync_requested = self.incident(Some(header.generation), now);
         } else if seq != self.jvm_expected_seq {
             let missing = u64::from(seq.wrapping_sub(self.jvm_expected_seq));
             let missing = if seq > self.jvm_expected_seq {
@@ -330,27 +347,20 @@ impl Jvm {
             out.lost += missing;
             out.gaps += 1;
             self.jvm_synced = false;
-            out.resync_requested = self.incident(Some(rec.header.generation), now);
+            out.resync_requested = self.incident(Some(header.generation), now);
         }
         self.jvm_expected_seq = seq.wrapping_add(1);
     }
 
-    fn methods_record(&mut self, rec: &Record<'_>, now: SystemTime, out: &mut Outcome) {
-        let defs: Result<Vec<MethodDef<'_>>, _> =
-            MethodIter::new(rec.body).and_then(|it| it.collect());
-        let defs = match defs {
-            Ok(d) => d,
-            Err(e) => {
-                self.jvm_last_record = self.records_seen;
-                self.malformed_record(Malformed::Wire(e), out);
-                // Method names were lost.
-                self.jvm_synced = false;
-                out.resync_requested = self.incident(Some(rec.header.generation), now);
-                return;
-            }
-        };
-        self.jvm_seq(rec, now, out);
-        for d in &defs {
+    fn methods_record(
+        &mut self,
+        header: &RecordHeader,
+        defs: &[MethodDef<'_>],
+        now: SystemTime,
+        out: &mut Outcome,
+    ) {
+        self.jvm_seq(header, now, out);
+        for d in defs {
             if let Err(k) =
                 self.methods
                     .define(d, self.limits.max_methods_per_jvm, &mut self.strings)
@@ -361,14 +371,16 @@ impl Jvm {
         out.accepted = true;
     }
 
+    /// A thread stream's record: its sequence decides first whether it applies, so
+    /// that a body that did not decode counts as what the stream's state makes it
+    /// (lost after a gap, malformed when in order).
     fn tree_record(
         &mut self,
-        rec: &Record<'_>,
-        scratch: &mut Vec<TreeEntry>,
+        h: &RecordHeader,
+        body: Result<TreeBody<'_, '_>, WireError>,
         now: SystemTime,
         out: &mut Outcome,
     ) {
-        let h = &rec.header;
         let tid = h.stream;
         if self.ended.contains_key(&tid) {
             self.malformed_record(Malformed::AfterEnd, out);
@@ -435,14 +447,10 @@ impl Jvm {
                 return;
             }
         }
-        let r = th.apply_tree(
-            rec.body,
-            resync,
-            absolute,
-            &mut self.tree,
-            &mut self.slots,
-            scratch,
-        );
+        let r = match body {
+            Ok(body) => th.apply_tree(&body, resync, absolute, &mut self.tree, &mut self.slots),
+            Err(e) => Err(Reject::Malformed(Malformed::Wire(e))),
+        };
         match r {
             Ok((applied, name)) => {
                 if resync && tid == STREAM_ENDED {

@@ -1,15 +1,16 @@
 //! One thread stream: its sequence state and its own tree, as a map from the sender's
 //! node ids to merged-tree nodes with the counts this thread contributed to each.
 //!
-//! A tree record is applied in three passes over a reusable scratch vector: decode
-//! (wire errors), check (every id and parent known, no conflicting redefinition, room
-//! in the slot budget), apply. Only the third pass changes the merged tree, and it cannot
-//! fail, so a malformed record changes nothing. (The store shrinks the scratch back to
-//! [`SCRATCH_KEPT`] entries after a big record: it is sized on demand.)
+//! A tree record comes decoded (`wire::decode_body`, at ingest, into the store's
+//! reusable scratch vector) and is applied in two passes: check (every id and parent
+//! known, no conflicting redefinition, room in the slot budget), apply. Only the second
+//! pass changes the merged tree, and it cannot fail, so a malformed record changes
+//! nothing. (The store shrinks the scratch back to [`SCRATCH_KEPT`] entries after a big
+//! record: it is sized on demand.)
 
 use std::collections::HashMap;
 
-use jp_common::wire::{Tree, TreeEntry, TreeIter};
+use jp_common::wire::{TreeBody, TreeEntry};
 
 use super::chunked::prefetch;
 use super::chunked::{ChunkVec, Frozen};
@@ -89,25 +90,22 @@ pub(crate) struct ThreadStream {
 }
 
 impl ThreadStream {
-    /// Decodes, checks and applies one TREE body. `resync` starts a new state (the
+    /// Checks and applies one decoded TREE body. `resync` starts a new state (the
     /// record has RESYNC), `absolute` means totals.
-    #[allow(clippy::too_many_arguments)]
     pub fn apply_tree(
         &mut self,
-        body: &[u8],
+        body: &TreeBody<'_, '_>,
         resync: bool,
         absolute: bool,
         tree: &mut NodeTable,
         budget: &mut SlotBudget,
-        scratch: &mut Vec<TreeEntry>,
     ) -> Result<(Applied, Option<String>), Reject> {
-        let decoded = Tree::decode(body).map_err(|e| Reject::Malformed(Malformed::Wire(e)))?;
-        let name = (!decoded.thread_name.is_empty())
-            .then(|| String::from_utf8_lossy(decoded.thread_name).into_owned());
+        let name = (!body.thread_name.is_empty())
+            .then(|| String::from_utf8_lossy(body.thread_name).into_owned());
 
         let mut fresh = ChunkVec::new();
         let slots = if resync { &mut fresh } else { &mut self.slots };
-        check(slots, decoded.entries, scratch, tree, budget)?;
+        check(slots, body.entries, tree, budget)?;
         if resync {
             // The old state becomes "contributed before", merged with what an unfinished
             // earlier re-send left.
@@ -123,7 +121,7 @@ impl ThreadStream {
         } else if !absolute {
             self.finish_resync(tree);
         }
-        let applied = apply(&mut self.slots, &mut self.old, scratch, absolute, tree);
+        let applied = apply(&mut self.slots, &mut self.old, body.entries, absolute, tree);
         Ok((applied, name))
     }
 
@@ -185,13 +183,11 @@ impl FrozenSlots {
     }
 }
 
-/// Passes 1 and 2: decodes the entries into `scratch` and checks that every reference
-/// resolves, definitions are consistent and slots fit the budget. Leaves `slots` and
-/// `budget` as they were when it fails.
+/// Pass 1: checks that every reference resolves, definitions are consistent and slots
+/// fit the budget. Leaves `slots` and `budget` as they were when it fails.
 fn check(
     slots: &mut ChunkVec<Slot>,
-    entries: TreeIter<'_>,
-    scratch: &mut Vec<TreeEntry>,
+    entries: &[TreeEntry],
     tree: &NodeTable,
     budget: &mut SlotBudget,
 ) -> Result<(), Reject> {
@@ -199,15 +195,8 @@ fn check(
     let base_used = budget.used;
     let mut r = Ok(());
     let mut marked = 0;
-    scratch.clear();
-    for e in entries {
-        match e {
-            Ok(e) => scratch.push(e),
-            Err(w) => return Err(Reject::Malformed(Malformed::Wire(w))),
-        }
-    }
-    for (i, e) in scratch.iter().enumerate() {
-        if let Some(ahead) = scratch.get(i + AHEAD) {
+    for (i, e) in entries.iter().enumerate() {
+        if let Some(ahead) = entries.get(i + AHEAD) {
             prefetch(slots.get(ahead.node as usize));
         }
         let id = e.node as usize;
@@ -270,7 +259,7 @@ fn check(
     r
 }
 
-/// Pass 3: cannot fail.
+/// Pass 2: cannot fail.
 fn apply(
     slots: &mut ChunkVec<Slot>,
     old: &mut HashMap<u32, [u64; 2]>,

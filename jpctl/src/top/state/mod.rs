@@ -4,17 +4,25 @@
 //!
 //! Row orders (sorted, filtered) are recomputed when data or settings change, not
 //! when a frame is drawn.
+//!
+//! Each pane's rows are a state of their own, as in tokio-console's `state/`:
+//! [`functions`], [`interrupts`] and [`jvm`] each take their part of a Watch message,
+//! pause, resume, zero and order their rows. [`TopState`] holds them with what the
+//! panes share (samples by mode, the UI settings) and routes messages and keys.
 
+pub mod functions;
+pub mod interrupts;
 pub mod jvm;
-
-use std::collections::HashMap;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use jp_proto::v1::{KernelDelta, ModeSamples, WatchUpdate};
 
+pub use functions::{FunctionSort, FunctionsState};
+pub use interrupts::{InterruptsState, IrqSort};
 pub use jvm::{JvmSort, JvmState};
 
-/// The panes, in Tab order. A new source adds a variant here and a view.
+/// The panes, in Tab order. A new source adds a variant here, a state module and a
+/// view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PaneId {
     Functions,
@@ -36,60 +44,6 @@ impl PaneId {
 
     pub fn index(self) -> usize {
         PaneId::ALL.iter().position(|p| *p == self).unwrap_or(0)
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FunctionSort {
-    Samples,
-    Rate,
-    Load,
-    Name,
-}
-
-impl FunctionSort {
-    fn next(self) -> Self {
-        match self {
-            FunctionSort::Samples => FunctionSort::Rate,
-            FunctionSort::Rate => FunctionSort::Load,
-            FunctionSort::Load => FunctionSort::Name,
-            FunctionSort::Name => FunctionSort::Samples,
-        }
-    }
-    pub fn label(self) -> &'static str {
-        match self {
-            FunctionSort::Samples => "samples",
-            FunctionSort::Rate => "rate",
-            FunctionSort::Load => "load",
-            FunctionSort::Name => "name",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IrqSort {
-    Rate,
-    Count,
-    Time,
-    Irq,
-}
-
-impl IrqSort {
-    fn next(self) -> Self {
-        match self {
-            IrqSort::Rate => IrqSort::Count,
-            IrqSort::Count => IrqSort::Time,
-            IrqSort::Time => IrqSort::Irq,
-            IrqSort::Irq => IrqSort::Rate,
-        }
-    }
-    pub fn label(self) -> &'static str {
-        match self {
-            IrqSort::Rate => "rate",
-            IrqSort::Count => "count",
-            IrqSort::Time => "time",
-            IrqSort::Irq => "irq",
-        }
     }
 }
 
@@ -118,60 +72,6 @@ impl Modes {
     pub fn busy(&self) -> u64 {
         self.kernel + self.user
     }
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct FunctionRow {
-    pub name: String,
-    pub module: Option<String>,
-    pub size: u64,
-    /// Since start or the last zero.
-    pub samples: u64,
-    /// Samples per second over the last update.
-    pub rate: f64,
-    pending: u64,
-    /// Lower-cased "name [module]" for the filter.
-    search: String,
-}
-
-impl FunctionRow {
-    /// readprofile's load: samples per byte of function.
-    pub fn load(&self) -> f64 {
-        if self.size == 0 {
-            0.0
-        } else {
-            self.samples as f64 / self.size as f64
-        }
-    }
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct IrqRow {
-    pub irq: u32,
-    pub handler: String,
-    pub function: String,
-    pub count: u64,
-    pub time_ns: u64,
-    /// Handled interrupts per second over the last update.
-    pub rate: f64,
-    /// Handler time per second (ns/s) over the last update.
-    pub time_rate: f64,
-    pending_count: u64,
-    pending_time: u64,
-    search: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SoftirqRow {
-    pub name: String,
-    pub vector: u32,
-    pub count: u64,
-    pub time_ns: u64,
-    pub rate: f64,
-    pub time_rate: f64,
-    pending_count: u64,
-    pending_time: u64,
-    search: String,
 }
 
 /// What the event loop must do after a key.
@@ -207,9 +107,10 @@ pub struct Ui {
 
 #[derive(Clone, Debug)]
 pub struct TopState {
-    pub functions: Vec<FunctionRow>,
-    pub irqs: Vec<IrqRow>,
-    pub softirqs: Vec<SoftirqRow>,
+    /// The kernel functions pane's rows.
+    pub functions: FunctionsState,
+    /// The interrupts pane's IRQ handler and softirq rows.
+    pub interrupts: InterruptsState,
     /// Profiled JVMs and the JVM pane's rows.
     pub jvm: JvmState,
     /// Samples since start or the last zero.
@@ -226,15 +127,6 @@ pub struct TopState {
     /// Seconds the last update covered.
     pub last_elapsed_s: f64,
     pub ui: Ui,
-    /// Indexes into `functions` / `irqs` / `softirqs`: filtered and sorted.
-    pub function_order: Vec<usize>,
-    pub irq_order: Vec<usize>,
-    pub softirq_order: Vec<usize>,
-    function_by_key: HashMap<(String, Option<String>), usize>,
-    irq_by_key: HashMap<(u32, String), usize>,
-    // Ids are per Watch stream; cleared when a stream starts.
-    function_by_id: HashMap<u32, usize>,
-    irq_by_id: HashMap<u32, usize>,
     /// The next stream is a restart: its first message (counts since jpd's reset)
     /// only brings names, as those counts are already in our totals.
     restarted: bool,
@@ -243,9 +135,8 @@ pub struct TopState {
 impl TopState {
     pub fn new(interval_ms: u32) -> TopState {
         TopState {
-            functions: Vec::new(),
-            irqs: Vec::new(),
-            softirqs: Vec::new(),
+            functions: FunctionsState::default(),
+            interrupts: InterruptsState::default(),
             jvm: JvmState::default(),
             modes: Modes::default(),
             last_modes: Modes::default(),
@@ -268,13 +159,6 @@ impl TopState {
                 zeroed: false,
                 scroll: [0; PaneId::ALL.len()],
             },
-            function_order: Vec::new(),
-            irq_order: Vec::new(),
-            softirq_order: Vec::new(),
-            function_by_key: HashMap::new(),
-            irq_by_key: HashMap::new(),
-            function_by_id: HashMap::new(),
-            irq_by_id: HashMap::new(),
             restarted: false,
         }
     }
@@ -304,8 +188,8 @@ impl TopState {
     /// Applies one Watch message.
     pub fn apply(&mut self, u: &WatchUpdate) {
         if u.seq == 0 {
-            self.function_by_id.clear();
-            self.irq_by_id.clear();
+            self.functions.begin_stream();
+            self.interrupts.begin_stream();
             self.jvm.begin_stream();
             self.updates = 0;
         }
@@ -320,7 +204,8 @@ impl TopState {
                 .apply(j, u.elapsed_ns, !counts_known, self.ui.paused);
         }
         if let Some(k) = &u.kernel {
-            self.register_names(k);
+            self.functions.register(&k.new_functions);
+            self.interrupts.register(&k.new_irqs);
             self.shift = k.shift;
             self.events_lost = k.events_lost;
             if !counts_known {
@@ -334,59 +219,9 @@ impl TopState {
         self.refresh_order();
     }
 
-    fn register_names(&mut self, k: &KernelDelta) {
-        for f in &k.new_functions {
-            let key = (f.name.clone(), f.module.clone());
-            let idx = match self.function_by_key.get(&key) {
-                Some(&i) => i,
-                None => {
-                    let search = match &f.module {
-                        Some(m) => format!("{} [{}]", f.name, m).to_lowercase(),
-                        None => f.name.to_lowercase(),
-                    };
-                    self.functions.push(FunctionRow {
-                        name: f.name.clone(),
-                        module: f.module.clone(),
-                        size: f.size,
-                        search,
-                        ..Default::default()
-                    });
-                    self.function_by_key.insert(key, self.functions.len() - 1);
-                    self.functions.len() - 1
-                }
-            };
-            if let Some(row) = self.functions.get_mut(idx) {
-                row.size = f.size;
-            }
-            self.function_by_id.insert(f.id, idx);
-        }
-        for i in &k.new_irqs {
-            let key = (i.irq, i.handler.clone());
-            let idx = match self.irq_by_key.get(&key) {
-                Some(&x) => x,
-                None => {
-                    let function =
-                        crate::output::irq_function(&i.function, i.function_module.as_deref());
-                    let search = format!("{} {} {}", i.irq, i.handler, function).to_lowercase();
-                    self.irqs.push(IrqRow {
-                        irq: i.irq,
-                        handler: i.handler.clone(),
-                        function,
-                        search,
-                        ..Default::default()
-                    });
-                    self.irq_by_key.insert(key, self.irqs.len() - 1);
-                    self.irqs.len() - 1
-                }
-            };
-            self.irq_by_id.insert(i.id, idx);
-        }
-    }
-
     fn add_deltas(&mut self, k: &KernelDelta, elapsed_ns: u64) {
         let paused = self.ui.paused;
         let secs = elapsed_ns as f64 / 1e9;
-        let per_s = |d: u64| if secs > 0.0 { d as f64 / secs } else { 0.0 };
         let mut m = Modes::default();
         if let Some(s) = &k.samples {
             m.add(s);
@@ -398,77 +233,9 @@ impl TopState {
             self.last_modes = m;
             self.last_elapsed_s = secs;
             self.unknown_samples += k.unknown_samples;
-            for r in &mut self.functions {
-                r.rate = 0.0;
-            }
-            for r in &mut self.irqs {
-                r.rate = 0.0;
-                r.time_rate = 0.0;
-            }
-            for r in &mut self.softirqs {
-                r.rate = 0.0;
-                r.time_rate = 0.0;
-            }
         }
-        for d in &k.functions {
-            let Some(r) = self
-                .function_by_id
-                .get(&d.id)
-                .and_then(|&i| self.functions.get_mut(i))
-            else {
-                continue;
-            };
-            if paused {
-                r.pending += d.samples;
-            } else {
-                r.samples += d.samples;
-                r.rate = per_s(d.samples);
-            }
-        }
-        for d in &k.irqs {
-            let Some(r) = self
-                .irq_by_id
-                .get(&d.id)
-                .and_then(|&i| self.irqs.get_mut(i))
-            else {
-                continue;
-            };
-            if paused {
-                r.pending_count += d.count;
-                r.pending_time += d.time_ns;
-            } else {
-                r.count += d.count;
-                r.time_ns += d.time_ns;
-                r.rate = per_s(d.count);
-                r.time_rate = per_s(d.time_ns);
-            }
-        }
-        for s in &k.softirqs {
-            let idx = match self.softirqs.iter().position(|r| r.vector == s.vector) {
-                Some(i) => i,
-                None => {
-                    self.softirqs.push(SoftirqRow {
-                        name: s.name.clone(),
-                        vector: s.vector,
-                        search: s.name.to_lowercase(),
-                        ..Default::default()
-                    });
-                    self.softirqs.len() - 1
-                }
-            };
-            let Some(r) = self.softirqs.get_mut(idx) else {
-                continue;
-            };
-            if paused {
-                r.pending_count += s.count;
-                r.pending_time += s.time_ns;
-            } else {
-                r.count += s.count;
-                r.time_ns += s.time_ns;
-                r.rate = per_s(s.count);
-                r.time_rate = per_s(s.time_ns);
-            }
-        }
+        self.functions.add(&k.functions, secs, paused);
+        self.interrupts.add(&k.irqs, &k.softirqs, secs, paused);
     }
 
     /// Local zero: totals restart from now; jpd keeps counting for other clients.
@@ -484,17 +251,8 @@ impl TopState {
         self.pending_modes = Modes::default();
         self.unknown_samples = 0;
         self.last_modes = Modes::default();
-        for r in &mut self.functions {
-            (r.samples, r.pending, r.rate) = (0, 0, 0.0);
-        }
-        for r in &mut self.irqs {
-            (r.count, r.time_ns, r.pending_count, r.pending_time) = (0, 0, 0, 0);
-            (r.rate, r.time_rate) = (0.0, 0.0);
-        }
-        for r in &mut self.softirqs {
-            (r.count, r.time_ns, r.pending_count, r.pending_time) = (0, 0, 0, 0);
-            (r.rate, r.time_rate) = (0.0, 0.0);
-        }
+        self.functions.clear_totals();
+        self.interrupts.clear_totals();
     }
 
     pub fn set_paused(&mut self, paused: bool) {
@@ -504,17 +262,8 @@ impl TopState {
             let pm = std::mem::take(&mut self.pending_modes);
             self.modes.add_modes(&pm);
             self.jvm.resume();
-            for r in &mut self.functions {
-                r.samples += std::mem::take(&mut r.pending);
-            }
-            for r in &mut self.irqs {
-                r.count += std::mem::take(&mut r.pending_count);
-                r.time_ns += std::mem::take(&mut r.pending_time);
-            }
-            for r in &mut self.softirqs {
-                r.count += std::mem::take(&mut r.pending_count);
-                r.time_ns += std::mem::take(&mut r.pending_time);
-            }
+            self.functions.resume();
+            self.interrupts.resume();
             self.ui.paused = false;
             self.refresh_order();
         } else {
@@ -532,65 +281,15 @@ impl TopState {
         }
     }
 
-    /// Recomputes the filtered, sorted row orders. Functions without samples
-    /// (since the last zero) are not shown.
+    /// Recomputes the filtered, sorted row orders.
     pub fn refresh_order(&mut self) {
         let filter = self.ui.filter.as_str();
-        let keep = |search: &str| filter.is_empty() || search.contains(filter);
-
-        self.function_order.clear();
-        let fs = &self.functions;
-        self.function_order
-            .extend((0..fs.len()).filter(|&i| fs[i].samples > 0 && keep(&fs[i].search)));
-        let by = self.ui.function_sort;
-        self.function_order.sort_by(|&a, &b| {
-            let (a, b) = (&fs[a], &fs[b]);
-            let o = match by {
-                FunctionSort::Samples => b.samples.cmp(&a.samples),
-                FunctionSort::Rate => b.rate.total_cmp(&a.rate),
-                FunctionSort::Load => b.load().total_cmp(&a.load()),
-                FunctionSort::Name => a.name.cmp(&b.name),
-            };
-            o.then_with(|| b.samples.cmp(&a.samples))
-                .then_with(|| a.name.cmp(&b.name))
-        });
-
-        let by = self.ui.irq_sort;
-        self.irq_order.clear();
-        let irqs = &self.irqs;
-        self.irq_order
-            .extend((0..irqs.len()).filter(|&i| keep(&irqs[i].search)));
-        self.irq_order.sort_by(|&a, &b| {
-            let (a, b) = (&irqs[a], &irqs[b]);
-            let o = match by {
-                IrqSort::Rate => b.rate.total_cmp(&a.rate),
-                IrqSort::Count => b.count.cmp(&a.count),
-                IrqSort::Time => b.time_ns.cmp(&a.time_ns),
-                IrqSort::Irq => a.irq.cmp(&b.irq),
-            };
-            o.then_with(|| b.count.cmp(&a.count))
-                .then_with(|| a.irq.cmp(&b.irq))
-                .then_with(|| a.handler.cmp(&b.handler))
-        });
-
-        self.softirq_order.clear();
-        let sv = &self.softirqs;
-        self.softirq_order
-            .extend((0..sv.len()).filter(|&i| keep(&sv[i].search)));
-        self.softirq_order.sort_by(|&a, &b| {
-            let (a, b) = (&sv[a], &sv[b]);
-            let o = match by {
-                IrqSort::Rate => b.rate.total_cmp(&a.rate),
-                IrqSort::Count => b.count.cmp(&a.count),
-                IrqSort::Time => b.time_ns.cmp(&a.time_ns),
-                IrqSort::Irq => a.vector.cmp(&b.vector),
-            };
-            o.then_with(|| a.vector.cmp(&b.vector))
-        });
+        self.functions.refresh_order(filter, self.ui.function_sort);
+        self.interrupts.refresh_order(filter, self.ui.irq_sort);
         self.jvm.refresh_order(filter, self.ui.jvm_sort);
         let lens = [
-            self.function_order.len(),
-            self.irq_order.len(),
+            self.functions.order.len(),
+            self.interrupts.irq_order.len(),
             self.jvm.order.len(),
         ];
         for (s, len) in self.ui.scroll.iter_mut().zip(lens) {
@@ -692,13 +391,39 @@ impl TopState {
     fn scroll(&mut self, by: isize) {
         let i = self.focus_index();
         let len = match self.ui.focus {
-            PaneId::Functions => self.function_order.len(),
-            PaneId::Interrupts => self.irq_order.len(),
+            PaneId::Functions => self.functions.order.len(),
+            PaneId::Interrupts => self.interrupts.irq_order.len(),
             PaneId::Jvm => self.jvm.order.len(),
         };
         let cur = self.ui.scroll[i] as isize;
         self.ui.scroll[i] = (cur + by).clamp(0, len.saturating_sub(1) as isize) as usize;
     }
+}
+
+/// `d` per second over `secs` (0 for an empty interval).
+fn per_second(d: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        d as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+/// Whether a row's lower-cased `search` text passes the filter.
+fn keep(filter: &str, search: &str) -> bool {
+    filter.is_empty() || search.contains(filter)
+}
+
+/// `order` becomes the indexes of the `rows` to show, sorted.
+fn order_rows<R>(
+    order: &mut Vec<usize>,
+    rows: &[R],
+    show: impl Fn(&R) -> bool,
+    cmp: impl Fn(&R, &R) -> std::cmp::Ordering,
+) {
+    order.clear();
+    order.extend((0..rows.len()).filter(|&i| show(&rows[i])));
+    order.sort_by(|&a, &b| cmp(&rows[a], &rows[b]));
 }
 
 #[cfg(test)]
@@ -800,9 +525,10 @@ mod tests {
     }
 
     fn names(s: &TopState) -> Vec<&str> {
-        s.function_order
+        s.functions
+            .order
             .iter()
-            .map(|&i| s.functions[i].name.as_str())
+            .map(|&i| s.functions.rows[i].name.as_str())
             .collect()
     }
 
@@ -820,7 +546,7 @@ mod tests {
             }
         );
         assert_eq!(names(&s), ["read_iter_zero", "e1000_intr"]);
-        assert_eq!(s.functions[0].rate, 10.0);
+        assert_eq!(s.functions.rows[0].rate, 10.0);
         s.apply(&second());
         assert_eq!(
             s.modes,
@@ -833,17 +559,18 @@ mod tests {
         );
         assert_eq!(s.last_modes.total, 10);
         assert_eq!(names(&s), ["e1000_intr", "read_iter_zero"]);
-        let e = &s.functions[1];
+        let e = &s.functions.rows[1];
         assert_eq!((e.samples, e.rate), (25, 30.0));
-        assert_eq!(s.functions[0].rate, 0.0, "no delta = no rate");
+        assert_eq!(s.functions.rows[0].rate, 0.0, "no delta = no rate");
         assert_eq!(e.load(), 0.5);
         assert_eq!(s.share(25), 100.0 * 25.0 / 45.0);
-        let irq = &s.irqs[0];
+        let irq = &s.interrupts.irqs[0].counts;
         assert_eq!(
             (irq.count, irq.time_ns, irq.rate, irq.time_rate),
             (45, 4100, 10.0, 200.0)
         );
-        assert_eq!((s.softirqs[0].count, s.softirqs[0].rate), (10, 4.0));
+        let timer = &s.interrupts.softirqs[0].counts;
+        assert_eq!((timer.count, timer.rate), (10, 4.0));
     }
 
     #[test]
@@ -853,13 +580,13 @@ mod tests {
         s.handle_key(key(' '));
         assert!(s.ui.paused);
         s.apply(&second());
-        assert_eq!(s.functions[1].samples, 10);
+        assert_eq!(s.functions.rows[1].samples, 10);
         assert_eq!(s.modes.total, 100);
         s.handle_key(key('p'));
         assert!(!s.ui.paused);
-        assert_eq!(s.functions[1].samples, 25);
+        assert_eq!(s.functions.rows[1].samples, 25);
         assert_eq!(s.modes.total, 110);
-        assert_eq!(s.irqs[0].count, 45);
+        assert_eq!(s.interrupts.irqs[0].counts.count, 45);
     }
 
     #[test]
@@ -872,12 +599,15 @@ mod tests {
         assert!(names(&s).is_empty());
         s.apply(&second());
         assert_eq!(names(&s), ["e1000_intr"]);
-        assert_eq!(s.functions[1].samples, 15);
+        assert_eq!(s.functions.rows[1].samples, 15);
         let mut r = second();
         r.seq = 2;
         r.reset = true;
         s.apply(&r);
-        assert_eq!(s.functions[1].samples, 15, "counts restart at the reset");
+        assert_eq!(
+            s.functions.rows[1].samples, 15,
+            "counts restart at the reset"
+        );
         assert_eq!(s.modes.total, 10);
     }
 
@@ -894,12 +624,12 @@ mod tests {
         k.new_functions[0].id = 7;
         k.functions[0].id = 7;
         s.apply(&again);
-        assert_eq!(s.functions.len(), 2);
-        assert_eq!(s.functions[0].samples, 20);
+        assert_eq!(s.functions.rows.len(), 2);
+        assert_eq!(s.functions.rows[0].samples, 20);
         let mut next = second();
         next.kernel.as_mut().unwrap().functions = vec![FunctionDelta { id: 7, samples: 1 }];
         s.apply(&next);
-        assert_eq!(s.functions[0].samples, 21);
+        assert_eq!(s.functions.rows[0].samples, 21);
     }
 
     #[test]
@@ -921,7 +651,7 @@ mod tests {
         }
         assert_eq!(s.ui.filter, "e1000");
         assert_eq!(names(&s), ["e1000_intr"]);
-        assert!(s.irq_order.is_empty());
+        assert!(s.interrupts.irq_order.is_empty());
         s.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
         assert!(!s.ui.editing_filter);
         assert_eq!(s.handle_key(key('q')), Action::Quit);

@@ -12,17 +12,18 @@ pub(super) fn render(frame: &mut Frame<'_>, area: Rect, s: &TopState) {
     let title = format!(
         " {} ({} shown, sort: {}) ",
         PaneId::Functions.title(),
-        s.function_order.len(),
+        s.functions.order.len(),
         s.ui.function_sort.label()
     );
     let n = visible_rows(area.height);
     let rows = s
-        .function_order
+        .functions
+        .order
         .iter()
         .skip(s.ui.scroll[0])
         .take(n)
         .filter_map(|&i| {
-            let f = s.functions.get(i)?;
+            let f = s.functions.rows.get(i)?;
             let name = match &f.module {
                 Some(m) => Line::from(format!("{} [{m}]", f.name)),
                 None => Line::from(f.name.as_str()),

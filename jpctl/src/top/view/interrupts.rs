@@ -26,16 +26,17 @@ fn handlers(frame: &mut Frame<'_>, area: Rect, s: &TopState, focused: bool) {
     let title = format!(" IRQ handlers (sort: {}) ", s.ui.irq_sort.label());
     let n = visible_rows(area.height);
     let rows = s
+        .interrupts
         .irq_order
         .iter()
         .skip(s.ui.scroll[1])
         .take(n)
         .filter_map(|&i| {
-            let r = s.irqs.get(i)?;
+            let r = s.interrupts.irqs.get(i)?;
             let mut cells = vec![
                 Cell::from(Line::from(r.irq.to_string()).right_aligned()),
-                Cell::from(Line::from(rate(r.rate)).right_aligned()),
-                Cell::from(Line::from(duration_ns(r.time_ns)).right_aligned()),
+                Cell::from(Line::from(rate(r.counts.rate)).right_aligned()),
+                Cell::from(Line::from(duration_ns(r.counts.time_ns)).right_aligned()),
                 Cell::from(r.handler.as_str()),
             ];
             if wide {
@@ -67,12 +68,12 @@ fn handlers(frame: &mut Frame<'_>, area: Rect, s: &TopState, focused: bool) {
 
 fn softirqs(frame: &mut Frame<'_>, area: Rect, s: &TopState, focused: bool) {
     let n = visible_rows(area.height);
-    let rows = s.softirq_order.iter().take(n).filter_map(|&i| {
-        let r = s.softirqs.get(i)?;
+    let rows = s.interrupts.softirq_order.iter().take(n).filter_map(|&i| {
+        let r = s.interrupts.softirqs.get(i)?;
         Some(Row::new([
             Cell::from(r.name.as_str()),
-            Cell::from(Line::from(rate(r.rate)).right_aligned()),
-            Cell::from(Line::from(duration_ns(r.time_ns)).right_aligned()),
+            Cell::from(Line::from(rate(r.counts.rate)).right_aligned()),
+            Cell::from(Line::from(duration_ns(r.counts.time_ns)).right_aligned()),
         ]))
     });
     let header = Row::new([
