@@ -93,7 +93,10 @@ pub mod mode {
     /// `JP_IRQ_MODES` only: the interrupted IP could not be found (no kernel stack, or
     /// no interrupt-entry frame in it, or the trace was cut at its maximum depth).
     pub const READ_FAILED: u32 = 6;
-    pub const COUNT: u32 = 7;
+    /// Kernel samples recorded in the exact-address map (IPs outside core text), bumped
+    /// after the map: jpd reads that map again only when this has moved.
+    pub const OTHER_IPS: u32 = 7;
+    pub const COUNT: u32 = 8;
 }
 
 /// Number of softirq vectors (`NR_SOFTIRQS`: HI … RCU). A vector number at or above it
@@ -161,6 +164,9 @@ pub struct IrqStart {
     pub entries: u64,
     /// Earliest time of the next interrupted-IP walk on this CPU (`irq_ip_min_interval_ns`).
     pub next_walk_ns: u64,
+    /// Handler exits on this CPU, bumped after `JP_IRQ_STATS`: jpd reads that map again
+    /// only when their sum has moved.
+    pub exits: u64,
 }
 
 /// Value of `JP_SIRQ_STATS` (per CPU, indexed by vector). Entry and exit touch only

@@ -105,22 +105,32 @@ impl TextCounters {
     }
 }
 
+/// Where `record_kernel_ip` put a sample.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    Text,
+    /// In the exact-address map: the caller bumps `mode::OTHER_IPS`.
+    Other,
+    Lost,
+}
+
 /// A kernel IP goes to the readprofile array if it is in core text, else to the
 /// exact-address map (modules, BPF JIT, trampolines) so that user space can symbolize
-/// it. Returns false if it could not be recorded.
+/// it.
 #[inline(always)]
 pub fn record_kernel_ip(
     cfg: &ProbeConfig,
     ip: u64,
     text: &TextCounters,
     others: &PerCpuHashMap<u64, u64>,
-) -> bool {
-    if ip >= cfg.text_start && ip < cfg.text_end {
+) -> Recorded {
+    let recorded = if ip >= cfg.text_start && ip < cfg.text_end {
         let bucket = ((ip - cfg.text_start) >> (cfg.shift & 63)) as u32;
-        text.add(bucket)
+        text.add(bucket).then_some(Recorded::Text)
     } else {
-        hist_add(others, &ip)
-    }
+        hist_add(others, &ip).then_some(Recorded::Other)
+    };
+    recorded.unwrap_or(Recorded::Lost)
 }
 
 /// The idle task is pid 0 (one "swapper" per CPU).

@@ -24,7 +24,8 @@ use jp_common::{
 };
 
 use crate::common::{
-    bump, config, in_idle_task, now_ns, power_of_two, record_kernel_ip, TextCounters, MMAPABLE,
+    bump, config, in_idle_task, now_ns, power_of_two, record_kernel_ip, Recorded, TextCounters,
+    MMAPABLE,
 };
 
 /// Scratch space for the kernel stack at handler entry (too big for the BPF stack).
@@ -105,7 +106,8 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
 
     let mut elapsed = 0u64;
     let mut timed = false;
-    if let Some(s) = JP_IRQ_START.get_ptr_mut(0) {
+    let start = JP_IRQ_START.get_ptr_mut(0);
+    if let Some(s) = start {
         // SAFETY: this CPU's slot, see `jp_irq_entry`.
         unsafe {
             if (*s).action == action && (*s).ts_ns != 0 {
@@ -140,6 +142,7 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
                 "irq handler map full: {} invocations lost on this CPU", lost
             );
         }
+        count_exit(start);
         return 0;
     };
     // SAFETY: this CPU's value slot of a preallocated entry that is never deleted.
@@ -154,7 +157,17 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
             fill_identity(&mut *v, action);
         }
     }
+    count_exit(start);
     0
+}
+
+/// Counts an exit after its statistics are written (see `IrqStart::exits`).
+#[inline(always)]
+fn count_exit(start: Option<*mut IrqStart>) {
+    if let Some(s) = start {
+        // SAFETY: this CPU's slot, see `jp_irq_entry`.
+        unsafe { (*s).exits += 1 };
+    }
 }
 
 /// Copies `action->handler` and `action->name` into this CPU's value, once.
@@ -234,13 +247,19 @@ fn record_interrupted_kernel_ip(ctx: &RawTracePointContext, cfg: &ProbeConfig, i
         return;
     }
     bump(&JP_IRQ_MODES, mode::KERNEL);
-    if !record_kernel_ip(cfg, ip, &IRQ_TEXT, &JP_IRQ_OTHERS) {
-        let lost = bump(&JP_IRQ_MODES, mode::LOST);
-        if power_of_two(lost) {
-            warn!(
-                ctx,
-                "interrupted IP not recorded: {} samples lost on this CPU", lost
-            );
+    match record_kernel_ip(cfg, ip, &IRQ_TEXT, &JP_IRQ_OTHERS) {
+        Recorded::Text => {}
+        Recorded::Other => {
+            bump(&JP_IRQ_MODES, mode::OTHER_IPS);
+        }
+        Recorded::Lost => {
+            let lost = bump(&JP_IRQ_MODES, mode::LOST);
+            if power_of_two(lost) {
+                warn!(
+                    ctx,
+                    "interrupted IP not recorded: {} samples lost on this CPU", lost
+                );
+            }
         }
     }
 }

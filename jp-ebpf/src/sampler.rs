@@ -8,7 +8,8 @@ use aya_log_ebpf::warn;
 use jp_common::{mode, TextBlock};
 
 use crate::common::{
-    bump, config, in_idle_task, power_of_two, record_kernel_ip, user_mode, TextCounters, MMAPABLE,
+    bump, config, in_idle_task, power_of_two, record_kernel_ip, user_mode, Recorded, TextCounters,
+    MMAPABLE,
 };
 
 /// Samples by mode (`jp_common::mode`).
@@ -49,13 +50,19 @@ pub fn jp_sample(ctx: PerfEventContext) -> u32 {
     }
     bump(&JP_MODES, mode::KERNEL);
     let cfg = config();
-    if !record_kernel_ip(&cfg, ip, &TEXT, &JP_OTHER_IPS) {
-        let lost = bump(&JP_MODES, mode::LOST);
-        if power_of_two(lost) {
-            warn!(
-                &ctx,
-                "kernel sample not recorded: {} samples lost on this CPU", lost
-            );
+    match record_kernel_ip(&cfg, ip, &TEXT, &JP_OTHER_IPS) {
+        Recorded::Text => {}
+        Recorded::Other => {
+            bump(&JP_MODES, mode::OTHER_IPS);
+        }
+        Recorded::Lost => {
+            let lost = bump(&JP_MODES, mode::LOST);
+            if power_of_two(lost) {
+                warn!(
+                    &ctx,
+                    "kernel sample not recorded: {} samples lost on this CPU", lost
+                );
+            }
         }
     }
     0

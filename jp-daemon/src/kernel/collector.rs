@@ -209,6 +209,32 @@ struct PassState {
     stats_sysctl: Option<std::fs::File>,
     /// Per-CPU map name → its `max_entries` (see `PerCpuMaps`).
     map_entries: HashMap<&'static str, usize>,
+    /// The hash maps as last read, with the counter they were read at (see
+    /// `read_if_moved`).
+    irqs: Option<(u64, IrqsByHandler)>,
+    other_ips: Option<(u64, HashMap<u64, u64>)>,
+    irq_other_ips: Option<(u64, HashMap<u64, u64>)>,
+}
+
+/// (irq number, handler name) → counts, as `KernelCounts::irqs`.
+type IrqsByHandler = HashMap<(u32, String), IrqHandlerCounts>;
+
+/// `read()`, or the value last read if `stamp` has not moved since. The eBPF side bumps
+/// the stamp after it wrote the map, and it is read before the map: an update whose bump
+/// this pass did not see is seen by the next.
+fn read_if_moved<T: Clone>(
+    cache: &mut Option<(u64, T)>,
+    stamp: u64,
+    read: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    if let Some((at, value)) = cache.as_ref() {
+        if *at == stamp {
+            return Ok(value.clone());
+        }
+    }
+    let value = read()?;
+    *cache = Some((stamp, value.clone()));
+    Ok(value)
 }
 
 impl PassState {
@@ -501,19 +527,36 @@ impl State {
         };
         let modes = maps.sum_array("JP_MODES")?;
         let irq_modes = maps.sum_array("JP_IRQ_MODES")?;
+        let starts = maps.array::<IrqStart>("JP_IRQ_START")?;
         let at = |v: &[u64], i: u32| v.get(i as usize).copied().unwrap_or(0);
 
-        let mut irqs: HashMap<(u32, String), IrqHandlerCounts> = HashMap::new();
-        for (key, per_cpu) in maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")? {
-            let merged = merge_irq(&per_cpu);
-            let e = irqs.entry((key.irq, merged.name)).or_default();
-            e.count += merged.handled;
-            e.unhandled += merged.unhandled;
-            e.time_ns += merged.time_ns;
-            if e.function_addr == 0 {
-                e.function_addr = merged.handler;
+        // The hash maps are read again only when the counter the eBPF side bumps after
+        // writing them has moved: walking their buckets was most of an idle pass.
+        let exits = starts.iter().flatten().map(|s| s.exits).sum();
+        let irqs = read_if_moved(&mut self.pass.irqs, exits, || {
+            let mut irqs = IrqsByHandler::new();
+            for (key, per_cpu) in maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")? {
+                let merged = merge_irq(&per_cpu);
+                let e = irqs.entry((key.irq, merged.name)).or_default();
+                e.count += merged.handled;
+                e.unhandled += merged.unhandled;
+                e.time_ns += merged.time_ns;
+                if e.function_addr == 0 {
+                    e.function_addr = merged.handler;
+                }
             }
-        }
+            Ok(irqs)
+        })?;
+        let other_ips = read_if_moved(
+            &mut self.pass.other_ips,
+            at(&modes, mode::OTHER_IPS),
+            || maps.sum_hash::<u64>("JP_OTHER_IPS"),
+        )?;
+        let irq_other_ips = read_if_moved(
+            &mut self.pass.irq_other_ips,
+            at(&irq_modes, mode::OTHER_IPS),
+            || maps.sum_hash::<u64>("JP_IRQ_OTHERS"),
+        )?;
 
         let sirq = maps.array::<SoftirqStats>("JP_SIRQ_STATS")?;
         let mut softirqs = HashMap::new();
@@ -539,9 +582,9 @@ impl State {
                 idle: at(&modes, mode::IDLE),
             },
             buckets,
-            other_ips: maps.sum_hash::<u64>("JP_OTHER_IPS")?,
+            other_ips,
             irq_buckets,
-            irq_other_ips: maps.sum_hash::<u64>("JP_IRQ_OTHERS")?,
+            irq_other_ips,
             irq_modes: ModeCounts {
                 kernel: at(&irq_modes, mode::KERNEL),
                 user: at(&irq_modes, mode::USER),
@@ -549,12 +592,7 @@ impl State {
             },
             irqs,
             softirqs,
-            irq_entries: maps
-                .array::<IrqStart>("JP_IRQ_START")?
-                .iter()
-                .flatten()
-                .map(|s| s.entries)
-                .sum(),
+            irq_entries: starts.iter().flatten().map(|s| s.entries).sum(),
             irq_ip_sampled: [mode::USER, mode::KERNEL, mode::IDLE, mode::READ_FAILED]
                 .iter()
                 .map(|&m| at(&irq_modes, m))
@@ -786,6 +824,30 @@ mod tests {
         assert_eq!(remove, vec![1]);
         let (add, remove) = cpu_changes(std::iter::empty(), &[0, 1]);
         assert_eq!((add, remove), (vec![0, 1], vec![]));
+    }
+
+    #[test]
+    fn maps_are_read_again_only_when_their_stamp_moved() {
+        let mut cache = None;
+        let mut reads = 0;
+        let mut read = |stamp: u64, cache: &mut Option<(u64, u32)>| {
+            read_if_moved(cache, stamp, || {
+                reads += 1;
+                Ok(reads)
+            })
+            .unwrap()
+        };
+        assert_eq!(read(0, &mut cache), 1, "the first pass reads");
+        assert_eq!(read(0, &mut cache), 1, "same stamp: the last value");
+        assert_eq!(read(3, &mut cache), 2, "moved: read again");
+        assert_eq!(read(3, &mut cache), 2);
+        let mut failing = Some((3, 7u32));
+        assert!(read_if_moved(&mut failing, 4, || anyhow::bail!("gone")).is_err());
+        assert_eq!(
+            failing,
+            Some((3, 7)),
+            "a failed read keeps the last value and stamp"
+        );
     }
 
     #[test]
