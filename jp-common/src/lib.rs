@@ -211,7 +211,7 @@ mod tests {
         assert_eq!(size_of::<ProbeConfig>(), 5 * 8 + 4 * 4);
         assert_eq!(size_of::<IrqKey>(), 16);
         assert_eq!(size_of::<IrqStats>(), 4 * 8 + IRQ_NAME_LEN);
-        assert_eq!(size_of::<IrqStart>(), 32);
+        assert_eq!(size_of::<IrqStart>(), 40);
         assert_eq!(size_of::<SoftirqStats>(), 24);
     }
 }
