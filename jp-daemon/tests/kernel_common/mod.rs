@@ -25,6 +25,13 @@ pub fn require_root() {
 /// (see the report), so collectors within a test binary take turns.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Set once a collector of this binary has run. The kernel tears a detached probe's
+/// tracepoint down after the collector is gone (the program ids vanish first), and
+/// exact counts taken meanwhile were measured to miss a few IRQs: the next collector
+/// starts after a pause.
+static RAN_BEFORE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+const AFTER_TEARDOWN: Duration = Duration::from_millis(300);
+
 pub struct Running {
     pub collector: KernelCollector,
     _turn: std::sync::MutexGuard<'static, ()>,
@@ -51,6 +58,9 @@ pub fn start() -> (Running, Arc<Store>) {
 pub fn start_with(options: KernelOptions) -> (Running, Arc<Store>) {
     require_root();
     let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if RAN_BEFORE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(AFTER_TEARDOWN);
+    }
     let store = Store::new();
     let c = match KernelCollector::start(options, store.clone()) {
         Ok(c) => c,
