@@ -7,7 +7,7 @@ use aya_ebpf::{
     maps::{Array, PerCpuArray, PerCpuHashMap},
     Global,
 };
-use jp_common::{ProbeConfig, TextBlock, TEXT_BLOCK_BUCKETS, TEXT_PAGE_BUCKETS};
+use jp_common::{mode, ProbeConfig, TextBlock, TEXT_BLOCK_BUCKETS, TEXT_PAGE_BUCKETS};
 
 /// `BPF_F_MMAPABLE`: jpd maps the core-text counters instead of reading them by syscall.
 pub const MMAPABLE: u32 = 1 << 10;
@@ -105,32 +105,30 @@ impl TextCounters {
     }
 }
 
-/// Where `record_kernel_ip` put a sample.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Recorded {
-    Text,
-    /// In the exact-address map: the caller bumps `mode::OTHER_IPS`.
-    Other,
-    Lost,
-}
-
 /// A kernel IP goes to the readprofile array if it is in core text, else to the
 /// exact-address map (modules, BPF JIT, trampolines) so that user space can symbolize
-/// it.
+/// it. `modes` counts the second kind (`mode::OTHER_IPS`, after the map is written:
+/// jpd reads the map only when it moved) and the samples that could not be recorded
+/// (`mode::LOST`); returns this CPU's lost count when this one was lost.
 #[inline(always)]
 pub fn record_kernel_ip(
     cfg: &ProbeConfig,
     ip: u64,
     text: &TextCounters,
     others: &PerCpuHashMap<u64, u64>,
-) -> Recorded {
+    modes: &PerCpuArray<u64>,
+) -> Option<u64> {
     let recorded = if ip >= cfg.text_start && ip < cfg.text_end {
         let bucket = ((ip - cfg.text_start) >> (cfg.shift & 63)) as u32;
-        text.add(bucket).then_some(Recorded::Text)
+        text.add(bucket)
     } else {
-        hist_add(others, &ip).then_some(Recorded::Other)
+        let added = hist_add(others, &ip);
+        if added {
+            bump(modes, mode::OTHER_IPS);
+        }
+        added
     };
-    recorded.unwrap_or(Recorded::Lost)
+    (!recorded).then(|| bump(modes, mode::LOST))
 }
 
 /// The idle task is pid 0 (one "swapper" per CPU).

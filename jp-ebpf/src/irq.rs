@@ -24,8 +24,7 @@ use jp_common::{
 };
 
 use crate::common::{
-    bump, config, in_idle_task, now_ns, power_of_two, record_kernel_ip, Recorded, TextCounters,
-    MMAPABLE,
+    bump, config, in_idle_task, now_ns, power_of_two, record_kernel_ip, TextCounters, MMAPABLE,
 };
 
 /// Scratch space for the kernel stack at handler entry (too big for the BPF stack).
@@ -247,19 +246,12 @@ fn record_interrupted_kernel_ip(ctx: &RawTracePointContext, cfg: &ProbeConfig, i
         return;
     }
     bump(&JP_IRQ_MODES, mode::KERNEL);
-    match record_kernel_ip(cfg, ip, &IRQ_TEXT, &JP_IRQ_OTHERS) {
-        Recorded::Text => {}
-        Recorded::Other => {
-            bump(&JP_IRQ_MODES, mode::OTHER_IPS);
-        }
-        Recorded::Lost => {
-            let lost = bump(&JP_IRQ_MODES, mode::LOST);
-            if power_of_two(lost) {
-                warn!(
-                    ctx,
-                    "interrupted IP not recorded: {} samples lost on this CPU", lost
-                );
-            }
+    if let Some(lost) = record_kernel_ip(cfg, ip, &IRQ_TEXT, &JP_IRQ_OTHERS, &JP_IRQ_MODES) {
+        if power_of_two(lost) {
+            warn!(
+                ctx,
+                "interrupted IP not recorded: {} samples lost on this CPU", lost
+            );
         }
     }
 }

@@ -8,8 +8,7 @@ use aya_log_ebpf::warn;
 use jp_common::{mode, TextBlock};
 
 use crate::common::{
-    bump, config, in_idle_task, power_of_two, record_kernel_ip, user_mode, Recorded, TextCounters,
-    MMAPABLE,
+    bump, config, in_idle_task, power_of_two, record_kernel_ip, user_mode, TextCounters, MMAPABLE,
 };
 
 /// Samples by mode (`jp_common::mode`).
@@ -50,19 +49,12 @@ pub fn jp_sample(ctx: PerfEventContext) -> u32 {
     }
     bump(&JP_MODES, mode::KERNEL);
     let cfg = config();
-    match record_kernel_ip(&cfg, ip, &TEXT, &JP_OTHER_IPS) {
-        Recorded::Text => {}
-        Recorded::Other => {
-            bump(&JP_MODES, mode::OTHER_IPS);
-        }
-        Recorded::Lost => {
-            let lost = bump(&JP_MODES, mode::LOST);
-            if power_of_two(lost) {
-                warn!(
-                    &ctx,
-                    "kernel sample not recorded: {} samples lost on this CPU", lost
-                );
-            }
+    if let Some(lost) = record_kernel_ip(&cfg, ip, &TEXT, &JP_OTHER_IPS, &JP_MODES) {
+        if power_of_two(lost) {
+            warn!(
+                &ctx,
+                "kernel sample not recorded: {} samples lost on this CPU", lost
+            );
         }
     }
     0

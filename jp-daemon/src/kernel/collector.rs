@@ -170,7 +170,7 @@ struct State {
     text: TextCounts,
     irq_text: TextCounts,
     /// Keeps `kernel.bpf_stats_enabled` on while we run (only with `bpf_stats = true`).
-    _stats: Option<OwnedFd>,
+    stats_fd: Option<OwnedFd>,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// Failed map reads and attach errors since start.
     read_errors: u64,
@@ -363,7 +363,7 @@ impl State {
             cfg,
             text,
             irq_text,
-            _stats: stats,
+            stats_fd: stats,
             logger,
             read_errors: 0,
             status: CollectorStatus::default(),
@@ -608,7 +608,7 @@ impl State {
     fn make_status(&mut self, lost: u64) -> CollectorStatus {
         // The sysctl shows only what was written to it, not a `BPF_ENABLE_STATS` fd
         // such as ours.
-        let stats_enabled = self._stats.is_some() || self.pass.bpf_stats_enabled();
+        let stats_enabled = self.stats_fd.is_some() || self.pass.bpf_stats_enabled();
         let mut programs = Vec::new();
         if let Some(ebpf) = self.ebpf.as_ref() {
             let cpus: Vec<u32> = self.sampler_links.keys().copied().collect();
