@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use jp_daemon::store::kernel::profile::{self, Profile};
-use jp_daemon::store::kernel::KernelView;
+use jp_daemon::store::kernel::{KernelCounts, KernelView};
 use kernel_common::*;
 
 /// What `read(/dev/zero)` runs on this kernel (6.18): `read_iter_zero` →
@@ -111,24 +111,32 @@ fn dev_zero_reads_are_the_top_kernel_functions_and_every_sample_is_accounted() {
     println!("modes {:?}", v.counts.modes);
 
     // Every kernel-mode sample is in a histogram (no loss) and idle ones are not.
+    // The collector reads the mode counters before the histograms and the eBPF side
+    // counts a sample after recording it, so samples taken in between can only make
+    // the histograms larger; the next reading's counter covers them. That holds for
+    // the totals since attach, not for differences since a reset (the reset's
+    // reading may have had a few more in its histograms than in its counter).
     assert_eq!(v.status.events_lost, 0, "{:?}", v.status);
-    let in_histograms: u64 =
-        v.counts.buckets.values().sum::<u64>() + v.counts.other_ips.values().sum::<u64>();
-    // The mode counters are read before the histograms, so samples taken in between
-    // can only make the histograms larger; the next reading's counter covers them.
+    let histogram_total = |c: &KernelCounts| -> u64 {
+        c.buckets.values().sum::<u64>() + c.other_ips.values().sum::<u64>()
+    };
+    let totals = store.kernel_totals();
+    let in_histograms = histogram_total(&totals.counts);
     assert!(
-        v.counts.modes.kernel <= in_histograms,
-        "kernel samples missing from the histograms"
+        totals.counts.modes.kernel <= in_histograms,
+        "kernel samples missing from the histograms: {} counted, {in_histograms} recorded",
+        totals.counts.modes.kernel
     );
     c.refresh();
-    let next = store.kernel_view();
+    let next = store.kernel_totals();
     assert!(
         in_histograms <= next.counts.modes.kernel,
-        "histogram samples not counted as kernel"
+        "histogram samples not counted as kernel: {in_histograms} recorded, {} counted next",
+        next.counts.modes.kernel
     );
     assert_eq!(
         p.total + p.unknown,
-        in_histograms,
+        histogram_total(&v.counts),
         "aggregation lost samples"
     );
 

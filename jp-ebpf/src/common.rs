@@ -108,8 +108,9 @@ impl TextCounters {
 /// A kernel IP goes to the readprofile array if it is in core text, else to the
 /// exact-address map (modules, BPF JIT, trampolines) so that user space can symbolize
 /// it. `modes` counts the second kind (`mode::OTHER_IPS`, after the map is written:
-/// jpd reads the map only when it moved) and the samples that could not be recorded
-/// (`mode::LOST`); returns this CPU's lost count when this one was lost.
+/// jpd reads the map only when it moved), the samples that could not be recorded
+/// (`mode::LOST`) and, last, every kernel sample (`mode::KERNEL`); returns this CPU's
+/// lost count when this one was lost, else 0.
 #[inline(always)]
 pub fn record_kernel_ip(
     cfg: &ProbeConfig,
@@ -117,7 +118,7 @@ pub fn record_kernel_ip(
     text: &TextCounters,
     others: &PerCpuHashMap<u64, u64>,
     modes: &PerCpuArray<u64>,
-) -> Option<u64> {
+) -> u64 {
     let recorded = if ip >= cfg.text_start && ip < cfg.text_end {
         let bucket = ((ip - cfg.text_start) >> (cfg.shift & 63)) as u32;
         text.add(bucket)
@@ -128,7 +129,13 @@ pub fn record_kernel_ip(
         }
         added
     };
-    (!recorded).then(|| bump(modes, mode::LOST))
+    // A plain 0, not an `Option`: LLVM may compute on an `Option`'s payload before
+    // testing it, and the verifier refuses the pointer left in that register.
+    let lost = if recorded { 0 } else { bump(modes, mode::LOST) };
+    // Counted after it is recorded: jpd reads the mode counters before the
+    // histograms, so every sample in its kernel count is already in a histogram.
+    bump(modes, mode::KERNEL);
+    lost
 }
 
 /// The idle task is pid 0 (one "swapper" per CPU).

@@ -245,13 +245,11 @@ fn record_interrupted_kernel_ip(ctx: &RawTracePointContext, cfg: &ProbeConfig, i
         bump(&JP_IRQ_MODES, mode::IDLE);
         return;
     }
-    bump(&JP_IRQ_MODES, mode::KERNEL);
-    if let Some(lost) = record_kernel_ip(cfg, ip, &IRQ_TEXT, &JP_IRQ_OTHERS, &JP_IRQ_MODES) {
-        if power_of_two(lost) {
-            warn!(
-                ctx,
-                "interrupted IP not recorded: {} samples lost on this CPU", lost
-            );
-        }
+    let lost = record_kernel_ip(cfg, ip, &IRQ_TEXT, &JP_IRQ_OTHERS, &JP_IRQ_MODES);
+    if power_of_two(lost) {
+        warn!(
+            ctx,
+            "interrupted IP not recorded: {} samples lost on this CPU", lost
+        );
     }
 }

@@ -47,15 +47,13 @@ pub fn jp_sample(ctx: PerfEventContext) -> u32 {
         bump(&JP_MODES, mode::IDLE);
         return 0;
     }
-    bump(&JP_MODES, mode::KERNEL);
     let cfg = config();
-    if let Some(lost) = record_kernel_ip(&cfg, ip, &TEXT, &JP_OTHER_IPS, &JP_MODES) {
-        if power_of_two(lost) {
-            warn!(
-                &ctx,
-                "kernel sample not recorded: {} samples lost on this CPU", lost
-            );
-        }
+    let lost = record_kernel_ip(&cfg, ip, &TEXT, &JP_OTHER_IPS, &JP_MODES);
+    if power_of_two(lost) {
+        warn!(
+            &ctx,
+            "kernel sample not recorded: {} samples lost on this CPU", lost
+        );
     }
     0
 }

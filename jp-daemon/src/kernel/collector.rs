@@ -518,15 +518,18 @@ impl State {
 
     /// Reads every map; returns the counts and the events lost on the eBPF side.
     fn read(&mut self) -> anyhow::Result<(KernelCounts, u64)> {
-        let buckets = self.text.read().clone();
-        let irq_buckets = self.irq_text.read().clone();
         let mut maps = PerCpuMaps {
             ebpf: self.ebpf.as_ref().context("not attached")?,
             ncpus: self.ncpus,
             sizes: &mut self.pass.map_entries,
         };
+        // The mode counters first, the histograms after: the eBPF side counts a sample
+        // after recording it, so every sample in this pass's kernel count is in the
+        // histograms read below (which may hold a few more, counted next pass).
         let modes = maps.sum_array("JP_MODES")?;
         let irq_modes = maps.sum_array("JP_IRQ_MODES")?;
+        let buckets = self.text.read().clone();
+        let irq_buckets = self.irq_text.read().clone();
         let starts = maps.array::<IrqStart>("JP_IRQ_START")?;
         let at = |v: &[u64], i: u32| v.get(i as usize).copied().unwrap_or(0);
 
