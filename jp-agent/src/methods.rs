@@ -37,6 +37,10 @@ impl MethodEntry {
     }
 }
 
+/// Class and name of the overflow pseudo-method (see [`MethodTable::overflow_id`]).
+pub const OVERFLOW_CLASS: &str = "jp";
+pub const OVERFLOW_NAME: &str = "[new contexts over max_contexts]";
+
 #[derive(Default)]
 pub struct MethodTable {
     ids: HashMap<(String, String, String), u32>,
@@ -63,6 +67,13 @@ impl MethodTable {
         });
         self.ids.insert(key, id);
         id
+    }
+
+    /// The pseudo-method of overflow nodes, where new calling contexts fold once a context
+    /// limit is reached (`max_contexts`). `[` cannot start a JVM method name, so no real
+    /// method shares it; writers and jpd show it as `jp.[new contexts over max_contexts]`.
+    pub fn overflow_id(&mut self) -> u32 {
+        self.id(OVERFLOW_CLASS, OVERFLOW_NAME, "", None)
     }
 
     pub fn get(&self, id: i32) -> Option<&MethodEntry> {

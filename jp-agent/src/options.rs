@@ -91,6 +91,13 @@ pub struct Options {
     /// services often parse their stderr, and an always-on profiler must not add to it.
     /// Errors and warnings are printed either way.
     pub verbose: bool,
+    /// `max_contexts=N`: calling contexts the live threads' trees may hold together, and
+    /// each merged tree of ended threads. Past it, new contexts fold into an overflow node
+    /// under their parent, counted. `None`: a sixteenth of the heap's limit at 64 bytes a
+    /// context; `Some(0)`: no limit.
+    pub max_contexts: Option<u64>,
+    /// `max_thread_contexts=N`: the same for one thread's tree (0: only the JVM's limit).
+    pub max_thread_contexts: u64,
 }
 
 impl Default for Options {
@@ -108,6 +115,8 @@ impl Default for Options {
             stats: false,
             warn: true,
             verbose: false,
+            max_contexts: None,
+            max_thread_contexts: 0,
         }
     }
 }
@@ -133,6 +142,13 @@ fn bool_value(v: &str) -> Option<bool> {
         "false" | "no" | "off" | "0" => Some(false),
         _ => None,
     }
+}
+
+const COUNT: &str = "expected a number of contexts (0: no limit), such as 2000000";
+
+/// A context count; at most 2^62, so that the runtime's arithmetic on it never overflows.
+fn context_count(v: &str) -> Option<u64> {
+    v.parse::<u64>().ok().filter(|&n| n <= 1 << 62)
 }
 
 fn prefixes(v: &str) -> Vec<String> {
@@ -215,9 +231,15 @@ impl Options {
                 "verbose" => {
                     o.verbose = bool_value(value).ok_or_else(|| bad("expected true or false"))?
                 }
+                "max_contexts" => {
+                    o.max_contexts = Some(context_count(value).ok_or_else(|| bad(COUNT))?)
+                }
+                "max_thread_contexts" => {
+                    o.max_thread_contexts = context_count(value).ok_or_else(|| bad(COUNT))?
+                }
                 _ => {
                     return Err(bad(
-                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, verbose, usdt_tap)",
+                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, verbose, usdt_tap, max_contexts, max_thread_contexts)",
                     ))
                 }
             }
@@ -314,7 +336,8 @@ mod tests {
     fn all_keys() {
         let o = Options::parse(
             "bba=precise,granularity=5000,profiler=com.x.P,out=/tmp/p.txt,format=tree,\
-             include=a.b;c/d,exclude=e.F,jdk=true,stats=true,warn=false,verbose=true",
+             include=a.b;c/d,exclude=e.F,jdk=true,stats=true,warn=false,verbose=true,\
+             max_contexts=2000000,max_thread_contexts=100000",
         )
         .unwrap();
         assert_eq!(o.bba, Bba::Precise);
@@ -326,6 +349,14 @@ mod tests {
         assert_eq!(o.exclude, vec!["e/F".to_string()]);
         assert!(o.jdk && o.stats && !o.warn && o.verbose);
         assert!(!Options::default().verbose, "quiet unless asked");
+        assert_eq!(o.max_contexts, Some(2_000_000));
+        assert_eq!(o.max_thread_contexts, 100_000);
+        let d = Options::default();
+        assert_eq!((d.max_contexts, d.max_thread_contexts), (None, 0));
+        assert_eq!(
+            Options::parse("max_contexts=0").unwrap().max_contexts,
+            Some(0)
+        );
     }
 
     #[test]
@@ -353,6 +384,12 @@ mod tests {
             ("profiler=a..b", "profiler=a..b"),
             ("out=", "out="),
             ("usdt_tap=", "usdt_tap="),
+            ("max_contexts=-1", "max_contexts=-1"),
+            ("max_contexts=lots", "max_contexts=lots"),
+            (
+                "max_thread_contexts=99999999999999999999",
+                "max_thread_contexts=99999999999999999999",
+            ),
         ] {
             let e = Options::parse(s).unwrap_err();
             assert_eq!(e.option, opt, "for {s}");

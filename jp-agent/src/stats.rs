@@ -21,6 +21,13 @@ pub struct Stats {
     pub rewrite_nanos: AtomicU64,
     /// Profiler calls (report points) of all threads, known at VM death.
     pub reports: AtomicU64,
+    /// Calls whose new context was folded into an overflow node (a context limit was
+    /// reached), known at VM death.
+    pub calls_folded: AtomicU64,
+    /// Contexts folded while merging ended threads' trees into the merged tree.
+    pub merged_contexts_folded: AtomicU64,
+    /// The JVM's context budget (0: no limit).
+    pub context_budget: AtomicU64,
 }
 
 impl Stats {
@@ -41,6 +48,9 @@ impl Stats {
             code_bytes_after: AtomicU64::new(0),
             rewrite_nanos: AtomicU64::new(0),
             reports: AtomicU64::new(0),
+            calls_folded: AtomicU64::new(0),
+            merged_contexts_folded: AtomicU64::new(0),
+            context_budget: AtomicU64::new(0),
         }
     }
 
@@ -76,7 +86,7 @@ impl Stats {
              classes_failed={} classes_retransformed={} methods_instrumented={} \
              methods_too_large={} methods_unwidenable={} methods_without_catch_all={} \
              methods_empty_finalizers={} code_bytes_before={} code_bytes_after={} rewrite_ms={:.1} classes_per_s={:.0} \
-             reports={}",
+             reports={} calls_folded={} merged_contexts_folded={} context_budget={}",
             g(&self.classes_seen),
             g(&self.classes_skipped),
             rewritten,
@@ -93,6 +103,9 @@ impl Stats {
             nanos as f64 / 1e6,
             per_sec,
             g(&self.reports),
+            g(&self.calls_folded),
+            g(&self.merged_contexts_folded),
+            g(&self.context_budget),
         )
     }
 }

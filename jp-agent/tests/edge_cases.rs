@@ -1,10 +1,12 @@
 //! Edge cases outside the node-by-node suite: a StackOverflowError (depth is not
 //! reproducible, so only the contexts around it are compared with the oracle),
 //! granularity=1 (the profiler runs at every check), and the `-javaagent` way in
-//! compared with the oracle, and bad options stopping the JVM.
+//! compared with the oracle, the context limits (new contexts folded into overflow
+//! nodes, compared with the oracle), and bad options stopping the JVM.
 
 mod common;
 
+use common::mct::show_path;
 use common::*;
 use std::path::Path;
 
@@ -235,6 +237,189 @@ fn javaagent_jdk17() {
 #[test]
 fn javaagent_jdk25() {
     javaagent(Jdk::J25);
+}
+
+const OVERFLOW: &str = "jp.[new contexts over max_contexts]";
+
+/// The agent's statistics line (`stats=true`) as key → value.
+fn stats(stderr: &str) -> std::collections::HashMap<String, String> {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("jp-agent: stats: "))
+        .unwrap_or_else(|| panic!("no statistics line in:\n{stderr}"));
+    line.split(' ')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn stat(s: &std::collections::HashMap<String, String>, key: &str) -> u64 {
+    s.get(key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("statistics lack {key}: {s:?}"))
+}
+
+/// Runs Branching under the agent (precise) with `limits`; its profile and statistics.
+fn branching_with(
+    jdk: Jdk,
+    dir: &Path,
+    name: &str,
+    limits: &str,
+) -> (Mct, std::collections::HashMap<String, String>, String) {
+    let out = dir.join(format!("{name}.json"));
+    let opts = agent_opts("precise", None, &out, &format!("stats=true,{limits}"));
+    let args = vec![
+        format!("-agentpath:{}={opts}", agent_lib().display()),
+        "-cp".to_string(),
+        programs().display().to_string(),
+        "Branching".to_string(),
+    ];
+    let run = java(jdk, &args, dir, LIMIT);
+    run.assert_ok();
+    let text = std::fs::read_to_string(&out)
+        .unwrap_or_else(|e| panic!("{name}: no profile: {e}\n{}", run.stderr));
+    let what = format!("Branching {limits} on {}", jdk.name());
+    (
+        parse_agent(&text, "precise", &what),
+        stats(&run.stderr),
+        run.stderr.clone(),
+    )
+}
+
+fn is_overflow(p: &[String]) -> bool {
+    p.iter().any(|m| m == OVERFLOW)
+}
+
+/// max_thread_contexts: each thread's tree stops at the limit; every context it kept has the
+/// oracle's exact counts, and each overflow node holds exactly what the oracle has in the
+/// contexts that were left out under its parent: the first level the calls straight from
+/// the parent, the second everything below them.
+fn context_limits(jdk: Jdk) {
+    let dir = scratch(&format!("context-limits-{}", jdk.name()));
+    let (oracle, _) = run_oracle(jdk, "Branching", &dir);
+    let what = format!("Branching max_thread_contexts=1000 on {}", jdk.name());
+    let (agent, st, stderr) = branching_with(jdk, &dir, "thread-limit", "max_thread_contexts=1000");
+    assert!(
+        stderr.contains("warning: a context limit was reached (max_contexts=")
+            && stderr.contains(", max_thread_contexts=1000)"),
+        "{what}: no warning in:\n{stderr}"
+    );
+
+    // The main thread's tree, and the two workers' (the same contexts, merged), each hold
+    // exactly the limit: the program asks for 11 112 contexts per thread.
+    for top in [
+        "Branching.main([Ljava/lang/String;)V",
+        "Branching$Worker.run()V",
+    ] {
+        let kept = agent
+            .nodes
+            .keys()
+            .filter(|p| p[0] == top && !is_overflow(p))
+            .count();
+        assert_eq!(kept, 1000, "{what}: contexts kept under {top}");
+    }
+    let mut diffs = Vec::new();
+    let mut folded_calls = 0;
+    for (path, got) in &agent.nodes {
+        let Some(at) = path.iter().position(|m| m == OVERFLOW) else {
+            match oracle.nodes.get(path) {
+                Some(want) if (want.calls, want.bytecodes) == (got.calls, got.bytecodes) => {}
+                want => diffs.push(format!(
+                    "{}: agent {got:?}, oracle {want:?}",
+                    show_path(path)
+                )),
+            }
+            continue;
+        };
+        let parent = &path[..at];
+        let level = path.len() - at;
+        assert!(
+            level <= 2,
+            "{what}: overflow below overflow below overflow: {}",
+            show_path(path)
+        );
+        // The oracle's contexts under `parent` that the agent did not keep, at the depth
+        // this overflow node stands for (level 1: children; level 2: everything deeper).
+        let want = oracle
+            .nodes
+            .iter()
+            .filter(|(p, _)| {
+                p.len() > at && p[..at] == *parent && !agent.nodes.contains_key(&p[..at + 1])
+            })
+            .filter(|(p, _)| {
+                if level == 1 {
+                    p.len() == at + 1
+                } else {
+                    p.len() > at + 1
+                }
+            })
+            .fold((0, 0), |(c, b), (_, n)| (c + n.calls, b + n.bytecodes));
+        folded_calls += got.calls;
+        if want != (got.calls, got.bytecodes) {
+            diffs.push(format!(
+                "{}: agent {got:?}, the oracle's contexts left out {want:?}",
+                show_path(path)
+            ));
+        }
+    }
+    assert!(diffs.is_empty(), "{what}:\n  {}", diffs.join("\n  "));
+    assert!(folded_calls > 0, "{what}: nothing folded");
+    assert_eq!(
+        stat(&st, "calls_folded"),
+        folded_calls,
+        "{what}: statistics"
+    );
+    assert_eq!(
+        (agent.total_calls(), agent.total_bytecodes()),
+        (oracle.total_calls(), oracle.total_bytecodes()),
+        "{what}: totals"
+    );
+
+    // max_contexts: the live trees share the budget and the merged tree has as much; the
+    // file keeps at most that many contexts, and every call and bytecode is still there.
+    let what = format!("Branching max_contexts=3000 on {}", jdk.name());
+    let (agent, st, _) = branching_with(jdk, &dir, "jvm-limit", "max_contexts=3000");
+    let kept = agent.nodes.keys().filter(|p| !is_overflow(p)).count();
+    assert!((1..=3000).contains(&kept), "{what}: {kept} contexts kept");
+    assert_eq!(stat(&st, "context_budget"), 3000, "{what}");
+    assert!(stat(&st, "calls_folded") > 0, "{what}: {st:?}");
+    for (path, got) in agent.nodes.iter().filter(|(p, _)| !is_overflow(p)) {
+        // Threads fold different contexts once they compete for the budget, so a merged
+        // context may hold only some threads' share: never more than the oracle's.
+        let want = oracle.nodes.get(path).copied().unwrap_or_default();
+        assert!(
+            got.calls <= want.calls && got.bytecodes <= want.bytecodes,
+            "{what}: {}: agent {got:?}, oracle {want:?}",
+            show_path(path)
+        );
+    }
+    assert_eq!(
+        (agent.total_calls(), agent.total_bytecodes()),
+        (oracle.total_calls(), oracle.total_bytecodes()),
+        "{what}: totals"
+    );
+
+    // No limit given: the default (a sixteenth of the heap) is far above this program.
+    let (agent, st, stderr) = branching_with(jdk, &dir, "no-limit", "");
+    assert!(!stderr.contains("context limit"), "{stderr}");
+    assert_same(
+        "Branching without limits",
+        &oracle,
+        &agent,
+        &compare(&oracle, &agent, Rule::Exact),
+    );
+    assert_eq!(stat(&st, "calls_folded"), 0);
+    assert!(stat(&st, "context_budget") >= 1024, "{st:?}");
+}
+
+#[test]
+fn context_limits_jdk17() {
+    context_limits(Jdk::J17);
+}
+
+#[test]
+fn context_limits_jdk25() {
+    context_limits(Jdk::J25);
 }
 
 /// A bad option stops the JVM at start with a message naming it (both ways in).

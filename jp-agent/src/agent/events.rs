@@ -25,6 +25,24 @@ pub(super) unsafe extern "system" fn on_vm_death(_jvmti: RawJvmti, raw: RawEnv) 
             u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
+        let folded = STATS.calls_folded.load(Ordering::Relaxed)
+            + STATS.merged_contexts_folded.load(Ordering::Relaxed);
+        if let Some(a) = AGENT.get().filter(|a| a.opts.warn && folded > 0) {
+            let per_thread = match a.opts.max_thread_contexts {
+                0 => String::new(),
+                n => format!(", max_thread_contexts={n}"),
+            };
+            say!(
+                "jp-agent: warning: a context limit was reached (max_contexts={}{per_thread}): \
+                 {} calls and {} merged contexts were counted in '{}.{}' nodes instead of \
+                 contexts of their own",
+                STATS.context_budget.load(Ordering::Relaxed),
+                STATS.calls_folded.load(Ordering::Relaxed),
+                STATS.merged_contexts_folded.load(Ordering::Relaxed),
+                crate::methods::OVERFLOW_CLASS,
+                crate::methods::OVERFLOW_NAME,
+            );
+        }
         if AGENT.get().is_some_and(|a| a.opts.stats) {
             say!(
                 "jp-agent: stats: {} vm_death_ms={}",

@@ -220,6 +220,23 @@ pub(super) unsafe extern "system" fn native_count_reports(
     })
 }
 
+pub(super) unsafe extern "system" fn native_count_contexts(
+    _raw: RawEnv,
+    _cls: JClass,
+    folded_calls: JLong,
+    folded_merged: JLong,
+    budget: JLong,
+) {
+    guard((), || {
+        let set = |a: &std::sync::atomic::AtomicU64, v: JLong| {
+            a.store(u64::try_from(v).unwrap_or(0), Ordering::Relaxed)
+        };
+        set(&STATS.calls_folded, folded_calls);
+        set(&STATS.merged_contexts_folded, folded_merged);
+        set(&STATS.context_budget, budget);
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

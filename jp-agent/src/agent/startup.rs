@@ -2,9 +2,9 @@
 
 use super::events::{on_class_file_load, on_thread_end, on_vm_death};
 use super::natives::{
-    native_agent_stats, native_bind, native_buffer_address, native_count_reports, native_fire,
-    native_method_name, native_usdt_control, native_usdt_end, native_usdt_hello, native_usdt_pid,
-    native_usdt_semaphore, native_write_profile,
+    native_agent_stats, native_bind, native_buffer_address, native_count_contexts,
+    native_count_reports, native_fire, native_method_name, native_usdt_control, native_usdt_end,
+    native_usdt_hello, native_usdt_pid, native_usdt_semaphore, native_write_profile,
 };
 use super::{guard, is_jdk_loader, Agent, JavaSide, AGENT, JAVA, LIVE};
 use crate::bootjar;
@@ -12,6 +12,7 @@ use crate::ffi::jni::{self, Env, JClass, JInt, JObject, JString, JValue, RawEnv,
 use crate::ffi::jvmti::{self, Callbacks, Capabilities, Jvmti, RawJvmti};
 use crate::filter::{decide, Decision};
 use crate::log::say;
+use crate::methods::MethodTable;
 use crate::options::{Options, Profiling};
 use crate::usdt;
 use std::ffi::{c_char, c_void, CStr};
@@ -191,7 +192,7 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
     let rt = env
         .find_class("jp/rt/Rt")
         .ok_or("cannot load jp.rt.Rt from the runtime jar on the boot class path")?;
-    let natives: [(&CStr, &CStr, *mut c_void); 12] = [
+    let natives: [(&CStr, &CStr, *mut c_void); 13] = [
         (
             c"bind",
             c"(Ljp/rt/ThreadState;)V",
@@ -236,12 +237,17 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
             c"(J)V",
             native_count_reports as *mut c_void,
         ),
+        (
+            c"countContexts",
+            c"(JJJ)V",
+            native_count_contexts as *mut c_void,
+        ),
     ];
     if !env.register_natives(rt, &natives) {
         return Err("RegisterNatives on jp.rt.Rt failed".into());
     }
     let init = env
-        .static_method(rt, "init", "(Ljava/lang/String;I)V")
+        .static_method(rt, "init", "(Ljava/lang/String;IIJJ)V")
         .ok_or("jp.rt.Rt.init not found")?;
     let thread_ended = env
         .static_method(rt, "threadEnded", "(Ljava/lang/Object;)V")
@@ -290,10 +296,23 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
     if name.is_null() {
         return Err("NewStringUTF failed".into());
     }
+    let overflow_mid = crate::methods::table()
+        .get_or_insert_with(MethodTable::default)
+        .overflow_id();
+    let to_jlong = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let args = [
         JValue { l: name },
         JValue {
             i: agent.opts.granularity,
+        },
+        JValue {
+            i: i32::try_from(overflow_mid).unwrap_or(i32::MAX),
+        },
+        JValue {
+            j: agent.opts.max_contexts.map_or(-1, to_jlong),
+        },
+        JValue {
+            j: to_jlong(agent.opts.max_thread_contexts),
         },
     ];
     if !env.call_static_void(rt, init, &args) {

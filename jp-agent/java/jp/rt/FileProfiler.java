@@ -5,7 +5,7 @@ package jp.rt;
  * global tree with 64-bit counters as the threads end, and has the agent write it at VM death.
  */
 final class FileProfiler implements Profiler {
-    private final Node global = new Node(-1, null, null);
+    private final Node global = Rt.mergedTreeRoot();
 
     @Override
     public void register(Thread thread, Node root) {}

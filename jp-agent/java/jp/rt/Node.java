@@ -48,6 +48,16 @@ public final class Node {
     }
 
     private Node lookup(int m) {
+        Node c = find(m);
+        if (c != null) {
+            hot = c;
+            return c;
+        }
+        return addChild(m);
+    }
+
+    /** The child for {@code m} in the table, or null. */
+    private Node find(int m) {
         Node[] t = kids;
         if (t != null) {
             int mask = t.length - 1;
@@ -55,17 +65,45 @@ public final class Node {
             Node c;
             while ((c = t[i]) != null) {
                 if (c.mid == m) {
-                    hot = c;
                     return c;
                 }
                 i = (i + 1) & mask;
             }
         }
-        return addChild(m);
+        return null;
     }
 
     private Node addChild(int m) {
+        int o = Rt.overflowMid;
+        if (m == o || mid == o || (state != null && !state.mayAdd())) {
+            return overflowChild(m != o);
+        }
         Node c = new Node(m, this, state);
+        hot = c;
+        return insertChild(c);
+    }
+
+    /**
+     * Where a call goes whose context would be new once the tree's budget is spent ({@code
+     * refused}), or where a merge puts an overflow node's counts. A real node has one overflow
+     * child; that child has one of its own, which takes every call below it. Two levels, so
+     * that a frame in the first returns the thread to the real parent and a frame in the
+     * second returns it to the first: the real contexts keep exact counts, and every call and
+     * bytecode below the limit is still counted, in the overflow nodes.
+     */
+    private Node overflowChild(boolean refused) {
+        int o = Rt.overflowMid;
+        if (refused && state != null) {
+            state.folded++; // a call whose context is one of the overflow nodes
+        }
+        if (mid == o && parent != null && parent.mid == o) {
+            return this;
+        }
+        Node c = find(o);
+        return c != null ? c : insertChild(new Node(o, this, state));
+    }
+
+    private Node insertChild(Node c) {
         Node[] t = kids;
         if (t == null) {
             t = new Node[4];
@@ -77,7 +115,6 @@ public final class Node {
         // Publish the table after filling it: a reader on another thread (VM death) sees
         // either the old or the complete new table.
         kids = t;
-        hot = c;
         return c;
     }
 

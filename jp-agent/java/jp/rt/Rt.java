@@ -30,6 +30,24 @@ public final class Rt {
     static Profiler profiler;
     static int granularity = 10_000_000;
 
+    /**
+     * The method id of overflow nodes (the agent's table names it), where new contexts fold
+     * once a limit is reached. Not a valid JVM method name, so never a real method's.
+     */
+    static int overflowMid = -2;
+    /** Contexts the live threads' trees may hold together, and each merged tree; see grant. */
+    private static long jvmBudget = Long.MAX_VALUE;
+    /** Contexts one thread's tree may hold (Long.MAX_VALUE: only the JVM's budget). */
+    private static long threadBudget = Long.MAX_VALUE;
+    /** Contexts granted to trees that still exist. Under LOCK. */
+    private static long jvmGranted;
+    /** Bumped when budget comes back (a tree was dropped): refused trees may ask again. */
+    static volatile long budgetEpoch;
+    /** A tree asks the JVM's budget for this many contexts at a time (one lock per chunk). */
+    private static final int GRANT = 1024;
+    /** Calls folded by trees that were dropped (under LOCK); see ThreadState.folded. */
+    private static long foldedOfDropped;
+
     private static final Object LOCK = new Object();
     /** Threads inside {@link #attach} (guards against recursion through ThreadLocal.set). */
     private static Thread[] attaching = new Thread[8];
@@ -130,6 +148,74 @@ public final class Rt {
     }
 
     // ---- slow paths ----
+
+    /**
+     * A tree wants a new context and has used what it was granted: grant it the next chunk if
+     * the thread's and the JVM's limits allow, else refuse (its new contexts then fold into
+     * overflow nodes, counted). A refused tree asks again only after budget came back.
+     */
+    static boolean grant(ThreadState s) {
+        long refused = s.refusedAt;
+        if (refused == budgetEpoch || refused == DROPPED) {
+            return false;
+        }
+        synchronized (LOCK) {
+            // A merged tree is a copy of ended threads' contexts: it has a budget of its own
+            // (as large as the live trees' together) rather than competing with them, or a
+            // second copy (file+usdt keeps two) would starve the first.
+            boolean merged = s.thread == null;
+            // Not Math.min: with jdk=true, Math is instrumented and would come back here.
+            long chunk = merged
+                    ? least(GRANT, jvmBudget - s.granted)
+                    : least(least(GRANT, jvmBudget - jvmGranted), threadBudget - s.granted);
+            if (chunk <= 0) {
+                s.refusedAt = budgetEpoch;
+                return false;
+            }
+            if (!merged) {
+                jvmGranted += chunk;
+            }
+            s.granted += chunk;
+            s.contexts++;
+            return true;
+        }
+    }
+
+    private static long least(long a, long b) {
+        return a < b ? a : b;
+    }
+
+    /** ThreadState.refusedAt of a dropped tree: it never grows again. */
+    private static final long DROPPED = Long.MAX_VALUE;
+
+    /** Merged trees' states, for their fold counts at VM death. Under LOCK. */
+    private static ThreadState[] merged = new ThreadState[0];
+
+    /** A tree is dropped (its thread ended and the profiler has it): its budget comes back. */
+    private static void dropTree(ThreadState s) {
+        synchronized (LOCK) {
+            jvmGranted -= s.granted;
+            s.granted = 0;
+            s.refusedAt = DROPPED;
+            foldedOfDropped += s.folded;
+            budgetEpoch++;
+        }
+    }
+
+    /**
+     * The root of a merged tree (a profiler's tree of ended threads): it counts against the
+     * JVM's budget like a thread's, folding new contexts once the budget is spent.
+     */
+    static Node mergedTreeRoot() {
+        ThreadState s = new ThreadState(null, Integer.MAX_VALUE);
+        synchronized (LOCK) {
+            ThreadState[] a = new ThreadState[merged.length + 1];
+            System.arraycopy(merged, 0, a, 0, merged.length);
+            a[merged.length] = s;
+            merged = a;
+        }
+        return s.root;
+    }
 
     private static ThreadState attach() {
         Thread t = Thread.currentThread();
@@ -274,6 +360,7 @@ public final class Rt {
             s.slot = -1;
             forget(s);
             reportsOfEnded += s.reports;
+            dropTree(s);
             return true;
         }
     }
@@ -281,8 +368,13 @@ public final class Rt {
     // ---- called by the native agent ----
 
     /** Called once by the agent when the VM is initialized (or from premain). */
-    static void init(String profilerName, int gran) throws Throwable {
+    static void init(
+            String profilerName, int gran, int overflow, long maxContexts, long maxThreadContexts)
+            throws Throwable {
         granularity = gran;
+        overflowMid = overflow;
+        jvmBudget = contextBudget(maxContexts);
+        threadBudget = maxThreadContexts > 0 ? maxThreadContexts : Long.MAX_VALUE;
         Profiler p;
         if ("file".equals(profilerName)) {
             p = new FileProfiler();
@@ -296,6 +388,23 @@ public final class Rt {
         }
         profiler = p;
         states = new ThreadLocal<ThreadState>();
+    }
+
+    /** Bytes a context costs at most in a tree (node and its share of a child table). */
+    private static final long CONTEXT_BYTES = 64;
+
+    /**
+     * {@code max_contexts}: -1 (not given) is a sixteenth of the heap's limit (live trees and
+     * each merged tree: with file+usdt at most 3/16 of the heap), 0 means no limit.
+     */
+    private static long contextBudget(long max) {
+        if (max > 0) {
+            return max;
+        }
+        if (max == 0) {
+            return Long.MAX_VALUE;
+        }
+        return Math.max(GRANT, Runtime.getRuntime().maxMemory() / 16 / CONTEXT_BYTES);
     }
 
     /** JVMTI ThreadEnd, on the ending thread, with the state {@link #bind} stored. */
@@ -361,8 +470,13 @@ public final class Rt {
                 System.err.println("jp-agent: profiler shutdown failed: " + e);
             }
         }
+        long mergedFolded = 0;
         synchronized (LOCK) {
             countReports(reportsOfEnded);
+            for (ThreadState m : merged) {
+                mergedFolded += m.folded;
+            }
+            countContexts(foldedOfDropped, mergedFolded, jvmBudget == Long.MAX_VALUE ? 0 : jvmBudget);
         }
     }
 
@@ -412,6 +526,13 @@ public final class Rt {
 
     /** Profiler calls of all threads, for the statistics line ({@code reports=}). */
     static native void countReports(long reports);
+
+    /**
+     * Calls whose new context was folded into an overflow node (thread trees), contexts folded
+     * while merging ended threads' trees, and the JVM's context budget (0: none), for the
+     * statistics and the exit warning.
+     */
+    static native void countContexts(long foldedCalls, long foldedMerged, long budget);
 
     /** Threads registered and not ended (racy: for the hello record). */
     static int liveThreads() {

@@ -21,11 +21,35 @@ final class ThreadState {
     /** Times the profiler was called for this thread (for the agent's statistics). */
     long reports;
 
+    /** Contexts this tree has created (its root and overflow nodes not counted). */
+    int contexts;
+    /** Contexts of the JVM's budget this tree holds: it grows without asking up to here. */
+    long granted;
+    /** {@link Rt#budgetEpoch} when the budget last refused this tree (-1: never). */
+    long refusedAt = -1;
+    /**
+     * Calls whose new context was folded into an overflow node because a limit was reached
+     * (the agent's statistics: {@code calls_folded}).
+     */
+    long folded;
+
     ThreadState(Thread thread, int granularity) {
         this.thread = thread;
         this.root = new Node(-1, null, this);
         this.current = root;
         this.counter = granularity;
+    }
+
+    /**
+     * Whether this tree may create one more context (then it is counted). Outside the hot
+     * path: called only where a context is new.
+     */
+    boolean mayAdd() {
+        if (contexts < granted) {
+            contexts++;
+            return true;
+        }
+        return Rt.grant(this);
     }
 
     /** The counter ran out: let the profiler look at this thread's tree. */

@@ -54,7 +54,7 @@ final class UsdtProfiler implements Profiler {
      * Guarded by this profiler's monitor, which also makes a thread's END and its fold into
      * this tree one step (see wire.rs, "Ended threads").
      */
-    private final Node ended = new Node(-1, null, null);
+    private final Node ended = Rt.mergedTreeRoot();
     private final Stream endedStream = new Stream(STREAM_ENDED, "(ended threads)");
     /** The generation the JVM stream last answered (valid once {@link #jvmSynced}). */
     private volatile long jvmAnswered;

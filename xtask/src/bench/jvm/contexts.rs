@@ -15,6 +15,10 @@ use crate::build::Deliverables;
 /// (recursion depth, traversals per round): ~1.1 M calls a round at every size.
 const SIZES: [(u32, u32); 3] = [(4, 100), (5, 10), (6, 1)];
 
+/// The largest size again with a tenth of its contexts allowed (`max_thread_contexts`):
+/// what the bound saves in memory and costs in time.
+const LIMITED: u64 = 111_111;
+
 struct Run {
     rounds: Rounds,
     /// Heap growth after GC while the worker lives, and after it ended.
@@ -37,11 +41,15 @@ pub fn run(
         for (s, (depth, traversals)) in SIZES.iter().enumerate() {
             for i in 0..MODES.len() {
                 let mode = MODES[(i + s + j) % MODES.len()];
-                let r = run_one(java, out, dir, *depth, *traversals, mode)
+                let r = run_one(java, out, dir, *depth, *traversals, mode, "")
                     .with_context(|| format!("contexts depth {depth} ({mode:?})"))?;
                 runs.insert((s, mode), r);
             }
         }
+        let (depth, traversals) = SIZES[SIZES.len() - 1];
+        let limit = format!(",max_thread_contexts={LIMITED}");
+        let limited = run_one(java, out, dir, depth, traversals, Mode::Default, &limit)
+            .with_context(|| format!("contexts depth {depth} with{limit}"))?;
         eprintln!("xtask: bench jvm contexts {label} done");
         sections.push_str(&format!(
             "\n#### {label}\n\n| contexts per thread | no agent (ns per call) | slowdown default | slowdown precise | thread's tree, B/context (default / precise) | merged tree, B/context (default / precise) |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n"
@@ -78,6 +86,18 @@ pub fn run(
                 per_context(pre, false),
                 per_context(def, true),
                 per_context(pre, true),
+            ));
+        }
+        if let Some((off, def, _)) = by_mode(&runs, SIZES.len() - 1) {
+            let mib = |r: &Run| (r.thread_bytes - off.thread_bytes) / (1 << 20) as f64;
+            sections.push_str(&format!(
+                "\nThe largest size with `max_thread_contexts={LIMITED}` (bba=default): the thread's \
+                 tree holds {:.1} MiB instead of {:.1} MiB (new contexts past the limit fold into \
+                 overflow nodes, every call still counted); slowdown {} against {} unbounded.\n",
+                mib(&limited),
+                mib(def),
+                ratio_cell(&limited.rounds, &off.rounds),
+                ratio_cell(&def.rounds, &off.rounds),
             ));
         }
         verdict.push_str(&format!(
@@ -126,12 +146,18 @@ fn run_one(
     depth: u32,
     traversals: u32,
     mode: Mode,
+    extra: &str,
 ) -> Result<Run> {
     let mut args = Vec::new();
     if let Some(bba) = mode.bba() {
         // The folded format: the quickest to write of a million contexts at exit.
         let profile = dir.join(format!("contexts-{depth}-{bba}.folded"));
-        args.push(agent_arg(out, bba, &profile, ",format=folded"));
+        args.push(agent_arg(
+            out,
+            bba,
+            &profile,
+            &format!(",format=folded{extra}"),
+        ));
     }
     args.extend(["-cp", ".", "Contexts"].map(String::from));
     args.extend([depth.to_string(), traversals.to_string()]);
