@@ -552,7 +552,7 @@ pub enum Body<'a, 's> {
     Hello(Hello<'a>),
     Methods(alloc::vec::Vec<MethodDef<'a>>),
     Tree(TreeBody<'a, 's>),
-    /// [`KIND_JVM_END`]: its body is not read.
+    /// [`KIND_JVM_END`]: its body is empty (bytes there refuse the record).
     JvmEnd,
 }
 
@@ -589,7 +589,8 @@ pub fn decode_body<'a, 's>(
                 entries,
             }))
         }
-        KIND_JVM_END => Ok(Body::JvmEnd),
+        KIND_JVM_END if rec.body.is_empty() => Ok(Body::JvmEnd),
+        KIND_JVM_END => Err(WireError::Trailing),
         k => Err(WireError::Kind(k)),
     }
 }
@@ -814,6 +815,20 @@ mod tests {
         bad[last] = 0x80;
         let r = split_record(&bad).unwrap();
         assert_eq!(decode_body(&r, &mut entries), Err(WireError::Varint));
+    }
+
+    #[test]
+    fn jvm_end_has_an_empty_body() {
+        let mut buf = [0u8; 128];
+        let h = header(KIND_JVM_END, 1, 2, 0, 5, FLAG_END);
+        let rec = Writer::new(&mut buf, &h).unwrap().finish();
+        let r = split_record(rec).unwrap();
+        assert_eq!(decode_body(&r, &mut Vec::new()), Ok(Body::JvmEnd));
+        let mut w = Writer::new(&mut buf, &h).unwrap();
+        w.string(b"garbage").unwrap();
+        let rec = w.finish();
+        let r = split_record(rec).unwrap();
+        assert_eq!(decode_body(&r, &mut Vec::new()), Err(WireError::Trailing));
     }
 
     #[test]
