@@ -21,6 +21,7 @@ pub use jp_mct as mct;
 pub mod methods;
 pub mod options;
 pub mod stats;
+mod sync;
 pub mod usdt;
 
 pub use agent::{stats_summary, write_file};

@@ -107,7 +107,7 @@ static TABLE: Mutex<Option<MethodTable>> = Mutex::new(None);
 /// The process-wide table (a poisoned lock is recovered: the table stays consistent because
 /// every update is a single push + insert).
 pub fn table() -> MutexGuard<'static, Option<MethodTable>> {
-    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+    crate::sync::lock(&TABLE)
 }
 
 /// [`MethodIds`] over the global table, locking per request so that parallel class loading

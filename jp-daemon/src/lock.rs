@@ -1,6 +1,6 @@
-//! The one way jpd takes a mutex.
+//! The one way jpd takes a mutex or a read-write lock.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Locks `mutex`, also when another holder panicked: every value jpd keeps behind a
 /// mutex (stores, exporter caches, the collector's state) stays consistent between
@@ -9,6 +9,16 @@ pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Reads `rw`, also when a writer panicked (as [`lock`]).
+pub fn read<T: ?Sized>(rw: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    rw.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Writes `rw`, also when another holder panicked (as [`lock`]).
+pub fn write<T: ?Sized>(rw: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    rw.write().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -15,7 +15,9 @@ use crate::methods::{self, MethodEntry};
 use jp_common::wire::{self, MethodDef, Writer, MAX_RECORD};
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, OnceLock};
+
+use crate::sync::lock;
 
 /// What the hello record says about the JVM; set once at VM init.
 #[derive(Clone, Debug, Default)]
@@ -47,12 +49,6 @@ struct JvmStream {
 static JVM: Mutex<Option<JvmStream>> = Mutex::new(None);
 
 static TAP: Mutex<Option<BufWriter<File>>> = Mutex::new(None);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding these locks leaves nothing half-updated that matters more than
-    // a lost record: recover.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// `usdt_tap=FILE`: creates FILE (truncating it), sets the semaphore and generation 1 as
 /// a tracer would. Call before any Java code can report.

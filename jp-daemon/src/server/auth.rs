@@ -150,19 +150,19 @@ impl Authorizer {
     }
 
     pub fn set_tls(&self, policy: TlsPolicy) {
-        *self.tls.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+        *crate::lock::write(&self.tls) = Arc::new(policy);
     }
 
     pub fn tls_policy(&self) -> Arc<TlsPolicy> {
-        Arc::clone(&self.tls.read().unwrap_or_else(|p| p.into_inner()))
+        Arc::clone(&crate::lock::read(&self.tls))
     }
 
     pub fn set(&self, policy: Policy) {
-        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+        *crate::lock::write(&self.policy) = Arc::new(policy);
     }
 
     pub fn policy(&self) -> Arc<Policy> {
-        Arc::clone(&self.policy.read().unwrap_or_else(|p| p.into_inner()))
+        Arc::clone(&crate::lock::read(&self.policy))
     }
 
     /// The decision for one request, from the connection info tonic attached to it.

@@ -169,11 +169,11 @@ impl TlsSettings {
     }
 
     pub fn set(&self, config: Arc<rustls::ServerConfig>) {
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = config;
+        *crate::lock::write(&self.current) = config;
     }
 
     fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
-        let config = Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()));
+        let config = Arc::clone(&crate::lock::read(&self.current));
         tokio_rustls::TlsAcceptor::from(config)
     }
 }

@@ -181,10 +181,7 @@ impl UsdtCollector {
 
     /// What the collector is attached to, as of the last tick.
     pub fn status(&self) -> UsdtStatus {
-        self.status
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.status).clone()
     }
 
     /// Stops the manager thread, detaches every uprobe and stops the reader.
@@ -772,7 +769,7 @@ impl<S: RecordSink> Manager<S> {
             run_time_ns,
         };
         lock(&self.sink).collector_status(&status);
-        *self.status.lock().unwrap_or_else(|p| p.into_inner()) = status;
+        *lock(&self.status) = status;
     }
 
     fn detach_all(&mut self) {

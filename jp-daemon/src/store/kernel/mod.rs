@@ -191,13 +191,11 @@ impl Store {
         inner.reset_at = Some(SystemTime::now());
     }
 
-    // A poisoned lock only means a reader or writer panicked mid-way; the data is
-    // plain counters, so keep serving it rather than taking the daemon down.
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
+        crate::lock::read(&self.inner)
     }
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
+        crate::lock::write(&self.inner)
     }
 }
 
