@@ -54,7 +54,7 @@ final class UsdtProfiler implements Profiler {
      * Guarded by this profiler's monitor, which also makes a thread's END and its fold into
      * this tree one step (see wire.rs, "Ended threads").
      */
-    private final Node ended = Rt.mergedTreeRoot();
+    private final Node ended;
     private final Stream endedStream = new Stream(STREAM_ENDED, "(ended threads)");
     /** The generation the JVM stream last answered (valid once {@link #jvmSynced}). */
     private volatile long jvmAnswered;
@@ -62,6 +62,9 @@ final class UsdtProfiler implements Profiler {
 
     UsdtProfiler(FileProfiler file) {
         this.file = file;
+        // With a file too, the file's merged tree is this one: the same threads merge
+        // into it the same way, so one copy serves both (half the memory).
+        this.ended = file != null ? file.tree() : Rt.mergedTreeRoot();
     }
 
     /** Whether anyone listens: the whole cost of a report point without a tracer. */
@@ -104,9 +107,6 @@ final class UsdtProfiler implements Profiler {
             }
             FileProfiler.merge(ended, root);
         }
-        if (file != null) {
-            file.threadEnded(thread, root);
-        }
     }
 
     @Override
@@ -117,7 +117,9 @@ final class UsdtProfiler implements Profiler {
         }
         Rt.usdtEnd(Rt.liveThreads());
         if (file != null) {
-            file.shutdown();
+            synchronized (this) { // the tree's merges hold this monitor
+                file.shutdown();
+            }
         }
     }
 
