@@ -116,7 +116,7 @@ struct Running {
     auth: auth::Authorizer,
     /// The TLS listener's certificates, when `server.tcp` is set.
     tls: Option<tls::TlsSettings>,
-    sources: export::Sources,
+    sources: export::ExportState,
     started: SystemTime,
 }
 
@@ -435,6 +435,10 @@ fn life(
     let authorizer = auth::Authorizer::new(policy);
     authorizer.set_tls(tls_policy(&config));
     let tcp_addr = tcp.as_ref().and_then(|t| t.local_addr().ok());
+    let stores = crate::store::Sources {
+        kernel: store,
+        jvm: jvm_store,
+    };
 
     let pusher_auth = export::pyroscope::wire::Files::read(&config.pyroscope);
     let mut running = Running {
@@ -445,7 +449,7 @@ fn life(
         pusher_auth,
         auth: authorizer.clone(),
         tls: tls_settings,
-        sources: export::Sources::new(Arc::clone(&store), Arc::clone(&jvm_store)),
+        sources: export::ExportState::new(stores.clone()),
         started,
     };
     rt.block_on(running.start_exporter())?;
@@ -482,10 +486,7 @@ fn life(
     let mut server_task = rt.spawn(server::serve_on(
         listener,
         tcp,
-        crate::store::Sources {
-            kernel: store,
-            jvm: jvm_store,
-        },
+        stores,
         async move {
             let _ = stop_rx.await;
         },
@@ -528,7 +529,7 @@ fn life(
                 }
                 Event::Watchdog => {
                     if let Some(t) = watchdog {
-                        watchdog_ping(&notifier, &running.sources.kernel, t, read_interval);
+                        watchdog_ping(&notifier, &running.sources.stores.kernel, t, read_interval);
                     }
                 }
             }

@@ -20,7 +20,7 @@ use axum::routing::get;
 use axum::Router;
 use jp_mct::{FlameTree, FrameCounts};
 
-use super::Sources;
+use super::ExportState;
 use crate::lock::lock;
 use crate::store::kernel::profile;
 
@@ -30,7 +30,7 @@ pub const REFRESH_SECONDS: u32 = 5;
 const KERNEL_HOTSPOTS: usize = 15;
 
 /// The pages' routes, with their own state: merged into the exporter's router.
-pub fn router(sources: Sources) -> Router {
+pub fn router(sources: ExportState) -> Router {
     Router::new()
         .route("/flame", get(index))
         .route("/flame/jvm", get(jvm_page))
@@ -57,8 +57,8 @@ fn escape(s: &str) -> String {
 }
 
 /// (module, function, samples) of the kernel profile since jpd started, hottest first.
-fn kernel_functions(sources: &Sources) -> Option<Vec<(String, String, u64)>> {
-    let view = sources.kernel.kernel_totals();
+fn kernel_functions(sources: &ExportState) -> Option<Vec<(String, String, u64)>> {
+    let view = sources.stores.kernel.kernel_totals();
     let symbols = view.symbols.as_ref()?;
     let c = &view.counts;
     let p = profile::aggregate(&c.buckets, &c.other_ips, symbols, view.status.shift);
@@ -79,12 +79,12 @@ fn kernel_functions(sources: &Sources) -> Option<Vec<(String, String, u64)>> {
 
 // Each page is built off the runtime: a tree's flame graph, the kernel's
 // aggregation (see `blocking`).
-async fn index(State(sources): State<Sources>) -> Response {
+async fn index(State(sources): State<ExportState>) -> Response {
     super::blocking::off_runtime(move || index_page(&sources)).await
 }
 
-fn index_page(sources: &Sources) -> Response {
-    let jvms = lock(&sources.jvm).list();
+fn index_page(sources: &ExportState) -> Response {
+    let jvms = lock(&sources.stores.jvm).list();
     let mut s = String::from(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>jpd</title>\
          <meta http-equiv=\"refresh\" content=\"5\">\
@@ -143,11 +143,11 @@ fn index_page(sources: &Sources) -> Response {
     html(s)
 }
 
-async fn jvm_page(State(sources): State<Sources>, RawQuery(query): RawQuery) -> Response {
+async fn jvm_page(State(sources): State<ExportState>, RawQuery(query): RawQuery) -> Response {
     super::blocking::off_runtime(move || jvm_page_for(&sources, query.as_deref())).await
 }
 
-fn jvm_page_for(sources: &Sources, query: Option<&str>) -> Response {
+fn jvm_page_for(sources: &ExportState, query: Option<&str>) -> Response {
     let pid = match super::query::pid(query) {
         Ok(Some(pid)) => pid,
         Ok(None) => {
@@ -157,7 +157,7 @@ fn jvm_page_for(sources: &Sources, query: Option<&str>) -> Response {
     };
     // The snapshot under the lock (cheap), the tree and the page after it.
     let (summary, snapshot) = {
-        let mut store = lock(&sources.jvm);
+        let mut store = lock(&sources.stores.jvm);
         (store.summary(pid), store.snapshot(pid))
     };
     let (Some(summary), Some(snapshot)) = (summary, snapshot) else {
@@ -177,11 +177,11 @@ fn jvm_page_for(sources: &Sources, query: Option<&str>) -> Response {
     }
 }
 
-async fn kernel_page(State(sources): State<Sources>) -> Response {
+async fn kernel_page(State(sources): State<ExportState>) -> Response {
     super::blocking::off_runtime(move || kernel_page_now(&sources)).await
 }
 
-fn kernel_page_now(sources: &Sources) -> Response {
+fn kernel_page_now(sources: &ExportState) -> Response {
     let Some(fs) = kernel_functions(sources) else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -230,19 +230,15 @@ fn kernel_page_now(sources: &Sources) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Exporter, Sources};
+    use super::super::{ExportState, Exporter};
     use crate::export::config::ExportConfig;
-    use crate::store::jvm::{JvmLimits, JvmStore};
     use crate::store::kernel::Store;
-    use std::sync::{Arc, Mutex};
+    use crate::store::Sources;
     use std::time::SystemTime;
 
     #[tokio::test]
     async fn pages_on_the_exporter_answer_without_data_and_refuse_bad_pids() {
-        let sources = Sources::new(
-            Store::new(),
-            Arc::new(Mutex::new(JvmStore::new(JvmLimits::default()))),
-        );
+        let sources = ExportState::new(Sources::from(Store::new()));
         let cfg = ExportConfig {
             enabled: true,
             listen: "127.0.0.1:0".into(),

@@ -31,26 +31,24 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::lock::lock;
-use crate::store::jvm::JvmStore;
-use crate::store::kernel::Store;
+use crate::store::Sources;
 use config::ExportConfig;
 
-/// What the exporters read. Built once per jpd, so that an exporter restarted by a
-/// reload keeps the JVM counters' history (they must never go down).
+/// What the exporters read: the stores, and what the exporters keep of their own. Built
+/// once per jpd, so that an exporter restarted by a reload keeps the JVM counters'
+/// history (they must never go down).
 #[derive(Clone)]
-pub struct Sources {
-    pub kernel: Arc<Store>,
-    pub jvm: Arc<Mutex<JvmStore>>,
+pub struct ExportState {
+    pub stores: Sources,
     pub jvm_totals: Arc<Mutex<jvm_metrics::JvmTotals>>,
     /// The Pyroscope pusher's queue and counters (they outlive a reload).
     pub pyroscope: Arc<pyroscope::Shared>,
 }
 
-impl Sources {
-    pub fn new(kernel: Arc<Store>, jvm: Arc<Mutex<JvmStore>>) -> Sources {
-        Sources {
-            kernel,
-            jvm,
+impl ExportState {
+    pub fn new(stores: Sources) -> ExportState {
+        ExportState {
+            stores,
             jvm_totals: Arc::default(),
             pyroscope: Arc::default(),
         }
@@ -62,7 +60,7 @@ pub const DEFAULT_PROFILE_SECONDS: u64 = 30;
 
 #[derive(Clone)]
 struct Ctx {
-    sources: Sources,
+    sources: ExportState,
     started: SystemTime,
     max_seconds: u64,
 }
@@ -79,7 +77,7 @@ impl Exporter {
     /// cannot be bound, so that a typo is an error at start or reload.
     pub async fn start(
         cfg: &ExportConfig,
-        sources: Sources,
+        sources: ExportState,
         started: SystemTime,
     ) -> anyhow::Result<Exporter> {
         let listener = tokio::net::TcpListener::bind(&cfg.listen)
@@ -146,14 +144,14 @@ async fn index() -> &'static str {
 
 async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
     let mut text = kernel_metrics::render(
-        &ctx.sources.kernel.kernel_totals(),
+        &ctx.sources.stores.kernel.kernel_totals(),
         &kernel_metrics::Process {
             version: env!("CARGO_PKG_VERSION"),
             started: ctx.started,
         },
     );
     let (list, stats) = {
-        let jvm = lock(&ctx.sources.jvm);
+        let jvm = lock(&ctx.sources.stores.jvm);
         (jvm.list(), jvm.stats())
     };
     let per_main = lock(&ctx.sources.jvm_totals).update(&list);
@@ -179,7 +177,7 @@ async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Re
         Ok(s) => s,
         Err(msg) => return (StatusCode::BAD_REQUEST, msg + "\n").into_response(),
     };
-    let store = &ctx.sources.kernel;
+    let store = &ctx.sources.stores.kernel;
     let (window, symbols, status, start) = if seconds == 0 {
         let t = store.kernel_totals();
         (t.counts, t.symbols, t.status, ctx.started)
@@ -248,7 +246,7 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
         (Ok(p), Ok(s)) => (p, s),
         (Err(m), _) | (_, Err(m)) => return (StatusCode::BAD_REQUEST, m + "\n").into_response(),
     };
-    let jvm = &ctx.sources.jvm;
+    let jvm = &ctx.sources.stores.jvm;
     let held = || {
         let pids: Vec<String> = lock(jvm).list().iter().map(|j| j.pid.to_string()).collect();
         if pids.is_empty() {
@@ -308,12 +306,7 @@ mod tests {
 
     #[tokio::test]
     async fn serves_metrics_and_rejects_bad_profiles_over_http() {
-        let store = Sources::new(
-            Store::new(),
-            Arc::new(Mutex::new(JvmStore::new(
-                crate::store::jvm::JvmLimits::default(),
-            ))),
-        );
+        let store = ExportState::new(Sources::from(crate::store::kernel::Store::new()));
         let cfg = ExportConfig {
             enabled: true,
             listen: "127.0.0.1:0".into(),

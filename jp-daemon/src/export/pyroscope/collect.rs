@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jp_mct::{Mct, MethodInfo};
 
 use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
-use crate::export::{jvm_pprof, kernel_pprof, Sources};
+use crate::export::{jvm_pprof, kernel_pprof, ExportState};
 use crate::lock::lock;
 use crate::store::kernel::KernelCounts;
 
@@ -66,10 +66,10 @@ impl Baselines {
     /// Starts a run at `now`: the kernel's counts so far are the baseline (the first
     /// kernel profile is the first interval); JVMs are pushed whole when first seen,
     /// since their trees add up from the JVM's start.
-    pub fn new(epoch: u64, sources: &Sources, now: SystemTime) -> Baselines {
+    pub fn new(epoch: u64, sources: &ExportState, now: SystemTime) -> Baselines {
         Baselines {
             epoch,
-            kernel: Some((sources.kernel.kernel_totals().counts, now)),
+            kernel: Some((sources.stores.kernel.kernel_totals().counts, now)),
             jvms: HashMap::new(),
             prev: now,
         }
@@ -112,7 +112,7 @@ fn series(name: &str, service: &str, l: &Labeling, profile: Vec<u8>) -> RawProfi
 /// Collects the profiles of the interval ending `now` and moves the baselines there.
 pub fn collect(
     b: &mut Baselines,
-    sources: &Sources,
+    sources: &ExportState,
     l: &Labeling,
     now: SystemTime,
 ) -> Vec<RawProfileSeries> {
@@ -133,10 +133,10 @@ pub fn collect(
 
 fn kernel(
     b: &mut Baselines,
-    sources: &Sources,
+    sources: &ExportState,
     now: SystemTime,
 ) -> std::io::Result<Option<Vec<u8>>> {
-    let view = sources.kernel.kernel_totals();
+    let view = sources.stores.kernel.kernel_totals();
     let Some(symbols) = view.symbols else {
         // Nothing can be named yet: the window grows until the symbols are loaded.
         return Ok(None);
@@ -161,12 +161,12 @@ fn kernel(
 
 fn jvms(
     b: &mut Baselines,
-    sources: &Sources,
+    sources: &ExportState,
     l: &Labeling,
     now: SystemTime,
     out: &mut Vec<RawProfileSeries>,
 ) {
-    let list = lock(&sources.jvm).list();
+    let list = lock(&sources.stores.jvm).list();
     b.jvms.retain(|pid, _| list.iter().any(|s| s.pid == *pid));
     for s in list {
         if s.main.is_empty() && s.exited_at.is_none() {
@@ -192,7 +192,7 @@ fn jvms(
         // The generation and the tree under one lock: a change in between would be
         // pushed with the next interval anyway, but never missed.
         let (generation, tree) = {
-            let store = lock(&sources.jvm);
+            let store = lock(&sources.stores.jvm);
             let g = store.jvm_generation(s.pid);
             if g.is_some() && g == base.generation {
                 continue;

@@ -32,7 +32,7 @@ use self::collect::{Baselines, Labeling};
 use self::config::PyroscopeConfig;
 use self::wire::{Client, PushError, PushRequest};
 use super::kernel_metrics::Family;
-use super::Sources;
+use super::ExportState;
 use crate::lock::lock;
 
 const MIN_BACKOFF: Duration = Duration::from_secs(1);
@@ -178,7 +178,7 @@ pub struct Pusher {
 impl Pusher {
     /// Starts the tasks (inside a tokio runtime). Fails when a secret file cannot be
     /// read or TLS cannot be set up; the message names the key.
-    pub fn start(cfg: &PyroscopeConfig, sources: Sources) -> Result<Pusher, String> {
+    pub fn start(cfg: &PyroscopeConfig, sources: ExportState) -> Result<Pusher, String> {
         let client = Client::new(cfg)?;
         let shared = Arc::clone(&sources.pyroscope);
         let labeling = Arc::new(Labeling {
@@ -241,7 +241,7 @@ impl Pusher {
 }
 
 async fn collector(
-    sources: Sources,
+    sources: ExportState,
     labeling: Arc<Labeling>,
     interval: Duration,
     max: usize,
@@ -280,7 +280,7 @@ async fn collector(
 
 /// One interval's profiles, queued as one push (blocking: copies trees, gzips).
 fn collect_and_queue(
-    sources: &Sources,
+    sources: &ExportState,
     shared: &Shared,
     labeling: &Labeling,
     max: usize,
