@@ -1,0 +1,8 @@
+//! End to end, for real: the `jpd` and `jpctl` that `cargo xtask build` delivers.
+//! One test binary; each module is one area's tests, all sharing `support` (see
+//! docs/architecture.md, "Tests").
+#[path = "../support/mod.rs"]
+mod support;
+
+mod jvm;
+mod kernel;
