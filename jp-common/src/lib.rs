@@ -153,6 +153,20 @@ impl IrqStats {
     };
 }
 
+/// IRQ lines below this have a slot of their own in `JP_IRQ_LINES` (an array lookup at
+/// handler exit); higher lines, and a second handler on a line, go to `JP_IRQ_STATS`.
+pub const IRQ_LINES: u32 = 256;
+
+/// Value of `JP_IRQ_LINES` (per CPU, indexed by IRQ number): the first handler that
+/// exited on this line on this CPU, and its statistics.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IrqLine {
+    /// `struct irqaction *` the slot belongs to; 0 while the slot is free.
+    pub action: u64,
+    pub stats: IrqStats,
+}
+
 /// Per-CPU slot written at `irq_handler_entry`, read at `irq_handler_exit`. Hard-IRQ
 /// handlers do not nest on one CPU, so one slot per CPU is enough.
 #[repr(C)]
@@ -164,8 +178,8 @@ pub struct IrqStart {
     pub entries: u64,
     /// Earliest time of the next interrupted-IP walk on this CPU (`irq_ip_min_interval_ns`).
     pub next_walk_ns: u64,
-    /// Handler exits on this CPU, bumped after `JP_IRQ_STATS`: jpd reads that map again
-    /// only when their sum has moved.
+    /// Handler exits on this CPU, bumped after `JP_IRQ_LINES` or `JP_IRQ_STATS`: jpd
+    /// reads those maps again only when their sum has moved.
     pub exits: u64,
 }
 
@@ -194,6 +208,8 @@ mod pod {
     // SAFETY: as above.
     unsafe impl aya::Pod for super::IrqStart {}
     // SAFETY: as above.
+    unsafe impl aya::Pod for super::IrqLine {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::SoftirqStats {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::wire::EventHeader {}
@@ -212,6 +228,7 @@ mod tests {
         assert_eq!(size_of::<IrqKey>(), 16);
         assert_eq!(size_of::<IrqStats>(), 4 * 8 + IRQ_NAME_LEN);
         assert_eq!(size_of::<IrqStart>(), 40);
+        assert_eq!(size_of::<IrqLine>(), 8 + size_of::<IrqStats>());
         assert_eq!(size_of::<SoftirqStats>(), 24);
     }
 }

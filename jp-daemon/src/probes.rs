@@ -25,12 +25,13 @@ pub const USDT_EVENTS: &str = "JP_USDT_EVENTS";
 
 /// Maps only the kernel collector uses, with the smallest size the kernel accepts: the
 /// USDT instance creates them too, and never reads them.
-const KERNEL_ONLY_MAPS: [(&str, u32); 6] = [
+const KERNEL_ONLY_MAPS: [(&str, u32); 7] = [
     (TEXT_COUNTS, 1),
     ("JP_OTHER_IPS", 1),
     (IRQ_TEXT_COUNTS, 1),
     ("JP_IRQ_OTHERS", 1),
     ("JP_IRQ_STATS", 1),
+    ("JP_IRQ_LINES", 1),
     ("AYA_LOGS", 4096),
 ];
 

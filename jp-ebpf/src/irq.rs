@@ -20,7 +20,8 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::warn;
 use jp_common::{
-    mode, IrqKey, IrqStart, IrqStats, ProbeConfig, TextBlock, IRQ_NAME_LEN, IRQ_STACK_DEPTH,
+    mode, IrqKey, IrqLine, IrqStart, IrqStats, ProbeConfig, TextBlock, IRQ_LINES, IRQ_NAME_LEN,
+    IRQ_STACK_DEPTH,
 };
 
 use crate::common::{
@@ -56,7 +57,14 @@ static JP_IRQ_OTHERS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(
 #[map]
 static JP_IRQ_START: PerCpuArray<IrqStart> = PerCpuArray::with_max_entries(1, 0);
 
-/// (irq, irqaction) → hits, time, handler address and name.
+/// IRQ number → the first handler that exited on the line (on this CPU) and its hits,
+/// time, handler address and name: an array lookup, where the hash map below costs a
+/// hash of the key and a bucket walk on every exit.
+#[map]
+static JP_IRQ_LINES: PerCpuArray<IrqLine> = PerCpuArray::with_max_entries(IRQ_LINES, 0);
+
+/// (irq, irqaction) → as `JP_IRQ_LINES`, for lines from `IRQ_LINES` up and for the
+/// second and further handlers of a shared line.
 #[map]
 static JP_IRQ_STATS: PerCpuHashMap<IrqKey, IrqStats> = PerCpuHashMap::with_max_entries(512, 0);
 
@@ -121,18 +129,7 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
         bump(&JP_IRQ_MODES, mode::UNTIMED);
     }
 
-    let key = IrqKey {
-        irq,
-        _pad: 0,
-        action,
-    };
-    let mut v = JP_IRQ_STATS.get_ptr_mut(key);
-    if v.is_none() {
-        // Another CPU's insert (EEXIST) between lookup and insert is fine: the lookup
-        // below then finds the key with this CPU's slot zeroed.
-        let _ = JP_IRQ_STATS.insert(key, IrqStats::ZERO, u64::from(BPF_NOEXIST));
-        v = JP_IRQ_STATS.get_ptr_mut(key);
-    }
+    let v = line_stats(irq, action).or_else(|| shared_stats(irq, action));
     let Some(v) = v else {
         let lost = bump(&JP_IRQ_MODES, mode::LOST_IRQ_STATS);
         if power_of_two(lost) {
@@ -158,6 +155,43 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
     }
     count_exit(start);
     0
+}
+
+/// This CPU's slot of `irq` in `JP_IRQ_LINES` if it is free or `action`'s (claimed for
+/// it then); `None` for a high line or a second handler of the line.
+#[inline(always)]
+fn line_stats(irq: u32, action: u64) -> Option<*mut IrqStats> {
+    if irq >= IRQ_LINES {
+        return None;
+    }
+    let line = JP_IRQ_LINES.get_ptr_mut(irq)?;
+    // SAFETY: this CPU's slot, see `jp_irq_entry`.
+    unsafe {
+        if (*line).action == 0 {
+            (*line).action = action;
+        }
+        if (*line).action != action {
+            return None;
+        }
+        Some(core::ptr::addr_of_mut!((*line).stats))
+    }
+}
+
+/// This CPU's value for (irq, action) in `JP_IRQ_STATS`, inserted on first use.
+#[inline(always)]
+fn shared_stats(irq: u32, action: u64) -> Option<*mut IrqStats> {
+    let key = IrqKey {
+        irq,
+        _pad: 0,
+        action,
+    };
+    if let Some(v) = JP_IRQ_STATS.get_ptr_mut(key) {
+        return Some(v);
+    }
+    // Another CPU's insert (EEXIST) between lookup and insert is fine: the lookup below
+    // then finds the key with this CPU's slot zeroed.
+    let _ = JP_IRQ_STATS.insert(key, IrqStats::ZERO, u64::from(BPF_NOEXIST));
+    JP_IRQ_STATS.get_ptr_mut(key)
 }
 
 /// Counts an exit after its statistics are written (see `IrqStart::exits`).

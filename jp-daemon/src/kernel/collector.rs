@@ -19,7 +19,9 @@ use aya::programs::perf_event::{
 };
 use aya::programs::{PerfEvent, RawTracePoint};
 use aya::{Ebpf, Pod};
-use jp_common::{mode, IrqKey, IrqStart, IrqStats, ProbeConfig, SoftirqStats, NR_SOFTIRQS};
+use jp_common::{
+    mode, IrqKey, IrqLine, IrqStart, IrqStats, ProbeConfig, SoftirqStats, NR_SOFTIRQS,
+};
 
 use super::batch::read_percpu;
 use super::btf::Btf;
@@ -538,7 +540,10 @@ impl State {
         let exits = starts.iter().flatten().map(|s| s.exits).sum();
         let irqs = read_if_moved(&mut self.pass.irqs, exits, || {
             let mut irqs = IrqsByHandler::new();
-            for (key, per_cpu) in maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")? {
+            let lines = maps.array::<IrqLine>("JP_IRQ_LINES")?;
+            let mut handlers = handlers_of_lines(&lines);
+            handlers.extend(maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")?);
+            for (key, per_cpu) in handlers {
                 let merged = merge_irq(&per_cpu);
                 let e = irqs.entry((key.irq, merged.name)).or_default();
                 e.count += merged.handled;
@@ -750,6 +755,26 @@ impl PerCpuMaps<'_> {
     }
 }
 
+/// `JP_IRQ_LINES` as (irq, action) → the CPUs' statistics, like `JP_IRQ_STATS`: each
+/// CPU's slot of a line belongs to the first handler that exited there on that CPU.
+fn handlers_of_lines(lines: &[Vec<IrqLine>]) -> Vec<(IrqKey, Vec<IrqStats>)> {
+    let mut by_key: HashMap<IrqKey, Vec<IrqStats>> = HashMap::new();
+    for (irq, per_cpu) in lines.iter().enumerate() {
+        let Ok(irq) = u32::try_from(irq) else {
+            break;
+        };
+        for line in per_cpu.iter().filter(|l| l.action != 0) {
+            let key = IrqKey {
+                irq,
+                _pad: 0,
+                action: line.action,
+            };
+            by_key.entry(key).or_default().push(line.stats);
+        }
+    }
+    by_key.into_iter().collect()
+}
+
 /// One handler's statistics, summed over CPUs; identity from any CPU that filled it in.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct MergedIrq {
@@ -883,5 +908,25 @@ mod tests {
             }
         );
         assert_eq!(merge_irq(&[IrqStats::ZERO]).name, "?");
+    }
+
+    #[test]
+    fn line_slots_group_by_handler_across_cpus() {
+        let slot = |action: u64, handled: u64| IrqLine {
+            action,
+            stats: IrqStats {
+                handled,
+                ..IrqStats::ZERO
+            },
+        };
+        let free = slot(0, 0);
+        // Line 0 unused; line 1: CPU 0 took handler A, CPU 1 handler B (a shared line).
+        let lines = vec![vec![free, free], vec![slot(0xa, 2), slot(0xb, 5)]];
+        let mut got: Vec<(u32, u64, Vec<u64>)> = handlers_of_lines(&lines)
+            .into_iter()
+            .map(|(k, v)| (k.irq, k.action, v.iter().map(|s| s.handled).collect()))
+            .collect();
+        got.sort();
+        assert_eq!(got, [(1, 0xa, vec![2]), (1, 0xb, vec![5])]);
     }
 }
