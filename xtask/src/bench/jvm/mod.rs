@@ -112,10 +112,16 @@ both JDKs by default).\n{notes}"
                 ("jvm-steady", body)
             }
             Part::Cost => ("jvm-cost", cost::run(out, &dir, &jdks)?),
-            Part::Contexts => (
-                "jvm-contexts",
-                contexts::run(out, &dir, &jdks, steady_geomean.as_ref())?,
-            ),
+            Part::Contexts => {
+                // Without the steady part in this run, its last recorded geometric means.
+                let steady = steady_geomean
+                    .clone()
+                    .or_else(|| steady::recorded_geomeans(&jdks));
+                (
+                    "jvm-contexts",
+                    contexts::run(out, &dir, &jdks, steady.as_ref())?,
+                )
+            }
         };
         let body = format!(
             "{body}\n\n_This part took {:.0} s of the bench._",

@@ -247,3 +247,26 @@ fn c2_table(
     }
     s
 }
+
+/// The geometric means (default, precise) per JDK that BENCHMARKS.md's steady-state
+/// section last recorded, for parts that compare with them in a run without it.
+pub fn recorded_geomeans(jdks: &[super::Jdk]) -> Option<Geomeans> {
+    let text = std::fs::read_to_string(crate::cmd::root().join("BENCHMARKS.md")).ok()?;
+    let section = text.split("<!-- bench:jvm-steady -->").nth(1)?;
+    let section = section.split("<!-- /bench:jvm-steady -->").next()?;
+    let mut found = Geomeans::new();
+    for (label, _) in jdks {
+        let table = section.split(&format!("#### {label}\n")).nth(1)?;
+        let row = table
+            .lines()
+            .find(|l| l.starts_with("| **geometric mean**"))?;
+        let ratios: Vec<f64> = row
+            .split('|')
+            .filter_map(|c| c.trim().trim_matches('*').strip_suffix('×')?.parse().ok())
+            .collect();
+        if let [default, precise, ..] = ratios[..] {
+            found.insert(label, (default, precise));
+        }
+    }
+    (!found.is_empty()).then_some(found)
+}
