@@ -6,7 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        // One write per line: the JVM writes to the same stderr from its own threads
+        // (`-XX:+DisplayVMOutputToStderr`), and a line written piece by piece could be
+        // cut by theirs.
+        let line = format!("{}\n", format_args!($($arg)*));
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }};
 }
 pub(crate) use say;

@@ -430,7 +430,8 @@ fn run(prog: &Program, jdk: Jdk) {
         match r
             .stderr
             .lines()
-            .find_map(|l| l.strip_prefix("jp-agent: stats: "))
+            // Anywhere in a line: the JVM's own output on stderr may precede it unfinished.
+            .find_map(|l| l.split_once("jp-agent: stats: ").map(|(_, stats)| stats))
         {
             None => failures.push(format!(
                 "{what}: no `jp-agent: stats:` line on stderr\n{}",
