@@ -6,11 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        // One write per line: the JVM writes to the same stderr from its own threads
-        // (`-XX:+DisplayVMOutputToStderr`), and a line written piece by piece could be
-        // cut by theirs.
-        let line = format!("{}\n", format_args!($($arg)*));
-        let _ = std::io::stderr().write_all(line.as_bytes());
+        let _ = writeln!(std::io::stderr(), $($arg)*);
     }};
 }
 pub(crate) use say;
