@@ -185,3 +185,27 @@ pub fn nm_address(file: &Path, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no symbol {name} in {}", file.display()));
     hex(line.split_whitespace().next().unwrap())
 }
+
+/// The probe semaphore at `addr` in a process's memory (`/proc/PID/mem`).
+pub fn read_semaphore(mem: &std::fs::File, addr: u64) -> u16 {
+    let mut bytes = [0u8; 2];
+    std::os::unix::fs::FileExt::read_exact_at(mem, &mut bytes, addr).unwrap();
+    u16::from_ne_bytes(bytes)
+}
+
+/// Polls until the semaphore at `addr` has `want` (the kernel updates it while it
+/// installs or removes the breakpoint); panics after 2 s.
+pub fn wait_semaphore(mem: &std::fs::File, addr: u64, want: u16, what: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let value = read_semaphore(mem, addr);
+        if value == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(2),
+            "{what}: semaphore is {value}, not {want}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

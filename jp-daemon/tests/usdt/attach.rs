@@ -2,36 +2,14 @@
 //! (`ref_ctr_offset`), on a running C program (needs root, gcc and systemtap-sdt-dev).
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::usdt::build_probe_program;
 use jp_daemon::usdt::attach::{UprobeEvent, UprobePmu};
 use jp_daemon::usdt::notes;
 
-fn read_semaphore(mem: &std::fs::File, addr: u64) -> u16 {
-    let mut bytes = [0u8; 2];
-    mem.read_exact_at(&mut bytes, addr).unwrap();
-    u16::from_ne_bytes(bytes)
-}
-
-/// Polls until the semaphore at `addr` has `want` (the kernel updates it while it
-/// installs or removes the breakpoint); panics after 2 s.
-fn wait_semaphore(mem: &std::fs::File, addr: u64, want: u16, what: &str) {
-    let start = Instant::now();
-    loop {
-        let value = read_semaphore(mem, addr);
-        if value == want {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "{what}: semaphore is {value}, not {want}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+use crate::support::usdt::{read_semaphore, wait_semaphore};
 
 #[test]
 fn kernel_sets_and_clears_the_semaphore_and_counts_hits() {

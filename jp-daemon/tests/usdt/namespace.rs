@@ -6,29 +6,16 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::usdt::build_probe_program;
 use jp_daemon::usdt::attach::{UprobeEvent, UprobePmu};
 use jp_daemon::usdt::{maps, notes};
 
-fn semaphore(pid: u32, addr: u64) -> u16 {
-    use std::os::unix::fs::FileExt;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
-    let mut bytes = [0u8; 2];
-    mem.read_exact_at(&mut bytes, addr).unwrap();
-    u16::from_ne_bytes(bytes)
-}
+use crate::support::usdt::wait_semaphore;
 
-fn wait_semaphore(pid: u32, addr: u64, want: u16, what: &str) {
-    let start = Instant::now();
-    while semaphore(pid, addr) != want {
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "{what}: semaphore never {want}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+fn proc_mem(pid: u32) -> std::fs::File {
+    std::fs::File::open(format!("/proc/{pid}/mem")).unwrap()
 }
 
 /// Reads the program's first line: the run-time address of its tick semaphore.
@@ -71,12 +58,12 @@ fn probe_through_proc(child: &mut Child, name: &str, sema: u64) -> String {
             .unwrap()
         })
         .collect();
-    wait_semaphore(pid, sema, 1, "attached");
+    wait_semaphore(&proc_mem(pid), sema, 1, "attached");
     std::thread::sleep(Duration::from_millis(100));
     let hits: u64 = events.iter().map(|e| e.count().unwrap()).sum();
     assert!(hits > 0, "no hits through {}", path.display());
     drop(events);
-    wait_semaphore(pid, sema, 0, "closed");
+    wait_semaphore(&proc_mem(pid), sema, 0, "closed");
     child.kill().unwrap();
     child.wait().unwrap();
     format!(
