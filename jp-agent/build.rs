@@ -7,7 +7,8 @@
 //! which is where `cargo xtask build` and the tests pick it up.
 //!
 //! The JDK is `$JP_JAVA_HOME`, else `$JAVA_HOME`, else the Debian OpenJDK 17 path.
-//! Classes are compiled with `--release 17` so that they load on every supported JVM.
+//! Classes are compiled for 17 (`-source 17 -target 17`) so that they load on every
+//! supported JVM.
 
 use std::env;
 use std::fs;
@@ -58,8 +59,15 @@ fn run() -> Result<(), String> {
     fs::create_dir_all(&classes).map_err(|e| e.to_string())?;
     let status = Command::new(&javac)
         .args([
-            "--release",
+            // Not `--release 17`, which refuses `--add-exports`: the context slot
+            // (ContextSlot.java) uses jdk.internal.misc.Unsafe, exported to the runtime at
+            // VM init by JVMTI. Class files for 17 either way.
+            "-source",
             "17",
+            "-target",
+            "17",
+            "--add-exports",
+            "java.base/jdk.internal.misc=ALL-UNNAMED",
             "-g",
             "-nowarn",
             "-encoding",

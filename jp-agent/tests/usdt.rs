@@ -82,6 +82,13 @@ fn check_run(x: &Expect<'_>, o: &Outputs<'_>) -> Checked {
         h.main
     );
     assert_eq!(h.agent_version, env!("CARGO_PKG_VERSION"), "{what}");
+    // Every platform thread that sent its tree announced its context slot (for jpd's CPU
+    // per context), with its kernel thread id.
+    assert!(
+        !tap.context_slots.is_empty() && tap.context_slots.values().all(|&(tid, _)| tid > 0),
+        "{what}: no thread announced a context slot: {:?}",
+        tap.context_slots
+    );
     let major = match jdk {
         Jdk::J17 => "17.",
         Jdk::J25 => "25",

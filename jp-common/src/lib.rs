@@ -96,7 +96,50 @@ pub mod mode {
     /// Kernel samples recorded in the exact-address map (IPs outside core text), bumped
     /// after the map: jpd reads that map again only when this has moved.
     pub const OTHER_IPS: u32 = 7;
-    pub const COUNT: u32 = 8;
+    /// `JP_MODES` only: samples of a thread of a registered JVM, counted in
+    /// `JP_CTX_SAMPLES` (bumped after it: jpd reads that map only when this moved).
+    pub const JVM: u32 = 8;
+    /// `JP_MODES` only: samples of a registered JVM that `JP_CTX_SAMPLES` had no room for.
+    pub const JVM_LOST: u32 = 9;
+    pub const COUNT: u32 = 10;
+}
+
+/// A thread of a JVM that published its context slot (the agent's `KIND_THREAD` record),
+/// by `pid_tgid` (`tgid << 32 | tid`) in `JP_JVM_THREADS`. jpd writes it, `jp_sample`
+/// reads the slot's `u32` with `bpf_probe_read_user` when it interrupts the thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct JvmThread {
+    /// Address of the context slot in the JVM's memory.
+    pub slot: u64,
+    /// The thread's USDT stream id (`Thread.getId()`).
+    pub stream: u64,
+}
+
+/// What a sample of a registered JVM's thread is counted under, in `JP_CTX_SAMPLES`.
+pub mod ctx_kind {
+    /// On a thread with a slot, in user mode: `stream`, `id` = the context's node id.
+    pub const USER: u32 = 0;
+    /// Same, in kernel mode: `kip` = the kernel IP (core text: rounded down to its
+    /// readprofile bucket).
+    pub const KERNEL: u32 = 1;
+    /// On a thread without a slot (GC, JIT compilers, VM threads, threads the agent has
+    /// not announced): `stream`, `id` = the 16 bytes of its `comm`.
+    pub const THREAD_USER: u32 = 2;
+    pub const THREAD_KERNEL: u32 = 3;
+    /// The thread's slot could not be read: `stream` = the thread's stream.
+    pub const READ_FAILED: u32 = 4;
+}
+
+/// Key of `JP_CTX_SAMPLES` (see [`ctx_kind`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CtxKey {
+    pub tgid: u32,
+    pub kind: u32,
+    pub stream: u64,
+    pub id: u64,
+    pub kip: u64,
 }
 
 /// Number of softirq vectors (`NR_SOFTIRQS`: HI … RCU). A vector number at or above it
@@ -211,6 +254,10 @@ mod pod {
     unsafe impl aya::Pod for super::IrqLine {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::SoftirqStats {}
+    // SAFETY: as above: repr(C), integers only, no padding.
+    unsafe impl aya::Pod for super::JvmThread {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::CtxKey {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::wire::EventHeader {}
     // SAFETY: as above.

@@ -44,6 +44,15 @@
 //!   before its children.
 //! - [`KIND_JVM_END`] (stream 0, [`FLAG_END`]): empty body; the VM is dying and every
 //!   thread stream has sent its last record.
+//! - [`KIND_THREAD`] (stream = thread, seq 0, no flags, outside the stream's numbering):
+//!   varint `os_tid` (the kernel's id of the thread), varint `slot` (the address, in the
+//!   JVM's memory, of the thread's context slot: a little-endian `u32` holding the node id
+//!   of the thread's current context, 0 = its root). Sent before a thread's full tree when
+//!   it has a slot, so that jpd's sampler can count CPU per context. Added to version 1:
+//!   a decoder that predates it refuses the record (its tree still applies).
+//!
+//! Thread trees number their nodes when the agent makes them, not when it first sends
+//! them: a slot may name a node whose definition is still to come (in a later record).
 //!
 //! # Ended threads
 //! A thread that ended while nobody listened, or before jpd restarted, cannot re-send its
@@ -71,6 +80,7 @@ pub const KIND_HELLO: u16 = 1;
 pub const KIND_METHODS: u16 = 2;
 pub const KIND_TREE: u16 = 3;
 pub const KIND_JVM_END: u16 = 4;
+pub const KIND_THREAD: u16 = 5;
 
 /// The first record of a stream's full state: `seq` restarts at 0, what jpd knew of the
 /// stream is replaced.
@@ -350,9 +360,15 @@ pub fn split_record(buf: &[u8]) -> Result<Record<'_>, WireError> {
                 return Err(WireError::Flags(header.flags));
             }
         }
+        KIND_THREAD => {
+            if header.flags != 0 || header.seq != 0 {
+                return Err(WireError::Flags(header.flags));
+            }
+        }
         k => return Err(WireError::Kind(k)),
     }
-    if jvm_stream == (header.kind == KIND_TREE) {
+    let thread_kind = matches!(header.kind, KIND_TREE | KIND_THREAD);
+    if jvm_stream == thread_kind || (header.kind == KIND_THREAD && header.stream == STREAM_ENDED) {
         return Err(WireError::Stream);
     }
     Ok(Record {
@@ -554,6 +570,26 @@ pub enum Body<'a, 's> {
     Tree(TreeBody<'a, 's>),
     /// [`KIND_JVM_END`]: its body is empty (bytes there refuse the record).
     JvmEnd,
+    Thread(ThreadSlot),
+}
+
+/// The body of [`KIND_THREAD`]: where the thread publishes its current context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadSlot {
+    pub os_tid: u32,
+    pub slot: u64,
+}
+
+impl ThreadSlot {
+    pub fn decode(body: &[u8]) -> Result<ThreadSlot, WireError> {
+        let mut r = Reader::new(body);
+        let os_tid = r.varint_below(1 << 32)? as u32;
+        let slot = r.varint()?;
+        if !r.is_empty() {
+            return Err(WireError::Trailing);
+        }
+        Ok(ThreadSlot { os_tid, slot })
+    }
 }
 
 /// A [`KIND_TREE`] body, decoded.
@@ -589,6 +625,7 @@ pub fn decode_body<'a, 's>(
                 entries,
             }))
         }
+        KIND_THREAD => ThreadSlot::decode(rec.body).map(Body::Thread),
         KIND_JVM_END if rec.body.is_empty() => Ok(Body::JvmEnd),
         KIND_JVM_END => Err(WireError::Trailing),
         k => Err(WireError::Kind(k)),

@@ -428,6 +428,7 @@ fn life(
         config.kernel.bpf_stats,
         Arc::clone(&jvm_store),
     )?;
+    collector.set_context_join(Arc::new(JvmContexts(Arc::clone(&jvm_store))));
     let socket = config.server.socket.clone();
     let (listener, socket_guard) = server::socket::bind(&socket)?;
     let (policy, gid) = policy(&config);
@@ -580,4 +581,49 @@ fn announce_ready(socket: &Path, notifier: &Notifier, summary: &str) {
         "READY=1\nSTATUS={summary}\nMAINPID={}",
         std::process::id()
     ));
+}
+
+/// The kernel sampler's join (issue 13) connected to the JVM store: the threads the
+/// agents announced go to the sampler, its samples under their contexts come back.
+struct JvmContexts(crate::store::jvm::SharedJvmStore);
+
+impl crate::kernel::join::ContextJoin for JvmContexts {
+    fn threads(&self, version: Option<u64>) -> Option<(u64, Vec<crate::kernel::join::SlotThread>)> {
+        let store = crate::lock::lock(&self.0);
+        let now = store.context_threads_version();
+        if version == Some(now) {
+            return None;
+        }
+        let threads = store
+            .context_threads()
+            .into_iter()
+            .map(
+                |(tgid, tid, slot, stream)| crate::kernel::join::SlotThread {
+                    tgid,
+                    tid,
+                    slot,
+                    stream,
+                },
+            )
+            .collect();
+        Some((now, threads))
+    }
+
+    fn refuse(&self, t: &crate::kernel::join::SlotThread) {
+        log::debug!(
+            "jvm {}: thread {} announced a context slot for task {}, which is not the process's: refused",
+            t.tgid,
+            t.stream,
+            t.tid
+        );
+        crate::lock::lock(&self.0).context_slot_refused(t.tgid, t.stream);
+    }
+
+    fn samples(&self, period_ns: u64, samples: &[(jp_common::CtxKey, u64)]) {
+        crate::lock::lock(&self.0).add_cpu_samples(
+            period_ns,
+            samples,
+            std::time::SystemTime::now(),
+        );
+    }
 }

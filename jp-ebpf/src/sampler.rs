@@ -1,14 +1,15 @@
 //! Kernel IP sampling on the `cpu-clock` software event (readprofile, seed 002).
 use aya_ebpf::{
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, generated::bpf_probe_read_user},
     macros::{map, perf_event},
-    maps::{Array, PerCpuArray, PerCpuHashMap},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
     programs::PerfEventContext,
 };
 use aya_log_ebpf::warn;
-use jp_common::{mode, TextBlock};
+use jp_common::{ctx_kind, mode, CtxKey, JvmThread, ProbeConfig, TextBlock};
 
 use crate::common::{
-    bump, config, in_idle_task, power_of_two, record_kernel_ip, user_mode, TextCounters, MMAPABLE,
+    bump, config, hist_add, power_of_two, record_kernel_ip, user_mode, TextCounters, MMAPABLE,
 };
 
 /// Samples by mode (`jp_common::mode`).
@@ -34,26 +35,112 @@ static TEXT: TextCounters = TextCounters {
 #[map]
 static JP_OTHER_IPS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(1 << 13, 0);
 
+/// JVMs whose threads publish their context (tgid → 1), written by jpd: the one lookup
+/// that every non-idle sample pays for the join.
+#[map]
+static JP_JVM_PIDS: HashMap<u32, u32> = HashMap::with_max_entries(1024, 0);
+
+/// Threads with a context slot, by `pid_tgid`, written by jpd from the agents'
+/// `KIND_THREAD` records.
+#[map]
+static JP_JVM_THREADS: HashMap<u64, JvmThread> = HashMap::with_max_entries(1 << 14, 0);
+
+/// Samples of registered JVMs by context (or by thread name), see `jp_common::ctx_kind`.
+#[map]
+static JP_CTX_SAMPLES: PerCpuHashMap<CtxKey, u64> = PerCpuHashMap::with_max_entries(1 << 15, 0);
+
 #[perf_event]
 pub fn jp_sample(ctx: PerfEventContext) -> u32 {
     // SAFETY: the context of a perf_event program is `bpf_perf_event_data`; the
     // verifier rewrites these fixed-offset reads of its `regs` (the interrupted context).
     let (ip, cs) = unsafe { ((*ctx.ctx).regs.rip, (*ctx.ctx).regs.cs) };
-    if user_mode(cs) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let user = user_mode(cs);
+    let cfg = config();
+    if user {
         bump(&JP_MODES, mode::USER);
-        return 0;
-    }
-    if in_idle_task() {
+    } else if pid_tgid as u32 == 0 {
+        // The idle task (pid 0, one "swapper" per CPU).
         bump(&JP_MODES, mode::IDLE);
         return 0;
+    } else {
+        let lost = record_kernel_ip(&cfg, ip, &TEXT, &JP_OTHER_IPS, &JP_MODES);
+        if power_of_two(lost) {
+            warn!(
+                &ctx,
+                "kernel sample not recorded: {} samples lost on this CPU", lost
+            );
+        }
     }
-    let cfg = config();
-    let lost = record_kernel_ip(&cfg, ip, &TEXT, &JP_OTHER_IPS, &JP_MODES);
-    if power_of_two(lost) {
-        warn!(
-            &ctx,
-            "kernel sample not recorded: {} samples lost on this CPU", lost
-        );
+    let tgid = (pid_tgid >> 32) as u32;
+    // SAFETY: a plain lookup; the value is only compared against None.
+    if unsafe { JP_JVM_PIDS.get(&tgid) }.is_some() {
+        join_context(&cfg, pid_tgid, user, ip);
     }
     0
+}
+
+/// Counts a sample of a registered JVM under the interrupted thread's current context
+/// (read from its slot), or under the thread's name when it has no slot.
+#[inline(always)]
+fn join_context(cfg: &ProbeConfig, pid_tgid: u64, user: bool, ip: u64) {
+    let tgid = (pid_tgid >> 32) as u32;
+    let mut key = CtxKey {
+        tgid,
+        ..CtxKey::default()
+    };
+    // SAFETY: the value is copied out at once; jpd may replace it, never frees it under us.
+    match unsafe { JP_JVM_THREADS.get(&pid_tgid) }.copied() {
+        Some(t) => {
+            let mut id: u32 = 0;
+            // SAFETY: reads 4 bytes into `id`; the source is the interrupted process's
+            // memory, which the helper reads safely (a fault returns an error).
+            let ret =
+                unsafe { bpf_probe_read_user((&mut id as *mut u32).cast(), 4, t.slot as *const _) };
+            key.stream = t.stream;
+            if ret < 0 {
+                key.kind = ctx_kind::READ_FAILED;
+            } else {
+                key.id = u64::from(id);
+                if user {
+                    key.kind = ctx_kind::USER;
+                } else {
+                    key.kind = ctx_kind::KERNEL;
+                    key.kip = kernel_bucket_ip(cfg, ip);
+                }
+            }
+        }
+        None => {
+            key.kind = if user {
+                ctx_kind::THREAD_USER
+            } else {
+                ctx_kind::THREAD_KERNEL
+            };
+            if let Ok(comm) = bpf_get_current_comm() {
+                key.stream = u64::from_le_bytes([
+                    comm[0], comm[1], comm[2], comm[3], comm[4], comm[5], comm[6], comm[7],
+                ]);
+                key.id = u64::from_le_bytes([
+                    comm[8], comm[9], comm[10], comm[11], comm[12], comm[13], comm[14], comm[15],
+                ]);
+            }
+        }
+    }
+    if hist_add(&JP_CTX_SAMPLES, &key) {
+        bump(&JP_MODES, mode::JVM);
+    } else {
+        bump(&JP_MODES, mode::JVM_LOST);
+    }
+}
+
+/// A core-text IP rounded down to its readprofile bucket (so that the join's map holds
+/// one key per bucket, not per instruction); others exact.
+#[inline(always)]
+fn kernel_bucket_ip(cfg: &ProbeConfig, ip: u64) -> u64 {
+    if ip >= cfg.text_start && ip < cfg.text_end {
+        let shift = cfg.shift & 63;
+        cfg.text_start + (((ip - cfg.text_start) >> shift) << shift)
+    } else {
+        ip
+    }
 }

@@ -13,7 +13,7 @@ mod tree;
 pub use folded::write_folded;
 pub use html::{write_flame_html, write_html, FlameTree, FrameCounts, DEFAULT_MIN_SHARE};
 pub use json::write_json;
-pub use pprof::{write_pprof, write_pprof_timed};
+pub use pprof::{write_pprof, write_pprof_cpu, write_pprof_timed, MctCpu};
 pub use read::read_json;
 pub use tree::write_tree;
 

@@ -12,6 +12,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use std::collections::HashMap;
 use std::io::{self, Write};
+use std::sync::Arc;
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Profile {
@@ -149,17 +150,48 @@ pub fn gzip(p: &Profile) -> io::Result<Vec<u8>> {
     gz.finish()
 }
 
+/// CPU time per context (jpd's kernel sampler joined to the tree, issue 13): a third
+/// sample type `cpu/nanoseconds`. A context's own sample carries its user-mode CPU; its
+/// kernel-mode CPU goes to samples one frame deeper, the kernel function that ran, as
+/// mixed stacks look in async-profiler.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MctCpu {
+    /// User-mode CPU (ns) by node index of the tree (missing nodes: 0).
+    pub user_ns: Vec<u64>,
+    /// (node index, kernel function, ns) of kernel-mode CPU under a context.
+    pub kernel: Vec<(usize, Arc<str>, u64)>,
+}
+
+/// File name of kernel functions' pprof entries (perf's name for the kernel image).
+pub const KERNEL_FILE: &str = "[kernel.kallsyms]";
+
+/// As [`write_pprof`], with CPU per context when `cpu` is given.
+pub fn write_pprof_cpu(t: &Mct, cpu: Option<&MctCpu>, w: &mut dyn Write) -> io::Result<()> {
+    w.write_all(&gzip(&mct_profile_cpu(t, cpu))?)
+}
+
 /// The tree's profile message (not yet encoded).
 pub fn mct_profile(t: &Mct) -> Profile {
+    mct_profile_cpu(t, None)
+}
+
+/// The tree's profile message, with CPU per context when `cpu` is given.
+pub fn mct_profile_cpu(t: &Mct, cpu: Option<&MctCpu>) -> Profile {
     let mut strings = Strings::default();
     let count = strings.get("count");
-    let sample_type = ["calls", "bytecodes"]
+    let mut sample_type: Vec<ValueType> = ["calls", "bytecodes"]
         .into_iter()
         .map(|ty| ValueType {
             r#type: strings.get(ty),
             unit: count,
         })
         .collect();
+    if cpu.is_some() {
+        sample_type.push(ValueType {
+            r#type: strings.get("cpu"),
+            unit: strings.get("nanoseconds"),
+        });
+    }
     let bytecodes = strings.get("bytecodes");
 
     // One function and one location per distinct method, ids from 1 in first-seen order.
@@ -185,21 +217,53 @@ pub fn mct_profile(t: &Mct) -> Profile {
             at = t.nodes[j].parent;
         }
         let n = &t.nodes[i];
+        let mut values = vec![value(n.calls), value(n.bytecodes)];
+        if let Some(c) = cpu {
+            values.push(value(c.user_ns.get(i).copied().unwrap_or(0)));
+        }
         sample.push(Sample {
             location_id: stack,
-            value: vec![value(n.calls), value(n.bytecodes)],
+            value: values,
         });
     });
+    // Kernel functions under contexts: one location each, after the methods'.
+    let mut kernel_loc: HashMap<&str, u64> = HashMap::new();
+    let mut kernel_functions: Vec<(u64, &str)> = Vec::new();
+    if let Some(c) = cpu {
+        let base = loc_of.len() as u64;
+        for (node, name, ns) in &c.kernel {
+            if *node >= t.nodes.len() {
+                continue;
+            }
+            let next = base + kernel_loc.len() as u64 + 1;
+            let id = *kernel_loc.entry(name).or_insert_with(|| {
+                kernel_functions.push((next, name));
+                next
+            });
+            let mut stack = vec![id];
+            let mut at = Some(*node);
+            while let Some(j) = at.filter(|&j| j != 0) {
+                stack.push(node_loc[j]);
+                at = t.nodes[j].parent;
+            }
+            sample.push(Sample {
+                location_id: stack,
+                value: vec![0, 0, value(*ns)],
+            });
+        }
+    }
 
     let location = functions
         .iter()
-        .map(|&(id, _)| Location {
+        .map(|&(id, _)| id)
+        .chain(kernel_functions.iter().map(|&(id, _)| id))
+        .map(|id| Location {
             id,
             line: vec![Line { function_id: id }],
             ..Location::default()
         })
         .collect();
-    let function = functions
+    let mut function: Vec<Function> = functions
         .iter()
         .map(|&(id, node)| {
             let n = &t.nodes[node];
@@ -213,6 +277,20 @@ pub fn mct_profile(t: &Mct) -> Profile {
             }
         })
         .collect();
+    let kernel_file = if kernel_functions.is_empty() {
+        0
+    } else {
+        strings.get(KERNEL_FILE)
+    };
+    for &(id, name) in &kernel_functions {
+        let n = strings.get(name);
+        function.push(Function {
+            id,
+            name: n,
+            system_name: n,
+            filename: kernel_file,
+        });
+    }
     Profile {
         sample_type,
         sample,

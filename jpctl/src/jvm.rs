@@ -20,6 +20,8 @@ pub enum TopBy {
     Calls,
     /// Inclusive bytecodes (a method and what it calls).
     Inclusive,
+    /// CPU time in the method's own contexts (jpd's kernel sampler).
+    Cpu,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -95,6 +97,7 @@ pub async fn top(
         TopBy::Bytecodes => JvmTopOrder::Bytecodes,
         TopBy::Calls => JvmTopOrder::Calls,
         TopBy::Inclusive => JvmTopOrder::Inclusive,
+        TopBy::Cpu => JvmTopOrder::Cpu,
     };
     let t = c
         .get_jvm_top(GetJvmTopRequest {

@@ -378,6 +378,8 @@ fn paper_top(order: i32) -> pb::JvmTop {
         calls,
         bytecodes,
         inclusive_bytecodes: inclusive,
+        cpu_ns: 0,
+        inclusive_cpu_ns: 0,
     };
     pb::JvmTop {
         jvm: Some(paper_jvm()),

@@ -196,6 +196,42 @@ pub(super) unsafe extern "system" fn native_usdt_pid(_raw: RawEnv, _cls: JClass)
     guard(0, || JInt::try_from(std::process::id()).unwrap_or(0))
 }
 
+/// `Rt.osThreadId()`: the kernel's id of the calling thread, which the eBPF sampler sees
+/// as the interrupted task's pid.
+pub(super) unsafe extern "system" fn native_os_thread_id(_raw: RawEnv, _cls: JClass) -> JInt {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    guard(0, || unsafe { libc::gettid() })
+}
+
+/// `Rt.exportInternal(from, pkg, to)`: lets the runtime (the boot loader's unnamed module,
+/// `to`) use `pkg` of `from` (java.base), through JVMTI since no Java code may.
+pub(super) unsafe extern "system" fn native_export_internal(
+    raw: RawEnv,
+    _cls: JClass,
+    from: JObject,
+    package: JString,
+    to: JObject,
+) -> u8 {
+    guard(0, || {
+        // SAFETY: the JVM passes this thread's JNIEnv to a native method.
+        let (Some(env), Some(agent)) = (unsafe { Env::from_raw(raw) }, AGENT.get()) else {
+            return 0;
+        };
+        let Some(pkg) = env.string(package) else {
+            return 0;
+        };
+        match agent.jvmti.add_module_exports(from, &pkg, to) {
+            Ok(()) => 1,
+            Err(e) => {
+                crate::log::warn_once(&format!(
+                    "cannot export {pkg} to the runtime ({e}): no CPU per context"
+                ));
+                0
+            }
+        }
+    })
+}
+
 /// `Rt.usdtEnd(liveThreads)`: VM death, after every thread's last record.
 pub(super) unsafe extern "system" fn native_usdt_end(
     _raw: RawEnv,

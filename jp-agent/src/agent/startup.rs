@@ -3,8 +3,9 @@
 use super::events::{on_class_file_load, on_thread_end, on_vm_death};
 use super::natives::{
     native_agent_stats, native_bind, native_buffer_address, native_count_contexts,
-    native_count_reports, native_fire, native_method_name, native_usdt_control, native_usdt_end,
-    native_usdt_hello, native_usdt_pid, native_usdt_semaphore, native_write_profile,
+    native_count_reports, native_export_internal, native_fire, native_method_name,
+    native_os_thread_id, native_usdt_control, native_usdt_end, native_usdt_hello, native_usdt_pid,
+    native_usdt_semaphore, native_write_profile,
 };
 use super::{guard, is_jdk_loader, Agent, JavaSide, AGENT, JAVA, LIVE};
 use crate::bootjar;
@@ -192,7 +193,7 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
     let rt = env
         .find_class("jp/rt/Rt")
         .ok_or("cannot load jp.rt.Rt from the runtime jar on the boot class path")?;
-    let natives: [(&CStr, &CStr, *mut c_void); 13] = [
+    let natives: [(&CStr, &CStr, *mut c_void); 15] = [
         (
             c"bind",
             c"(Ljp/rt/ThreadState;)V",
@@ -232,6 +233,12 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
         (c"usdtHello", c"(JI)V", native_usdt_hello as *mut c_void),
         (c"usdtEnd", c"(I)V", native_usdt_end as *mut c_void),
         (c"usdtPid", c"()I", native_usdt_pid as *mut c_void),
+        (c"osThreadId", c"()I", native_os_thread_id as *mut c_void),
+        (
+            c"exportInternal",
+            c"(Ljava/lang/Module;Ljava/lang/String;Ljava/lang/Module;)Z",
+            native_export_internal as *mut c_void,
+        ),
         (
             c"countReports",
             c"(J)V",

@@ -74,6 +74,7 @@ mod slot {
     pub const GET_SYSTEM_PROPERTY: usize = 131;
     pub const GET_POTENTIAL_CAPABILITIES: usize = 140;
     pub const ADD_CAPABILITIES: usize = 142;
+    pub const ADD_MODULE_EXPORTS: usize = 95;
     pub const ADD_TO_BOOTSTRAP_CLASS_LOADER_SEARCH: usize = 149;
     pub const RETRANSFORM_CLASSES: usize = 152;
 }
@@ -154,6 +155,25 @@ impl Jvmti {
         check(
             unsafe { f(self.0, c.as_ptr()) },
             "AddToBootstrapClassLoaderSearch",
+        )
+    }
+
+    /// JVMTI AddModuleExports (JVMTI 9): `module` exports `package` (dotted) to `to`.
+    pub fn add_module_exports(
+        &self,
+        module: JObject,
+        package: &str,
+        to: JObject,
+    ) -> Result<(), String> {
+        let c = CString::new(package).map_err(|_| "package contains NUL".to_string())?;
+        type F = unsafe extern "system" fn(RawJvmti, JObject, *const c_char, JObject) -> JvmtiError;
+        // SAFETY: slot ADD_MODULE_EXPORTS has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::ADD_MODULE_EXPORTS)) };
+        // SAFETY: valid env, module references from the calling native frame, NUL-terminated
+        // package name.
+        check(
+            unsafe { f(self.0, module, c.as_ptr(), to) },
+            "AddModuleExports",
         )
     }
 

@@ -63,6 +63,8 @@ pub struct Tap {
     /// Records skipped: before the first hello seen, or stale (see `from_generation`).
     pub skipped: usize,
     streams: BTreeMap<u64, Stream>,
+    /// Thread stream → (kernel thread id, context slot address) of its `KIND_THREAD`.
+    pub context_slots: BTreeMap<u64, (u32, u64)>,
 }
 
 fn s(b: &[u8]) -> String {
@@ -181,6 +183,16 @@ impl Tap {
                     return Err(format!("JVM_END while thread stream {id} has not ended"));
                 }
                 self.jvm_end = true;
+            }
+            wire::KIND_THREAD => {
+                let t = wire::ThreadSlot::decode(r.body).map_err(|e| format!("thread: {e}"))?;
+                if t.os_tid == 0 || t.slot == 0 || t.slot % 4 != 0 {
+                    return Err(format!("thread slot {t:?} of stream {}", h.stream));
+                }
+                if self.streams.get(&h.stream).is_some_and(|st| st.ended) {
+                    return Err(format!("thread slot of stream {} after its end", h.stream));
+                }
+                self.context_slots.insert(h.stream, (t.os_tid, t.slot));
             }
             k => return Err(format!("kind {k}")),
         }

@@ -320,6 +320,10 @@ mod tests {
             methods: 0,
             last_update: None,
             memory_bytes: 0,
+            cpu: Vec::new(),
+            cpu_pending_ns: 0,
+            cpu_unresolved_ns: 0,
+            cpu_read_failed_ns: 0,
         }
     }
 

@@ -288,13 +288,21 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
             }
         }
     };
+    let symbols = ctx.sources.stores.kernel.kernel_view().symbols;
     blocking::off_runtime(move || {
-        let tree = match after {
-            None => before.mct(),
-            Some(after) => jvm_pprof::mct_delta(&before.mct(), &after.mct()),
+        let (tree, cpu) = match &after {
+            None => (before.mct(), before.cpu().cloned()),
+            Some(after) => (
+                jvm_pprof::mct_delta(&before.mct(), &after.mct()),
+                after.cpu().map(|a| match before.cpu() {
+                    Some(b) => a.since(b),
+                    None => a.clone(),
+                }),
+            ),
         };
+        let cpu = cpu.map(|c| c.mct_cpu(&tree, symbols.as_deref()));
         let mut out = Vec::new();
-        let written = jp_mct::write_pprof(&tree, &mut out).map(|()| out);
+        let written = jp_mct::write_pprof_cpu(&tree, cpu.as_ref(), &mut out).map(|()| out);
         gzipped_profile(written, &format!("jvm-{pid}.pb.gz"))
     })
     .await

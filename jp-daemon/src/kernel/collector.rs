@@ -25,6 +25,7 @@ use jp_common::{
 
 use super::batch::read_percpu;
 use super::btf::Btf;
+use super::join::{self, ContextJoin, JoinState};
 use super::online_cpus::OnlineCpus;
 use super::text_counts::{TextCounts, TextLayout};
 use super::KernelOptions;
@@ -89,6 +90,12 @@ impl KernelCollector {
             stop: Some(stop),
             thread: Some(thread),
         })
+    }
+
+    /// Joins the sampler to the JVMs' context slots (issue 13): from the next pass on,
+    /// the threads `join` announces are sampled per context and the samples handed to it.
+    pub fn set_context_join(&self, join: Arc<dyn ContextJoin>) {
+        lock(&self.state).join = Some(join);
     }
 
     /// Reads every map now and publishes the result (the reader thread does this every
@@ -180,6 +187,9 @@ struct State {
     last_error_log: Option<Instant>,
     /// What each pass keeps between passes so that an idle pass stays cheap.
     pass: PassState,
+    /// Where the JVMs' context slots come from and the samples under them go.
+    join: Option<Arc<dyn ContextJoin>>,
+    join_state: JoinState,
 }
 
 /// A pass over the maps: `Periodic` from the reader thread, `Forced` when asked
@@ -216,6 +226,9 @@ struct PassState {
     irqs: Option<(u64, IrqsByHandler)>,
     other_ips: Option<(u64, HashMap<u64, u64>)>,
     irq_other_ips: Option<(u64, HashMap<u64, u64>)>,
+    /// `JP_MODES[mode::JVM]` at this pass and when `JP_CTX_SAMPLES` was last read.
+    jvm_samples: u64,
+    jvm_samples_read: Option<u64>,
 }
 
 /// (irq number, handler name) → counts, as `KernelCounts::irqs`.
@@ -371,6 +384,8 @@ impl State {
             status: CollectorStatus::default(),
             last_error_log: None,
             pass: PassState::default(),
+            join: None,
+            join_state: JoinState::default(),
         };
         state.follow_cpus()?;
         if state.sampler_links.is_empty() {
@@ -480,6 +495,31 @@ impl State {
                 self.log_error(&e);
             }
         }
+        if let Some(join) = self.join.clone() {
+            if let Err(e) = self.pass_join(join.as_ref()) {
+                self.read_errors += 1;
+                self.log_error(&e.context("joining samples to JVM contexts"));
+            }
+        }
+    }
+
+    /// The samples under JVM contexts since the last pass go to `join` (read only when
+    /// the sampler counted some), then the sampler learns the threads announced since.
+    fn pass_join(&mut self, join: &dyn ContextJoin) -> anyhow::Result<()> {
+        let stamp = self.pass.jvm_samples;
+        let ebpf = self.ebpf.as_mut().context("not attached")?;
+        if self.pass.jvm_samples_read != Some(stamp) {
+            let entries = PerCpuMaps {
+                ebpf,
+                ncpus: self.ncpus,
+                sizes: &mut self.pass.map_entries,
+            }
+            .entries::<jp_common::CtxKey, u64>(join::CTX_SAMPLES)?;
+            let period_ns = 1_000_000_000 / self.opts.frequency_hz.max(1);
+            self.join_state.take_samples(ebpf, entries, period_ns, join);
+            self.pass.jvm_samples_read = Some(stamp);
+        }
+        self.join_state.sync_threads(ebpf, join)
     }
 
     fn log_error(&mut self, e: &anyhow::Error) {
@@ -529,6 +569,8 @@ impl State {
         // after recording it, so every sample in this pass's kernel count is in the
         // histograms read below (which may hold a few more, counted next pass).
         let modes = maps.sum_array("JP_MODES")?;
+        self.pass.jvm_samples = modes.get(mode::JVM as usize).copied().unwrap_or(0)
+            + modes.get(mode::JVM_LOST as usize).copied().unwrap_or(0);
         let irq_modes = maps.sum_array("JP_IRQ_MODES")?;
         let buckets = self.text.read().clone();
         let irq_buckets = self.irq_text.read().clone();

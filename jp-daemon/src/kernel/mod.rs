@@ -28,6 +28,7 @@
 mod batch;
 mod btf;
 pub mod collector;
+pub mod join;
 mod online_cpus;
 mod text_counts;
 

@@ -41,6 +41,18 @@ pub fn summary(s: &JvmSummary) -> pb::JvmSummary {
         jvm_start_unix_ms: s.jvm_start_unix_ms,
         cmdline: s.cmdline.clone(),
         memory_bytes: s.memory_bytes,
+        cpu: s
+            .cpu
+            .iter()
+            .map(|&(kind, user_ns, kernel_ns)| pb::JvmCpuKind {
+                kind: kind.to_string(),
+                user_ns,
+                kernel_ns,
+            })
+            .collect(),
+        cpu_pending_ns: s.cpu_pending_ns,
+        cpu_unresolved_ns: s.cpu_unresolved_ns,
+        cpu_read_failed_ns: s.cpu_read_failed_ns,
     }
 }
 
@@ -251,6 +263,7 @@ pub fn top(
         pb::JvmTopOrder::Bytecodes => m.exclusive_bytecodes,
         pb::JvmTopOrder::Calls => m.calls,
         pb::JvmTopOrder::Inclusive => m.inclusive_bytecodes,
+        pb::JvmTopOrder::Cpu => m.cpu_ns,
     };
     methods.sort_by(|a, b| {
         key(b)
@@ -273,18 +286,25 @@ pub fn top(
                 calls: m.calls,
                 bytecodes: m.exclusive_bytecodes,
                 inclusive_bytecodes: m.inclusive_bytecodes,
+                cpu_ns: m.cpu_ns,
+                inclusive_cpu_ns: m.inclusive_cpu_ns,
             })
             .collect(),
         total_methods: total,
     }
 }
 
-/// The whole tree in `format`, written by jp-mct's writers (the agent's own).
-pub fn export(t: &Mct, format: pb::JvmExportFormat) -> std::io::Result<Vec<u8>> {
+/// The whole tree in `format`, written by jp-mct's writers (the agent's own); pprof
+/// carries CPU per context when the kernel sampler is joined to the JVM (`cpu`).
+pub fn export(
+    t: &Mct,
+    cpu: Option<&jp_mct::MctCpu>,
+    format: pb::JvmExportFormat,
+) -> std::io::Result<Vec<u8>> {
     let mut v = Vec::new();
     match format {
         pb::JvmExportFormat::Json => jp_mct::write_json(t, &mut v)?,
-        pb::JvmExportFormat::Pprof => jp_mct::write_pprof(t, &mut v)?,
+        pb::JvmExportFormat::Pprof => jp_mct::write_pprof_cpu(t, cpu, &mut v)?,
         pb::JvmExportFormat::Folded => jp_mct::write_folded(t, &mut v)?,
         pb::JvmExportFormat::Tree => jp_mct::write_tree(t, &mut v)?,
     }

@@ -237,9 +237,18 @@ impl Jp for JpService {
         let format = pb::JvmExportFormat::try_from(req.format)
             .map_err(|_| Status::invalid_argument(format!("unknown format {}", req.format)))?;
         let jvm = Arc::clone(&self.jvm);
+        let symbols = self.store.kernel_view().symbols;
         let chunks = blocking(move || {
-            let (_, tree) = jvm_tree(&jvm, req.pid)?;
-            let data = jvmconv::export(&tree, format)
+            let snapshot = {
+                let mut store = lock(&jvm);
+                match store.snapshot(req.pid) {
+                    Some(t) => t,
+                    None => return Err(not_found(&store, req.pid)),
+                }
+            };
+            let tree = snapshot.mct();
+            let cpu = snapshot.cpu().map(|c| c.mct_cpu(&tree, symbols.as_deref()));
+            let data = jvmconv::export(&tree, cpu.as_ref(), format)
                 .map_err(|e| Status::internal(format!("cannot write the profile: {e}")))?;
             Ok(jvmconv::chunks(&data))
         })

@@ -906,6 +906,7 @@ async fn jvm_list_profile_top_export_and_status() {
         jvm_start_unix_ms: 1_699_999_999_000,
         cmdline: "java -agentpath:libjpagent.so Paper -verbose".into(),
         memory_bytes: memory,
+        ..Default::default()
     };
     assert_eq!(list.jvms, std::slice::from_ref(&summary));
 
@@ -1008,6 +1009,8 @@ async fn jvm_list_profile_top_export_and_status() {
         calls,
         bytecodes,
         inclusive_bytecodes: inclusive,
+        cpu_ns: 0,
+        inclusive_cpu_ns: 0,
     };
     let t = jp
         .get_jvm_top(top(pb::JvmTopOrder::Bytecodes, 0))

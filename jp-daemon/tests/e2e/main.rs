@@ -4,5 +4,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cpu;
 mod jvm;
 mod kernel;

@@ -37,6 +37,25 @@ pub struct JvmJson<'a> {
     pub incomplete_reason: Option<&'a str>,
     pub records_lost: u64,
     pub records_malformed: u64,
+    /// CPU from jpd's kernel sampler by kind of thread; null when not joined.
+    pub cpu: Option<CpuJson<'a>>,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct CpuJson<'a> {
+    pub total_ns: u64,
+    pub kinds: Vec<CpuKindJson<'a>>,
+    /// Of the app kind: under contexts not received yet, never received, unreadable slot.
+    pub pending_ns: u64,
+    pub unresolved_ns: u64,
+    pub read_failed_ns: u64,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct CpuKindJson<'a> {
+    pub kind: &'a str,
+    pub user_ns: u64,
+    pub kernel_ns: u64,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
@@ -51,6 +70,9 @@ pub struct MethodTotalsJson<'a> {
     pub calls: u64,
     pub bytecodes: u64,
     pub inclusive_bytecodes: u64,
+    /// null when jpd's sampler is not joined to the JVM.
+    pub cpu_ns: Option<u64>,
+    pub inclusive_cpu_ns: Option<u64>,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
@@ -113,7 +135,56 @@ pub fn jvm_json(j: &JvmSummary) -> JvmJson<'_> {
         incomplete_reason: (!j.complete).then_some(j.incomplete_reason.as_str()),
         records_lost: j.records_lost,
         records_malformed: j.records_malformed,
+        cpu: (!j.cpu.is_empty()).then(|| CpuJson {
+            total_ns: cpu_total(j),
+            kinds: j
+                .cpu
+                .iter()
+                .map(|k| CpuKindJson {
+                    kind: &k.kind,
+                    user_ns: k.user_ns,
+                    kernel_ns: k.kernel_ns,
+                })
+                .collect(),
+            pending_ns: j.cpu_pending_ns,
+            unresolved_ns: j.cpu_unresolved_ns,
+            read_failed_ns: j.cpu_read_failed_ns,
+        }),
     }
+}
+
+fn cpu_total(j: &JvmSummary) -> u64 {
+    j.cpu.iter().map(|k| k.user_ns + k.kernel_ns).sum()
+}
+
+/// `cpu 9.01 s: app 96.8 %, gc 0.4 %, jit 2.7 %` (kinds with CPU), or None when the
+/// kernel sampler is not joined to the JVM.
+pub fn cpu_split(j: &JvmSummary) -> Option<String> {
+    let total = cpu_total(j);
+    if j.cpu.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = j
+        .cpu
+        .iter()
+        .filter(|k| k.user_ns + k.kernel_ns > 0)
+        .map(|k| {
+            format!(
+                "{} {:.1} %",
+                k.kind,
+                100.0 * (k.user_ns + k.kernel_ns) as f64 / total.max(1) as f64
+            )
+        })
+        .collect();
+    Some(format!(
+        "cpu {:.2} s: {}",
+        total as f64 / 1e9,
+        if parts.is_empty() {
+            "none sampled yet".to_string()
+        } else {
+            parts.join(", ")
+        }
+    ))
 }
 
 pub fn jvm_list_json(l: &JvmList) -> JvmListJson<'_> {
@@ -126,6 +197,7 @@ pub fn order_label(order: i32) -> &'static str {
     match JvmTopOrder::try_from(order) {
         Ok(JvmTopOrder::Calls) => "calls",
         Ok(JvmTopOrder::Inclusive) => "inclusive",
+        Ok(JvmTopOrder::Cpu) => "cpu",
         _ => "bytecodes",
     }
 }
@@ -144,6 +216,16 @@ pub fn jvm_top_json(t: &JvmTop) -> JvmTopJson<'_> {
                 calls: m.calls,
                 bytecodes: m.bytecodes,
                 inclusive_bytecodes: m.inclusive_bytecodes,
+                cpu_ns: t
+                    .jvm
+                    .as_ref()
+                    .is_some_and(|j| !j.cpu.is_empty())
+                    .then_some(m.cpu_ns),
+                inclusive_cpu_ns: t
+                    .jvm
+                    .as_ref()
+                    .is_some_and(|j| !j.cpu.is_empty())
+                    .then_some(m.inclusive_cpu_ns),
             })
             .collect(),
     }
@@ -310,6 +392,9 @@ pub fn jvm_list_text(l: &JvmList, now_ms: u64) -> String {
             state(j, now_ms),
             main
         );
+        if let Some(cpu) = cpu_split(j) {
+            let _ = writeln!(out, "{:>7}  {cpu}", "");
+        }
         if !j.complete {
             let _ = writeln!(notes, "* pid {}: {}", j.pid, incomplete(j));
         }
@@ -338,9 +423,14 @@ pub fn jvm_top_text(t: &JvmTop) -> String {
     if !note.is_empty() {
         let _ = writeln!(out, "{note}");
     }
+    let cpu = cpu_split(&j);
+    if let Some(c) = &cpu {
+        let _ = writeln!(out, "{c}");
+    }
     let by = match JvmTopOrder::try_from(t.order) {
         Ok(JvmTopOrder::Calls) => "calls",
         Ok(JvmTopOrder::Inclusive) => "inclusive bytecodes",
+        Ok(JvmTopOrder::Cpu) => "CPU time",
         _ => "exclusive bytecodes",
     };
     let _ = writeln!(
@@ -349,15 +439,29 @@ pub fn jvm_top_text(t: &JvmTop) -> String {
         t.methods.len(),
         t.total_methods
     );
+    let cpu_head = if cpu.is_some() {
+        format!("{:>10} {:>10} ", "cpu ms", "incl ms")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "{:>15} {:>6} {:>12} {:>15} {:>6}  method",
+        "{cpu_head}{:>15} {:>6} {:>12} {:>15} {:>6}  method",
         "bytecodes", "share", "calls", "inclusive", "incl%"
     );
     for m in &t.methods {
+        let cpu_cols = if cpu.is_some() {
+            format!(
+                "{:>10.1} {:>10.1} ",
+                m.cpu_ns as f64 / 1e6,
+                m.inclusive_cpu_ns as f64 / 1e6
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "{:>15} {:>5.1}% {:>12} {:>15} {:>5.1}%  {}",
+            "{cpu_cols}{:>15} {:>5.1}% {:>12} {:>15} {:>5.1}%  {}",
             m.bytecodes,
             percent(m.bytecodes, j.bytecodes),
             m.calls,

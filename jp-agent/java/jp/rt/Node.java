@@ -19,7 +19,8 @@ public final class Node {
     final ThreadState state;
 
     /**
-     * The node's id on the USDT wire ({@link UsdtProfiler}), 0 until first sent. An int fits
+     * The node's id on the USDT wire ({@link UsdtProfiler}) and in its thread's context slot:
+     * in thread trees given at creation, in merged trees 0 until first sent. An int fits
      * in the object's alignment padding, so Node stays 56 bytes (compressed oops); the counts
      * last sent live in the sender's per-thread arrays, indexed by this id.
      */
@@ -33,6 +34,11 @@ public final class Node {
         this.mid = mid;
         this.parent = parent;
         this.state = state;
+        // Thread trees number their nodes as they grow (the root is 0); merged trees, which
+        // belong to no thread, get their ids when first sent.
+        if (state != null && parent != null) {
+            this.wid = state.nextWid++;
+        }
     }
 
     /** The child found last: loops mostly call the same method again (one dependent load less). */

@@ -81,6 +81,10 @@ public final class Rt {
         Node n = s.current.child(mid);
         n.calls++;
         s.current = n;
+        long cs = s.ctxSlot;
+        if (cs != 0) {
+            ContextSlot.set(cs, n.wid);
+        }
         if ((s.counter -= k) <= 0) {
             s.activate(n);
         }
@@ -134,17 +138,29 @@ public final class Rt {
     /** The method owning {@code ctx} returns or throws with pending count {@code n}. */
     public static void exitPending(Node ctx, int n) {
         ctx.bytecodes += n;
-        ctx.state.current = ctx.parent;
+        exit(ctx);
     }
 
     /** An exception handler of the method owning {@code ctx} starts. */
     public static void caught(Node ctx) {
-        ctx.state.current = ctx;
+        ThreadState s = ctx.state;
+        s.current = ctx;
+        long slot = s.ctxSlot;
+        if (slot != 0) {
+            ContextSlot.set(slot, ctx.wid);
+        }
     }
 
     /** The method owning {@code ctx} returns or throws. */
     public static void exit(Node ctx) {
-        ctx.state.current = ctx.parent;
+        ThreadState s = ctx.state;
+        Node p = ctx.parent;
+        s.current = p;
+        // Only threads with a slot (never the sink, whose root has no parent) publish.
+        long slot = s.ctxSlot;
+        if (slot != 0) {
+            ContextSlot.set(slot, p.wid);
+        }
     }
 
     // ---- slow paths ----
@@ -386,9 +402,18 @@ public final class Rt {
             Class<?> c = Class.forName(profilerName, true, ClassLoader.getSystemClassLoader());
             p = (Profiler) c.getDeclaredConstructor().newInstance();
         }
+        if (p instanceof UsdtProfiler) {
+            // The context slots (CPU per context, see ContextSlot) write native memory
+            // through jdk.internal.misc.Unsafe, which java.base exports to nobody.
+            contextSlots =
+                    exportInternal(Object.class.getModule(), "jdk.internal.misc", Rt.class.getModule());
+        }
         profiler = p;
         states = new ThreadLocal<ThreadState>();
     }
+
+    /** Whether threads publish their current context for jpd's sampler (usdt profiler). */
+    static boolean contextSlots;
 
     /** Bytes a context costs at most in a tree (node and its share of a child table). */
     private static final long CONTEXT_BYTES = 64;
@@ -520,6 +545,12 @@ public final class Rt {
 
     /** The process id as this JVM sees it (the records' informational pid). */
     static native int usdtPid();
+
+    /** The kernel's id of the calling thread (what the eBPF sampler sees as its pid). */
+    static native int osThreadId();
+
+    /** JVMTI AddModuleExports: {@code from} exports {@code pkg} to {@code to}; false on failure. */
+    private static native boolean exportInternal(Module from, String pkg, Module to);
 
     /** VM death: the JVM stream's last record (when a tracer listens); flushes usdt_tap. */
     static native void usdtEnd(int liveThreads);

@@ -21,6 +21,19 @@ final class ThreadState {
     /** Times the profiler was called for this thread (for the agent's statistics). */
     long reports;
 
+    /**
+     * Native address of this thread's context slot (0: none): the wire id of {@link #current},
+     * written at every context change, read by jpd's sampler (see {@link ContextSlot}).
+     */
+    long ctxSlot;
+    /** The kernel's id of this thread, sent with the slot's address. */
+    int osTid;
+    /**
+     * The wire id of this tree's next node: ids are given when a node is made (not when it is
+     * first sent), so the slot can name a context jpd has not received yet.
+     */
+    int nextWid = 1;
+
     /** Contexts this tree has created (its root and overflow nodes not counted). */
     int contexts;
     /** Contexts of the JVM's budget this tree holds: it grows without asking up to here. */

@@ -27,6 +27,7 @@ final class UsdtProfiler implements Profiler {
     static final int MAGIC = 0x3157504a;
     static final int VERSION = 1;
     static final int KIND_TREE = 3;
+    static final int KIND_THREAD = 5;
     static final int FLAG_RESYNC = 1;
     static final int FLAG_ABSOLUTE = 2;
     static final int FLAG_END = 4;
@@ -77,6 +78,13 @@ final class UsdtProfiler implements Profiler {
         ThreadState st = root.state;
         if (st != null) {
             stream(st);
+            // register runs on the thread itself (its first instrumented call), so the
+            // kernel id is the thread's. Virtual threads get none: they move between
+            // carriers, and the sampler sees the carrier.
+            if (Rt.contextSlots && thread == Thread.currentThread() && !isVirtual(thread)) {
+                st.osTid = Rt.osThreadId();
+                st.ctxSlot = ContextSlot.allocate();
+            }
         }
         if (file != null) {
             file.register(thread, root);
@@ -103,6 +111,13 @@ final class UsdtProfiler implements Profiler {
                 synchronized (s) {
                     s.ended = true;
                     s.release();
+                }
+                // Only the thread itself may give its slot back: at VM death a daemon
+                // that is ended here may still be running and writing it.
+                long slot = st.ctxSlot;
+                if (slot != 0 && thread == Thread.currentThread()) {
+                    st.ctxSlot = 0;
+                    ContextSlot.release(slot);
                 }
             }
             FileProfiler.merge(ended, root);
@@ -142,6 +157,21 @@ final class UsdtProfiler implements Profiler {
             }
             jvmAnswered = gen;
             jvmSynced = true;
+        }
+    }
+
+    /** Thread.isVirtual (JDK 21+), without naming it so that the class loads on 17. */
+    private static boolean isVirtual(Thread t) {
+        return VIRTUAL != null && VIRTUAL.isInstance(t);
+    }
+
+    private static final Class<?> VIRTUAL = virtualThreadClass();
+
+    private static Class<?> virtualThreadClass() {
+        try {
+            return Class.forName("java.lang.BaseVirtualThread", false, null);
+        } catch (Throwable e) {
+            return null;
         }
     }
 
@@ -210,6 +240,13 @@ final class UsdtProfiler implements Profiler {
         /** Counts last sent, indexed by wire id (kept here so that Node stays small). */
         private long[] sentCalls;
         private long[] sentBytecodes;
+        /**
+         * Wire ids defined since the last full send, one bit each. Thread trees number their
+         * nodes at creation, so a node's id says nothing about whether jpd has it.
+         */
+        private long[] defined;
+        /** The thread's slot last announced ({@link #KIND_THREAD}), 0: none. */
+        private long sentSlot;
         /** The thread name last sent (compared by reference: getName returns the same string). */
         private String sentName;
 
@@ -251,6 +288,7 @@ final class UsdtProfiler implements Profiler {
             b = new byte[MAX_RECORD];
             sentCalls = new long[64];
             sentBytecodes = new long[64];
+            defined = new long[1];
             stack = new Node[64];
             return true;
         }
@@ -261,6 +299,7 @@ final class UsdtProfiler implements Profiler {
             b = null;
             sentCalls = null;
             sentBytecodes = null;
+            defined = null;
             stack = null;
         }
 
@@ -277,6 +316,15 @@ final class UsdtProfiler implements Profiler {
                 synced = true;
                 generation = gen;
                 seq = 0;
+                long[] d = defined;
+                for (int i = 0; i < d.length; i++) {
+                    d[i] = 0;
+                }
+            }
+            ThreadState owner = root.state;
+            long slot = owner != null ? owner.ctxSlot : 0;
+            if (slot != 0 && (full || slot != sentSlot)) {
+                threadRecord(owner.osTid, slot);
             }
             String name = thread != null ? thread.getName() : fixedName;
             boolean sendName = full || name != sentName;
@@ -328,21 +376,16 @@ final class UsdtProfiler implements Profiler {
             long dc;
             long db;
             if (w == 0) {
-                w = nextWid++;
+                w = nextWid++; // a merged tree's node, numbered when first sent
                 x.wid = w;
-                if (w >= sentCalls.length) {
-                    int cap = Math.max(sentCalls.length * 2, w + 1);
-                    long[] a = new long[cap];
-                    long[] c = new long[cap];
-                    System.arraycopy(sentCalls, 0, a, 0, sentCalls.length);
-                    System.arraycopy(sentBytecodes, 0, c, 0, sentBytecodes.length);
-                    sentCalls = a;
-                    sentBytecodes = c;
-                }
-                def = true;
-                dc = calls;
-                db = bytecodes;
-            } else if (full) {
+            }
+            if (w >= sentCalls.length) {
+                grow(w);
+            }
+            long bit = 1L << (w & 63);
+            boolean known = (defined[w >>> 6] & bit) != 0;
+            defined[w >>> 6] |= bit;
+            if (!known || full) {
                 def = true;
                 dc = calls;
                 db = bytecodes;
@@ -367,6 +410,34 @@ final class UsdtProfiler implements Profiler {
             count++;
         }
 
+        private void grow(int w) {
+            int cap = Math.max(sentCalls.length * 2, w + 1);
+            long[] a = new long[cap];
+            long[] c = new long[cap];
+            long[] d = new long[(cap + 63) >>> 6];
+            System.arraycopy(sentCalls, 0, a, 0, sentCalls.length);
+            System.arraycopy(sentBytecodes, 0, c, 0, sentBytecodes.length);
+            System.arraycopy(defined, 0, d, 0, defined.length);
+            sentCalls = a;
+            sentBytecodes = c;
+            defined = d;
+        }
+
+        /**
+         * Announces the thread's context slot: {@link #KIND_THREAD}, outside the stream's
+         * numbering (seq 0, no flags), body varint kernel thread id, varint slot address.
+         */
+        private void threadRecord(int osTid, long slot) {
+            pos = HEADER_LEN;
+            varint(osTid & 0xffffffffL);
+            varint(slot);
+            int len = pos;
+            header(KIND_THREAD, len, 0, 0);
+            direct.put(0, b, 0, len);
+            Rt.fire(address, len, Rt.liveThreads());
+            sentSlot = slot;
+        }
+
         /** Starts a record: header space, the thread name (null: unchanged), the entry count. */
         private void begin(String name) {
             pos = HEADER_LEN;
@@ -387,19 +458,23 @@ final class UsdtProfiler implements Profiler {
         /** Fills in the header and the count, and fires the record. */
         private void finish(int flags) {
             int len = pos;
-            putInt(0, MAGIC);
-            putShort(4, VERSION);
-            putShort(6, KIND_TREE);
-            putInt(8, len);
-            putInt(12, PID);
-            putLong(16, generation);
-            putLong(24, id);
-            putInt(32, seq);
-            putInt(36, flags);
+            header(KIND_TREE, len, seq, flags);
             putInt(countAt, count);
             seq++;
             direct.put(0, b, 0, len);
             Rt.fire(address, len, Rt.liveThreads());
+        }
+
+        private void header(int kind, int len, int sequence, int flags) {
+            putInt(0, MAGIC);
+            putShort(4, VERSION);
+            putShort(6, kind);
+            putInt(8, len);
+            putInt(12, PID);
+            putLong(16, generation);
+            putLong(24, id);
+            putInt(32, sequence);
+            putInt(36, flags);
         }
 
         private void varint(long v) {

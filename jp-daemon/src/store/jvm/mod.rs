@@ -38,6 +38,7 @@
 //!   incomplete with the limit named, never silently.
 
 mod chunked;
+pub mod cpu;
 mod methods;
 mod nodes;
 mod query;
@@ -55,7 +56,7 @@ use std::time::{Duration, SystemTime};
 
 use jp_common::wire::{self, EventHeader, WireError};
 
-pub use query::{JvmSnapshot, MethodCalls, MethodTotals, ThreadTree};
+pub use query::{CpuSnapshot, JvmSnapshot, MethodCalls, MethodTotals, ThreadTree};
 
 /// The store as the daemon shares it between the USDT collector, the server and the
 /// exporters.
@@ -139,6 +140,9 @@ pub enum Malformed {
     AfterEnd,
     /// The event's length disagrees with the bytes handed over.
     EventLength,
+    /// A thread's context slot (`KIND_THREAD`) that cannot be one: address 0 or not
+    /// 4-aligned, or a thread id that is not the JVM's.
+    BadSlot,
 }
 
 /// Malformed counts by reason; every reason has a fixed slot (no allocation per record).
@@ -146,7 +150,7 @@ pub enum Malformed {
 pub struct MalformedCounts([u64; MalformedCounts::SLOTS]);
 
 impl MalformedCounts {
-    const SLOTS: usize = 17;
+    const SLOTS: usize = 18;
     const NAMES: [&'static str; MalformedCounts::SLOTS] = [
         "truncated",
         "bad magic",
@@ -165,6 +169,7 @@ impl MalformedCounts {
         "absolute counts outside a re-send",
         "record after thread end",
         "event length differs",
+        "context slot refused",
     ];
 
     fn slot(m: Malformed) -> usize {
@@ -188,6 +193,7 @@ impl MalformedCounts {
             Malformed::AbsoluteOutsideResync => 14,
             Malformed::AfterEnd => 15,
             Malformed::EventLength => 16,
+            Malformed::BadSlot => 17,
         }
     }
 
@@ -264,6 +270,14 @@ pub struct JvmSummary {
     /// Sums over the merged tree.
     pub calls: u64,
     pub bytecodes: u64,
+    /// CPU (ns) from the kernel sampler, by kind of thread (see [`cpu::ThreadKind`]):
+    /// (kind, user, kernel). Empty when the sampler is not joined to this JVM.
+    pub cpu: Vec<(&'static str, u64, u64)>,
+    /// CPU (ns) counted under contexts not resolved yet (waiting for their node), never
+    /// resolved, and on threads whose slot could not be read.
+    pub cpu_pending_ns: u64,
+    pub cpu_unresolved_ns: u64,
+    pub cpu_read_failed_ns: u64,
     /// When jpd first heard of the JVM (process found or first record).
     pub attached_since: SystemTime,
     pub exited_at: Option<SystemTime>,
@@ -332,6 +346,7 @@ pub struct JvmStore {
     stats: IngestStats,
     generation: u64,
     scratch: Vec<wire::TreeEntry>,
+    context_version: u64,
 }
 
 impl JvmStore {
@@ -343,6 +358,7 @@ impl JvmStore {
             stats: IngestStats::default(),
             generation: 0,
             scratch: Vec::new(),
+            context_version: 0,
         }
     }
 
@@ -424,7 +440,15 @@ impl JvmStore {
             self.scratch = scratch;
             return;
         };
+        let epoch = jvm.context_epoch;
         let out = jvm.apply(&rec.header, body, &limits, now);
+        if rec.header.kind == wire::KIND_TREE {
+            // Samples may wait for a node this record defined.
+            jvm.cpu_retry(now);
+        }
+        if jvm.context_epoch != epoch {
+            self.context_version += 1;
+        }
         if scratch.capacity() > stream::SCRATCH_KEPT {
             // Sized on demand: a big record's buffer goes with it (the store keeps 8 KiB).
             scratch.clear();
@@ -444,9 +468,60 @@ impl JvmStore {
         self.queue_resync(event.tgid, out.resync_requested);
     }
 
+    /// Bumps when a thread's context slot comes or goes (see [`JvmStore::context_threads`]).
+    pub fn context_threads_version(&self) -> u64 {
+        self.context_version
+    }
+
+    /// (tgid, os tid, slot address, stream) of every announced thread of a running JVM.
+    pub fn context_threads(&self) -> Vec<(u32, u32, u64, u64)> {
+        let mut v = Vec::new();
+        for (tgid, j) in &self.jvms {
+            if j.exited_at.is_some() {
+                continue;
+            }
+            for (stream, th) in &j.threads {
+                if let Some(s) = th.context_slot {
+                    v.push((*tgid, s.os_tid, s.slot, *stream));
+                }
+            }
+        }
+        v
+    }
+
+    /// A thread's announced slot was refused (its thread is not the JVM's).
+    pub fn context_slot_refused(&mut self, tgid: u32, stream: u64) {
+        if let Some(j) = self.jvms.get_mut(&tgid) {
+            if j.refuse_context_slot(stream) {
+                self.stats.malformed.add(Malformed::BadSlot);
+                self.context_version += 1;
+            }
+        }
+    }
+
+    /// Samples the kernel sampler counted for JVMs' threads since the last call
+    /// (`period_ns` per sample).
+    pub fn add_cpu_samples(
+        &mut self,
+        period_ns: u64,
+        samples: &[(jp_common::CtxKey, u64)],
+        now: SystemTime,
+    ) {
+        self.generation += 1;
+        for (key, n) in samples {
+            if let Some(j) = self.jvms.get_mut(&key.tgid) {
+                j.cpu_samples(period_ns, key, *n, now);
+            }
+        }
+        for j in self.jvms.values_mut() {
+            j.cpu_expire(now);
+        }
+    }
+
     /// The process exited (or vanished): keep its data for the retention time.
     pub fn process_gone(&mut self, tgid: u32, now: SystemTime) {
         self.generation += 1;
+        self.context_version += 1;
         if let Some(j) = self.jvms.get_mut(&tgid) {
             if j.exited_at.is_none() {
                 j.exited_at = Some(now);
@@ -512,6 +587,7 @@ impl JvmStore {
         });
         if self.jvms.len() != before {
             self.generation += 1;
+            self.context_version += 1;
         }
     }
 

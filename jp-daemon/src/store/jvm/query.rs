@@ -16,8 +16,9 @@
 
 use std::collections::HashMap;
 
-use jp_mct::{Mct, MctNode, MethodInfo};
+use jp_mct::{Mct, MctCpu, MctNode, MethodInfo};
 
+use super::cpu::Samples;
 use super::methods::{info_in, NameMap};
 use super::nodes::{is_outer, unflag, FrozenTree};
 use super::state::Jvm;
@@ -37,6 +38,11 @@ pub struct MethodTotals {
     /// Bytecodes of the method and everything it called, each stack counted once
     /// (a recursive call inside the method adds nothing).
     pub inclusive_bytecodes: u64,
+    /// CPU (ns, from the kernel sampler) in the method's own contexts, user and kernel
+    /// mode together, and with everything it called (each sample counted once per
+    /// method); 0 when the sampler is not joined to the JVM.
+    pub cpu_ns: u64,
+    pub inclusive_cpu_ns: u64,
 }
 
 /// One method's calls and exclusive bytecodes ([`MethodTotals`] without the inclusive
@@ -109,6 +115,84 @@ pub struct JvmSnapshot {
     methods: Vec<(u32, MethodCount)>,
     /// Live threads, by id (empty unless asked for).
     threads: Vec<ThreadSnapshot>,
+    /// CPU per context when the kernel sampler is joined to this JVM.
+    cpu: Option<CpuSnapshot>,
+}
+
+/// A JVM's CPU per context at one moment (see [`super::cpu`]).
+#[derive(Clone, Debug, Default)]
+pub struct CpuSnapshot {
+    pub period_ns: u64,
+    pub by_node: HashMap<u32, Samples>,
+    pub kernel_under: HashMap<(u32, u64), u64>,
+}
+
+impl CpuSnapshot {
+    /// What was counted between `before` and `self` (a later snapshot of the same JVM).
+    pub fn since(&self, before: &CpuSnapshot) -> CpuSnapshot {
+        let by_node = self
+            .by_node
+            .iter()
+            .map(|(&n, s)| {
+                let b = before.by_node.get(&n).copied().unwrap_or_default();
+                let d = Samples {
+                    user: s.user.saturating_sub(b.user),
+                    kernel: s.kernel.saturating_sub(b.kernel),
+                };
+                (n, d)
+            })
+            .filter(|(_, d)| d.total() > 0)
+            .collect();
+        let kernel_under = self
+            .kernel_under
+            .iter()
+            .map(|(&k, &v)| {
+                (
+                    k,
+                    v.saturating_sub(before.kernel_under.get(&k).copied().unwrap_or(0)),
+                )
+            })
+            .filter(|&(_, v)| v > 0)
+            .collect();
+        CpuSnapshot {
+            period_ns: self.period_ns,
+            by_node,
+            kernel_under,
+        }
+    }
+
+    /// As jp-mct's CPU of `tree` (this JVM's), kernel addresses named by `symbols`.
+    pub fn mct_cpu(
+        &self,
+        tree: &Mct,
+        symbols: Option<&crate::store::kernel::symbols::Symbols>,
+    ) -> MctCpu {
+        let name = |addr: u64| crate::store::kernel::symbols::function_name(symbols, addr);
+        self.mct_cpu_named(tree.nodes.len(), &name)
+    }
+
+    /// As [`CpuSnapshot::mct_cpu`] for a tree of `nodes` nodes; `function_of` names a
+    /// kernel address.
+    pub fn mct_cpu_named(&self, nodes: usize, function_of: &dyn Fn(u64) -> String) -> MctCpu {
+        let ns = |samples: u64| samples.saturating_mul(self.period_ns);
+        let mut user_ns = vec![0u64; nodes];
+        for (&n, s) in &self.by_node {
+            if let Some(u) = user_ns.get_mut(n as usize) {
+                *u = ns(s.user);
+            }
+        }
+        // One entry per (context, function): buckets of one function add up.
+        let mut kernel: HashMap<(u32, String), u64> = HashMap::new();
+        for (&(node, kip), &n) in &self.kernel_under {
+            *kernel.entry((node, function_of(kip))).or_default() += ns(n);
+        }
+        let mut kernel: Vec<(usize, std::sync::Arc<str>, u64)> = kernel
+            .into_iter()
+            .map(|((node, f), v)| (node as usize, std::sync::Arc::from(f), v))
+            .collect();
+        kernel.sort();
+        MctCpu { user_ns, kernel }
+    }
 }
 
 impl TreeView for JvmSnapshot {
@@ -158,7 +242,17 @@ impl JvmSnapshot {
             names: jvm.methods.snapshot(),
             methods: jvm.tree.methods().iter().collect(),
             threads,
+            cpu: (jvm.cpu.period_ns > 0).then(|| CpuSnapshot {
+                period_ns: jvm.cpu.period_ns,
+                by_node: jvm.cpu.by_node.clone(),
+                kernel_under: jvm.cpu.kernel_under.clone(),
+            }),
         }
+    }
+
+    /// CPU per context, if the kernel sampler is joined to this JVM.
+    pub fn cpu(&self) -> Option<&CpuSnapshot> {
+        self.cpu.as_ref()
     }
 
     /// As [`super::JvmStore::mct`].
@@ -171,6 +265,7 @@ impl JvmSnapshot {
     /// arrays (subtree sums, then each outermost node's sum on its method).
     pub fn top_methods(&self) -> Vec<MethodTotals> {
         let inclusive = self.inclusive();
+        let cpu = self.cpu_by_method();
         let mut out: Vec<(u32, MethodTotals)> = self
             .methods
             .iter()
@@ -186,12 +281,50 @@ impl JvmSnapshot {
                         calls: c.calls,
                         exclusive_bytecodes: c.exclusive,
                         inclusive_bytecodes: inclusive,
+                        cpu_ns: cpu.get(&mid).map_or(0, |c| c[0]),
+                        inclusive_cpu_ns: cpu.get(&mid).map_or(0, |c| c[1]),
                     },
                 )
             })
             .collect();
         sort_totals(&mut out, |t| (t.exclusive_bytecodes, &t.name));
         out.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// mid → [self, inclusive] CPU (ns). Only nodes with samples are walked: each adds
+    /// its samples to its own method and, once, to every other method on its path.
+    fn cpu_by_method(&self) -> HashMap<u32, [u64; 2]> {
+        let mut out: HashMap<u32, [u64; 2]> = HashMap::new();
+        let Some(cpu) = &self.cpu else {
+            return out;
+        };
+        let mut seen: Vec<u32> = Vec::new();
+        for (&node, s) in &cpu.by_node {
+            let ns = s.total().saturating_mul(cpu.period_ns);
+            let Some([_, mid]) = self.links(node) else {
+                continue;
+            };
+            if node == 0 || ns == 0 {
+                continue;
+            }
+            out.entry(mid).or_default()[0] += ns;
+            seen.clear();
+            let mut at = node;
+            while at != 0 {
+                let Some([parent, m]) = self.links(at) else {
+                    break;
+                };
+                if !seen.contains(&m) {
+                    seen.push(m);
+                    out.entry(m).or_default()[1] += ns;
+                }
+                if parent >= at {
+                    break; // parents come first: a cycle is corrupt data, not a loop
+                }
+                at = parent;
+            }
+        }
+        out
     }
 
     /// Inclusive bytecodes by method id. The nodes' outermost flags, set when each node
@@ -463,6 +596,8 @@ pub(crate) fn top_methods<V: TreeView>(v: &V) -> Vec<MethodTotals> {
                 calls,
                 exclusive_bytecodes: exclusive,
                 inclusive_bytecodes: inclusive,
+                cpu_ns: 0,
+                inclusive_cpu_ns: 0,
             }
         })
         .collect();

@@ -10,6 +10,7 @@ use jp_common::wire::{
 };
 
 use super::chunked::ChunkVec;
+use super::cpu::{self, ContextCpu};
 use super::methods::{MethodNames, StringBudget};
 use super::nodes::NodeTable;
 use super::stream::{Reject, SlotBudget, ThreadStream};
@@ -102,6 +103,34 @@ pub(crate) struct Jvm {
     pub change: u64,
     /// A snapshot froze the threads' slots (see [`Jvm::thaw`]).
     pub threads_frozen: bool,
+
+    /// CPU per context, from the kernel sampler (see `cpu`).
+    pub cpu: ContextCpu,
+    /// Bumps when a thread's context slot comes or goes.
+    pub context_epoch: u64,
+    /// Ended threads' wire ids → merged nodes, for their late samples, and when kept.
+    ended_node_maps: HashMap<u64, (Vec<u32>, SystemTime)>,
+}
+
+/// Ended threads whose ids are kept for late CPU samples, at most.
+const MAX_ENDED_NODE_MAPS: usize = 256;
+
+/// The merged node of (stream, wire id), from a live thread or a recently ended one.
+fn resolve_node(
+    threads: &HashMap<u64, ThreadStream>,
+    ended: &HashMap<u64, (Vec<u32>, SystemTime)>,
+    stream: u64,
+    id: u64,
+) -> Option<u32> {
+    if let Some(th) = threads.get(&stream) {
+        return th.node_of(id);
+    }
+    let (map, _) = ended.get(&stream)?;
+    if id == 0 {
+        return Some(0);
+    }
+    let node = *map.get(usize::try_from(id).ok()?)?;
+    (node < u32::MAX - 2).then_some(node)
 }
 
 impl Jvm {
@@ -148,6 +177,9 @@ impl Jvm {
             last_update: None,
             change: 0,
             threads_frozen: false,
+            cpu: ContextCpu::default(),
+            context_epoch: 0,
+            ended_node_maps: HashMap::new(),
         }
     }
 
@@ -249,6 +281,7 @@ impl Jvm {
                 out.accepted = true;
             }
             Ok(Body::Tree(tree)) => self.tree_record(header, Ok(tree), now, &mut out),
+            Ok(Body::Thread(slot)) => self.thread_slot(header, slot, &mut out),
             Err(e) if header.kind == wire::KIND_TREE => {
                 self.tree_record(header, Err(e), now, &mut out)
             }
@@ -326,6 +359,7 @@ impl Jvm {
         fresh.records = self.records;
         fresh.records_seen = self.records_seen;
         fresh.change = self.change;
+        fresh.context_epoch = self.context_epoch + 1;
         *self = fresh;
     }
 
@@ -510,11 +544,101 @@ impl Jvm {
         }
     }
 
+    /// `KIND_THREAD`: where the thread publishes its current context. The address is the
+    /// JVM's business (a bad one only makes the sampler's reads fail, counted); one that
+    /// cannot be an int's is refused.
+    fn thread_slot(&mut self, h: &RecordHeader, slot: wire::ThreadSlot, out: &mut Outcome) {
+        if slot.slot == 0 || !slot.slot.is_multiple_of(4) || slot.os_tid == 0 {
+            self.malformed_record(Malformed::BadSlot, out);
+            return;
+        }
+        if self.ended.contains_key(&h.stream) {
+            self.malformed_record(Malformed::AfterEnd, out);
+            return;
+        }
+        if !self.threads.contains_key(&h.stream) {
+            if self.threads.len() >= self.limits.max_threads_per_jvm {
+                self.hit(LimitKind::Threads, out);
+                return;
+            }
+            self.threads.insert(h.stream, ThreadStream::default());
+        }
+        if let Some(th) = self.threads.get_mut(&h.stream) {
+            if th.context_slot != Some(slot) {
+                th.context_slot = Some(slot);
+                self.context_epoch += 1;
+            }
+            out.accepted = true;
+        }
+    }
+
+    /// jpd found the announced thread not to be this JVM's: its slot is dropped.
+    /// True if there was one.
+    pub fn refuse_context_slot(&mut self, stream: u64) -> bool {
+        let refused = self
+            .threads
+            .get_mut(&stream)
+            .and_then(|th| th.context_slot.take())
+            .is_some();
+        if refused {
+            self.malformed.add(Malformed::BadSlot);
+            self.context_epoch += 1;
+        }
+        refused
+    }
+
+    /// Samples of this JVM's threads, counted by the kernel sampler.
+    pub fn cpu_samples(
+        &mut self,
+        period_ns: u64,
+        key: &jp_common::CtxKey,
+        n: u64,
+        now: SystemTime,
+    ) {
+        self.cpu.period_ns = period_ns;
+        let (threads, ended) = (&self.threads, &self.ended_node_maps);
+        let resolve = |stream: u64, id: u64| resolve_node(threads, ended, stream, id);
+        self.cpu.add(key, n, now, &resolve);
+        self.change += 1;
+    }
+
+    /// Samples that waited for their node: resolved if it came, or expired.
+    pub fn cpu_retry(&mut self, now: SystemTime) {
+        if !self.cpu.has_pending() {
+            return;
+        }
+        let (threads, ended) = (&self.threads, &self.ended_node_maps);
+        let resolve = |stream: u64, id: u64| resolve_node(threads, ended, stream, id);
+        self.cpu.retry(now, &resolve);
+    }
+
+    /// Once a pass: ended threads' ids are kept as long as samples may wait for them.
+    pub fn cpu_expire(&mut self, now: SystemTime) {
+        self.cpu_retry(now);
+        self.ended_node_maps
+            .retain(|_, (_, at)| now.duration_since(*at).unwrap_or_default() < cpu::PENDING_FOR);
+    }
+
     /// The thread's last record: its counts stay in the merged tree, its map goes.
     fn end_thread(&mut self, tid: u64, broken: bool) {
         let Some(mut th) = self.threads.remove(&tid) else {
             return;
         };
+        if th.context_slot.is_some() {
+            // The sampler's last samples of the thread are read up to a pass later: keep
+            // its ids for them a while (bounded).
+            if self.ended_node_maps.len() < MAX_ENDED_NODE_MAPS {
+                self.ended_node_maps.insert(
+                    tid,
+                    (
+                        th.node_map(),
+                        self.last_update.unwrap_or(SystemTime::UNIX_EPOCH),
+                    ),
+                );
+            }
+            self.change += 1;
+            self.context_epoch += 1;
+        }
         let broken = broken || !th.synced;
         if !broken {
             th.finish_resync(&mut self.tree);
@@ -696,6 +820,22 @@ impl Jvm {
             methods: self.methods.len() as u64,
             last_update: self.last_update,
             memory_bytes: self.memory_bytes(),
+            cpu: self.cpu_by_kind(),
+            cpu_pending_ns: self.cpu.pending() * self.cpu.period_ns,
+            cpu_unresolved_ns: self.cpu.unresolved * self.cpu.period_ns,
+            cpu_read_failed_ns: self.cpu.read_failed * self.cpu.period_ns,
         }
+    }
+
+    fn cpu_by_kind(&self) -> Vec<(&'static str, u64, u64)> {
+        let p = self.cpu.period_ns;
+        if p == 0 {
+            return Vec::new();
+        }
+        self.cpu
+            .by_kind()
+            .into_iter()
+            .map(|(k, s)| (k.name(), s.user * p, s.kernel * p))
+            .collect()
     }
 }

@@ -83,6 +83,8 @@ pub(crate) struct ThreadStream {
     pub last_record: u64,
     /// Records of this stream accepted.
     pub records: u64,
+    /// Where the thread publishes its current context (its `KIND_THREAD` record).
+    pub context_slot: Option<jp_common::wire::ThreadSlot>,
     slots: ChunkVec<Slot>,
     /// During a re-send: what the thread contributed before it, by merged node, not yet
     /// replaced by a new total.
@@ -131,6 +133,21 @@ impl ThreadStream {
             tree.sub(node, c, b);
         }
         self.absolute_phase = false;
+    }
+
+    /// The merged node of this thread's wire node `id` (0: the root), if defined.
+    pub fn node_of(&self, id: u64) -> Option<u32> {
+        if id == 0 {
+            return Some(0);
+        }
+        let slot = self.slots.get(usize::try_from(id).ok()?)?;
+        (slot.node < PENDING).then_some(slot.node)
+    }
+
+    /// Wire node id → merged node of every defined node (for CPU samples that arrive
+    /// after the thread ended).
+    pub fn node_map(&self) -> Vec<u32> {
+        self.slots.iter().map(|s| s.node).collect()
     }
 
     /// The thread ended: its counts stay in the merged tree, its map is freed.

@@ -161,6 +161,15 @@ pub fn display_name(s: &Symbol) -> String {
     }
 }
 
+/// The function at `addr` (with its module), or the address itself when `symbols` has
+/// none there.
+pub fn function_name(symbols: Option<&Symbols>, addr: u64) -> String {
+    match symbols.and_then(|s| s.lookup(addr)) {
+        Some(sym) => display_name(sym),
+        None => format!("{addr:#x}"),
+    }
+}
+
 /// Symbolizes one address with a fresh read of `/proc/kallsyms`. Convenient for one-off
 /// use; the collector keeps a loaded [`Symbols`] instead.
 pub fn kallsyms_name(addr: u64) -> anyhow::Result<Option<String>> {

@@ -1,0 +1,57 @@
+package jp.rt;
+
+import jdk.internal.misc.Unsafe;
+
+/**
+ * A thread's context slot: 64 bytes of native memory whose first int is the wire id of the
+ * thread's current context. jpd's eBPF sampler reads it with {@code bpf_probe_read_user}
+ * when a sample interrupts the thread, and so counts CPU per exact context. The agent
+ * announces the slot's address and the thread's kernel id in a {@code KIND_THREAD} record.
+ *
+ * <p>Only loaded once {@link Rt#contextSlots} made {@code jdk.internal.misc} visible: the hot
+ * path reaches this class only for threads that have a slot. 64 bytes per slot, so that two
+ * threads' slots rarely share a cache line.
+ */
+final class ContextSlot {
+    private static final Unsafe U = Unsafe.getUnsafe();
+    static final int BYTES = 64;
+
+    private ContextSlot() {}
+
+    static void set(long address, int id) {
+        U.putInt(address, id);
+    }
+
+    /** Slots of ended threads, for new threads (never freed: see {@link #release}). */
+    private static long[] free = new long[16];
+
+    private static int nFree;
+
+    /** A zeroed slot (current context: the root). */
+    static synchronized long allocate() {
+        if (nFree > 0) {
+            long a = free[--nFree];
+            U.putIntVolatile(null, a, 0);
+            return a;
+        }
+        long a = U.allocateMemory(BYTES);
+        U.setMemory(a, BYTES, (byte) 0);
+        return a;
+    }
+
+    /**
+     * The thread owning the slot has ended its tree. It reads "root" from now on, and the slot
+     * goes to the next new thread. Never freed: the sampler may still read it for the ending
+     * thread (which runs JVM code for a while, and jpd forgets it a pass later), and freed
+     * memory would hand it garbage.
+     */
+    static synchronized void release(long address) {
+        U.putIntVolatile(null, address, 0);
+        if (nFree == free.length) {
+            long[] f = new long[free.length * 2];
+            System.arraycopy(free, 0, f, 0, nFree);
+            free = f;
+        }
+        free[nFree++] = address;
+    }
+}

@@ -1,0 +1,337 @@
+//! CPU per exact context (issue 13), for real: jpd's kernel sampler joined to the
+//! contexts that JVMs running the agent (`profiler=usdt`) publish, on JDK 17 and 25.
+//! `tests/jvm/CpuSplit.java` spins in `a()` for twice the iterations of `b()` (the same
+//! loop), reads `/dev/zero` in `readZero()`, or allocates for the GC. What jpd says is
+//! read as users read it: `go tool pprof` on the exported profile and `jpctl jvm list`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::fleet::tool;
+use crate::support::jpd::Jpd;
+use crate::support::{binary, require_root};
+use serde_json::Value;
+
+const CONFIG: &str = "[usdt]\nscan_interval_ms = 100\n";
+
+fn jdk_home(var: &str, default: &str) -> PathBuf {
+    let home = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
+    assert!(
+        home.join("bin/javac").exists(),
+        "\n\n*** {var}: no JDK at {} — install it (`cargo xtask setup`; JDK 25 is part of \
+         the machine image) or set {var}. ***\n",
+        home.display()
+    );
+    home
+}
+
+fn jdks() -> [(&'static str, PathBuf); 2] {
+    [
+        (
+            "jdk17",
+            jdk_home("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64"),
+        ),
+        (
+            "jdk25",
+            jdk_home("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64"),
+        ),
+    ]
+}
+
+/// `CpuSplit.class` for one JDK, compiled fresh in this test process.
+fn classes(tag: &str, home: &Path) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-cpu-{tag}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jvm/CpuSplit.java");
+    let status = Command::new(home.join("bin/javac"))
+        .arg("-d")
+        .arg(&dir)
+        .arg(&src)
+        .status()
+        .expect("run javac");
+    assert!(status.success(), "javac {} failed", src.display());
+    dir
+}
+
+struct Jvm {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Jvm {
+    fn start(home: &Path, dir: &Path, mode: &str, seconds: u32, threads: u32) -> Jvm {
+        let mut child = Command::new(home.join("bin/java"))
+            .arg(format!(
+                // A small granularity: even the allocating threads (few bytecodes)
+                // report soon, and so announce their context slot.
+                "-agentpath:{}=profiler=usdt,granularity=100000",
+                binary("JP_AGENT_LIB").display()
+            ))
+            .arg("-XX:-UsePerfData")
+            .arg("-cp")
+            .arg(dir)
+            .arg("CpuSplit")
+            .arg(mode)
+            .arg(seconds.to_string())
+            .arg(threads.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start java");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Jvm {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn expect_line(&mut self, want: &str) {
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).expect("read JVM stdout");
+        assert!(
+            n > 0 && line.trim() == want,
+            "the JVM printed {line:?} instead of {want:?}"
+        );
+    }
+
+    fn finish(mut self) {
+        let _ = self.stdin.write_all(b"\n");
+        let _ = self.stdin.flush();
+        let status = self.child.wait().expect("wait java");
+        assert!(status.success(), "the JVM failed: {status}");
+    }
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn listed(d: &Jpd, pid: u32) -> Option<Value> {
+    let list = d.jpctl_json(&["jvm", "list", "--json"]);
+    list["jvms"]
+        .as_array()
+        .and_then(|a| a.iter().find(|j| j["pid"].as_u64() == Some(u64::from(pid))))
+        .cloned()
+}
+
+/// Waits until jpd lists `pid` with `pred` true.
+fn wait_listed(d: &Jpd, pid: u32, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let j = listed(d, pid);
+        if let Some(j) = &j {
+            if pred(j) {
+                return j.clone();
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "JVM {pid} was not {what} within 30 s: {j:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The CPU (ns) jpd lists for `kind` ("app", "gc", …), user and kernel together.
+fn cpu_of_kind(j: &Value, kind: &str) -> u64 {
+    j["cpu"]["kinds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|k| k["kind"] == kind)
+        .map(|k| k["user_ns"].as_u64().unwrap_or(0) + k["kernel_ns"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// jpd's pprof of `pid` (with the `cpu` sample type), exported by jpctl.
+fn export_pprof(d: &Jpd, pid: u32, tag: &str) -> PathBuf {
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cpu-{tag}.pb.gz"));
+    let _ = std::fs::remove_file(&file);
+    d.jpctl_output(&[
+        "jvm",
+        "export",
+        &pid.to_string(),
+        "--format",
+        "pprof",
+        "-o",
+        file.to_str().expect("UTF-8 path"),
+    ]);
+    file
+}
+
+fn go_pprof(file: &Path, args: &[&str]) -> String {
+    let out = Command::new(tool("go", "golang-go"))
+        .args(["tool", "pprof", "-sample_index=cpu"])
+        .args(args)
+        .arg(file)
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("run go tool pprof");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "go tool pprof {args:?} failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// Inclusive CPU (ns) by function, from `go tool pprof -top` (the cum column).
+fn cum_ns(file: &Path) -> (Vec<(String, u64)>, String) {
+    let text = go_pprof(
+        file,
+        &["-top", "-nodecount=100000", "-nodefraction=0", "-unit=ns"],
+    );
+    let mut rows = Vec::new();
+    let mut in_table = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("flat ") {
+            in_table = true;
+        } else if in_table {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() >= 6 {
+                let ns = cols[3].trim_end_matches("ns").parse().unwrap_or(0);
+                rows.push((cols[5..].join(" "), ns));
+            }
+        }
+    }
+    (rows, text)
+}
+
+fn cum_of(rows: &[(String, u64)], prefix: &str) -> u64 {
+    rows.iter()
+        .filter(|(f, _)| f.starts_with(prefix))
+        .map(|(_, ns)| *ns)
+        .sum()
+}
+
+/// a() ran twice the iterations of b() on the same loop: with `n` samples in the two,
+/// a's share is 2/3 up to sampling noise. Accepts 4 standard deviations of a binomial
+/// share, plus 3 % for what differs between the two (their calls, JIT timing).
+fn assert_two_to_one(what: &str, a_ns: u64, b_ns: u64, period_ns: u64, text: &str) {
+    let (a, b) = ((a_ns / period_ns) as f64, (b_ns / period_ns) as f64);
+    let n = a + b;
+    assert!(
+        n >= 300.0,
+        "{what}: only {n} samples in a() and b()\n{text}"
+    );
+    let share = a / n;
+    let sigma = (2.0 / 9.0 / n).sqrt();
+    let bound = 4.0 * sigma + 0.03;
+    assert!(
+        (share - 2.0 / 3.0).abs() <= bound,
+        "{what}: a() has {:.1} % of the CPU of a() and b() ({a} and {b} samples), \
+         2/3 ± {:.1} % expected\n{text}",
+        100.0 * share,
+        100.0 * bound
+    );
+}
+
+/// One thread, then two at once: CPU(a) / CPU(b) is 2; the kernel's read_zero is under
+/// readZero() in the pprof (a mixed stack), and jpd's list shows the CPU as the app's.
+#[test]
+fn cpu_per_context_splits_two_to_one_and_puts_read_zero_under_its_method() {
+    require_root();
+    let d = Jpd::start(CONFIG);
+    let period_ns = 1_000_000_000 / 997;
+    for (tag, home) in jdks() {
+        let dir = classes(tag, &home);
+        for threads in [1, 2] {
+            let what = format!("{tag}, {threads} thread(s)");
+            let mut jvm = Jvm::start(&home, &dir, "split", 4, threads);
+            jvm.expect_line("started");
+            jvm.expect_line("done");
+            let pid = jvm.pid();
+            // The samples of the last pass and the workers' last records are in.
+            // The workers ended (their last records are in), the kernel collector has
+            // read their last samples, and none waits for its node any more.
+            std::thread::sleep(Duration::from_millis(2500));
+            let j = wait_listed(&d, pid, "sampled", |j| {
+                j["threads"]["total"].as_u64() >= Some(u64::from(threads))
+                    && cpu_of_kind(j, "app") > 0
+                    && j["cpu"]["pending_ns"].as_u64() == Some(0)
+            });
+            assert_eq!(j["cpu"]["unresolved_ns"], 0, "{what}: {j}");
+            let file = export_pprof(&d, pid, &format!("{tag}-{threads}"));
+            let (rows, text) = cum_ns(&file);
+            let (a, b) = (cum_of(&rows, "CpuSplit.a("), cum_of(&rows, "CpuSplit.b("));
+            assert_two_to_one(&what, a, b, period_ns, &text);
+            // Nothing went missing: what the list says the app used is what the
+            // profile holds (up to what is still waiting for its node).
+            // The workers' trees start at the lambda the thread runs (Thread.run is
+            // the JDK's, not instrumented).
+            let total = cum_of(&rows, "CpuSplit.main(") + cum_of(&rows, "CpuSplit.lambda$");
+            let app = cpu_of_kind(&j, "app");
+            assert!(
+                a + b <= total && total <= app,
+                "{what}: a+b {} ns, main {total} ns, app {app} ns\n{j}\n{text}",
+                a + b
+            );
+            // The kernel function that serves /dev/zero, one frame under the Java
+            // method that read it.
+            let traces = go_pprof(&file, &["-traces"]);
+            let found = traces.split("-----------+").any(|block| {
+                let frames: Vec<&str> = block
+                    .lines()
+                    .map(|l| l.split_whitespace().last().unwrap_or(""))
+                    .filter(|f| !f.is_empty())
+                    .collect();
+                frames
+                    .windows(2)
+                    .any(|w| w[0] == "read_zero" && w[1].starts_with("CpuSplit.readZero("))
+            });
+            assert!(
+                found,
+                "{what}: no trace with read_zero directly under CpuSplit.readZero:\n{traces}"
+            );
+            jvm.finish();
+        }
+    }
+    d.stop();
+}
+
+/// A program that allocates: the GC threads' CPU is listed as "gc", not as the
+/// application's contexts.
+#[test]
+fn gc_cpu_is_counted_on_gc_threads_not_on_contexts() {
+    require_root();
+    let d = Jpd::start(CONFIG);
+    for (tag, home) in jdks() {
+        let dir = classes(&format!("{tag}-gc"), &home);
+        let mut jvm = Jvm::start(&home, &dir, "alloc", 3, 2);
+        jvm.expect_line("started");
+        jvm.expect_line("done");
+        let pid = jvm.pid();
+        let j = wait_listed(&d, pid, "sampled", |j| cpu_of_kind(j, "gc") > 0);
+        let (gc, app) = (cpu_of_kind(&j, "gc"), cpu_of_kind(&j, "app"));
+        assert!(
+            gc > 0 && app > gc / 10,
+            "{tag}: gc {gc} ns, app {app} ns: {j}"
+        );
+        // The GC's samples are not in any context of the profile.
+        let file = export_pprof(&d, pid, &format!("{tag}-gc"));
+        let (rows, text) = cum_ns(&file);
+        let in_contexts = cum_of(&rows, "CpuSplit.main(") + cum_of(&rows, "CpuSplit.lambda$");
+        assert!(
+            in_contexts <= app,
+            "{tag}: {in_contexts} ns in contexts, app {app} ns\n{text}"
+        );
+        jvm.finish();
+    }
+    d.stop();
+}
