@@ -247,6 +247,7 @@ fn assert_two_to_one(what: &str, a_ns: u64, b_ns: u64, period_ns: u64, text: &st
 #[test]
 fn cpu_per_context_splits_two_to_one_and_puts_read_zero_under_its_method() {
     require_root();
+    let _one = crate::support::exclusive();
     let d = Jpd::start(CONFIG);
     let period_ns = 1_000_000_000 / 997;
     for (tag, home) in jdks() {
@@ -310,6 +311,7 @@ fn cpu_per_context_splits_two_to_one_and_puts_read_zero_under_its_method() {
 #[test]
 fn gc_cpu_is_counted_on_gc_threads_not_on_contexts() {
     require_root();
+    let _one = crate::support::exclusive();
     let d = Jpd::start(CONFIG);
     for (tag, home) in jdks() {
         let dir = classes(&format!("{tag}-gc"), &home);
