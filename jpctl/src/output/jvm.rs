@@ -37,7 +37,8 @@ pub struct JvmJson<'a> {
     pub incomplete_reason: Option<&'a str>,
     pub records_lost: u64,
     pub records_malformed: u64,
-    /// CPU from jpd's kernel sampler by kind of thread; null when not joined.
+    /// CPU from jpd's kernel sampler by kind of thread; absent when not joined.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuJson<'a>>,
 }
 
@@ -70,8 +71,10 @@ pub struct MethodTotalsJson<'a> {
     pub calls: u64,
     pub bytecodes: u64,
     pub inclusive_bytecodes: u64,
-    /// null when jpd's sampler is not joined to the JVM.
+    /// Absent when jpd's sampler is not joined to the JVM.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub inclusive_cpu_ns: Option<u64>,
 }
 
