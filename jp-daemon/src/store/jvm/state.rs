@@ -13,7 +13,7 @@ use super::chunked::ChunkVec;
 use super::cpu::{self, ContextCpu};
 use super::methods::{MethodNames, StringBudget};
 use super::nodes::NodeTable;
-use super::stream::{Reject, SlotBudget, ThreadStream};
+use super::stream::{node_in, Reject, SlotBudget, ThreadStream};
 use super::{JvmLimits, JvmSummary, LimitKind, Malformed, MalformedCounts, ProcessInfo};
 
 /// A re-send asked for and not answered (no `generation_written`) is asked again after
@@ -126,11 +126,7 @@ fn resolve_node(
         return th.node_of(id);
     }
     let (map, _) = ended.get(&stream)?;
-    if id == 0 {
-        return Some(0);
-    }
-    let node = *map.get(usize::try_from(id).ok()?)?;
-    (node < u32::MAX - 2).then_some(node)
+    node_in(map, id)
 }
 
 impl Jvm {

@@ -144,12 +144,24 @@ impl ThreadStream {
         (slot.node < PENDING).then_some(slot.node)
     }
 
-    /// Wire node id → merged node of every defined node (for CPU samples that arrive
-    /// after the thread ended).
+    /// Wire node id → merged node of every node (for CPU samples that arrive after the
+    /// thread ended); read it with [`node_in`].
     pub fn node_map(&self) -> Vec<u32> {
         self.slots.iter().map(|s| s.node).collect()
     }
+}
 
+/// The merged node of wire id `id` in a [`ThreadStream::node_map`], as
+/// [`ThreadStream::node_of`] answers for a live stream.
+pub(crate) fn node_in(map: &[u32], id: u64) -> Option<u32> {
+    if id == 0 {
+        return Some(0);
+    }
+    let node = *map.get(usize::try_from(id).ok()?)?;
+    (node < PENDING).then_some(node)
+}
+
+impl ThreadStream {
     /// The thread ended: its counts stay in the merged tree, its map is freed.
     pub fn release(&mut self, budget: &mut SlotBudget) {
         budget.used = budget.used.saturating_sub(self.slots.len());
