@@ -76,6 +76,7 @@ fn disk_irq_and_softirq_counts_equal_the_kernels_exactly() {
     // another CPU (e.g. right after a CPU came back online), as a vector migration can
     // deliver an interrupt twice or on the old vector.
     let mut attempt = 0;
+    let mut mismatches = 0;
     let (kernel_irq, jp_irq, view0, view1, kernel_sirq, jp_sirq) = loop {
         attempt += 1;
         let programs_before = bpf_programs();
@@ -101,10 +102,18 @@ fn disk_irq_and_softirq_counts_equal_the_kernels_exactly() {
         let ours_sirq1 = ours_softirq();
         let (proc_irq1, ours_irq1) = quiet_snapshot(&c, || proc_interrupts(&irqs), ours_irq);
         let view1 = store.kernel_view();
-        if bpf_programs() == programs_before && effective_affinity(&irqs) == affinity_before {
+        let (kernel_irq, jp_irq) = (delta(&proc_irq0, &proc_irq1), delta(&ours_irq0, &ours_irq1));
+        let undisturbed =
+            bpf_programs() == programs_before && effective_affinity(&irqs) == affinity_before;
+        // One window in CI (a loaded host) once counted 2 more invocations than jp saw
+        // (180 of 182), with no tracer or affinity change: a vCPU the host stalled
+        // between the kernel's count and the handler, longer than the quiet window, is
+        // the explanation we could not rule out. A systematic loss shows in every
+        // window, so a mismatch is measured once more, and the second must be exact.
+        if undisturbed && (jp_irq == kernel_irq || mismatches == 1) {
             break (
-                delta(&proc_irq0, &proc_irq1),
-                delta(&ours_irq0, &ours_irq1),
+                kernel_irq,
+                jp_irq,
                 view0,
                 view1,
                 delta(&proc_sirq0, &proc_sirq1),
@@ -115,7 +124,14 @@ fn disk_irq_and_softirq_counts_equal_the_kernels_exactly() {
             attempt < 10,
             "BPF programs kept changing during 10 measurements"
         );
-        println!("BPF programs or IRQ affinity changed during the measurement; again");
+        if undisturbed {
+            mismatches += 1;
+            println!(
+                "IRQ deltas differ: /proc/interrupts {kernel_irq:?}, jp {jp_irq:?}; measuring once more"
+            );
+        } else {
+            println!("BPF programs or IRQ affinity changed during the measurement; again");
+        }
     };
     println!("IRQ deltas: /proc/interrupts {kernel_irq:?}, jp {jp_irq:?}");
     assert_eq!(

@@ -194,7 +194,7 @@ pub fn quiet_snapshot<K: Ord>(
         let m1 = ours();
         // Long enough that a handler whose vCPU the host stalled mid-way (the kernel has
         // counted it, the exit probe not yet) shows as a change.
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(50));
         c.refresh();
         let m2 = ours();
         let p2 = proc();
