@@ -1,13 +1,40 @@
 //! `jp-mct/1` JSON: `{"format": "jp-mct/1", "bba": B, "root": {"children": [NODE, ...]}}`,
 //! `NODE = {"method": M, "calls": n, "bytecodes": n, "children": [...]}`, one node per line,
 //! children sorted (see [`Mct::sorted_children`]) so equal trees give identical bytes.
+//!
+//! CPU per context (jpd's kernel sampler joined to the JVM) grows the format compatibly
+//! (readers skip unknown keys): the document says `"cpu_unit": "nanoseconds"`, and a
+//! node with CPU has, after its counts, `"cpu": {"user": n, "kernel": n, "kernel_functions":
+//! {F: n, ...}}` (self time of the context; the kernel functions under it, by name).
+//! Without CPU the bytes are exactly the agent's.
 
-use super::Mct;
+use super::{Mct, MctCpu};
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 pub fn write_json(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
+    write_json_cpu(t, None, w)
+}
+
+/// Kernel CPU of one context: (function, ns), by function name.
+type KernelOf<'c> = HashMap<usize, Vec<(&'c str, u64)>>;
+
+/// As [`write_json`], with each context's CPU when `cpu` is given.
+pub fn write_json_cpu(t: &Mct, cpu: Option<&MctCpu>, w: &mut dyn Write) -> io::Result<()> {
+    let mut kernel_of: KernelOf = HashMap::new();
+    if let Some(c) = cpu {
+        for (node, f, ns) in &c.kernel {
+            kernel_of.entry(*node).or_default().push((f, *ns));
+        }
+        for v in kernel_of.values_mut() {
+            v.sort_unstable();
+        }
+    }
     write!(w, "{{\"format\": \"jp-mct/1\", \"bba\": ")?;
     write_str(w, &t.bba)?;
+    if cpu.is_some() {
+        write!(w, ", \"cpu_unit\": \"nanoseconds\"")?;
+    }
     write!(w, ", \"root\": {{\"children\": [")?;
     // (sorted children of an open node, next position); iterative for deep trees.
     let ranks = t.name_ranks();
@@ -21,9 +48,13 @@ pub fn write_json(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
             write_str(w, &n.method)?;
             write!(
                 w,
-                ", \"calls\": {}, \"bytecodes\": {}, \"children\": [",
+                ", \"calls\": {}, \"bytecodes\": {}",
                 n.calls, n.bytecodes
             )?;
+            if let Some(c) = cpu {
+                write_node_cpu(w, c, &kernel_of, i)?;
+            }
+            w.write_all(b", \"children\": [")?;
             let kids = t.sorted_children_ranked(i, &ranks);
             if kids.is_empty() {
                 w.write_all(b"]}")?;
@@ -40,6 +71,29 @@ pub fn write_json(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
         }
     }
     w.write_all(b"}}\n")
+}
+
+/// `, "cpu": {...}` of node `i`, when it has CPU.
+fn write_node_cpu(w: &mut dyn Write, c: &MctCpu, kernel_of: &KernelOf, i: usize) -> io::Result<()> {
+    let user = c.user_ns.get(i).copied().unwrap_or(0);
+    let functions = kernel_of.get(&i).map_or(&[][..], Vec::as_slice);
+    let kernel: u64 = functions.iter().map(|(_, ns)| ns).sum();
+    if user == 0 && kernel == 0 {
+        return Ok(());
+    }
+    write!(w, ", \"cpu\": {{\"user\": {user}, \"kernel\": {kernel}")?;
+    if !functions.is_empty() {
+        w.write_all(b", \"kernel_functions\": {")?;
+        for (k, (f, ns)) in functions.iter().enumerate() {
+            if k > 0 {
+                w.write_all(b", ")?;
+            }
+            write_str(w, f)?;
+            write!(w, ": {ns}")?;
+        }
+        w.write_all(b"}")?;
+    }
+    w.write_all(b"}")
 }
 
 fn write_str(w: &mut dyn Write, s: &str) -> io::Result<()> {
@@ -65,7 +119,7 @@ fn write_str(w: &mut dyn Write, s: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::paper_tree;
-    use super::super::{Mct, MethodInfo};
+    use super::super::{Mct, MctCpu, MethodInfo};
     use super::*;
 
     fn json(t: &Mct) -> String {
@@ -90,6 +144,40 @@ mod tests {
             "]}}\n",
         );
         assert_eq!(json(&paper_tree()), expected);
+    }
+
+    /// CPU keys only where a context has CPU; kernel functions by name; the document
+    /// says its unit; read back, the tree is the same (readers skip the new keys).
+    #[test]
+    fn cpu_grows_the_format_compatibly() {
+        let t = paper_tree();
+        let kids = t.sorted_children(0);
+        let main = kids[0];
+        let f = t.nodes[main]
+            .children
+            .iter()
+            .copied()
+            .find(|&c| t.nodes[c].method.as_ref() == "Paper.f()V")
+            .unwrap();
+        let mut user_ns = vec![0; t.nodes.len()];
+        user_ns[f] = 7_000;
+        let cpu = MctCpu {
+            user_ns,
+            kernel: vec![
+                (f, "read_zero".into(), 2_000),
+                (f, "do_syscall_64".into(), 1_000),
+                (main, "x\"y".into(), 5),
+            ],
+        };
+        let mut v = Vec::new();
+        write_json_cpu(&t, Some(&cpu), &mut v).unwrap();
+        let text = String::from_utf8(v.clone()).unwrap();
+        assert!(text.starts_with("{\"format\": \"jp-mct/1\", \"bba\": \"precise\", \"cpu_unit\": \"nanoseconds\", \"root\""), "{text}");
+        assert!(text.contains("{\"method\": \"Paper.main([Ljava/lang/String;)V\", \"calls\": 1, \"bytecodes\": 5, \"cpu\": {\"user\": 0, \"kernel\": 5, \"kernel_functions\": {\"x\\\"y\": 5}}, \"children\": [\n"), "{text}");
+        assert!(text.contains("{\"method\": \"Paper.f()V\", \"calls\": 1, \"bytecodes\": 106, \"cpu\": {\"user\": 7000, \"kernel\": 3000, \"kernel_functions\": {\"do_syscall_64\": 1000, \"read_zero\": 2000}}, \"children\": [\n"), "{text}");
+        assert_eq!(text.matches("\"cpu\"").count(), 2, "{text}");
+        assert_eq!(crate::read_json(&v).unwrap().nodes.len(), t.nodes.len());
+        assert_eq!(json(&crate::read_json(&v).unwrap()), json(&t));
     }
 
     #[test]

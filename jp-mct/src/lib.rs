@@ -12,8 +12,8 @@ mod tree;
 
 pub use folded::write_folded;
 pub use html::{write_flame_html, write_html, FlameTree, FrameCounts, DEFAULT_MIN_SHARE};
-pub use json::write_json;
-pub use pprof::{write_pprof, write_pprof_cpu, write_pprof_timed, MctCpu};
+pub use json::{write_json, write_json_cpu};
+pub use pprof::{write_pprof, write_pprof_cpu, write_pprof_timed, write_pprof_timed_cpu, MctCpu};
 pub use read::read_json;
 pub use tree::write_tree;
 

@@ -162,6 +162,45 @@ pub struct MctCpu {
     pub kernel: Vec<(usize, Arc<str>, u64)>,
 }
 
+impl MctCpu {
+    /// The same CPU on another tree of `nodes` nodes, `map[i]` being the new index of
+    /// node `i` (`None`: the node is not in the new tree, and neither is its CPU).
+    pub fn remap(&self, map: &[Option<usize>], nodes: usize) -> MctCpu {
+        let at = |i: usize| map.get(i).copied().flatten().filter(|&j| j < nodes);
+        let mut user_ns = vec![0u64; nodes];
+        for (i, &ns) in self.user_ns.iter().enumerate() {
+            if let Some(j) = at(i) {
+                user_ns[j] = user_ns[j].saturating_add(ns);
+            }
+        }
+        let mut kernel: Vec<(usize, Arc<str>, u64)> = self
+            .kernel
+            .iter()
+            .filter_map(|(i, f, ns)| Some((at(*i)?, Arc::clone(f), *ns)))
+            .collect();
+        kernel.sort();
+        MctCpu { user_ns, kernel }
+    }
+
+    /// Which of a tree's `nodes` nodes have CPU of their own.
+    pub fn nodes_with_cpu(&self, nodes: usize) -> Vec<bool> {
+        let mut v = vec![false; nodes];
+        for (i, &ns) in self.user_ns.iter().enumerate() {
+            if ns > 0 {
+                if let Some(b) = v.get_mut(i) {
+                    *b = true;
+                }
+            }
+        }
+        for (i, _, ns) in &self.kernel {
+            if let Some(b) = v.get_mut(*i).filter(|_| *ns > 0) {
+                *b = true;
+            }
+        }
+        v
+    }
+}
+
 /// File name of kernel functions' pprof entries (perf's name for the kernel image).
 pub const KERNEL_FILE: &str = "[kernel.kallsyms]";
 
@@ -320,10 +359,21 @@ pub fn write_pprof_timed(
     duration_nanos: i64,
     w: &mut dyn Write,
 ) -> io::Result<()> {
+    write_pprof_timed_cpu(t, None, time_nanos, duration_nanos, w)
+}
+
+/// As [`write_pprof_timed`], with CPU per context when `cpu` is given.
+pub fn write_pprof_timed_cpu(
+    t: &Mct,
+    cpu: Option<&MctCpu>,
+    time_nanos: i64,
+    duration_nanos: i64,
+    w: &mut dyn Write,
+) -> io::Result<()> {
     let p = Profile {
         time_nanos,
         duration_nanos,
-        ..mct_profile(t)
+        ..mct_profile_cpu(t, cpu)
     };
     w.write_all(&gzip(&p)?)
 }

@@ -6,6 +6,11 @@
 //! JVMs leave the store (exit + retention); their counts must not leave the counters,
 //! or Prometheus would see a counter go down (a reset, i.e. a spike in every rate).
 //! [`JvmTotals`] keeps what departed JVMs had counted, per label.
+//!
+//! CPU (issue 13) is counted per kind of thread (`app`, `gc`, `jit`, `vm`), user and
+//! kernel mode together: a sample that waits for its context's definition counts as
+//! `app` at once and moves from user to kernel mode when it resolves, so only the sum
+//! over modes is monotonic.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
@@ -15,6 +20,9 @@ use crate::store::jvm::{IngestStats, JvmSummary};
 
 /// Distinct `main` label values before new ones become "other".
 pub const MAX_MAINS: usize = 50;
+/// The kinds of thread CPU is counted by, in exposition order (see
+/// [`crate::store::jvm::cpu::ThreadKind`]).
+pub const CPU_KINDS: [&str; 4] = ["app", "gc", "jit", "vm"];
 /// Longest `main` label value (characters); longer names are cut.
 const MAX_MAIN_CHARS: usize = 100;
 
@@ -24,6 +32,32 @@ pub struct MainTotals {
     pub bytecodes: u64,
     pub threads_live: u64,
     pub jvms: u64,
+    /// CPU ns by kind ([`CPU_KINDS`]); `None` while no JVM of the label was joined to
+    /// the kernel sampler (no series then, rather than a misleading 0).
+    pub cpu_ns: Option<[u64; 4]>,
+}
+
+/// Per-kind CPU ns of a JVM's summary; `None` when the sampler is not joined to it.
+fn cpu_by_kind(j: &JvmSummary) -> Option<[u64; 4]> {
+    if j.cpu.is_empty() {
+        return None;
+    }
+    let mut v = [0u64; 4];
+    for (kind, user, kernel) in &j.cpu {
+        if let Some(i) = CPU_KINDS.iter().position(|k| k == kind) {
+            v[i] = v[i].saturating_add(user.saturating_add(*kernel));
+        }
+    }
+    Some(v)
+}
+
+fn add_cpu(into: &mut Option<[u64; 4]>, v: Option<[u64; 4]>) {
+    if let Some(v) = v {
+        let t = into.get_or_insert([0; 4]);
+        for (t, v) in t.iter_mut().zip(v) {
+            *t = t.saturating_add(v);
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -32,13 +66,22 @@ struct Seen {
     attached_since: SystemTime,
     calls: u64,
     bytecodes: u64,
+    cpu_ns: Option<[u64; 4]>,
+}
+
+/// What the JVMs that left the store had counted, per label.
+#[derive(Debug, Default)]
+struct Retired {
+    calls: u64,
+    bytecodes: u64,
+    cpu_ns: Option<[u64; 4]>,
 }
 
 /// Monotonic per-label sums over every JVM jpd ever held.
 #[derive(Debug, Default)]
 pub struct JvmTotals {
     seen: HashMap<u32, Seen>,
-    retired: BTreeMap<String, (u64, u64)>,
+    retired: BTreeMap<String, Retired>,
 }
 
 impl JvmTotals {
@@ -59,8 +102,9 @@ impl JvmTotals {
 
     fn retire(&mut self, s: Seen) {
         let r = self.retired.entry(s.label).or_default();
-        r.0 = r.0.saturating_add(s.calls);
-        r.1 = r.1.saturating_add(s.bytecodes);
+        r.calls = r.calls.saturating_add(s.calls);
+        r.bytecodes = r.bytecodes.saturating_add(s.bytecodes);
+        add_cpu(&mut r.cpu_ns, s.cpu_ns);
     }
 
     /// Folds the store's current list in; returns the totals per label.
@@ -103,20 +147,23 @@ impl JvmTotals {
                     attached_since: j.attached_since,
                     calls: j.calls,
                     bytecodes: j.bytecodes,
+                    cpu_ns: cpu_by_kind(j),
                 },
             );
             let t = out.entry(label).or_default();
             t.calls = t.calls.saturating_add(j.calls);
             t.bytecodes = t.bytecodes.saturating_add(j.bytecodes);
+            add_cpu(&mut t.cpu_ns, cpu_by_kind(j));
             if j.exited_at.is_none() {
                 t.threads_live += u64::from(j.threads_live);
                 t.jvms += 1;
             }
         }
-        for (label, (calls, bytecodes)) in &self.retired {
+        for (label, r) in &self.retired {
             let t = out.entry(label.clone()).or_default();
-            t.calls = t.calls.saturating_add(*calls);
-            t.bytecodes = t.bytecodes.saturating_add(*bytecodes);
+            t.calls = t.calls.saturating_add(r.calls);
+            t.bytecodes = t.bytecodes.saturating_add(r.bytecodes);
+            add_cpu(&mut t.cpu_ns, r.cpu_ns);
         }
         out
     }
@@ -155,6 +202,19 @@ pub fn render(out: &mut String, per_main: &BTreeMap<String, MainTotals>, stats: 
         let mut f = Family::header(out, name, kind, help);
         for (main, t) in per_main {
             f.sample(name, &[("main", main)], get(t));
+        }
+    }
+    let name = "jp_jvm_cpu_seconds_total";
+    let mut f = Family::header(
+        out,
+        name,
+        "counter",
+        "CPU time of JVMs jpd's kernel sampler is joined to, by main class and kind of thread (app, gc, jit, vm; exited JVMs included).",
+    );
+    for (main, t) in per_main {
+        let Some(cpu) = t.cpu_ns else { continue };
+        for (kind, ns) in CPU_KINDS.iter().zip(cpu) {
+            f.sample(name, &[("main", main), ("kind", kind)], ns as f64 / 1e9);
         }
     }
     let name = "jp_jvms";
@@ -337,7 +397,8 @@ mod tests {
                 calls: 6,
                 bytecodes: 60,
                 threads_live: 6,
-                jvms: 2
+                jvms: 2,
+                cpu_ns: None,
             }
         );
         // 11 leaves the store; 10 goes on counting.
@@ -349,6 +410,32 @@ mod tests {
         assert_eq!(a["app.Main"].jvms, 1);
         let a = t.update(&[]);
         assert_eq!((a["app.Main"].calls, a["app.Main"].jvms), (10, 0));
+    }
+
+    /// CPU by kind sums the JVMs of a label, stays when they leave, and is absent for a
+    /// label none of whose JVMs was joined.
+    #[test]
+    fn cpu_by_kind_is_monotonic_per_label() {
+        let joined = |pid, app: u64, gc: u64, since| {
+            let mut j = jvm(pid, "app.Main", 1, 1, since);
+            j.cpu = vec![("app", app, 5), ("gc", gc, 0), ("vm", 1, 1)];
+            j
+        };
+        let mut t = JvmTotals::default();
+        let a = t.update(&[
+            joined(10, 100, 7, 1),
+            joined(11, 10, 0, 1),
+            jvm(12, "Other", 1, 1, 1),
+        ]);
+        assert_eq!(a["app.Main"].cpu_ns, Some([100 + 5 + 10 + 5, 7, 0, 4]));
+        assert_eq!(a["Other"].cpu_ns, None);
+        // 11 leaves; 10 goes on; pid 10 is then reused by another joined JVM.
+        let a = t.update(&[joined(10, 200, 7, 1)]);
+        assert_eq!(a["app.Main"].cpu_ns, Some([205 + 15, 7, 0, 4]));
+        let a = t.update(&[joined(10, 1, 0, 99)]);
+        assert_eq!(a["app.Main"].cpu_ns, Some([220 + 6, 7, 0, 6]));
+        let a = t.update(&[]);
+        assert_eq!(a["app.Main"].cpu_ns, Some([226, 7, 0, 6]));
     }
 
     #[test]
@@ -384,6 +471,7 @@ mod tests {
                 bytecodes: 624,
                 threads_live: 1,
                 jvms: 1,
+                cpu_ns: Some([2_500_000_000, 1_000_000, 0, 3]),
             },
         )]
         .into();
@@ -414,6 +502,7 @@ mod tests {
             "# TYPE jp_jvm_threads gauge\njp_jvm_threads{main=\"Paper\"} 1\n",
             "jp_jvms{state=\"running\"} 1\njp_jvms{state=\"exited\"} 0\n",
             "jp_jvm_records_total 4\n",
+            "# TYPE jp_jvm_cpu_seconds_total counter\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"app\"} 2.5\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"gc\"} 0.001\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"jit\"} 0\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"vm\"} 0.000000003\n",
             "jp_jvm_records_malformed_total{reason=\"none\"} 0\n",
             "jp_usdt_records_dropped_total{reason=\"ring_full\"} 0\n",
             "jp_usdt_library_files{state=\"in_use\"} 0\njp_usdt_library_files{state=\"idle\"} 1\njp_usdt_library_files{state=\"refused\"} 0\n",

@@ -7,6 +7,17 @@ use jp_mct::{Mct, MethodInfo};
 /// `after - before` per calling context; contexts new in `after` keep their counts.
 /// Counts never go below zero (a re-send may briefly show less than before).
 pub fn mct_delta(before: &Mct, after: &Mct) -> Mct {
+    mct_delta_mapped(before, after).0
+}
+
+/// [`mct_delta`], and where each node of `after` went in it (every one is there, at
+/// another index: the delta is built depth first). CPU per context, which is indexed by
+/// `after`'s nodes, follows with [`jp_mct::MctCpu::remap`].
+pub fn mct_delta_mapped(before: &Mct, after: &Mct) -> (Mct, Vec<Option<usize>>) {
+    let mut map = vec![None; after.nodes.len()];
+    if let Some(root) = map.first_mut() {
+        *root = Some(0);
+    }
     let mut out = Mct::new(&after.bba);
     // (node in `after`, same context in `before` if any, node in `out`)
     let mut stack: Vec<(usize, Option<usize>, usize)> = vec![(0, Some(0), 0)];
@@ -38,10 +49,13 @@ pub fn mct_delta(before: &Mct, after: &Mct) -> Mct {
                 cn.calls.saturating_sub(pc),
                 cn.bytecodes.saturating_sub(pb),
             );
+            if let Some(m) = map.get_mut(c) {
+                *m = Some(oc);
+            }
             stack.push((c, bc, oc));
         }
     }
-    out
+    (out, map)
 }
 
 #[cfg(test)]
@@ -106,6 +120,15 @@ pub(crate) mod tests {
         // Parents come before children (the writers rely on it).
         for (i, n) in d.nodes.iter().enumerate() {
             assert!(n.parent.is_none_or(|p| p < i));
+        }
+        // The map sends each node of `after` to its context in the delta.
+        let (d, map) = mct_delta_mapped(&before, &after);
+        assert_eq!(map.len(), after.nodes.len());
+        for (i, m) in map.iter().enumerate() {
+            let j = m.expect("every node of after is in the delta");
+            assert_eq!(d.nodes[j].method, after.nodes[i].method);
+            let parent = |t: &Mct, k: usize| t.nodes[k].parent.map(|p| t.nodes[p].method.clone());
+            assert_eq!(parent(&d, j), parent(&after, i));
         }
     }
 }

@@ -291,16 +291,27 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
     let symbols = ctx.sources.stores.kernel.kernel_view().symbols;
     blocking::off_runtime(move || {
         let (tree, cpu) = match &after {
-            None => (before.mct(), before.cpu().cloned()),
-            Some(after) => (
-                jvm_pprof::mct_delta(&before.mct(), &after.mct()),
-                after.cpu().map(|a| match before.cpu() {
-                    Some(b) => a.since(b),
-                    None => a.clone(),
-                }),
-            ),
+            None => {
+                let tree = before.mct();
+                let cpu = before.cpu().map(|c| c.mct_cpu(&tree, symbols.as_deref()));
+                (tree, cpu)
+            }
+            Some(after) => {
+                // CPU is indexed by the merged tree's nodes (`after`'s), the delta
+                // tree has them elsewhere.
+                let whole = after.mct();
+                let (delta, map) = jvm_pprof::mct_delta_mapped(&before.mct(), &whole);
+                let cpu = after.cpu().map(|a| {
+                    let window = match before.cpu() {
+                        Some(b) => a.since(b),
+                        None => a.clone(),
+                    };
+                    let c = window.mct_cpu(&whole, symbols.as_deref());
+                    c.remap(&map, delta.nodes.len())
+                });
+                (delta, cpu)
+            }
         };
-        let cpu = cpu.map(|c| c.mct_cpu(&tree, symbols.as_deref()));
         let mut out = Vec::new();
         let written = jp_mct::write_pprof_cpu(&tree, cpu.as_ref(), &mut out).map(|()| out);
         gzipped_profile(written, &format!("jvm-{pid}.pb.gz"))

@@ -295,7 +295,7 @@ pub fn top(
 }
 
 /// The whole tree in `format`, written by jp-mct's writers (the agent's own); pprof
-/// carries CPU per context when the kernel sampler is joined to the JVM (`cpu`).
+/// and JSON carry CPU per context when the kernel sampler is joined to the JVM (`cpu`).
 pub fn export(
     t: &Mct,
     cpu: Option<&jp_mct::MctCpu>,
@@ -303,7 +303,7 @@ pub fn export(
 ) -> std::io::Result<Vec<u8>> {
     let mut v = Vec::new();
     match format {
-        pb::JvmExportFormat::Json => jp_mct::write_json(t, &mut v)?,
+        pb::JvmExportFormat::Json => jp_mct::write_json_cpu(t, cpu, &mut v)?,
         pb::JvmExportFormat::Pprof => jp_mct::write_pprof_cpu(t, cpu, &mut v)?,
         pb::JvmExportFormat::Folded => jp_mct::write_folded(t, &mut v)?,
         pb::JvmExportFormat::Tree => jp_mct::write_tree(t, &mut v)?,

@@ -121,32 +121,7 @@ impl Jvm {
     /// The host PID of the JVM: the child itself, or the innermost process under a wrapper
     /// (`unshare --fork` puts the JVM one level down, once it has forked).
     fn host_pid(&self) -> u32 {
-        let mut pid = self.child.id();
-        let t0 = Instant::now();
-        loop {
-            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-                .unwrap_or_default();
-            match children
-                .split_whitespace()
-                .next()
-                .and_then(|c| c.parse().ok())
-            {
-                Some(c) => pid = c,
-                None => {
-                    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-                    if exe.ends_with("bin/java") {
-                        return pid;
-                    }
-                    assert!(
-                        t0.elapsed() < Duration::from_secs(10),
-                        "no java process under pid {} (innermost {pid} runs {})",
-                        self.child.id(),
-                        exe.display()
-                    );
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-        }
+        crate::support::java_under(self.child.id())
     }
 
     /// Waits for "started" (main began, nothing else ran yet).
@@ -244,8 +219,28 @@ fn is_exited(j: &Value) -> bool {
     j.get("exited_unix_ms").is_some_and(|v| !v.is_null())
 }
 
-/// jpd's tree of `pid` in the agent's own `jp-mct/1` JSON.
+/// jpd's tree of `pid` in the agent's own `jp-mct/1` JSON, without the CPU keys jpd adds
+/// when its kernel sampler is joined to the JVM (the agent's file has none; `cpu.rs`
+/// checks them).
 fn exported(d: &Jpd, pid: u32, tag: &str) -> Value {
+    let mut v = exported_with_cpu(d, pid, tag);
+    strip_cpu(&mut v);
+    v
+}
+
+fn strip_cpu(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.remove("cpu");
+            m.remove("cpu_unit");
+            m.values_mut().for_each(strip_cpu);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_cpu),
+        _ => {}
+    }
+}
+
+fn exported_with_cpu(d: &Jpd, pid: u32, tag: &str) -> Value {
     let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{tag}-jpd.json"));
     let _ = std::fs::remove_file(&file);
     d.jpctl_output(&[

@@ -490,6 +490,45 @@ fn pushed_sum(profiles: &[Pushed]) -> BTreeMap<Vec<String>, (u64, u64)> {
     out
 }
 
+const JVM_TYPES: &str = "calls/count bytecodes/count";
+
+/// The sum of every pushed delta's CPU (third value): paths → ns, nonzero only.
+fn pushed_cpu(profiles: &[Pushed]) -> BTreeMap<Vec<String>, i64> {
+    let mut out: BTreeMap<Vec<String>, i64> = BTreeMap::new();
+    for p in profiles {
+        for (path, v) in p.profile.by_stack() {
+            *out.entry(path).or_default() += v.get(2).copied().unwrap_or(0);
+        }
+    }
+    out.retain(|_, v| *v != 0);
+    out
+}
+
+/// The CPU per context of jpd's whole-tree pprof of `pid` (`jpctl jvm export`).
+fn exported_cpu(jpd: &Jpd, pid: u32, dir: &Path) -> BTreeMap<Vec<String>, i64> {
+    let file = dir.join("exported.pb.gz");
+    jpd.jpctl_output(&[
+        "jvm",
+        "export",
+        &pid.to_string(),
+        "--format",
+        "pprof",
+        "-o",
+        file.to_str().expect("UTF-8 path"),
+    ]);
+    let gz = std::fs::read(&file).expect("read the export");
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(gz.as_slice())
+        .read_to_end(&mut raw)
+        .expect("gunzip the export");
+    let profile = Profile::decode(raw.as_slice()).expect("decode the export");
+    pushed_cpu(&[Pushed {
+        labels: BTreeMap::new(),
+        profile,
+        gz,
+    }])
+}
+
 fn unix_nanos_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -594,11 +633,17 @@ fn pushed_jvm_deltas_add_up_to_the_agents_tree() {
             out_file.display()
         ),
     );
-    // Runs spread over several intervals, so the tree arrives in several deltas.
-    for _ in 0..4 {
-        java.run_once();
+    // Runs spread over several intervals, so the tree arrives in several deltas; two
+    // of them spin, so that the sampler has CPU to join to their contexts.
+    for i in 0..4 {
+        if i % 2 == 1 {
+            java.spin(400);
+        } else {
+            java.run_once();
+        }
         std::thread::sleep(Duration::from_millis(1300));
     }
+    let pid = java.child.id();
     writeln!(java.stdin, "quit").expect("quit");
     assert!(java.child.wait().expect("wait java").success());
     let agent = agent_tree(&out_file);
@@ -635,6 +680,30 @@ fn pushed_jvm_deltas_add_up_to_the_agents_tree() {
         jvm.len()
     );
 
+    assert!(
+        jvm.iter()
+            .any(|p| p.profile.sample_types().join(" ") == format!("{JVM_TYPES} cpu/nanoseconds")),
+        "no jvm_mct push carried CPU: jpd's sampler never joined the JVM"
+    );
+    // The pushed CPU adds up to what jpd holds for the JVM's contexts (its exported
+    // profile), context by context. (Samples waiting for their context's definition
+    // may still resolve: a few intervals for both to settle.) 0.8 s of spinning is
+    // hundreds of samples.
+    let t0 = Instant::now();
+    loop {
+        let exported = exported_cpu(&jpd, pid, scratch.path());
+        let pushed = pushed_cpu(&recv.of("FleetPaper"));
+        let spun: i64 = exported.values().sum();
+        if pushed == exported && spun >= 100 * 1_003_009 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "CPU per context (at least 100 samples expected): pushed {pushed:?}\nexported {exported:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
     let kernel = recv.of("jp-kernel");
     assert!(kernel.len() >= 5, "{} kernel pushes", kernel.len());
     let h = host();
@@ -645,7 +714,7 @@ fn pushed_jvm_deltas_add_up_to_the_agents_tree() {
             "process_cpu",
             "samples/count cpu/nanoseconds",
         ),
-        ("jvm", &jvm, "jvm_mct", "calls/count bytecodes/count"),
+        ("jvm", &jvm, "jvm_mct", JVM_TYPES),
     ] {
         for p in list.iter() {
             let l = &p.labels;
@@ -661,7 +730,14 @@ fn pushed_jvm_deltas_add_up_to_the_agents_tree() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
             assert_eq!(l, &want, "{what} labels");
-            assert_eq!(p.profile.sample_types().join(" "), types, "{what}");
+            let got = p.profile.sample_types().join(" ");
+            // CPU per context is a third type once jpd's sampler has joined the JVM
+            // (its first push may come before).
+            let joined = format!("{types} cpu/nanoseconds");
+            assert!(
+                got == types || (what == "jvm" && got == joined),
+                "{what}: sample types {got}, {types} expected"
+            );
             let (t, d) = (p.profile.time_nanos, p.profile.duration_nanos);
             assert!(
                 t >= t_start && t + d <= unix_nanos_now(),

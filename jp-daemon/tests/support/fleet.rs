@@ -152,7 +152,16 @@ impl Java {
     }
 
     pub fn run_once(&mut self) {
-        writeln!(self.stdin, "run").expect("write to the JVM");
+        self.command("run");
+    }
+
+    /// f() over and over for `ms` milliseconds, on one new thread.
+    pub fn spin(&mut self, ms: u32) {
+        self.command(&format!("spin {ms}"));
+    }
+
+    fn command(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").expect("write to the JVM");
         self.stdin.flush().expect("flush");
         assert_eq!(self.line(), "done");
     }

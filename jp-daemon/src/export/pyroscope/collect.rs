@@ -8,7 +8,9 @@
 //!   on a host simply add up, as Pyroscope sums profiles of a series);
 //! - `__name__`: `process_cpu` for the kernel — the name Pyroscope and Grafana give CPU
 //!   profiles with the same sample types (samples/count, cpu/nanoseconds), so they
-//!   show it as CPU time — and `jvm_mct` for the trees (calls/count, bytecodes/count);
+//!   show it as CPU time — and `jvm_mct` for the trees (calls/count, bytecodes/count,
+//!   and cpu/nanoseconds when jpd's kernel sampler is joined to the JVM: CPU per exact
+//!   context, kernel functions as leaf frames);
 //! - `host`: the host name, unless a static label sets it;
 //! - `__delta__ = "false"`: the profile already is a delta, the server must not
 //!   difference it again (the label Alloy sets for the same reason);
@@ -16,7 +18,8 @@
 //!
 //! Exactness: a JVM's baseline is everything pushed for it so far, per calling context
 //! (the running maximum of its counts), so a tree that briefly shows less (a re-send)
-//! is never pushed twice, and the pushed deltas of a JVM add up to its final tree.
+//! is never pushed twice, and the pushed deltas of a JVM add up to its final tree. CPU's
+//! baseline is the JVM's CPU per context at the last push (its counts only grow).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -27,6 +30,7 @@ use jp_mct::{Mct, MethodInfo};
 use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
 use crate::export::{jvm_pprof, kernel_pprof, ExportState};
 use crate::lock::lock;
+use crate::store::jvm::CpuSnapshot;
 use crate::store::kernel::KernelCounts;
 
 pub const KERNEL_SERVICE: &str = "jp-kernel";
@@ -50,6 +54,8 @@ struct JvmBase {
     start_ms: u64,
     generation: Option<u64>,
     pushed: Option<Mct>,
+    /// CPU per context pushed so far (when joined).
+    cpu: Option<CpuSnapshot>,
     /// End of the last pushed window.
     until: SystemTime,
 }
@@ -179,6 +185,7 @@ fn jvms(
             start_ms: s.jvm_start_unix_ms,
             generation: None,
             pushed: None,
+            cpu: None,
             until: jvm_start.max(b.prev),
         });
         if base.start_ms != s.jvm_start_unix_ms {
@@ -186,20 +193,23 @@ fn jvms(
                 start_ms: s.jvm_start_unix_ms,
                 generation: None,
                 pushed: None,
+                cpu: None,
                 until: jvm_start.max(b.prev),
             };
         }
         // The generation and the tree under one lock: a change in between would be
-        // pushed with the next interval anyway, but never missed.
-        let (generation, tree) = {
-            let store = lock(&sources.stores.jvm);
+        // pushed with the next interval anyway, but never missed. (New CPU samples
+        // move the generation too.)
+        let (generation, snapshot) = {
+            let mut store = lock(&sources.stores.jvm);
             let g = store.jvm_generation(s.pid);
             if g.is_some() && g == base.generation {
                 continue;
             }
-            (g, store.mct(s.pid))
+            (g, store.snapshot(s.pid))
         };
-        let Some(tree) = tree else { continue };
+        let Some(snapshot) = snapshot else { continue };
+        let tree = snapshot.mct();
         let empty;
         let before = match &base.pushed {
             Some(t) => t,
@@ -208,7 +218,18 @@ fn jvms(
                 &empty
             }
         };
-        let delta = prune(&jvm_pprof::mct_delta(before, &tree));
+        let (whole_delta, map) = jvm_pprof::mct_delta_mapped(before, &tree);
+        let cpu = snapshot.cpu().map(|now_cpu| {
+            let window = match &base.cpu {
+                Some(pushed) => now_cpu.since(pushed),
+                None => now_cpu.clone(),
+            };
+            let symbols = sources.stores.kernel.kernel_view().symbols;
+            let c = window.mct_cpu(&tree, symbols.as_deref());
+            c.remap(&map, whole_delta.nodes.len())
+        });
+        let (delta, kept) = prune_mapped(&whole_delta, cpu.as_ref());
+        let cpu = cpu.map(|c| c.remap(&kept, delta.nodes.len()));
         base.generation = generation;
         if delta.nodes.len() <= 1 {
             continue;
@@ -216,6 +237,7 @@ fn jvms(
         let start = base.until;
         let profile = match timed_pprof(
             &delta,
+            cpu.as_ref(),
             unix_nanos(start),
             nanos(now.duration_since(start).unwrap_or_default()),
         ) {
@@ -230,6 +252,9 @@ fn jvms(
             Some(t) => add_into(t, &delta),
             None => base.pushed = Some(delta),
         }
+        if let Some(c) = snapshot.cpu() {
+            base.cpu = Some(c.clone());
+        }
         base.until = now;
         let service = if s.main.is_empty() {
             UNKNOWN_MAIN
@@ -242,10 +267,18 @@ fn jvms(
 
 /// `t` without the contexts whose whole subtree counted nothing (a delta is mostly those).
 pub fn prune(t: &Mct) -> Mct {
+    prune_mapped(t, None).0
+}
+
+/// [`prune`], keeping the contexts with CPU in `cpu` too; and where each node of `t` went
+/// (`None`: pruned).
+pub fn prune_mapped(t: &Mct, cpu: Option<&jp_mct::MctCpu>) -> (Mct, Vec<Option<usize>>) {
+    let with_cpu = cpu.map(|c| c.nodes_with_cpu(t.nodes.len()));
     let mut keep = vec![false; t.nodes.len()];
     for i in (1..t.nodes.len()).rev() {
         let n = &t.nodes[i];
-        if n.calls != 0 || n.bytecodes != 0 {
+        let has_cpu = with_cpu.as_ref().is_some_and(|w| w.get(i) == Some(&true));
+        if n.calls != 0 || n.bytecodes != 0 || has_cpu {
             keep[i] = true;
         }
         if keep[i] {
@@ -255,7 +288,10 @@ pub fn prune(t: &Mct) -> Mct {
         }
     }
     let mut out = Mct::new(&t.bba);
-    let mut new_index = vec![0usize; t.nodes.len()];
+    let mut new_index = vec![None; t.nodes.len()];
+    if let Some(root) = new_index.first_mut() {
+        *root = Some(0);
+    }
     for i in 1..t.nodes.len() {
         if !keep[i] {
             continue;
@@ -263,8 +299,8 @@ pub fn prune(t: &Mct) -> Mct {
         let n = &t.nodes[i];
         let parent = n
             .parent
-            .map_or(0, |p| new_index.get(p).copied().unwrap_or(0));
-        new_index[i] = out.add(
+            .map_or(0, |p| new_index.get(p).copied().flatten().unwrap_or(0));
+        new_index[i] = Some(out.add(
             parent,
             MethodInfo {
                 name: Arc::clone(&n.method),
@@ -272,9 +308,9 @@ pub fn prune(t: &Mct) -> Mct {
             },
             n.calls,
             n.bytecodes,
-        );
+        ));
     }
-    out
+    (out, new_index)
 }
 
 /// Adds `delta`'s counts into `base`, context by context (contexts new to `base` are
@@ -323,9 +359,14 @@ pub fn add_into(base: &mut Mct, delta: &Mct) {
 
 /// `t` as gzipped pprof with the profile's time and duration set, which Pyroscope takes
 /// as the profile's timestamp.
-pub fn timed_pprof(t: &Mct, time_nanos: i64, duration_nanos: i64) -> std::io::Result<Vec<u8>> {
+pub fn timed_pprof(
+    t: &Mct,
+    cpu: Option<&jp_mct::MctCpu>,
+    time_nanos: i64,
+    duration_nanos: i64,
+) -> std::io::Result<Vec<u8>> {
     let mut gz = Vec::new();
-    jp_mct::write_pprof_timed(t, time_nanos, duration_nanos, &mut gz)?;
+    jp_mct::write_pprof_timed_cpu(t, cpu, time_nanos, duration_nanos, &mut gz)?;
     Ok(gz)
 }
 
@@ -355,6 +396,53 @@ mod tests {
             ]
         );
         assert_eq!(prune(&Mct::new("x")).nodes.len(), 1);
+    }
+
+    /// A window's CPU follows its contexts through the delta and the pruning: a context
+    /// whose counts did not move but whose CPU did is pushed, with its kernel function.
+    #[test]
+    fn cpu_follows_its_contexts_into_the_pushed_delta() {
+        let mut before = Mct::new("precise");
+        let m = before.add(0, info("main"), 1, 1);
+        before.add(m, info("idle"), 1, 1);
+        before.add(m, info("read"), 1, 1);
+        let mut after = before.clone();
+        let f = after.add(m, info("f"), 2, 20);
+        let read = after.nodes[m].children[1];
+        assert_eq!(after.nodes[read].method.as_ref(), "read");
+        // CPU indexed by `after`'s nodes: f ran 3 µs in user mode; read() was in the
+        // kernel for 5 µs without a new call or bytecode.
+        let mut user_ns = vec![0; after.nodes.len()];
+        user_ns[f] = 3_000;
+        let cpu = jp_mct::MctCpu {
+            user_ns,
+            kernel: vec![(read, Arc::from("read_zero"), 5_000)],
+        };
+        let (whole, map) = jvm_pprof::mct_delta_mapped(&before, &after);
+        let cpu = cpu.remap(&map, whole.nodes.len());
+        let (delta, kept) = prune_mapped(&whole, Some(&cpu));
+        let cpu = cpu.remap(&kept, delta.nodes.len());
+        assert_eq!(
+            rows(&delta),
+            [
+                ("main".to_string(), 0, 0),
+                ("main>f".to_string(), 2, 20),
+                ("main>read".to_string(), 0, 0),
+            ]
+        );
+        let index_of = |name: &str| {
+            (1..delta.nodes.len())
+                .find(|&i| delta.nodes[i].method.as_ref() == name)
+                .unwrap()
+        };
+        assert_eq!(cpu.user_ns[index_of("f")], 3_000);
+        assert_eq!(cpu.user_ns.iter().sum::<u64>(), 3_000);
+        assert_eq!(
+            cpu.kernel,
+            [(index_of("read"), Arc::from("read_zero"), 5_000)]
+        );
+        // Without CPU, the same delta prunes read() away.
+        assert_eq!(prune(&whole).nodes.len(), 3);
     }
 
     /// A tree that goes back (a re-send) and forward again: the pushed deltas add up to
@@ -413,7 +501,7 @@ mod tests {
     fn timed_pprof_sets_time_and_duration() {
         let mut t = Mct::new("precise");
         t.add(0, info("main"), 1, 2);
-        let gz = timed_pprof(&t, 1_700_000_000_000_000_000, 15_000_000_000).unwrap();
+        let gz = timed_pprof(&t, None, 1_700_000_000_000_000_000, 15_000_000_000).unwrap();
         let mut raw = Vec::new();
         GzDecoder::new(gz.as_slice()).read_to_end(&mut raw).unwrap();
         let p = jp_mct::pprof::Profile::decode(raw.as_slice()).unwrap();
