@@ -585,7 +585,9 @@ fn announce_ready(socket: &Path, notifier: &Notifier, summary: &str) {
 
 /// The kernel sampler's join (issue 13) connected to the JVM store: the threads the
 /// agents announced go to the sampler, its samples under their contexts come back.
-struct JvmContexts(crate::store::jvm::SharedJvmStore);
+/// The daemon wires the two ([`crate::kernel::join::ContextJoin`]); neither knows the
+/// other.
+pub struct JvmContexts(pub crate::store::jvm::SharedJvmStore);
 
 impl crate::kernel::join::ContextJoin for JvmContexts {
     fn threads(&self, version: Option<u64>) -> Option<(u64, Vec<crate::kernel::join::SlotThread>)> {

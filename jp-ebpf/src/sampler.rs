@@ -90,27 +90,36 @@ fn join_context(cfg: &ProbeConfig, pid_tgid: u64, user: bool, ip: u64) {
         ..CtxKey::default()
     };
     // SAFETY: the value is copied out at once; jpd may replace it, never frees it under us.
-    match unsafe { JP_JVM_THREADS.get(&pid_tgid) }.copied() {
-        Some(t) => {
-            let mut id: u32 = 0;
-            // SAFETY: reads 4 bytes into `id`; the source is the interrupted process's
-            // memory, which the helper reads safely (a fault returns an error).
-            let ret =
-                unsafe { bpf_probe_read_user((&mut id as *mut u32).cast(), 4, t.slot as *const _) };
+    let thread = unsafe { JP_JVM_THREADS.get(&pid_tgid) }.copied();
+    let mut slot_read = None;
+    if let Some(t) = thread {
+        let mut id: u32 = 0;
+        // SAFETY: reads 4 bytes into `id`; the source is the interrupted process's
+        // memory, which the helper reads safely (a fault returns an error).
+        let ret =
+            unsafe { bpf_probe_read_user((&mut id as *mut u32).cast(), 4, t.slot as *const _) };
+        slot_read = Some((t, ret >= 0, id));
+    }
+    match slot_read {
+        // A thread in the kernel whose slot cannot be read is typically exiting: after
+        // exit_mm it has no user memory left (32 threads ending at once showed such
+        // failures). Its name counts it, like a thread without a slot. In user mode a
+        // failed read is an anomaly, counted as such.
+        Some((t, false, _)) if user => {
             key.stream = t.stream;
-            if ret < 0 {
-                key.kind = ctx_kind::READ_FAILED;
+            key.kind = ctx_kind::READ_FAILED;
+        }
+        Some((t, true, id)) => {
+            key.stream = t.stream;
+            key.id = u64::from(id);
+            if user {
+                key.kind = ctx_kind::USER;
             } else {
-                key.id = u64::from(id);
-                if user {
-                    key.kind = ctx_kind::USER;
-                } else {
-                    key.kind = ctx_kind::KERNEL;
-                    key.kip = kernel_bucket_ip(cfg, ip);
-                }
+                key.kind = ctx_kind::KERNEL;
+                key.kip = kernel_bucket_ip(cfg, ip);
             }
         }
-        None => {
+        _ => {
             key.kind = if user {
                 ctx_kind::THREAD_USER
             } else {

@@ -35,6 +35,85 @@ pub const JVM_PIDS: &str = "JP_JVM_PIDS";
 pub const JVM_THREADS: &str = "JP_JVM_THREADS";
 pub const CTX_SAMPLES: &str = "JP_CTX_SAMPLES";
 
+/// Whose thread an announced thread id is.
+#[derive(Debug, PartialEq, Eq)]
+enum Owner {
+    /// A thread of the announcing process, by its id in jpd's pid namespace.
+    Own(u32),
+    /// A live thread of another process: the announcement is refused.
+    Other,
+    /// No such thread (any more).
+    Gone,
+}
+
+/// Thread ids of processes in another pid namespace than jpd's (a JVM in a container
+/// announces the ids `gettid()` gives it there), by process: innermost id → jpd's.
+#[derive(Default)]
+struct NamespacedTids {
+    by_process: HashMap<u32, Option<HashMap<u32, u32>>>,
+}
+
+impl NamespacedTids {
+    /// `tid` of `tgid` as jpd sees it; `None` when the process shares jpd's pid
+    /// namespace (the id is jpd's already).
+    fn host_tid(&mut self, tgid: u32, tid: u32) -> Option<Option<u32>> {
+        let map = self
+            .by_process
+            .entry(tgid)
+            .or_insert_with(|| namespaced_threads(tgid));
+        map.as_ref().map(|m| m.get(&tid).copied())
+    }
+}
+
+/// Innermost → jpd's id of every thread of `tgid`, if it is in another pid namespace.
+fn namespaced_threads(tgid: u32) -> Option<HashMap<u32, u32>> {
+    let ns = |p: &str| std::fs::read_link(format!("{p}/ns/pid")).ok();
+    let theirs = ns(&format!("/proc/{tgid}"))?;
+    if ns("/proc/self") == Some(theirs) {
+        return None;
+    }
+    let mut map = HashMap::new();
+    for task in std::fs::read_dir(format!("/proc/{tgid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let Some(host) = task
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let inner = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .and_then(|ids| ids.split_whitespace().last()?.parse::<u32>().ok());
+        if let Some(inner) = inner {
+            map.insert(inner, host);
+        }
+    }
+    Some(map)
+}
+
+fn thread_owner(tgid: u32, tid: u32, namespaced: &mut NamespacedTids) -> Owner {
+    match namespaced.host_tid(tgid, tid) {
+        Some(Some(host)) => return Owner::Own(host),
+        // In a container: not one of its threads now (another process's id space is
+        // not visible from here, so this cannot be told from a thread that ended).
+        Some(None) => return Owner::Gone,
+        None => {}
+    }
+    if Path::new(&format!("/proc/{tgid}/task/{tid}")).exists() {
+        Owner::Own(tid)
+    } else if tid != 0 && Path::new(&format!("/proc/{tid}")).exists() {
+        // /proc/TID answers for any live thread id, listed or not.
+        Owner::Other
+    } else {
+        Owner::Gone
+    }
+}
+
 /// What the collector keeps between passes for the join.
 #[derive(Default)]
 pub struct JoinState {
@@ -53,12 +132,19 @@ impl JoinState {
             return Ok(());
         };
         let mut want: HashMap<u64, JvmThread> = HashMap::new();
+        let mut namespaced = NamespacedTids::default();
         for t in &announced {
-            if !Path::new(&format!("/proc/{}/task/{}", t.tgid, t.tid)).exists() {
-                join.refuse(t);
-                continue;
-            }
-            let key = (u64::from(t.tgid) << 32) | u64::from(t.tid);
+            let tid = match thread_owner(t.tgid, t.tid, &mut namespaced) {
+                Owner::Own(tid) => tid,
+                Owner::Other => {
+                    join.refuse(t);
+                    continue;
+                }
+                // Ended since it announced itself (its end record is on its way):
+                // nothing to read any more, and nothing to hold against the JVM.
+                Owner::Gone => continue,
+            };
+            let key = (u64::from(t.tgid) << 32) | u64::from(tid);
             want.insert(
                 key,
                 JvmThread {
@@ -135,5 +221,23 @@ impl JoinState {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announced_threads_are_told_apart_by_owner() {
+        let me = std::process::id();
+        let mut ns = NamespacedTids::default();
+        assert_eq!(thread_owner(me, me, &mut ns), Owner::Own(me));
+        // pid 1's main thread is alive and not ours.
+        assert_eq!(thread_owner(me, 1, &mut ns), Owner::Other);
+        // Beyond pid_max: never a thread.
+        assert_eq!(thread_owner(me, u32::MAX - 1, &mut ns), Owner::Gone);
+        // Our own namespace: ids are taken as they are.
+        assert_eq!(namespaced_threads(me), None);
     }
 }

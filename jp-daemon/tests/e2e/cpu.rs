@@ -64,7 +64,28 @@ struct Jvm {
 
 impl Jvm {
     fn start(home: &Path, dir: &Path, mode: &str, seconds: u32, threads: u32) -> Jvm {
-        let mut child = Command::new(home.join("bin/java"))
+        Jvm::start_under(&[], home, dir, mode, seconds, threads)
+    }
+
+    /// As [`Jvm::start`], run by `wrapper` (e.g. `unshare`) when not empty.
+    fn start_under(
+        wrapper: &[&str],
+        home: &Path,
+        dir: &Path,
+        mode: &str,
+        seconds: u32,
+        threads: u32,
+    ) -> Jvm {
+        let java = home.join("bin/java");
+        let mut cmd = match wrapper.split_first() {
+            Some((w, args)) => {
+                let mut c = Command::new(w);
+                c.args(args).arg(&java);
+                c
+            }
+            None => Command::new(&java),
+        };
+        let mut child = cmd
             .arg(format!(
                 // A small granularity: even the allocating threads (few bytecodes)
                 // report soon, and so announce their context slot.
@@ -91,8 +112,9 @@ impl Jvm {
         }
     }
 
+    /// The JVM's host PID (under a wrapper, the java process below it).
     fn pid(&self) -> u32 {
-        self.child.id()
+        crate::support::java_under(self.child.id())
     }
 
     fn expect_line(&mut self, want: &str) {
@@ -172,6 +194,66 @@ fn export_pprof(d: &Jpd, pid: u32, tag: &str) -> PathBuf {
         file.to_str().expect("UTF-8 path"),
     ]);
     file
+}
+
+/// jpd's jp-mct/1 JSON of `pid` (with its `cpu` keys), exported by jpctl.
+fn export_json(d: &Jpd, pid: u32, tag: &str) -> Value {
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cpu-{tag}.json"));
+    let _ = std::fs::remove_file(&file);
+    d.jpctl_output(&[
+        "jvm",
+        "export",
+        &pid.to_string(),
+        "--format",
+        "json",
+        "-o",
+        file.to_str().expect("UTF-8 path"),
+    ]);
+    let text = std::fs::read(&file).expect("read the exported JSON");
+    serde_json::from_slice(&text).expect("the export is JSON")
+}
+
+/// A JSON node's own CPU (user + kernel ns).
+fn node_cpu(n: &Value) -> u64 {
+    n["cpu"]["user"].as_u64().unwrap_or(0) + n["cpu"]["kernel"].as_u64().unwrap_or(0)
+}
+
+/// Every node of a jp-mct/1 document, pre-order, with its subtree's CPU.
+fn json_nodes(doc: &Value) -> Vec<(Value, u64)> {
+    fn walk(n: &Value, out: &mut Vec<(Value, u64)>) -> u64 {
+        let at = out.len();
+        out.push((n.clone(), 0));
+        let below: u64 = n["children"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| walk(c, out))
+            .sum();
+        let inclusive = node_cpu(n) + below;
+        out[at].1 = inclusive;
+        inclusive
+    }
+    let mut out = Vec::new();
+    for c in doc["root"]["children"].as_array().into_iter().flatten() {
+        walk(c, &mut out);
+    }
+    out
+}
+
+/// Inclusive CPU (ns) of the JSON contexts of methods starting with `prefix`.
+fn json_inclusive(nodes: &[(Value, u64)], prefix: &str) -> u64 {
+    nodes
+        .iter()
+        .filter(|(n, _)| n["method"].as_str().is_some_and(|m| m.starts_with(prefix)))
+        .map(|(_, ns)| ns)
+        .sum()
+}
+
+/// The value of `series` in jpd's /metrics, as a float.
+fn metric_f64(d: &Jpd, series: &str) -> Option<f64> {
+    d.metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 fn go_pprof(file: &Path, args: &[&str]) -> String {
@@ -300,6 +382,41 @@ fn cpu_per_context_splits_two_to_one_and_puts_read_zero_under_its_method() {
                 found,
                 "{what}: no trace with read_zero directly under CpuSplit.readZero:\n{traces}"
             );
+            // The JSON export carries the same CPU: the workers' contexts ended, so
+            // a() and b() hold exactly what the pprof holds; read_zero is among the
+            // kernel functions of readZero()'s context.
+            let doc = export_json(&d, pid, &format!("{tag}-{threads}"));
+            assert_eq!(doc["cpu_unit"], "nanoseconds", "{what}");
+            let nodes = json_nodes(&doc);
+            for (m, pprof_ns) in [("CpuSplit.a(", a), ("CpuSplit.b(", b)] {
+                assert_eq!(
+                    json_inclusive(&nodes, m),
+                    pprof_ns,
+                    "{what}: {m} JSON vs pprof"
+                );
+            }
+            let read_zero: u64 = nodes
+                .iter()
+                .filter(|(n, _)| {
+                    n["method"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("CpuSplit.readZero("))
+                })
+                .filter_map(|(n, _)| n["cpu"]["kernel_functions"]["read_zero"].as_u64())
+                .sum();
+            assert!(
+                read_zero > 0,
+                "{what}: no read_zero under readZero() in the JSON"
+            );
+            // Prometheus: the app's CPU seconds of the label hold this JVM's (the
+            // label sums every CpuSplit JVM so far, exited ones included).
+            let series = "jp_jvm_cpu_seconds_total{main=\"CpuSplit\",kind=\"app\"}";
+            let seconds =
+                metric_f64(&d, series).unwrap_or_else(|| panic!("{what}: no {series} in /metrics"));
+            assert!(
+                seconds * 1e9 >= app as f64 * 0.999_999,
+                "{what}: {series} = {seconds} s, the JVM's app CPU {app} ns"
+            );
             jvm.finish();
         }
     }
@@ -335,5 +452,109 @@ fn gc_cpu_is_counted_on_gc_threads_not_on_contexts() {
         );
         jvm.finish();
     }
+    d.stop();
+}
+
+/// What a split run must show once its workers ended: every sample resolved to a
+/// context, none failed, and a() has twice b()'s CPU.
+fn assert_split_resolved(d: &Jpd, pid: u32, what: &str, tag: &str, threads: u32) {
+    let period_ns = 1_000_000_000 / 997;
+    let j = wait_listed(d, pid, "sampled", |j| {
+        j["threads"]["total"].as_u64() >= Some(u64::from(threads))
+            && cpu_of_kind(j, "app") > 0
+            && j["cpu"]["pending_ns"].as_u64() == Some(0)
+    });
+    assert_eq!(j["cpu"]["unresolved_ns"], 0, "{what}: {j}");
+    assert_eq!(j["cpu"]["read_failed_ns"], 0, "{what}: {j}");
+    let file = export_pprof(d, pid, tag);
+    let (rows, text) = cum_ns(&file);
+    let (a, b) = (cum_of(&rows, "CpuSplit.a("), cum_of(&rows, "CpuSplit.b("));
+    assert_two_to_one(what, a, b, period_ns, &text);
+}
+
+/// jpd killed (SIGKILL) while the JVM runs, and a new one started: the agent announces
+/// its threads' slots again with the full trees the new jpd asks for, and the new jpd's
+/// CPU per context splits as before, every sample resolved.
+#[test]
+fn a_jpd_restarted_while_the_jvm_runs_joins_its_threads_again() {
+    require_root();
+    let _one = crate::support::exclusive();
+    for (tag, home) in jdks() {
+        let dir = classes(&format!("{tag}-restart"), &home);
+        let d = Jpd::start(CONFIG);
+        let mut jvm = Jvm::start(&home, &dir, "split", 7, 2);
+        jvm.expect_line("started");
+        let pid = jvm.pid();
+        wait_listed(&d, pid, "joined", |j| cpu_of_kind(j, "app") > 0);
+        d.kill9();
+        let d = Jpd::start(CONFIG);
+        jvm.expect_line("done");
+        std::thread::sleep(Duration::from_millis(2500));
+        assert_split_resolved(
+            &d,
+            pid,
+            &format!("{tag}, jpd restarted"),
+            &format!("{tag}-restart"),
+            2,
+        );
+        jvm.finish();
+        d.stop();
+    }
+}
+
+/// Many threads at once (32 workers on 2 CPUs): every worker's slot is joined, the
+/// split holds, nothing is left unresolved.
+#[test]
+fn many_threads_are_all_joined() {
+    require_root();
+    let _one = crate::support::exclusive();
+    let d = Jpd::start(CONFIG);
+    for (tag, home) in jdks() {
+        let dir = classes(&format!("{tag}-many"), &home);
+        let mut jvm = Jvm::start(&home, &dir, "split", 4, 32);
+        jvm.expect_line("started");
+        jvm.expect_line("done");
+        let pid = jvm.pid();
+        std::thread::sleep(Duration::from_millis(2500));
+        assert_split_resolved(
+            &d,
+            pid,
+            &format!("{tag}, 32 threads"),
+            &format!("{tag}-many"),
+            32,
+        );
+        jvm.finish();
+    }
+    d.stop();
+}
+
+/// A JVM in its own PID namespace announces the thread ids it sees there; jpd finds
+/// their host ids, so the JVM is joined like any other.
+#[test]
+fn a_jvm_in_its_own_pid_namespace_is_joined() {
+    require_root();
+    let _one = crate::support::exclusive();
+    let d = Jpd::start(CONFIG);
+    let (tag, home) = jdks()[0].clone();
+    let dir = classes(&format!("{tag}-pidns"), &home);
+    let wrapper = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"];
+    let mut jvm = Jvm::start_under(&wrapper, &home, &dir, "split", 4, 2);
+    jvm.expect_line("started");
+    jvm.expect_line("done");
+    let pid = jvm.pid();
+    let j = wait_listed(&d, pid, "listed", |_| true);
+    assert!(
+        j["ns_pid"].as_u64().is_some_and(|p| p != u64::from(pid)),
+        "the JVM should have a PID of its own namespace: {j}"
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_split_resolved(
+        &d,
+        pid,
+        &format!("{tag}, own PID namespace"),
+        &format!("{tag}-pidns"),
+        2,
+    );
+    jvm.finish();
     d.stop();
 }

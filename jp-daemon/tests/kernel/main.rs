@@ -6,4 +6,5 @@ mod support;
 
 mod hotplug;
 mod interrupts;
+mod join;
 mod profile;

@@ -75,3 +75,35 @@ pub fn read_dev_zero(d: Duration) {
         h.join().expect("workload thread");
     }
 }
+
+/// The host PID of a JVM started as `pid` or under it through wrappers (`unshare
+/// --fork` puts the JVM one level down, once it has forked): the innermost process,
+/// once it runs `bin/java`. Waits 10 s at most.
+pub fn java_under(pid: u32) -> u32 {
+    let started = pid;
+    let mut pid = pid;
+    let t0 = std::time::Instant::now();
+    loop {
+        let children =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        match children
+            .split_whitespace()
+            .next()
+            .and_then(|c| c.parse().ok())
+        {
+            Some(c) => pid = c,
+            None => {
+                let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+                if exe.ends_with("bin/java") {
+                    return pid;
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "no java process under pid {started} (innermost {pid} runs {})",
+                    exe.display()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}

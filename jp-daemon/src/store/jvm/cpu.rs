@@ -112,7 +112,8 @@ pub struct ContextCpu {
     pub kernel_under: HashMap<(u32, u64), u64>,
     /// Thread name → samples of threads without a context slot.
     pub by_thread_name: HashMap<String, Samples>,
-    /// Samples whose thread's slot could not be read.
+    /// User-mode samples whose thread's slot could not be read (in kernel mode, a failed
+    /// read is an exiting thread, counted by its name).
     pub read_failed: u64,
     /// Samples whose node was never defined (waited [`PENDING_FOR`], or no room).
     pub unresolved: u64,

@@ -1,0 +1,226 @@
+//! The CPU join (issue 13) in one process, on the real sampler: this test process plays
+//! a JVM. Its agent records (built with `jp_common::wire::Writer`) go into a real JVM
+//! store, jpd's own adapter hands the announced threads to the kernel collector, and a
+//! thread of ours spins with its context id in a slot of our memory. Hostile
+//! announcements beside it are refused, counted, and change nothing else.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use jp_common::wire::{
+    self, EventHeader, MethodDef, TreeEntry, Writer, FLAG_ABSOLUTE, FLAG_RESYNC,
+};
+use jp_daemon::daemon::JvmContexts;
+use jp_daemon::store::jvm::{JvmLimits, JvmStore, ProcessInfo};
+
+use crate::support::kernel::start;
+
+const GEN: u64 = 5;
+/// The spinning thread's context: wire node 1 of stream 1.
+static SLOT: AtomicU64 = AtomicU64::new(0);
+
+fn event(rec: &[u8]) -> EventHeader {
+    let me = std::process::id();
+    EventHeader {
+        tgid: me,
+        tid: me,
+        ktime_ns: 0,
+        len: rec.len() as u32,
+        status: wire::EVENT_OK,
+    }
+}
+
+fn record(
+    kind: u16,
+    stream: u64,
+    seq: u32,
+    flags: u32,
+    body: impl FnOnce(&mut Writer<'_>),
+) -> Vec<u8> {
+    let mut buf = vec![0u8; wire::MAX_RECORD];
+    let h = wire::header(kind, std::process::id(), GEN, stream, seq, flags);
+    let mut w = Writer::new(&mut buf, &h).expect("header fits");
+    body(&mut w);
+    w.finish().to_vec()
+}
+
+fn hello() -> Vec<u8> {
+    record(wire::KIND_HELLO, 0, 0, FLAG_RESYNC | FLAG_ABSOLUTE, |w| {
+        for v in [1, 10_000_000, 1, 2] {
+            w.varint(v).expect("fits");
+        }
+        for s in [&b"17.0.9+9"[..], b"JoinTest", b"0.1.0"] {
+            w.string(s).expect("fits");
+        }
+    })
+}
+
+fn methods() -> Vec<u8> {
+    record(wire::KIND_METHODS, 0, 1, 0, |w| {
+        w.begin_entries().expect("fits");
+        w.method(&MethodDef {
+            mid: 0,
+            class: b"JoinTest",
+            name: b"spin",
+            descriptor: b"()V",
+            source_file: b"JoinTest.java",
+        })
+        .expect("fits");
+    })
+}
+
+/// Stream `stream`'s first tree: node 1 (JoinTest.spin) under the root.
+fn tree(stream: u64) -> Vec<u8> {
+    record(
+        wire::KIND_TREE,
+        stream,
+        0,
+        FLAG_RESYNC | FLAG_ABSOLUTE,
+        |w| {
+            w.string(b"spinner").expect("fits");
+            w.begin_entries().expect("fits");
+            w.tree_entry(&TreeEntry {
+                node: 1,
+                definition: Some((0, 0)),
+                calls: 1,
+                bytecodes: 1,
+            })
+            .expect("fits");
+        },
+    )
+}
+
+fn announce(stream: u64, os_tid: u64, slot: u64) -> Vec<u8> {
+    record(wire::KIND_THREAD, stream, 0, 0, |w| {
+        w.varint(os_tid).expect("fits");
+        w.varint(slot).expect("fits");
+    })
+}
+
+fn gettid() -> u64 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u64 }
+}
+
+fn refused(store: &Mutex<JvmStore>) -> u64 {
+    let stats = store.lock().expect("store").stats();
+    stats
+        .malformed
+        .by_reason()
+        .into_iter()
+        .find(|(r, _)| *r == "context slot refused")
+        .map_or(0, |(_, n)| n)
+}
+
+#[test]
+fn hostile_announcements_are_refused_and_counted_and_the_real_thread_is_joined() {
+    let (c, _kernel) = start();
+    let me = std::process::id();
+    let store = Arc::new(Mutex::new(JvmStore::new(JvmLimits::default())));
+    let feed = |rec: Vec<u8>| {
+        store
+            .lock()
+            .expect("store")
+            .ingest(&event(&rec), &rec, SystemTime::now())
+    };
+    {
+        let mut s = store.lock().expect("store");
+        s.process_found(
+            me,
+            ProcessInfo {
+                start_time_ticks: 1,
+                ns_pid: None,
+                cmdline: "JoinTest".into(),
+                exe: "/usr/bin/java".into(),
+            },
+            SystemTime::now(),
+        );
+        s.generation_written(me, GEN);
+    }
+    feed(hello());
+    feed(methods());
+    c.set_context_join(Arc::new(JvmContexts(Arc::clone(&store))));
+
+    SLOT.store(1, Ordering::SeqCst);
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let spinner = std::thread::spawn(move || {
+        let _ = tid_tx.send(gettid());
+        // Spins once the collector has joined the announced threads.
+        let _ = go_rx.recv();
+        let end = Instant::now() + Duration::from_millis(1500);
+        let mut x = 0u64;
+        while Instant::now() < end {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+        }
+        x
+    });
+    let tid = tid_rx.recv().expect("spinner's tid");
+    let slot = std::ptr::addr_of!(SLOT) as u64;
+    // Stream 1: the real thread. Stream 2: another process's thread (init's). Streams
+    // 3 and 4: slots that cannot be addresses.
+    feed(tree(1));
+    feed(announce(1, tid, slot));
+    feed(announce(2, 1, slot));
+    feed(announce(3, tid, 3));
+    feed(announce(4, tid, 0));
+    let before_refusals = refused(&store);
+    assert_eq!(
+        before_refusals, 2,
+        "the store refuses slots 3 and 0 at once"
+    );
+    // A pass mirrors the announced threads into the sampler's maps.
+    c.refresh();
+    let _ = go_tx.send(());
+    let _ = spinner.join();
+    c.refresh();
+    c.refresh();
+
+    assert_eq!(
+        refused(&store),
+        3,
+        "the collector refuses init's thread, announced by this process"
+    );
+    let s = store.lock().expect("store");
+    let threads = s.context_threads();
+    assert_eq!(
+        threads
+            .iter()
+            .map(|t| (t.1 as u64, t.3))
+            .collect::<Vec<_>>(),
+        [(tid, 1)],
+        "only the real thread keeps its slot: {threads:?}"
+    );
+    let j = s
+        .list()
+        .into_iter()
+        .find(|j| j.pid == me)
+        .expect("this process is a JVM of the store");
+    // (Our other threads, without a slot, count as the app's by their names.)
+    let app: u64 = j
+        .cpu
+        .iter()
+        .filter(|(k, _, _)| *k == "app")
+        .map(|(_, u, k)| u + k)
+        .sum();
+    let period = 1_000_000_000 / 997;
+    assert_eq!(j.records_lost, 0, "{j:?}");
+    assert_eq!(
+        (j.cpu_pending_ns, j.cpu_unresolved_ns, j.cpu_read_failed_ns),
+        (0, 0, 0),
+        "{j:?}"
+    );
+    drop(s);
+    // The spinner's samples are in its context, the only one with CPU.
+    let snapshot = store.lock().expect("store").snapshot(me).expect("snapshot");
+    let cpu = snapshot.cpu().expect("joined");
+    let in_contexts: u64 = cpu.by_node.values().map(|s| s.total()).sum();
+    assert_eq!(cpu.by_node.len(), 1, "{:?}", cpu.by_node);
+    // 1.5 s on one CPU at 997 Hz is ~1500 samples; a busy 2-CPU host gives it less.
+    assert!(
+        in_contexts >= 300 && in_contexts * period <= app,
+        "{in_contexts} samples in the spinner's context, app {app} ns: {j:?}"
+    );
+    c.shutdown();
+}
