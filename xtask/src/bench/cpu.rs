@@ -556,34 +556,33 @@ fn agent(out: &Deliverables, dir: &Path) -> Result<String> {
     let socket = dir.join("jpd-agent.sock");
     let config = jpd_config(dir, true)?;
     for round in 0..rounds_n {
-        for i in 0..PUBLISH.len() {
-            let p = (i + round) % PUBLISH.len();
-            eprintln!(
-                "xtask: bench cpu agent: round {}/{rounds_n}, {:?}",
-                round + 1,
-                PUBLISH[p]
-            );
-            let mut jpd = match PUBLISH[p] {
-                Publish::Joined => Some(Jpd::start_with(out, &socket, Some(&config))?),
-                _ => None,
-            };
-            for (o, (op, _, n)) in ops.iter().enumerate() {
-                let before = match jpd {
-                    Some(_) => joined_cost_models(out, &socket)?,
-                    None => 0,
+        eprintln!("xtask: bench cpu agent: round {}/{rounds_n}", round + 1);
+        for (o, (op, _, n)) in ops.iter().enumerate() {
+            // One operation's three JVMs back to back (a jpd started just for the joined
+            // one), so that they meet the same phase of the machine's other load; the
+            // order rotates with the round and the operation.
+            for i in 0..PUBLISH.len() {
+                let p = (i + round + o) % PUBLISH.len();
+                let mut jpd = match PUBLISH[p] {
+                    Publish::Joined => Some(Jpd::start_at(
+                        out,
+                        &socket,
+                        Some(&config),
+                        997,
+                        Duration::from_millis(500),
+                    )?),
+                    _ => None,
                 };
                 ns[o][p].push(cost_run(out, dir, op, *n, PUBLISH[p])?);
-                if jpd.is_some() {
+                if let Some(j) = jpd.as_mut() {
                     // The JVM must really have been joined, else this arm is the other one.
                     wait_for(
                         &format!("jpd joined the CostModel {op} JVM"),
                         Duration::from_secs(5),
-                        || Ok(joined_cost_models(out, &socket)? > before),
+                        || Ok(joined_cost_models(out, &socket)? > 0),
                     )?;
+                    j.stop();
                 }
-            }
-            if let Some(j) = jpd.as_mut() {
-                j.stop();
             }
         }
     }
@@ -640,8 +639,9 @@ fn agent(out: &Deliverables, dir: &Path) -> Result<String> {
 ({} warm-up rounds and {} s at least, then {} measured; CPU time of the working thread). Each \
 JVM's figure is its fastest measured round per operation: other processes on this shared \
 machine only slow rounds down, and the medians of a first run (5 rounds) scattered more than \
-the 5 % to be decided. Three agents, one JVM per operation each, in \
-rotating order every round, {rounds_n} rounds: `profiler=file` (threads get no context slot: \
+the 5 % to be decided (a second run's fastest rounds scattered as widely, with an arm's four \
+operations run in a row). Three agents, one JVM per operation each, the three JVMs of an \
+operation back to back in an order that rotates, {rounds_n} rounds: `profiler=file` (threads get no context slot: \
 without publishing), `profiler=usdt` with no jpd (every context change — call, return, caught \
 exception — stores the new context's id in the thread's slot; no reader), `profiler=usdt` \
 under a jpd joined to the JVM (checked for every run: `jpctl jvm list` shows its `cpu`), where \
