@@ -54,6 +54,7 @@ pub struct KernelConfig {
     #[serde(deserialize_with = "irq_ip_samples_per_second")]
     pub irq_ip_samples_per_second: u32,
     pub bpf_stats: bool,
+    pub jvm_contexts: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -73,6 +74,7 @@ impl Default for KernelConfig {
             irq_ip_sample_every: k.irq_ip_sample_every,
             irq_ip_samples_per_second: k.irq_ip_samples_per_second,
             bpf_stats: k.bpf_stats,
+            jvm_contexts: k.jvm_contexts,
         }
     }
 }
@@ -94,6 +96,7 @@ impl KernelConfig {
             irq_ip_sample_every: self.irq_ip_sample_every,
             irq_ip_samples_per_second: self.irq_ip_samples_per_second,
             bpf_stats: self.bpf_stats,
+            jvm_contexts: self.jvm_contexts,
         }
     }
 }
@@ -405,6 +408,7 @@ mod tests {
             "irq_ip_sample_every =",
             "irq_ip_samples_per_second =",
             "bpf_stats =",
+            "jvm_contexts =",
             "[log]",
             "level =",
             "[export]",
@@ -444,6 +448,19 @@ mod tests {
         assert_eq!(c.kernel.shift, 2);
         assert_eq!(c.kernel.frequency_hz, 997);
         assert_eq!(c.server, ServerConfig::default());
+    }
+
+    #[test]
+    fn jvm_contexts_is_on_by_default_and_can_be_turned_off() {
+        assert!(Config::default().kernel.jvm_contexts);
+        assert!(Config::default().kernel.options().jvm_contexts);
+        let c = Config::parse("[kernel]\njvm_contexts = false\n", "x.toml").unwrap();
+        assert!(!c.kernel.jvm_contexts);
+        assert!(!c.kernel.options().jvm_contexts);
+        // The rest of [kernel] keeps its defaults.
+        assert_eq!(c.kernel.frequency_hz, 997);
+        let e = Config::parse("[kernel]\njvm_contexts = \"no\"\n", "x.toml").unwrap_err();
+        assert!(matches!(&e, ConfigError::Parse { line: 2, .. }), "{e}");
     }
 
     #[test]

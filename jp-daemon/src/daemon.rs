@@ -275,6 +275,11 @@ impl Running {
                 new.kernel.read_interval_ms.to_string(),
                 old.kernel.read_interval_ms.to_string(),
             ),
+            (
+                "kernel.jvm_contexts",
+                new.kernel.jvm_contexts.to_string(),
+                old.kernel.jvm_contexts.to_string(),
+            ),
             ("log.level", new.log.level.clone(), old.log.level.clone()),
             ("usdt", format!("{:?}", new.usdt), format!("{:?}", old.usdt)),
         ];
@@ -428,7 +433,11 @@ fn life(
         config.kernel.bpf_stats,
         Arc::clone(&jvm_store),
     )?;
-    collector.set_context_join(Arc::new(JvmContexts(Arc::clone(&jvm_store))));
+    // Off, the sampler never learns a JVM: JP_JVM_PIDS stays empty (the bench's
+    // "without the join" arm, and a way out should the join misbehave on a host).
+    if config.kernel.jvm_contexts {
+        collector.set_context_join(Arc::new(JvmContexts(Arc::clone(&jvm_store))));
+    }
     let socket = config.server.socket.clone();
     let (listener, socket_guard) = server::socket::bind(&socket)?;
     let (policy, gid) = policy(&config);

@@ -55,6 +55,10 @@ pub struct KernelOptions {
     /// Keep the kernel's BPF run-time statistics on while jpd runs (every BPF program on
     /// the host then pays two clock reads per run). Default off.
     pub bpf_stats: bool,
+    /// Join samples to the JVMs' published contexts (CPU per exact context, issue 13).
+    /// Off, jpd never registers a JVM with the sampler: every non-idle sample then pays
+    /// only the one lookup that misses. Default on.
+    pub jvm_contexts: bool,
 }
 
 impl KernelOptions {
@@ -76,6 +80,7 @@ impl Default for KernelOptions {
             irq_ip_sample_every: 1,
             irq_ip_samples_per_second: 100,
             bpf_stats: false,
+            jvm_contexts: true,
         }
     }
 }

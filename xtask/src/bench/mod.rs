@@ -5,6 +5,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 mod cgroups;
+mod cpu;
 mod fleet;
 mod floor;
 mod jvm;
@@ -32,6 +33,13 @@ pub enum Which {
     /// jpd on a loaded fleet host: many JVMs reporting, kernel sampling, kill -9 and
     /// restart; jpd's CPU and memory over time, scrape and query latency.
     Fleet,
+    /// CPU per exact context (issue 13): the sampler's ns per sample with and without the
+    /// join, the agent's cost of publishing its contexts, jpd's CPU with 20 JVMs joined.
+    Cpu {
+        /// Parts to run (all by default): sampler, agent, jpd.
+        #[arg(value_enum)]
+        parts: Vec<cpu::Part>,
+    },
 }
 
 pub fn run(which: Which) -> Result<()> {
@@ -42,5 +50,6 @@ pub fn run(which: Which) -> Result<()> {
         Which::Jvm { parts, jdk } => jvm::run(&out, &parts, &jdk),
         Which::Usdt => usdt::run(&out),
         Which::Fleet => fleet::run(&out),
+        Which::Cpu { parts } => cpu::run(&out, &parts),
     }
 }

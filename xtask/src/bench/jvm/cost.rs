@@ -11,7 +11,7 @@ use super::{agent_arg, met, Jdk, Mode, MODES};
 use crate::build::Deliverables;
 
 /// (CostModel's op, what it is, operations per round).
-const OPS: [(&str, &str, u32); 6] = [
+pub(crate) const OPS: [(&str, &str, u32); 6] = [
     ("static", "tiny static call", 2_000_000),
     (
         "bimorphic",

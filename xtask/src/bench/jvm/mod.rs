@@ -21,8 +21,9 @@ use crate::cmd::root;
 use crate::setup::{JDK17, JDK25};
 
 mod contexts;
-mod cost;
-mod rounds;
+// cost's operations and rounds' harness runner are shared with `bench cpu`.
+pub(crate) mod cost;
+pub(crate) mod rounds;
 mod steady;
 mod whole;
 
