@@ -161,6 +161,18 @@ impl CpuSnapshot {
         }
     }
 
+    /// Each context's own CPU (ns, user and kernel mode) by node index, for a tree of
+    /// `nodes` nodes (the merged tree's indexes are its `Mct`'s).
+    pub fn self_ns(&self, nodes: usize) -> Vec<u64> {
+        let mut out = vec![0u64; nodes];
+        for (&n, s) in &self.by_node {
+            if let Some(x) = out.get_mut(n as usize) {
+                *x = s.total().saturating_mul(self.period_ns);
+            }
+        }
+        out
+    }
+
     /// As jp-mct's CPU of `tree` (this JVM's), kernel addresses named by `symbols`.
     pub fn mct_cpu(
         &self,
