@@ -1267,6 +1267,7 @@ fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
         id,
         calls,
         bytecodes,
+        cpu_ns: 0,
     };
     // The JVM's history: its first method deltas cover no known time (0).
     assert_eq!(
@@ -1283,6 +1284,7 @@ fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
                 md(4, 1, 3)
             ],
             methods_elapsed_ns: 0,
+            cpu_ns: 0,
         }]
     );
     assert!(d0.exited.is_empty() && d0.removed.is_empty());
@@ -1300,6 +1302,7 @@ fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
             bytecodes,
             methods,
             methods_elapsed_ns: ns,
+            cpu_ns: 0,
         }],
         ..Default::default()
     };
@@ -1366,7 +1369,8 @@ async fn watch_stream_carries_jvm_deltas() {
         [pb::JvmMethodDelta {
             id: 2,
             calls: 5,
-            bytecodes: 5
+            bytecodes: 5,
+            cpu_ns: 0,
         }]
     );
     let _ = run.stop.send(());
@@ -1533,4 +1537,53 @@ async fn jvm_profile_carries_cpu_per_context_and_in_cuts() {
     );
     let _ = run.stop.send(());
     run.task.await.unwrap().unwrap();
+}
+
+/// Watch with the sampler joined: CPU alone makes a JVM active; its CPU change and each
+/// method's own CPU change travel, once.
+#[test]
+fn jvm_watch_carries_cpu_deltas_per_jvm_and_method() {
+    use jp_common::ctx_kind::USER;
+    let jvm = jvm_store();
+    let lock = || jp_daemon::lock::lock(&jvm);
+    let mut w = JvmWatch::default();
+    let t0 = Instant::now();
+    let d0 = w.next(&lock(), t0).unwrap();
+    assert_eq!(d0.jvms[0].cpu_ns, 0, "not joined yet");
+    assert!(d0.new_jvms[0].cpu.is_empty());
+    paper_cpu(&mut lock(), &paper_samples());
+    let md = |id, cpu_ms: u64| pb::JvmMethodDelta {
+        id,
+        calls: 0,
+        bytecodes: 0,
+        cpu_ns: cpu_ms * PERIOD_NS,
+    };
+    let activity = |cpu_ms: u64, methods, ns| pb::JvmDelta {
+        jvms: vec![pb::JvmActivity {
+            pid: JVM,
+            calls: 0,
+            bytecodes: 0,
+            methods,
+            methods_elapsed_ns: ns,
+            cpu_ns: cpu_ms * PERIOD_NS,
+        }],
+        ..Default::default()
+    };
+    // Ids as the first message numbered them: g 0, f 1, h 2 (h: 3 ms + the worker's 2).
+    let t1 = t0 + Duration::from_secs(1);
+    assert_eq!(
+        w.next(&lock(), t1),
+        Some(activity(
+            57,
+            vec![md(0, 35), md(1, 10), md(2, 5)],
+            1_000_000_000
+        ))
+    );
+    assert_eq!(w.next(&lock(), t1 + Duration::from_secs(1)), None);
+    paper_cpu(&mut lock(), &[(USER, 1, 4, 10)]);
+    let t2 = t1 + Duration::from_secs(2);
+    assert_eq!(
+        w.next(&lock(), t2),
+        Some(activity(10, vec![md(0, 10)], 2_000_000_000))
+    );
 }
