@@ -186,7 +186,11 @@ impl Jp for FakeSvc {
             .lock()
             .unwrap()
             .push((r.pid, r.max_depth, r.min_share));
-        let mut p = paper_profile();
+        let mut p = if r.pid == JOINED_PID {
+            joined_profile()
+        } else {
+            paper_profile()
+        };
         if r.pid == HUGE_PID {
             // Above jpctl's 64 MiB limit for one answer.
             p.methods[0].name = "x".repeat(65 << 20);
@@ -249,6 +253,7 @@ impl Jp for FakeSvc {
 const PAPER_PID: u32 = 4242;
 const SHORT_PID: u32 = 77;
 const HUGE_PID: u32 = 88;
+const JOINED_PID: u32 = 4343;
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -258,7 +263,7 @@ fn now_ms() -> u64 {
 }
 
 fn known(pid: u32) -> Result<(), Status> {
-    if [PAPER_PID, SHORT_PID, HUGE_PID].contains(&pid) {
+    if [PAPER_PID, SHORT_PID, HUGE_PID, JOINED_PID].contains(&pid) {
         Ok(())
     } else {
         Err(Status::not_found(format!(
@@ -324,6 +329,8 @@ fn node(method_id: u32, depth: u32, calls: u64, bytecodes: u64, inclusive: u64) 
         bytecodes,
         inclusive_bytecodes: inclusive,
         cut: None,
+        cpu_ns: 0,
+        inclusive_cpu_ns: 0,
     }
 }
 
@@ -335,6 +342,7 @@ fn paper_profile() -> pb::JvmProfile {
         nodes: 3,
         calls: 75,
         bytecodes: 510,
+        cpu_ns: 0,
     });
     pb::JvmProfile {
         jvm: Some(paper_jvm()),
@@ -350,6 +358,37 @@ fn paper_profile() -> pb::JvmProfile {
         max_depth: 2,
         min_share: 0.0,
     }
+}
+
+/// `paper_profile` from a jpd whose sampler is joined to the JVM: 60 ms of CPU, 51 ms
+/// of it the app's (0.3 ms at the root, outside any method), 40 ms under f's cut
+/// children.
+fn joined_profile() -> pb::JvmProfile {
+    let mut p = paper_profile();
+    let kind = |kind: &str, user_ns, kernel_ns| pb::JvmCpuKind {
+        kind: kind.into(),
+        user_ns,
+        kernel_ns,
+    };
+    p.jvm = Some(pb::JvmSummary {
+        pid: JOINED_PID,
+        cpu: vec![
+            kind("app", 48_000_000, 3_000_000),
+            kind("jit", 9_000_000, 0),
+        ],
+        ..paper_jvm()
+    });
+    for (n, cpu) in p.nodes.iter_mut().zip([
+        [500_000, 50_700_000],
+        [200_000, 200_000],
+        [10_000_000, 50_000_000],
+    ]) {
+        (n.cpu_ns, n.inclusive_cpu_ns) = (cpu[0], cpu[1]);
+    }
+    if let Some(c) = p.nodes[2].cut.as_mut() {
+        c.cpu_ns = 40_000_000;
+    }
+    p
 }
 
 /// The paper's whole tree (the one `paper_profile` cuts at depth 2) as jpd exports it:
@@ -691,6 +730,41 @@ fn jvm_tree_shows_cuts_and_passes_limits() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+#[test]
+fn jvm_tree_of_a_joined_jvm_shows_cpu_columns_and_json_fields() {
+    let d = fake_jpd();
+    let out = stdout_ok(&d.socket, &["jvm", "tree", "4343", "--depth", "2"]);
+    let expected = concat!(
+        "pid 4343 Paper (bba precise): 78 calls, 624 bytecodes; 6 nodes, 3 shown, 3 cut (depth 2)\n",
+        "cpu 0.06 s: app 85.0 %, jit 15.0 %\n",
+        "    cpu ms    incl ms          calls       inclusive       exclusive  share  method\n",
+        "       0.5       50.7              1             624               5 100.0%  Paper.main([Ljava/lang/String;)V\n",
+        "       0.2        0.2              1               3               3   0.5%    Paper.<init>()V\n",
+        "      10.0       50.0              1             616             106  98.7%    Paper.f()V\n",
+        "         -       40.0             75             510               -  81.7%      [cut: 2 subtrees, 3 nodes]\n",
+    );
+    assert_eq!(out, expected);
+    let out = stdout_ok(&d.socket, &["jvm", "tree", "4343", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["nodes"],
+        serde_json::json!([
+            {"depth": 0, "method": "Paper.main([Ljava/lang/String;)V", "file": "Paper.java",
+             "calls": 1, "bytecodes": 5, "inclusive_bytecodes": 624, "cut": null,
+             "cpu_ns": 500_000, "inclusive_cpu_ns": 50_700_000},
+            {"depth": 1, "method": "Paper.<init>()V", "file": "Paper.java",
+             "calls": 1, "bytecodes": 3, "inclusive_bytecodes": 3, "cut": null,
+             "cpu_ns": 200_000, "inclusive_cpu_ns": 200_000},
+            {"depth": 1, "method": "Paper.f()V", "file": "Paper.java",
+             "calls": 1, "bytecodes": 106, "inclusive_bytecodes": 616,
+             "cut": {"subtrees": 2, "nodes": 3, "calls": 75, "bytecodes": 510,
+                     "cpu_ns": 40_000_000},
+             "cpu_ns": 10_000_000, "inclusive_cpu_ns": 50_000_000},
+        ])
+    );
+    assert_eq!(v["jvm"]["cpu"]["total_ns"], 60_000_000);
 }
 
 /// `jpctl jvm export 4242 --format FORMAT -o FILE`'s output.

@@ -274,6 +274,7 @@ fn md(id: u32, calls: u64, bytecodes: u64) -> JvmMethodDelta {
         id,
         calls,
         bytecodes,
+        cpu_ns: 0,
     }
 }
 
@@ -297,6 +298,7 @@ fn jvm_first() -> WatchUpdate {
                 bytecodes: 600,
                 methods: vec![md(0, 10, 450), md(1, 1, 100), md(2, 1, 50)],
                 methods_elapsed_ns: 0,
+                cpu_ns: 0,
             },
             JvmActivity {
                 pid: 5151,
@@ -304,6 +306,7 @@ fn jvm_first() -> WatchUpdate {
                 bytecodes: 3_000_000,
                 methods: vec![md(3, 7, 3_000_000)],
                 methods_elapsed_ns: 0,
+                cpu_ns: 0,
             },
         ],
         removed: vec![],
@@ -325,6 +328,7 @@ fn jvm_second() -> WatchUpdate {
                 bytecodes: 400,
                 methods: vec![md(1, 5, 400)],
                 methods_elapsed_ns: 500_000_000,
+                cpu_ns: 0,
             }],
             ..Default::default()
         }),
@@ -493,4 +497,76 @@ fn help_names_the_jvm_keys() {
     for (w, h) in [(20, 5), (1, 1), (80, 3), (40, 12)] {
         screen_of(&s, w, h);
     }
+}
+
+/// `jvm_first` and `jvm_second` from a jpd whose sampler is joined to Paper: in the
+/// 0.5 s, f's contexts used 0.3 s of CPU and g's 0.1 s, the JVM 0.45 s.
+fn jvm_joined() -> [WatchUpdate; 2] {
+    let mut first = jvm_first();
+    if let Some(d) = first.jvm.as_mut() {
+        d.new_jvms[0].cpu = vec![jp_proto::v1::JvmCpuKind {
+            kind: "app".into(),
+            user_ns: 1_000_000,
+            kernel_ns: 0,
+        }];
+        d.jvms[0].cpu_ns = 1_000_000;
+    }
+    let mut second = jvm_second();
+    if let Some(d) = second.jvm.as_mut() {
+        d.jvms[0].cpu_ns = 450_000_000;
+        d.jvms[0].methods = vec![
+            JvmMethodDelta {
+                cpu_ns: 300_000_000,
+                ..md(1, 5, 400)
+            },
+            JvmMethodDelta {
+                cpu_ns: 100_000_000,
+                ..md(0, 0, 0)
+            },
+        ];
+    }
+    [first, second]
+}
+
+#[test]
+fn jvm_pane_shows_cpu_of_a_joined_jvm_only_and_sorts_by_it_at_80x24() {
+    let mut s = TopState::new(1000);
+    let [first, second] = jvm_joined();
+    s.apply(&first);
+    s.apply(&second);
+    let p = jvm_pane(&screen(&s));
+    assert_eq!(
+        p[..5],
+        [
+            titled(" JVM 4242 Paper cpu 90.0% (1/2, [ ] switch, sort: bc/s) "),
+            boxed(" share    bytecodes    bc/s      calls calls/s   cpu% method"),
+            boxed(" 50.0%          500     800          6    10.0  60.0% Paper.f()"),
+            boxed(" 45.0%          450       0         10       0  20.0% Paper.g(int)"),
+            boxed("  5.0%           50       0          1       0   0.0% Paper.main(java.lang.Str"),
+        ]
+    );
+    // s on the JVM pane: cpu% comes right after bc/s for a joined JVM.
+    s.handle_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+    s.handle_key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+    s.handle_key(key('s'));
+    let p = jvm_pane(&screen(&s));
+    assert_eq!(
+        p[0],
+        titled(" JVM 4242 Paper cpu 90.0% (1/2, [ ] switch, sort: cpu%) ")
+    );
+    assert_eq!(
+        p[3],
+        boxed(" 45.0%          450       0         10       0  20.0% Paper.g(int)")
+    );
+    // The other JVM is not joined: no CPU column, and its screen is as before.
+    s.handle_key(key(']'));
+    let p = jvm_pane(&screen(&s));
+    assert_eq!(
+        p[..3],
+        [
+            titled(" JVM 5151 app.jar (2/2, [ ] switch, sort: cpu%) "),
+            boxed(" share    bytecodes    bc/s      calls calls/s method"),
+            boxed("100.0%      3000000       0          7       0 app.Server.handle()"),
+        ]
+    );
 }

@@ -173,30 +173,78 @@ impl MethodTable {
     }
 }
 
-fn add_cut(cut: &mut Option<pb::JvmCut>, nodes: u64, calls: u64, bytecodes: u64) {
-    let c = cut.get_or_insert_with(pb::JvmCut::default);
-    c.subtrees += 1;
-    c.nodes += nodes;
-    c.calls = c.calls.wrapping_add(calls);
-    c.bytecodes = c.bytecodes.wrapping_add(bytecodes);
+/// Per node of a tree: its subtree's nodes, calls and CPU (ns), and its own CPU. The
+/// CPU vectors are empty when the sampler is not joined to the JVM (read as 0).
+struct Subtrees {
+    size: Vec<u64>,
+    calls: Vec<u64>,
+    cpu: Vec<u64>,
+    inclusive_cpu: Vec<u64>,
+}
+
+impl Subtrees {
+    /// `cpu`: each node's own CPU (ns) by index, when joined.
+    fn of(t: &Mct, cpu: Option<&[u64]>) -> Subtrees {
+        let n = t.nodes.len();
+        let mut size = vec![1u64; n];
+        let mut calls: Vec<u64> = t.nodes.iter().map(|x| x.calls).collect();
+        let cpu: Vec<u64> = cpu.map_or_else(Vec::new, |c| {
+            (0..n).map(|i| c.get(i).copied().unwrap_or(0)).collect()
+        });
+        let mut inclusive_cpu = cpu.clone();
+        // Children have larger indexes than their parents.
+        for i in (1..n).rev() {
+            if let Some(p) = t.nodes[i].parent.filter(|&p| p < i) {
+                size[p] += size[i];
+                calls[p] = calls[p].wrapping_add(calls[i]);
+                if !inclusive_cpu.is_empty() {
+                    inclusive_cpu[p] = inclusive_cpu[p].saturating_add(inclusive_cpu[i]);
+                }
+            }
+        }
+        Subtrees {
+            size,
+            calls,
+            cpu,
+            inclusive_cpu,
+        }
+    }
+
+    fn cpu(&self, i: usize) -> u64 {
+        self.cpu.get(i).copied().unwrap_or(0)
+    }
+
+    fn inclusive_cpu(&self, i: usize) -> u64 {
+        self.inclusive_cpu.get(i).copied().unwrap_or(0)
+    }
+
+    /// Adds node `i`'s whole subtree (of `bytecodes`) to `cut`.
+    fn cut(&self, cut: &mut Option<pb::JvmCut>, i: usize, bytecodes: u64) {
+        let c = cut.get_or_insert_with(pb::JvmCut::default);
+        c.subtrees += 1;
+        c.nodes += self.size[i];
+        c.calls = c.calls.wrapping_add(self.calls[i]);
+        c.bytecodes = c.bytecodes.wrapping_add(bytecodes);
+        c.cpu_ns = c.cpu_ns.saturating_add(self.inclusive_cpu(i));
+    }
 }
 
 /// The tree in pre-order (jp-mct's output order), without the subtrees that are
 /// deeper than `max_depth` (0: no limit) or hold less than `min_share` of the
 /// bytecodes. Both limits only ever cut whole subtrees (a child is never deeper
 /// than, nor holds more than, its parent), and each cut is summed on its parent.
-pub fn profile(jvm: &JvmSummary, t: &Mct, max_depth: u32, min_share: f64) -> pb::JvmProfile {
+/// `cpu`: each context's own CPU (ns) by node index when the kernel sampler is joined
+/// to the JVM; the cut stays by bytecodes (what the tree is of), CPU is summed along.
+pub fn profile(
+    jvm: &JvmSummary,
+    t: &Mct,
+    cpu: Option<&[u64]>,
+    max_depth: u32,
+    min_share: f64,
+) -> pb::JvmProfile {
     let n = t.nodes.len();
     let inclusive = t.inclusive_bytecodes();
-    // Per node: nodes and calls of its subtree (children have larger indexes).
-    let mut size = vec![1u64; n];
-    let mut calls: Vec<u64> = t.nodes.iter().map(|x| x.calls).collect();
-    for i in (1..n).rev() {
-        if let Some(p) = t.nodes[i].parent.filter(|&p| p < i) {
-            size[p] += size[i];
-            calls[p] = calls[p].wrapping_add(calls[i]);
-        }
-    }
+    let sub = Subtrees::of(t, cpu);
     let total = inclusive.first().copied().unwrap_or(0);
     let threshold = min_share * total as f64;
     let keep = |i: usize, depth: u32| {
@@ -225,8 +273,8 @@ pub fn profile(jvm: &JvmSummary, t: &Mct, max_depth: u32, min_share: f64) -> pb:
             if keep(c, depth) {
                 stack.push((c, depth));
             } else {
-                add_cut(cut, size[c], calls[c], inclusive[c]);
-                *cut_nodes += size[c];
+                sub.cut(cut, c, inclusive[c]);
+                *cut_nodes += sub.size[c];
             }
         }
     };
@@ -244,6 +292,8 @@ pub fn profile(jvm: &JvmSummary, t: &Mct, max_depth: u32, min_share: f64) -> pb:
             bytecodes: node.bytecodes,
             inclusive_bytecodes: inclusive[i],
             cut,
+            cpu_ns: sub.cpu(i),
+            inclusive_cpu_ns: sub.inclusive_cpu(i),
         });
     }
     out.root_cut = root_cut;

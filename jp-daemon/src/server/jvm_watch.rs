@@ -1,6 +1,6 @@
-//! The JVM part of Watch messages: per JVM, the change of its totals since the
-//! previous message and of each method's calls and exclusive bytecodes since the
-//! JVM's previous method deltas; a method's name is sent once per stream with an
+//! The JVM part of Watch messages: per JVM, the change of its totals (calls, bytecodes,
+//! CPU) since the previous message and of each method's calls, exclusive bytecodes and
+//! own CPU since the JVM's previous method deltas; a method's name is sent once per stream with an
 //! id that every JVM shares; JVMs appearing, exiting, and removed (retention
 //! over, or the pid reused). One [`JvmWatch`] per stream.
 //!
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use jp_proto::v1 as pb;
 
 use super::jvm::summary;
-use crate::store::jvm::JvmStore;
+use crate::store::jvm::{JvmStore, JvmSummary};
 
 /// Per-method totals may take at most 1/METHODS_BUDGET of a stream's time per JVM.
 pub const METHODS_BUDGET: u32 = 10;
@@ -29,13 +29,15 @@ struct Seen {
     exited: bool,
     calls: u64,
     bytecodes: u64,
+    /// CPU (ns) of every kind of thread.
+    cpu_ns: u64,
     /// The store's change counter of the JVM when its methods were last computed.
     methods_change: Option<u64>,
     /// When, and how long that took.
     methods_at: Option<Instant>,
     methods_cost: Duration,
-    /// Per method id of the JVM (its agent's mid): calls, exclusive bytecodes.
-    methods: HashMap<u32, (u64, u64)>,
+    /// Per method id of the JVM (its agent's mid): calls, exclusive bytecodes, own CPU.
+    methods: HashMap<u32, [u64; 3]>,
 }
 
 impl Seen {
@@ -90,6 +92,7 @@ impl JvmWatch {
                     exited: s.exited_at.is_some(),
                     calls: 0,
                     bytecodes: 0,
+                    cpu_ns: 0,
                     methods_change: None,
                     methods_at: None,
                     methods_cost: Duration::ZERO,
@@ -100,14 +103,16 @@ impl JvmWatch {
                 seen.exited = true;
                 out.exited.push(s.pid);
             }
+            let cpu_ns = cpu_total(s);
             let mut activity = pb::JvmActivity {
                 pid: s.pid,
                 calls: s.calls.saturating_sub(seen.calls),
                 bytecodes: s.bytecodes.saturating_sub(seen.bytecodes),
                 methods: Vec::new(),
                 methods_elapsed_ns: 0,
+                cpu_ns: cpu_ns.saturating_sub(seen.cpu_ns),
             };
-            (seen.calls, seen.bytecodes) = (s.calls, s.bytecodes);
+            (seen.calls, seen.bytecodes, seen.cpu_ns) = (s.calls, s.bytecodes, cpu_ns);
             let change = store.jvm_generation(s.pid);
             let computed = seen.methods_due(change, now);
             if computed {
@@ -123,13 +128,11 @@ impl JvmWatch {
                 seen.methods_at = Some(now);
                 seen.methods_change = change;
                 for m in totals {
-                    let prev = seen.methods.entry(m.mid).or_insert((0, 0));
-                    let (dc, db) = (
-                        m.calls.saturating_sub(prev.0),
-                        m.exclusive_bytecodes.saturating_sub(prev.1),
-                    );
-                    *prev = (m.calls, m.exclusive_bytecodes);
-                    if dc == 0 && db == 0 {
+                    let now = [m.calls, m.exclusive_bytecodes, m.cpu_ns];
+                    let prev = seen.methods.entry(m.mid).or_insert([0; 3]);
+                    let [dc, db, dcpu] = [0, 1, 2].map(|i| now[i].saturating_sub(prev[i]));
+                    *prev = now;
+                    if dc == 0 && db == 0 && dcpu == 0 {
                         continue;
                     }
                     let next = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
@@ -148,11 +151,13 @@ impl JvmWatch {
                         id,
                         calls: dc,
                         bytecodes: db,
+                        cpu_ns: dcpu,
                     });
                 }
             }
             // A JVM left out was idle: clients drop its rates to 0.
-            let active = activity.calls > 0 || activity.bytecodes > 0;
+            // CPU alone is activity too: a method that spins between two reports.
+            let active = activity.calls > 0 || activity.bytecodes > 0 || activity.cpu_ns > 0;
             if active || !activity.methods.is_empty() {
                 out.jvms.push(activity);
             }
@@ -174,4 +179,13 @@ impl JvmWatch {
             && out.removed.is_empty();
         (!empty).then_some(out)
     }
+}
+
+/// A JVM's CPU (ns), user and kernel mode of every kind of thread: what `jvm list`
+/// shows as its total.
+fn cpu_total(s: &JvmSummary) -> u64 {
+    s.cpu
+        .iter()
+        .map(|&(_, user, kernel)| user.saturating_add(kernel))
+        .fold(0, u64::saturating_add)
 }

@@ -16,7 +16,7 @@ use super::jvm_watch::JvmWatch;
 use super::kernel;
 use super::kernel_watch::{interval, WatchState};
 use crate::lock::lock;
-use crate::store::jvm::SharedJvmStore;
+use crate::store::jvm::{JvmSnapshot, JvmSummary, SharedJvmStore};
 use crate::store::kernel::Store;
 use crate::store::Sources;
 
@@ -47,19 +47,14 @@ type ExportStream = Pin<Box<dyn Stream<Item = Result<pb::JvmExportChunk, Status>
 
 /// The JVM's summary and merged tree, copied under the lock; NOT_FOUND if the
 /// store holds no such pid.
-fn jvm_tree(
-    jvm: &SharedJvmStore,
-    pid: u32,
-) -> Result<(crate::store::jvm::JvmSummary, jp_mct::Mct), Status> {
-    // Under the lock only the snapshot (O(chunks)); the tree is built after.
-    let (summary, snapshot) = {
-        let mut store = lock(jvm);
-        match (store.summary(pid), store.snapshot(pid)) {
-            (Some(s), Some(t)) => (s, t),
-            _ => return Err(not_found(&store, pid)),
-        }
-    };
-    Ok((summary, snapshot.mct()))
+/// The JVM's summary and snapshot, taken under one lock (O(chunks)); trees are built
+/// from the snapshot after the lock is released.
+fn jvm_snapshot(jvm: &SharedJvmStore, pid: u32) -> Result<(JvmSummary, JvmSnapshot), Status> {
+    let mut store = lock(jvm);
+    match (store.summary(pid), store.snapshot(pid)) {
+        (Some(s), Some(t)) => Ok((s, t)),
+        _ => Err(not_found(&store, pid)),
+    }
 }
 
 /// Runs `f` on tokio's blocking pool: a big JVM's tree takes long to copy and
@@ -191,10 +186,13 @@ impl Jp for JpService {
         jvmconv::check_profile_request(&req)?;
         let jvm = Arc::clone(&self.jvm);
         let profile = blocking(move || {
-            let (summary, tree) = jvm_tree(&jvm, req.pid)?;
+            let (summary, snapshot) = jvm_snapshot(&jvm, req.pid)?;
+            let tree = snapshot.mct();
+            let cpu = snapshot.cpu().map(|c| c.self_ns(tree.nodes.len()));
             Ok(jvmconv::profile(
                 &summary,
                 &tree,
+                cpu.as_deref(),
                 req.max_depth,
                 req.min_share,
             ))
@@ -212,13 +210,7 @@ impl Jp for JpService {
             .map_err(|_| Status::invalid_argument(format!("unknown order {}", req.order)))?;
         let jvm = Arc::clone(&self.jvm);
         let top = blocking(move || {
-            let (summary, snapshot) = {
-                let mut store = lock(&jvm);
-                match (store.summary(req.pid), store.snapshot(req.pid)) {
-                    (Some(s), Some(m)) => (s, m),
-                    _ => return Err(not_found(&store, req.pid)),
-                }
-            };
+            let (summary, snapshot) = jvm_snapshot(&jvm, req.pid)?;
             // The inclusive counts need a walk of the tree: after the lock.
             let methods = snapshot.top_methods();
             Ok(jvmconv::top(&summary, methods, order, req.limit))

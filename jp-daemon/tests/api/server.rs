@@ -847,6 +847,8 @@ fn node(method_id: u32, depth: u32, calls: u64, bytecodes: u64, inclusive: u64) 
         bytecodes,
         inclusive_bytecodes: inclusive,
         cut: None,
+        cpu_ns: 0,
+        inclusive_cpu_ns: 0,
     }
 }
 
@@ -856,6 +858,7 @@ fn cut(subtrees: u32, nodes: u64, calls: u64, bytecodes: u64) -> Option<pb::JvmC
         nodes,
         calls,
         bytecodes,
+        cpu_ns: 0,
     })
 }
 
@@ -1264,6 +1267,7 @@ fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
         id,
         calls,
         bytecodes,
+        cpu_ns: 0,
     };
     // The JVM's history: its first method deltas cover no known time (0).
     assert_eq!(
@@ -1280,6 +1284,7 @@ fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
                 md(4, 1, 3)
             ],
             methods_elapsed_ns: 0,
+            cpu_ns: 0,
         }]
     );
     assert!(d0.exited.is_empty() && d0.removed.is_empty());
@@ -1297,6 +1302,7 @@ fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
             bytecodes,
             methods,
             methods_elapsed_ns: ns,
+            cpu_ns: 0,
         }],
         ..Default::default()
     };
@@ -1363,7 +1369,8 @@ async fn watch_stream_carries_jvm_deltas() {
         [pb::JvmMethodDelta {
             id: 2,
             calls: 5,
-            bytecodes: 5
+            bytecodes: 5,
+            cpu_ns: 0,
         }]
     );
     let _ = run.stop.send(());
@@ -1401,4 +1408,182 @@ fn jvm_watch_reports_a_reused_pid_as_removed_then_new() {
         (JVM, "java Other", 0, 1_700_000_005_000)
     );
     assert!(d.jvms.is_empty() && d.new_methods.is_empty() && d.exited.is_empty());
+}
+
+/// One millisecond per sample: the CPU below reads as whole milliseconds.
+const PERIOD_NS: u64 = 1_000_000;
+
+/// Kernel-sampler samples of `jvm_store`'s JVM: (kind, stream, wire id, samples).
+/// Thread 1 (stream 1) in g (wire 4): 30 user, 5 kernel; in f (3): 10; in h under g
+/// (5): 3; the worker (stream 2) in its h (1): 2; a GC thread without a slot: 7.
+fn paper_cpu(store: &mut JvmStore, samples: &[(u32, u64, u64, u64)]) {
+    use jp_common::{ctx_kind, CtxKey};
+    let keys: Vec<(CtxKey, u64)> = samples
+        .iter()
+        .map(|&(kind, stream, id, n)| {
+            let key = CtxKey {
+                tgid: JVM,
+                kind,
+                stream,
+                id,
+                kip: if kind == ctx_kind::KERNEL {
+                    STEXT + 0x40
+                } else {
+                    0
+                },
+            };
+            (key, n)
+        })
+        .collect();
+    store.add_cpu_samples(PERIOD_NS, &keys, attached());
+}
+
+fn paper_samples() -> Vec<(u32, u64, u64, u64)> {
+    use jp_common::ctx_kind::{KERNEL, THREAD_USER, USER};
+    let gc = u64::from_le_bytes(*b"GC Threa");
+    let gc_rest = u64::from_le_bytes(*b"d#0\0\0\0\0\0");
+    vec![
+        (USER, 1, 4, 30),
+        (KERNEL, 1, 4, 5),
+        (USER, 1, 3, 10),
+        (USER, 1, 5, 3),
+        (USER, 2, 1, 2),
+        (THREAD_USER, gc, gc_rest, 7),
+    ]
+}
+
+fn with_cpu(mut n: pb::JvmNode, own_ms: u64, inclusive_ms: u64) -> pb::JvmNode {
+    (n.cpu_ns, n.inclusive_cpu_ns) = (own_ms * PERIOD_NS, inclusive_ms * PERIOD_NS);
+    n
+}
+
+fn cut_cpu(c: Option<pb::JvmCut>, ms: u64) -> Option<pb::JvmCut> {
+    c.map(|c| pb::JvmCut {
+        cpu_ns: ms * PERIOD_NS,
+        ..c
+    })
+}
+
+/// GetJvmProfile with the sampler joined: each context's own CPU, its subtree's, and
+/// the cut subtrees' CPU on their parents, so that a parent's inclusive CPU is its own
+/// plus its shown children's plus its cut's, at every limit.
+#[tokio::test]
+async fn jvm_profile_carries_cpu_per_context_and_in_cuts() {
+    let jvm = jvm_store();
+    paper_cpu(&mut jp_daemon::lock::lock(&jvm), &paper_samples());
+    let run = start_with(Sources {
+        kernel: filled_store(),
+        jvm: Arc::clone(&jvm),
+    })
+    .await;
+    let mut jp = JpClient::new(connect(&run.socket).await);
+    let req = |max_depth, min_share| pb::GetJvmProfileRequest {
+        pid: JVM,
+        max_depth,
+        min_share,
+    };
+    let p = jp.get_jvm_profile(req(0, 0.0)).await.unwrap().into_inner();
+    let kinds: Vec<(&str, u64, u64)> = p
+        .jvm
+        .as_ref()
+        .unwrap()
+        .cpu
+        .iter()
+        .map(|k| (k.kind.as_str(), k.user_ns, k.kernel_ns))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("app", 45_000_000, 5_000_000), ("gc", 7_000_000, 0)]
+    );
+    assert_eq!(
+        p.nodes,
+        [
+            with_cpu(node(0, 0, 2, 2, 2), 2, 2),
+            with_cpu(node(1, 0, 1, 5, 624), 0, 48),
+            node(2, 1, 1, 3, 3),
+            with_cpu(node(3, 1, 1, 106, 616), 10, 48),
+            with_cpu(node(4, 2, 10, 445, 500), 35, 38),
+            with_cpu(node(0, 3, 55, 55, 55), 3, 3),
+            node(0, 2, 10, 10, 10),
+        ]
+    );
+
+    // Depth 2: g's subtree (38 ms) and the idle h are cut below f.
+    let p = jp.get_jvm_profile(req(2, 0.0)).await.unwrap().into_inner();
+    let mut f = with_cpu(node(3, 1, 1, 106, 616), 10, 48);
+    f.cut = cut_cpu(cut(2, 3, 75, 510), 38);
+    assert_eq!(
+        p.nodes,
+        [
+            with_cpu(node(0, 0, 2, 2, 2), 2, 2),
+            with_cpu(node(1, 0, 1, 5, 624), 0, 48),
+            node(2, 1, 1, 3, 3),
+            f
+        ]
+    );
+
+    // 10 % of the bytecodes, whatever the CPU: the top-level h (2 bytecodes, 2 ms) is
+    // cut at the root, g's h (3 ms) below g.
+    let p = jp.get_jvm_profile(req(0, 0.1)).await.unwrap().into_inner();
+    let mut main = with_cpu(node(0, 0, 1, 5, 624), 0, 48);
+    main.cut = cut(1, 1, 1, 3);
+    let mut f = with_cpu(node(1, 1, 1, 106, 616), 10, 48);
+    f.cut = cut(1, 1, 10, 10);
+    let mut g = with_cpu(node(2, 2, 10, 445, 500), 35, 38);
+    g.cut = cut_cpu(cut(1, 1, 55, 55), 3);
+    assert_eq!(
+        (p.nodes, p.root_cut),
+        (vec![main, f, g], cut_cpu(cut(1, 1, 2, 2), 2))
+    );
+    let _ = run.stop.send(());
+    run.task.await.unwrap().unwrap();
+}
+
+/// Watch with the sampler joined: CPU alone makes a JVM active; its CPU change and each
+/// method's own CPU change travel, once.
+#[test]
+fn jvm_watch_carries_cpu_deltas_per_jvm_and_method() {
+    use jp_common::ctx_kind::USER;
+    let jvm = jvm_store();
+    let lock = || jp_daemon::lock::lock(&jvm);
+    let mut w = JvmWatch::default();
+    let t0 = Instant::now();
+    let d0 = w.next(&lock(), t0).unwrap();
+    assert_eq!(d0.jvms[0].cpu_ns, 0, "not joined yet");
+    assert!(d0.new_jvms[0].cpu.is_empty());
+    paper_cpu(&mut lock(), &paper_samples());
+    let md = |id, cpu_ms: u64| pb::JvmMethodDelta {
+        id,
+        calls: 0,
+        bytecodes: 0,
+        cpu_ns: cpu_ms * PERIOD_NS,
+    };
+    let activity = |cpu_ms: u64, methods, ns| pb::JvmDelta {
+        jvms: vec![pb::JvmActivity {
+            pid: JVM,
+            calls: 0,
+            bytecodes: 0,
+            methods,
+            methods_elapsed_ns: ns,
+            cpu_ns: cpu_ms * PERIOD_NS,
+        }],
+        ..Default::default()
+    };
+    // Ids as the first message numbered them: g 0, f 1, h 2 (h: 3 ms + the worker's 2).
+    let t1 = t0 + Duration::from_secs(1);
+    assert_eq!(
+        w.next(&lock(), t1),
+        Some(activity(
+            57,
+            vec![md(0, 35), md(1, 10), md(2, 5)],
+            1_000_000_000
+        ))
+    );
+    assert_eq!(w.next(&lock(), t1 + Duration::from_secs(1)), None);
+    paper_cpu(&mut lock(), &[(USER, 1, 4, 10)]);
+    let t2 = t1 + Duration::from_secs(2);
+    assert_eq!(
+        w.next(&lock(), t2),
+        Some(activity(10, vec![md(0, 10)], 2_000_000_000))
+    );
 }

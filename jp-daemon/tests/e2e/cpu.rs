@@ -14,7 +14,7 @@ use crate::support::jpd::Jpd;
 use crate::support::{binary, require_root};
 use serde_json::Value;
 
-const CONFIG: &str = "[usdt]\nscan_interval_ms = 100\n";
+pub(crate) const CONFIG: &str = "[usdt]\nscan_interval_ms = 100\n";
 
 fn jdk_home(var: &str, default: &str) -> PathBuf {
     let home = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
@@ -27,7 +27,7 @@ fn jdk_home(var: &str, default: &str) -> PathBuf {
     home
 }
 
-fn jdks() -> [(&'static str, PathBuf); 2] {
+pub(crate) fn jdks() -> [(&'static str, PathBuf); 2] {
     [
         (
             "jdk17",
@@ -56,10 +56,10 @@ fn classes(tag: &str, home: &Path) -> PathBuf {
     dir
 }
 
-struct Jvm {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+pub(crate) struct Jvm {
+    pub(crate) child: Child,
+    pub(crate) stdin: ChildStdin,
+    pub(crate) stdout: BufReader<ChildStdout>,
 }
 
 impl Jvm {
@@ -113,11 +113,11 @@ impl Jvm {
     }
 
     /// The JVM's host PID (under a wrapper, the java process below it).
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         crate::support::java_under(self.child.id())
     }
 
-    fn expect_line(&mut self, want: &str) {
+    pub(crate) fn expect_line(&mut self, want: &str) {
         let mut line = String::new();
         let n = self.stdout.read_line(&mut line).expect("read JVM stdout");
         assert!(
@@ -126,7 +126,7 @@ impl Jvm {
         );
     }
 
-    fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         let _ = self.stdin.write_all(b"\n");
         let _ = self.stdin.flush();
         let status = self.child.wait().expect("wait java");
@@ -152,7 +152,7 @@ fn listed(d: &Jpd, pid: u32) -> Option<Value> {
 }
 
 /// Waits until jpd lists `pid` with `pred` true.
-fn wait_listed(d: &Jpd, pid: u32, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+pub(crate) fn wait_listed(d: &Jpd, pid: u32, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
     let t0 = Instant::now();
     loop {
         let j = listed(d, pid);
@@ -170,7 +170,7 @@ fn wait_listed(d: &Jpd, pid: u32, what: &str, pred: impl Fn(&Value) -> bool) -> 
 }
 
 /// The CPU (ns) jpd lists for `kind` ("app", "gc", …), user and kernel together.
-fn cpu_of_kind(j: &Value, kind: &str) -> u64 {
+pub(crate) fn cpu_of_kind(j: &Value, kind: &str) -> u64 {
     j["cpu"]["kinds"]
         .as_array()
         .into_iter()
@@ -305,7 +305,7 @@ fn cum_of(rows: &[(String, u64)], prefix: &str) -> u64 {
 /// a() ran twice the iterations of b() on the same loop: with `n` samples in the two,
 /// a's share is 2/3 up to sampling noise. Accepts 4 standard deviations of a binomial
 /// share, plus 3 % for what differs between the two (their calls, JIT timing).
-fn assert_two_to_one(what: &str, a_ns: u64, b_ns: u64, period_ns: u64, text: &str) {
+pub(crate) fn assert_two_to_one(what: &str, a_ns: u64, b_ns: u64, period_ns: u64, text: &str) {
     let (a, b) = ((a_ns / period_ns) as f64, (b_ns / period_ns) as f64);
     let n = a + b;
     assert!(

@@ -5,5 +5,6 @@
 mod support;
 
 mod cpu;
+mod cpu_views;
 mod jvm;
 mod kernel;

@@ -3,64 +3,10 @@
 //! JVM panes), presses q, and checks that the terminal is given back
 //! (alternate screen off, the shell in the foreground again, the view gone).
 
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::{Duration, Instant};
-
 use crate::support::binary;
 use crate::support::fleet::{compile_fleet_paper, tool, Java};
 use crate::support::jpd::Jpd;
-
-struct Tmux {
-    bin: PathBuf,
-    server: String,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> String {
-        let out = Command::new(&self.bin)
-            .args(["-L", &self.server])
-            .args(args)
-            .output()
-            .expect("run tmux");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.cmd(&["capture-pane", "-p", "-t", "top"])
-    }
-
-    fn format(&self, f: &str) -> String {
-        self.cmd(&["display-message", "-p", "-t", "top", f])
-            .trim()
-            .to_string()
-    }
-
-    fn wait_for(&self, what: &str, ok: impl Fn(&Tmux) -> bool) {
-        let t0 = Instant::now();
-        while !ok(self) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "{what} did not happen within 20 s; screen:\n{}",
-                self.screen()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new(&self.bin)
-            .args(["-L", &self.server, "kill-server"])
-            .output();
-    }
-}
+use crate::support::tmux::Tmux;
 
 #[test]
 fn jpctl_top_shows_its_panes_in_tmux_and_q_gives_the_terminal_back() {
@@ -73,31 +19,8 @@ fn jpctl_top_shows_its_panes_in_tmux_and_q_gives_the_terminal_back() {
     // The JVM pane shows when jpd holds a JVM.
     let mut java = Java::start(&jpd, &lib, classes.path(), "bba=precise");
     java.run_once();
-    let jvm_title = format!(" JVM {} ", java.child.id());
-    let tmux = Tmux {
-        bin,
-        server: format!("jp-fleet-{}", std::process::id()),
-    };
-    tmux.cmd(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "top",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "sh",
-    ]);
-    tmux.cmd(&["set-option", "-t", "top", "remain-on-exit", "on"]);
-    let line = format!(
-        "TERM=xterm-256color {} --socket {} top",
-        binary("JPCTL").display(),
-        jpd.socket.display()
-    );
-    tmux.cmd(&["send-keys", "-t", "top", &line, "Enter"]);
+    let tmux = Tmux::session(bin, &format!("jp-fleet-{}", std::process::id()));
+    tmux.jpctl_top(&jpd.socket);
 
     let panes = ["Kernel functions", "IRQ handlers", "Softirqs", "┌ JVM "];
     tmux.wait_for(&format!("the panes {panes:?}"), |t| {
@@ -109,17 +32,7 @@ fn jpctl_top_shows_its_panes_in_tmux_and_q_gives_the_terminal_back() {
         "1",
         "top draws on the alternate screen"
     );
-    // Other JVMs with the agent may run on this host: `]` steps to ours.
-    let t0 = Instant::now();
-    while !tmux.screen().contains(&jvm_title) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "`]` never showed {jvm_title:?}:\n{}",
-            tmux.screen()
-        );
-        tmux.cmd(&["send-keys", "-t", "top", "]"]);
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    tmux.show_jvm(java.child.id());
     let screen = tmux.screen();
     assert!(
         screen

@@ -8,6 +8,7 @@ pub mod jpd;
 pub mod kernel;
 pub mod systemd_container;
 pub mod tls;
+pub mod tmux;
 pub mod usdt;
 
 use std::io::{Read, Write};

@@ -54,6 +54,8 @@ pub struct MethodCalls {
     pub file: Option<Name>,
     pub calls: u64,
     pub exclusive_bytecodes: u64,
+    /// CPU (ns) in the method's own contexts, as [`MethodTotals::cpu_ns`].
+    pub cpu_ns: u64,
 }
 
 /// One live thread's tree.
@@ -159,6 +161,18 @@ impl CpuSnapshot {
             by_node,
             kernel_under,
         }
+    }
+
+    /// Each context's own CPU (ns, user and kernel mode) by node index, for a tree of
+    /// `nodes` nodes (the merged tree's indexes are its `Mct`'s).
+    pub fn self_ns(&self, nodes: usize) -> Vec<u64> {
+        let mut out = vec![0u64; nodes];
+        for (&n, s) in &self.by_node {
+            if let Some(x) = out.get_mut(n as usize) {
+                *x = s.total().saturating_mul(self.period_ns);
+            }
+        }
+        out
     }
 
     /// As jp-mct's CPU of `tree` (this JVM's), kernel addresses named by `symbols`.
@@ -411,9 +425,11 @@ fn sort_totals<T>(v: &mut [(u32, T)], key: impl Fn(&T) -> (u64, &Name)) {
     });
 }
 
-/// Calls and exclusive bytecodes per method from the totals kept on ingest: O(methods),
-/// in the order of [`top_methods`].
+/// Calls and exclusive bytecodes per method from the totals kept on ingest, and CPU
+/// from the contexts that have samples: O(methods + sampled contexts), in the order of
+/// [`top_methods`].
 pub(crate) fn method_calls(jvm: &Jvm) -> Vec<MethodCalls> {
+    let cpu = self_cpu_by_method(jvm);
     let mut out: Vec<(u32, MethodCalls)> = jvm
         .tree
         .methods()
@@ -428,12 +444,28 @@ pub(crate) fn method_calls(jvm: &Jvm) -> Vec<MethodCalls> {
                     file: info.file,
                     calls: c.calls,
                     exclusive_bytecodes: c.exclusive,
+                    cpu_ns: cpu.get(&mid).copied().unwrap_or(0),
                 },
             )
         })
         .collect();
     sort_totals(&mut out, |t| (t.exclusive_bytecodes, &t.name));
     out.into_iter().map(|(_, t)| t).collect()
+}
+
+/// mid → CPU (ns) in the method's own contexts. Only sampled nodes are read (no walk
+/// up their paths: self CPU needs none), so Watch can ask for it as often as for the
+/// calls.
+fn self_cpu_by_method(jvm: &Jvm) -> HashMap<u32, u64> {
+    let mut out: HashMap<u32, u64> = HashMap::new();
+    for (&node, s) in &jvm.cpu.by_node {
+        let ns = s.total().saturating_mul(jvm.cpu.period_ns);
+        match jvm.tree.links(node) {
+            Some([_, mid]) if node != 0 && ns > 0 => *out.entry(mid).or_default() += ns,
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Resolves each method once; its contexts share the strings.

@@ -3,15 +3,21 @@
 //!
 //! Method ids are per Watch stream and shared by all JVMs; rows are keyed by name
 //! so that a restarted stream (new ids) lands on the same rows.
+//!
+//! CPU (jpd's kernel sampler joined to the agent's contexts) is kept like the counts;
+//! a JVM is "joined" once jpd said so (its summary's CPU) or sent CPU for it, and only
+//! then does the pane show CPU (and offer it as a sort key).
 
 use std::collections::HashMap;
 
-use jp_proto::v1::{JvmDelta, JvmSummary};
+use jp_proto::v1::{JvmDelta, JvmMethodDelta, JvmSummary};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JvmSort {
     /// Bytecodes per second over the last update.
     BytecodeRate,
+    /// CPU of the method's own contexts per wall-clock time (joined JVMs only).
+    CpuRate,
     CallRate,
     /// Totals since the JVM was first seen (or the last local zero).
     Bytecodes,
@@ -20,9 +26,11 @@ pub enum JvmSort {
 }
 
 impl JvmSort {
-    pub fn next(self) -> Self {
+    /// The next sort key; `cpu`: the shown JVM is joined (CPU is a key at all).
+    pub fn next(self, cpu: bool) -> Self {
         match self {
-            JvmSort::BytecodeRate => JvmSort::CallRate,
+            JvmSort::BytecodeRate if cpu => JvmSort::CpuRate,
+            JvmSort::BytecodeRate | JvmSort::CpuRate => JvmSort::CallRate,
             JvmSort::CallRate => JvmSort::Bytecodes,
             JvmSort::Bytecodes => JvmSort::Calls,
             JvmSort::Calls => JvmSort::Name,
@@ -32,6 +40,7 @@ impl JvmSort {
     pub fn label(self) -> &'static str {
         match self {
             JvmSort::BytecodeRate => "bc/s",
+            JvmSort::CpuRate => "cpu%",
             JvmSort::CallRate => "calls/s",
             JvmSort::Bytecodes => "bytecodes",
             JvmSort::Calls => "calls",
@@ -51,10 +60,68 @@ pub struct JvmMethodRow {
     /// Per second over the last update.
     pub calls_rate: f64,
     pub bytecodes_rate: f64,
+    /// CPU (ns) in the method's own contexts, as the counts; the rate is CPU ns per
+    /// wall-clock ns over the last method deltas (1.0: one CPU busy).
+    pub cpu_ns: u64,
+    pub cpu_rate: f64,
     pending_calls: u64,
     pending_bytecodes: u64,
+    pending_cpu: u64,
     /// Lower-cased name for the filter.
     search: String,
+}
+
+impl JvmMethodRow {
+    /// One method delta covering `elapsed_ns` (0: the JVM's history, no rate).
+    fn add(&mut self, md: &JvmMethodDelta, elapsed_ns: u64, paused: bool) {
+        if paused {
+            self.pending_calls += md.calls;
+            self.pending_bytecodes += md.bytecodes;
+            self.pending_cpu += md.cpu_ns;
+        } else {
+            self.calls += md.calls;
+            self.bytecodes += md.bytecodes;
+            self.cpu_ns += md.cpu_ns;
+            self.calls_rate = per_s(md.calls, elapsed_ns);
+            self.bytecodes_rate = per_s(md.bytecodes, elapsed_ns);
+            self.cpu_rate = per_ns(md.cpu_ns, elapsed_ns);
+        }
+    }
+
+    /// Rates drop to 0: the method did not run.
+    fn stop(&mut self) {
+        (self.calls_rate, self.bytecodes_rate, self.cpu_rate) = (0.0, 0.0, 0.0);
+    }
+
+    fn resume(&mut self) {
+        self.calls += std::mem::take(&mut self.pending_calls);
+        self.bytecodes += std::mem::take(&mut self.pending_bytecodes);
+        self.cpu_ns += std::mem::take(&mut self.pending_cpu);
+    }
+
+    fn zero(&mut self) {
+        (self.calls, self.bytecodes, self.cpu_ns) = (0, 0, 0);
+        (self.pending_calls, self.pending_bytecodes, self.pending_cpu) = (0, 0, 0);
+        self.stop();
+    }
+}
+
+/// `x` per second over `ns`; 0 without a known time.
+fn per_s(x: u64, ns: u64) -> f64 {
+    if ns > 0 {
+        x as f64 * 1e9 / ns as f64
+    } else {
+        0.0
+    }
+}
+
+/// `x` ns per wall-clock ns over `ns`; 0 without a known time.
+fn per_ns(x: u64, ns: u64) -> f64 {
+    if ns > 0 {
+        x as f64 / ns as f64
+    } else {
+        0.0
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -68,8 +135,14 @@ pub struct JvmRow {
     pub bytecodes: u64,
     pub calls_rate: f64,
     pub bytecodes_rate: f64,
+    /// CPU (ns) of all the JVM's threads, and per wall-clock ns over the last update.
+    pub cpu_ns: u64,
+    pub cpu_rate: f64,
+    /// jpd's kernel sampler is joined to this JVM: its CPU fields mean something.
+    pub joined: bool,
     pending_calls: u64,
     pending_bytecodes: u64,
+    pending_cpu: u64,
     pub methods: Vec<JvmMethodRow>,
     method_by_name: HashMap<String, usize>,
 }
@@ -81,6 +154,7 @@ impl JvmRow {
             main: s.main.clone(),
             jdk_version: s.jdk_version.clone(),
             exited: s.exited_unix_ms != 0,
+            joined: !s.cpu.is_empty(),
             ..Default::default()
         }
     }
@@ -150,6 +224,7 @@ impl JvmState {
                     j.main.clone_from(&s.main);
                     j.jdk_version.clone_from(&s.jdk_version);
                     j.exited = s.exited_unix_ms != 0;
+                    j.joined |= !s.cpu.is_empty();
                 }
                 None => {
                     let at = self.jvms.partition_point(|j| j.pid < s.pid);
@@ -176,21 +251,12 @@ impl JvmState {
     /// cover (jpd computes them less often for big JVMs): method rates change only
     /// when new method deltas arrive, or drop to 0 when the JVM was idle.
     fn add_counts(&mut self, d: &JvmDelta, elapsed_ns: u64, paused: bool) {
-        let per_s = |x: u64, ns: u64| {
-            if ns > 0 {
-                x as f64 * 1e9 / ns as f64
-            } else {
-                0.0
-            }
-        };
         if !paused {
             for j in &mut self.jvms {
-                (j.calls_rate, j.bytecodes_rate) = (0.0, 0.0);
+                (j.calls_rate, j.bytecodes_rate, j.cpu_rate) = (0.0, 0.0, 0.0);
                 let idle = d.jvms.iter().all(|a| a.pid != j.pid);
                 if idle {
-                    for m in &mut j.methods {
-                        (m.calls_rate, m.bytecodes_rate) = (0.0, 0.0);
-                    }
+                    j.methods.iter_mut().for_each(JvmMethodRow::stop);
                 }
             }
         }
@@ -199,36 +265,30 @@ impl JvmState {
             let Some(j) = self.jvms.iter_mut().find(|j| j.pid == a.pid) else {
                 continue;
             };
+            j.joined |= a.cpu_ns > 0 || a.methods.iter().any(|m| m.cpu_ns > 0);
             if paused {
                 j.pending_calls += a.calls;
                 j.pending_bytecodes += a.bytecodes;
+                j.pending_cpu += a.cpu_ns;
             } else {
                 j.calls += a.calls;
                 j.bytecodes += a.bytecodes;
+                j.cpu_ns += a.cpu_ns;
                 if !first {
                     j.calls_rate = per_s(a.calls, elapsed_ns);
                     j.bytecodes_rate = per_s(a.bytecodes, elapsed_ns);
+                    j.cpu_rate = per_ns(a.cpu_ns, elapsed_ns);
                 }
                 if a.methods_elapsed_ns > 0 {
-                    for m in &mut j.methods {
-                        (m.calls_rate, m.bytecodes_rate) = (0.0, 0.0);
-                    }
+                    j.methods.iter_mut().for_each(JvmMethodRow::stop);
                 }
             }
             for md in &a.methods {
                 let Some((name, file)) = self.names.get(&md.id) else {
                     continue;
                 };
-                let m = j.method(name, file.as_ref());
-                if paused {
-                    m.pending_calls += md.calls;
-                    m.pending_bytecodes += md.bytecodes;
-                } else {
-                    m.calls += md.calls;
-                    m.bytecodes += md.bytecodes;
-                    m.calls_rate = per_s(md.calls, a.methods_elapsed_ns);
-                    m.bytecodes_rate = per_s(md.bytecodes, a.methods_elapsed_ns);
-                }
+                j.method(name, file.as_ref())
+                    .add(md, a.methods_elapsed_ns, paused);
             }
         }
     }
@@ -268,10 +328,8 @@ impl JvmState {
         for j in &mut self.jvms {
             j.calls += std::mem::take(&mut j.pending_calls);
             j.bytecodes += std::mem::take(&mut j.pending_bytecodes);
-            for m in &mut j.methods {
-                m.calls += std::mem::take(&mut m.pending_calls);
-                m.bytecodes += std::mem::take(&mut m.pending_bytecodes);
-            }
+            j.cpu_ns += std::mem::take(&mut j.pending_cpu);
+            j.methods.iter_mut().for_each(JvmMethodRow::resume);
         }
     }
 
@@ -279,11 +337,9 @@ impl JvmState {
     pub fn zero(&mut self) {
         for j in &mut self.jvms {
             (j.calls, j.bytecodes, j.pending_calls, j.pending_bytecodes) = (0, 0, 0, 0);
-            (j.calls_rate, j.bytecodes_rate) = (0.0, 0.0);
-            for m in &mut j.methods {
-                (m.calls, m.bytecodes, m.pending_calls, m.pending_bytecodes) = (0, 0, 0, 0);
-                (m.calls_rate, m.bytecodes_rate) = (0.0, 0.0);
-            }
+            (j.cpu_ns, j.pending_cpu) = (0, 0);
+            (j.calls_rate, j.bytecodes_rate, j.cpu_rate) = (0.0, 0.0, 0.0);
+            j.methods.iter_mut().for_each(JvmMethodRow::zero);
         }
     }
 
@@ -307,13 +363,14 @@ impl JvmState {
         };
         let ms = &j.methods;
         self.order.extend((0..ms.len()).filter(|&i| {
-            (ms[i].bytecodes > 0 || ms[i].calls > 0)
+            (ms[i].bytecodes > 0 || ms[i].calls > 0 || ms[i].cpu_ns > 0)
                 && (filter.is_empty() || ms[i].search.contains(filter))
         }));
         self.order.sort_by(|&a, &b| {
             let (a, b) = (&ms[a], &ms[b]);
             let o = match by {
                 JvmSort::BytecodeRate => b.bytecodes_rate.total_cmp(&a.bytecodes_rate),
+                JvmSort::CpuRate => b.cpu_rate.total_cmp(&a.cpu_rate),
                 JvmSort::CallRate => b.calls_rate.total_cmp(&a.calls_rate),
                 JvmSort::Bytecodes => b.bytecodes.cmp(&a.bytecodes),
                 JvmSort::Calls => b.calls.cmp(&a.calls),
@@ -328,7 +385,7 @@ impl JvmState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jp_proto::v1::{JvmActivity, JvmMethod, JvmMethodDelta};
+    use jp_proto::v1::{JvmActivity, JvmMethod};
 
     fn first() -> JvmDelta {
         JvmDelta {
@@ -350,9 +407,11 @@ mod tests {
                     id: 3,
                     calls: 4,
                     bytecodes: 100,
+                    cpu_ns: 0,
                 }],
                 // The JVM's history: no time known.
                 methods_elapsed_ns: 0,
+                cpu_ns: 0,
             }],
             ..Default::default()
         }
@@ -368,8 +427,10 @@ mod tests {
                     id,
                     calls: 1,
                     bytecodes: 10,
+                    cpu_ns: 0,
                 }],
                 methods_elapsed_ns: 500_000_000,
+                cpu_ns: 0,
             }],
             ..Default::default()
         }
@@ -488,5 +549,144 @@ mod tests {
         let j = s.selected_row().unwrap();
         assert_eq!((j.pid, j.main.as_str(), j.bytecodes), (9, "Other", 0));
         assert!(j.methods.is_empty());
+    }
+
+    /// `first()` from a joined jpd: the JVM's CPU so far, 30 ms of it in M.run.
+    fn first_joined() -> JvmDelta {
+        let mut d = first();
+        d.new_jvms[0].cpu = vec![jp_proto::v1::JvmCpuKind {
+            kind: "app".into(),
+            user_ns: 40_000_000,
+            kernel_ns: 0,
+        }];
+        d.jvms[0].cpu_ns = 40_000_000;
+        d.jvms[0].methods[0].cpu_ns = 30_000_000;
+        d
+    }
+
+    /// `more(id)` with CPU: 0.25 s of M.run over the 0.5 s of the method deltas, 0.3 s
+    /// of the whole JVM.
+    fn more_cpu(id: u32) -> JvmDelta {
+        let mut d = more(id);
+        d.jvms[0].cpu_ns = 300_000_000;
+        d.jvms[0].methods[0].cpu_ns = 250_000_000;
+        d
+    }
+
+    /// (total, rate) of M.run's CPU and of the JVM's.
+    fn cpu(s: &JvmState) -> [(u64, f64); 2] {
+        let j = &s.jvms[0];
+        [
+            (j.methods[0].cpu_ns, j.methods[0].cpu_rate),
+            (j.cpu_ns, j.cpu_rate),
+        ]
+    }
+
+    #[test]
+    fn cpu_totals_rates_pause_and_zero_like_the_counts() {
+        let mut s = JvmState::default();
+        s.apply(&first(), 1_000_000_000, true, false);
+        assert!(!s.jvms[0].joined, "no CPU from jpd: not joined");
+        s.apply(&more_cpu(3), 1_000_000_000, true, false);
+        assert!(s.jvms[0].joined, "CPU arrived: joined");
+        // 0.25 s over 0.5 s of method deltas; 0.3 s over the 1 s message.
+        assert_eq!(cpu(&s), [(250_000_000, 0.5), (300_000_000, 0.3)]);
+        s.apply(&more_cpu(3), 1_000_000_000, true, true);
+        assert_eq!(cpu(&s), [(250_000_000, 0.5), (300_000_000, 0.3)], "paused");
+        s.resume();
+        assert_eq!(cpu(&s)[0].0, 500_000_000);
+        assert_eq!(cpu(&s)[1].0, 600_000_000);
+        // Idle: rates drop, totals stay.
+        s.apply(&JvmDelta::default(), 1_000_000_000, true, false);
+        assert_eq!(cpu(&s), [(500_000_000, 0.0), (600_000_000, 0.0)]);
+        s.zero();
+        assert_eq!(cpu(&s), [(0, 0.0), (0, 0.0)]);
+        assert!(s.jvms[0].joined, "a zero does not unjoin");
+        // A method with CPU only (no calls, no bytecodes since the zero) is shown.
+        let mut only_cpu = more_cpu(3);
+        only_cpu.jvms[0].methods[0].calls = 0;
+        only_cpu.jvms[0].methods[0].bytecodes = 0;
+        s.apply(&only_cpu, 1_000_000_000, true, false);
+        s.refresh_order("", JvmSort::CpuRate);
+        assert_eq!(s.order, [0]);
+    }
+
+    #[test]
+    fn a_restarted_stream_does_not_recount_cpu() {
+        let mut s = JvmState::default();
+        s.apply(&first_joined(), 1_000_000_000, true, false);
+        // The history: totals, no rate; joined from the summary.
+        assert_eq!(cpu(&s), [(30_000_000, 0.0), (40_000_000, 0.0)]);
+        assert!(s.jvms[0].joined);
+        s.begin_stream();
+        let mut again = first_joined();
+        again.new_methods[0].id = 0;
+        again.jvms[0].methods[0].id = 0;
+        s.apply(&again, 1_000_000_000, false, false);
+        assert_eq!(cpu(&s), [(30_000_000, 0.0), (40_000_000, 0.0)]);
+        s.apply(&more_cpu(0), 1_000_000_000, true, false);
+        assert_eq!(cpu(&s), [(280_000_000, 0.5), (340_000_000, 0.3)]);
+    }
+
+    #[test]
+    fn cpu_is_a_sort_key_of_joined_jvms_only() {
+        let cycle = |cpu: bool| {
+            let mut v = vec![JvmSort::BytecodeRate];
+            while v.len() < 7 {
+                let next = v[v.len() - 1].next(cpu);
+                v.push(next);
+            }
+            v
+        };
+        use JvmSort::*;
+        assert_eq!(
+            cycle(false),
+            [
+                BytecodeRate,
+                CallRate,
+                Bytecodes,
+                Calls,
+                Name,
+                BytecodeRate,
+                CallRate
+            ]
+        );
+        assert_eq!(
+            cycle(true),
+            [
+                BytecodeRate,
+                CpuRate,
+                CallRate,
+                Bytecodes,
+                Calls,
+                Name,
+                BytecodeRate
+            ]
+        );
+        // Two methods: the one with more CPU first, though it ran fewer bytecodes.
+        let mut s = JvmState::default();
+        let mut d = first_joined();
+        d.new_methods.push(JvmMethod {
+            id: 4,
+            name: "M.spin()V".into(),
+            file: None,
+        });
+        s.apply(&d, 1_000_000_000, true, false);
+        let mut m = more_cpu(3);
+        m.jvms[0].methods.push(JvmMethodDelta {
+            id: 4,
+            calls: 1,
+            bytecodes: 5,
+            cpu_ns: 400_000_000,
+        });
+        s.apply(&m, 1_000_000_000, true, false);
+        let names = |s: &JvmState| -> Vec<String> {
+            let j = &s.jvms[0];
+            s.order.iter().map(|&i| j.methods[i].name.clone()).collect()
+        };
+        s.refresh_order("", JvmSort::CpuRate);
+        assert_eq!(names(&s), ["M.spin()V", "M.run()V"]);
+        s.refresh_order("", JvmSort::BytecodeRate);
+        assert_eq!(names(&s), ["M.run()V", "M.spin()V"]);
     }
 }

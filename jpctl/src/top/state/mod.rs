@@ -345,7 +345,10 @@ impl TopState {
                 match self.ui.focus {
                     PaneId::Functions => self.ui.function_sort = self.ui.function_sort.next(),
                     PaneId::Interrupts => self.ui.irq_sort = self.ui.irq_sort.next(),
-                    PaneId::Jvm => self.ui.jvm_sort = self.ui.jvm_sort.next(),
+                    PaneId::Jvm => {
+                        let cpu = self.jvm.selected_row().is_some_and(|j| j.joined);
+                        self.ui.jvm_sort = self.ui.jvm_sort.next(cpu);
+                    }
                 }
                 self.refresh_order();
             }

@@ -4,7 +4,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use ratatui::Frame;
 
-const KEYS: [(&str, &str); 14] = [
+const KEYS: [(&str, &str); 15] = [
     ("q  Esc  Ctrl-C", "quit"),
     ("?  h", "this help (any key closes it)"),
     ("Tab", "focus the next pane"),
@@ -19,6 +19,7 @@ const KEYS: [(&str, &str); 14] = [
     ("share", "of non-idle (kernel+user) samples"),
     ("load", "samples per byte of function (readprofile)"),
     ("bc/s", "JVM bytecodes per second; share: of the JVM's"),
+    ("cpu%", "JVM CPU in the method's own contexts, of one CPU"),
 ];
 
 /// The key reference, centred over the screen.

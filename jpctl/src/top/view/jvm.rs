@@ -4,6 +4,7 @@ use ratatui::widgets::{Cell, Row, Table};
 use ratatui::Frame;
 
 use super::{header_style, pane_block, rate, visible_rows};
+use crate::top::state::jvm::{JvmMethodRow, JvmRow, JvmState};
 use crate::top::state::{PaneId, TopState};
 
 /// Longest main class shown in the title; the rest is cut with `…`.
@@ -11,63 +12,87 @@ const MAIN_WIDTH: usize = 28;
 
 /// The selected JVM's methods: share of its bytecodes, bytecodes, bytecodes/s,
 /// calls, calls/s, and the method with readable parameter types (no return
-/// type). `[` and `]` switch JVMs (named in the title).
+/// type). `[` and `]` switch JVMs (named in the title). When jpd's sampler is joined
+/// to the JVM, a `cpu%` column (CPU of the method's own contexts per wall-clock time,
+/// 100% = one CPU) before the method, and the whole JVM's in the title.
 pub(super) fn render(frame: &mut Frame<'_>, area: Rect, s: &TopState) {
     let focused = s.ui.focus == PaneId::Jvm;
     let j = &s.jvm;
+    let sort = s.ui.jvm_sort.label();
     let title = match j.selected_row() {
         Some(row) => {
             let (pos, n) = j.position();
+            let cpu = if row.joined {
+                format!(" cpu {}", cpu_percent(row.cpu_rate))
+            } else {
+                String::new()
+            };
             format!(
-                " JVM {} {}{} ({pos}/{n}, [ ] switch, sort: {}) ",
+                " JVM {} {}{}{cpu} ({pos}/{n}, [ ] switch, sort: {sort}) ",
                 row.pid,
                 short(&row.main),
                 if row.exited { " exited" } else { "" },
-                s.ui.jvm_sort.label()
             )
         }
-        None => format!(" JVM (none, sort: {}) ", s.ui.jvm_sort.label()),
+        None => format!(" JVM (none, sort: {sort}) "),
     };
+    let cpu = j.selected_row().is_some_and(|r| r.joined);
     let n = visible_rows(area.height);
     let rows = j.selected_row().into_iter().flat_map(|row| {
         j.order
             .iter()
             .skip(s.ui.scroll[PaneId::Jvm.index()])
             .take(n)
-            .filter_map(move |&i| {
-                let m = row.methods.get(i)?;
-                Some(Row::new([
-                    Cell::from(Line::from(format!("{:.1}%", j.share(m.bytecodes))).right_aligned()),
-                    Cell::from(Line::from(m.bytecodes.to_string()).right_aligned()),
-                    Cell::from(Line::from(rate(m.bytecodes_rate)).right_aligned()),
-                    Cell::from(Line::from(m.calls.to_string()).right_aligned()),
-                    Cell::from(Line::from(rate(m.calls_rate)).right_aligned()),
-                    // Without the descriptor's noise: pkg.Class.m(int,java.lang.String[]).
-                    Cell::from(jp_mct::java_signature(&m.name)),
-                ]))
-            })
+            .filter_map(move |&i| Some(method_row(j, row, row.methods.get(i)?)))
     });
-    let header = Row::new([
+    let mut head = vec![
         Cell::from(Line::from("share").right_aligned()),
         Cell::from(Line::from("bytecodes").right_aligned()),
         Cell::from(Line::from("bc/s").right_aligned()),
         Cell::from(Line::from("calls").right_aligned()),
         Cell::from(Line::from("calls/s").right_aligned()),
-        Cell::from("method"),
-    ])
-    .style(header_style());
-    let widths = [
+    ];
+    let mut widths = vec![
         Constraint::Length(6),
         Constraint::Length(12),
         Constraint::Length(7),
         Constraint::Length(10),
         Constraint::Length(7),
-        Constraint::Fill(1),
     ];
+    if cpu {
+        head.push(Cell::from(Line::from("cpu%").right_aligned()));
+        widths.push(Constraint::Length(6));
+    }
+    head.push(Cell::from("method"));
+    widths.push(Constraint::Fill(1));
     let table = Table::new(rows, widths)
-        .header(header)
+        .header(Row::new(head).style(header_style()))
         .block(pane_block(title, focused));
     frame.render_widget(table, area);
+}
+
+/// One method's cells; the `cpu%` one only for a joined JVM.
+fn method_row<'a>(j: &JvmState, row: &JvmRow, m: &'a JvmMethodRow) -> Row<'a> {
+    let mut cells = vec![
+        Cell::from(Line::from(format!("{:.1}%", j.share(m.bytecodes))).right_aligned()),
+        Cell::from(Line::from(m.bytecodes.to_string()).right_aligned()),
+        Cell::from(Line::from(rate(m.bytecodes_rate)).right_aligned()),
+        Cell::from(Line::from(m.calls.to_string()).right_aligned()),
+        Cell::from(Line::from(rate(m.calls_rate)).right_aligned()),
+    ];
+    if row.joined {
+        cells.push(Cell::from(
+            Line::from(cpu_percent(m.cpu_rate)).right_aligned(),
+        ));
+    }
+    // Without the descriptor's noise: pkg.Class.m(int,java.lang.String[]).
+    cells.push(Cell::from(jp_mct::java_signature(&m.name)));
+    Row::new(cells)
+}
+
+/// CPU ns per wall-clock ns as a percentage of one CPU.
+fn cpu_percent(rate: f64) -> String {
+    format!("{:.1}%", 100.0 * rate)
 }
 
 fn short(main: &str) -> String {
