@@ -42,10 +42,15 @@ pub(crate) fn jdks() -> [(&'static str, PathBuf); 2] {
 
 /// `CpuSplit.class` for one JDK, compiled fresh in this test process.
 fn classes(tag: &str, home: &Path) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-cpu-{tag}"));
+    compile("CpuSplit", tag, home)
+}
+
+/// `tests/jvm/PROGRAM.java` for one JDK, compiled fresh in this test process.
+pub(crate) fn compile(program: &str, tag: &str, home: &Path) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-{program}-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jvm/CpuSplit.java");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/jvm/{program}.java"));
     let status = Command::new(home.join("bin/javac"))
         .arg("-d")
         .arg(&dir)
@@ -76,6 +81,19 @@ impl Jvm {
         seconds: u32,
         threads: u32,
     ) -> Jvm {
+        let args = [mode.to_string(), seconds.to_string(), threads.to_string()];
+        Jvm::launch(wrapper, home, dir, "CpuSplit", &args)
+    }
+
+    /// `CLASS ARGS…` from `dir` with the agent (`profiler=usdt`), run by `wrapper` when
+    /// not empty.
+    pub(crate) fn launch(
+        wrapper: &[&str],
+        home: &Path,
+        dir: &Path,
+        class: &str,
+        args: &[String],
+    ) -> Jvm {
         let java = home.join("bin/java");
         let mut cmd = match wrapper.split_first() {
             Some((w, args)) => {
@@ -95,10 +113,8 @@ impl Jvm {
             .arg("-XX:-UsePerfData")
             .arg("-cp")
             .arg(dir)
-            .arg("CpuSplit")
-            .arg(mode)
-            .arg(seconds.to_string())
-            .arg(threads.to_string())
+            .arg(class)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -183,32 +199,14 @@ pub(crate) fn cpu_of_kind(j: &Value, kind: &str) -> u64 {
 /// jpd's pprof of `pid` (with the `cpu` sample type), exported by jpctl.
 fn export_pprof(d: &Jpd, pid: u32, tag: &str) -> PathBuf {
     let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cpu-{tag}.pb.gz"));
-    let _ = std::fs::remove_file(&file);
-    d.jpctl_output(&[
-        "jvm",
-        "export",
-        &pid.to_string(),
-        "--format",
-        "pprof",
-        "-o",
-        file.to_str().expect("UTF-8 path"),
-    ]);
+    d.export_to(pid, "pprof", &file);
     file
 }
 
 /// jpd's jp-mct/1 JSON of `pid` (with its `cpu` keys), exported by jpctl.
 fn export_json(d: &Jpd, pid: u32, tag: &str) -> Value {
     let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cpu-{tag}.json"));
-    let _ = std::fs::remove_file(&file);
-    d.jpctl_output(&[
-        "jvm",
-        "export",
-        &pid.to_string(),
-        "--format",
-        "json",
-        "-o",
-        file.to_str().expect("UTF-8 path"),
-    ]);
+    d.export_to(pid, "json", &file);
     let text = std::fs::read(&file).expect("read the exported JSON");
     serde_json::from_slice(&text).expect("the export is JSON")
 }
@@ -442,10 +440,12 @@ fn gc_cpu_is_counted_on_gc_threads_not_on_contexts() {
             gc > 0 && app > gc / 10,
             "{tag}: gc {gc} ns, app {app} ns: {j}"
         );
-        // The GC's samples are not in any context of the profile.
+        // The GC's samples are not in any context of the profile. The list is read
+        // again after the export: samples still arriving only add to it.
         let file = export_pprof(&d, pid, &format!("{tag}-gc"));
         let (rows, text) = cum_ns(&file);
         let in_contexts = cum_of(&rows, "CpuSplit.main(") + cum_of(&rows, "CpuSplit.lambda$");
+        let app = listed(&d, pid).map_or(0, |j| cpu_of_kind(&j, "app"));
         assert!(
             in_contexts <= app,
             "{tag}: {in_contexts} ns in contexts, app {app} ns\n{text}"

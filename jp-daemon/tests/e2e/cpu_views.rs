@@ -4,62 +4,34 @@
 //! context's CPU (a's twice b's, the sums add up along the tree and into a cut), and
 //! `jpctl top` in tmux shows a `cpu%` column with a's CPU, and sorts by it.
 
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::cpu::{assert_two_to_one, cpu_of_kind, jdks, wait_listed, Jvm, CONFIG};
+use super::cpu::{assert_two_to_one, compile, cpu_of_kind, jdks, wait_listed, Jvm, CONFIG};
 use crate::support::fleet::tool;
 use crate::support::jpd::Jpd;
+use crate::support::require_root;
 use crate::support::tmux::Tmux;
-use crate::support::{binary, require_root};
 
 /// One sample of jpd's default sampler (997 Hz), as cpu.rs counts it.
 const PERIOD_NS: u64 = 1_000_000_000 / 997;
 
 /// `CpuViews.class` for one JDK, compiled fresh in this test process.
 fn classes(tag: &str, home: &Path) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-cpu-views-{tag}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jvm/CpuViews.java");
-    let status = Command::new(home.join("bin/javac"))
-        .arg("-d")
-        .arg(&dir)
-        .arg(&src)
-        .status()
-        .expect("run javac");
-    assert!(status.success(), "javac {} failed", src.display());
-    dir
+    compile("CpuViews", tag, home)
 }
 
 /// `CpuViews SECONDS 1` with the agent (as cpu.rs starts CpuSplit).
 fn start(home: &Path, dir: &Path, seconds: u32) -> Jvm {
-    let mut child = Command::new(home.join("bin/java"))
-        .arg(format!(
-            "-agentpath:{}=profiler=usdt,granularity=100000",
-            binary("JP_AGENT_LIB").display()
-        ))
-        .arg("-XX:-UsePerfData")
-        .arg("-cp")
-        .arg(dir)
-        .arg("CpuViews")
-        .arg(seconds.to_string())
-        .arg("1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start java");
-    let stdin = child.stdin.take().expect("stdin");
-    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    Jvm {
-        child,
-        stdin,
-        stdout,
-    }
+    Jvm::launch(
+        &[],
+        home,
+        dir,
+        "CpuViews",
+        &[seconds.to_string(), "1".to_string()],
+    )
 }
 
 fn ns(v: &Value, field: &str) -> u64 {

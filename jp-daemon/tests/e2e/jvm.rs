@@ -242,16 +242,7 @@ fn strip_cpu(v: &mut Value) {
 
 fn exported_with_cpu(d: &Jpd, pid: u32, tag: &str) -> Value {
     let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{tag}-jpd.json"));
-    let _ = std::fs::remove_file(&file);
-    d.jpctl_output(&[
-        "jvm",
-        "export",
-        &pid.to_string(),
-        "--format",
-        "json",
-        "-o",
-        file.to_str().expect("UTF-8 path"),
-    ]);
+    d.export_to(pid, "json", &file);
     read_json(&file)
 }
 

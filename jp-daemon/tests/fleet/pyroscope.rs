@@ -507,15 +507,7 @@ fn pushed_cpu(profiles: &[Pushed]) -> BTreeMap<Vec<String>, i64> {
 /// The CPU per context of jpd's whole-tree pprof of `pid` (`jpctl jvm export`).
 fn exported_cpu(jpd: &Jpd, pid: u32, dir: &Path) -> BTreeMap<Vec<String>, i64> {
     let file = dir.join("exported.pb.gz");
-    jpd.jpctl_output(&[
-        "jvm",
-        "export",
-        &pid.to_string(),
-        "--format",
-        "pprof",
-        "-o",
-        file.to_str().expect("UTF-8 path"),
-    ]);
+    jpd.export_to(pid, "pprof", &file);
     let gz = std::fs::read(&file).expect("read the export");
     let mut raw = Vec::new();
     flate2::read::GzDecoder::new(gz.as_slice())

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -245,6 +245,20 @@ impl Jpd {
         let text = self.jpctl_output(args);
         serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("jpctl {args:?} printed no JSON ({e}):\n{text}"))
+    }
+
+    /// `jpctl jvm export PID --format FORMAT -o FILE` (an old FILE removed first).
+    pub fn export_to(&self, pid: u32, format: &str, file: &Path) {
+        let _ = std::fs::remove_file(file);
+        self.jpctl_output(&[
+            "jvm",
+            "export",
+            &pid.to_string(),
+            "--format",
+            format,
+            "-o",
+            file.to_str().expect("UTF-8 path"),
+        ]);
     }
 
     /// SIGKILL: no clean-up by jpd; the kernel closes its descriptors.
