@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use serde_json::Value;
 
+use super::fleet::jpctl_json;
 use super::floor::bpf_stats_on;
 use super::jvm::{cost, rounds};
 use super::kernel::Jpd;
@@ -197,22 +197,6 @@ fn jpd_config(dir: &Path, join: bool) -> Result<PathBuf> {
     body.push_str("[usdt]\nscan_interval_ms = 500\n");
     std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
-}
-
-fn jpctl_json(out: &Deliverables, socket: &Path, args: &[&str]) -> Result<Value> {
-    let o = Command::new(&out.jpctl)
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .context("cannot run jpctl")?;
-    if !o.status.success() {
-        bail!(
-            "jpctl {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        );
-    }
-    serde_json::from_slice(&o.stdout).with_context(|| format!("jpctl {args:?}: not JSON"))
 }
 
 /// The running JVMs jpd lists: (pid, joined, main), joined = the `cpu` field is there.

@@ -307,8 +307,10 @@ fn jpctl(out: &Deliverables, socket: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-fn jpctl_json(out: &Deliverables, socket: &Path, args: &[&str]) -> Result<Value> {
-    Ok(serde_json::from_str(&jpctl(out, socket, args)?)?)
+/// `jpctl --socket SOCKET ARGS` (a `--json` command), parsed.
+pub(super) fn jpctl_json(out: &Deliverables, socket: &Path, args: &[&str]) -> Result<Value> {
+    serde_json::from_str(&jpctl(out, socket, args)?)
+        .with_context(|| format!("jpctl {args:?}: not JSON"))
 }
 
 fn wait_all_listed(out: &Deliverables, socket: &Path, pids: &[u32], limit: Duration) -> Result<()> {

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use jp_proto::v1::{JvmDelta, JvmMethodDelta, JvmSummary};
+use jp_proto::v1::{JvmDelta, JvmSummary};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JvmSort {
@@ -49,61 +49,71 @@ impl JvmSort {
     }
 }
 
+/// A JVM's or a method's counts: totals since the JVM was first seen on the stream (or
+/// the last local zero), their rates over the last update, and what arrived while paused.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tally {
+    pub calls: u64,
+    pub bytecodes: u64,
+    /// CPU (ns): a method's own contexts, or all of a JVM's threads.
+    pub cpu_ns: u64,
+    /// Per second over the last update.
+    pub calls_rate: f64,
+    pub bytecodes_rate: f64,
+    /// CPU ns per wall-clock ns over the last update (1.0: one CPU busy).
+    pub cpu_rate: f64,
+    /// (calls, bytecodes, cpu ns) received while paused.
+    pending: [u64; 3],
+}
+
+impl Tally {
+    /// `[calls, bytecodes, cpu ns]` more. Not paused, the rates become theirs over
+    /// `rate_over` ns when given (0 ns: no known time, rate 0).
+    fn add(&mut self, delta: [u64; 3], rate_over: Option<u64>, paused: bool) {
+        if paused {
+            for (p, d) in self.pending.iter_mut().zip(delta) {
+                *p += d;
+            }
+            return;
+        }
+        let [calls, bytecodes, cpu_ns] = delta;
+        self.calls += calls;
+        self.bytecodes += bytecodes;
+        self.cpu_ns += cpu_ns;
+        if let Some(ns) = rate_over {
+            self.calls_rate = per_s(calls, ns);
+            self.bytecodes_rate = per_s(bytecodes, ns);
+            self.cpu_rate = per_ns(cpu_ns, ns);
+        }
+    }
+
+    /// Rates drop to 0: nothing ran.
+    fn stop(&mut self) {
+        (self.calls_rate, self.bytecodes_rate, self.cpu_rate) = (0.0, 0.0, 0.0);
+    }
+
+    /// What arrived while paused joins the totals.
+    fn resume(&mut self) {
+        let [calls, bytecodes, cpu_ns] = std::mem::take(&mut self.pending);
+        self.calls += calls;
+        self.bytecodes += bytecodes;
+        self.cpu_ns += cpu_ns;
+    }
+
+    fn zero(&mut self) {
+        *self = Tally::default();
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct JvmMethodRow {
     /// `pkg.Class.name(DESCRIPTOR)`.
     pub name: String,
     pub file: Option<String>,
-    /// Since the JVM was first seen on the stream, or the last local zero.
-    pub calls: u64,
-    pub bytecodes: u64,
-    /// Per second over the last update.
-    pub calls_rate: f64,
-    pub bytecodes_rate: f64,
-    /// CPU (ns) in the method's own contexts, as the counts; the rate is CPU ns per
-    /// wall-clock ns over the last method deltas (1.0: one CPU busy).
-    pub cpu_ns: u64,
-    pub cpu_rate: f64,
-    pending_calls: u64,
-    pending_bytecodes: u64,
-    pending_cpu: u64,
+    /// The CPU is the method's own contexts'.
+    pub counts: Tally,
     /// Lower-cased name for the filter.
     search: String,
-}
-
-impl JvmMethodRow {
-    /// One method delta covering `elapsed_ns` (0: the JVM's history, no rate).
-    fn add(&mut self, md: &JvmMethodDelta, elapsed_ns: u64, paused: bool) {
-        if paused {
-            self.pending_calls += md.calls;
-            self.pending_bytecodes += md.bytecodes;
-            self.pending_cpu += md.cpu_ns;
-        } else {
-            self.calls += md.calls;
-            self.bytecodes += md.bytecodes;
-            self.cpu_ns += md.cpu_ns;
-            self.calls_rate = per_s(md.calls, elapsed_ns);
-            self.bytecodes_rate = per_s(md.bytecodes, elapsed_ns);
-            self.cpu_rate = per_ns(md.cpu_ns, elapsed_ns);
-        }
-    }
-
-    /// Rates drop to 0: the method did not run.
-    fn stop(&mut self) {
-        (self.calls_rate, self.bytecodes_rate, self.cpu_rate) = (0.0, 0.0, 0.0);
-    }
-
-    fn resume(&mut self) {
-        self.calls += std::mem::take(&mut self.pending_calls);
-        self.bytecodes += std::mem::take(&mut self.pending_bytecodes);
-        self.cpu_ns += std::mem::take(&mut self.pending_cpu);
-    }
-
-    fn zero(&mut self) {
-        (self.calls, self.bytecodes, self.cpu_ns) = (0, 0, 0);
-        (self.pending_calls, self.pending_bytecodes, self.pending_cpu) = (0, 0, 0);
-        self.stop();
-    }
 }
 
 /// `x` per second over `ns`; 0 without a known time.
@@ -131,18 +141,10 @@ pub struct JvmRow {
     pub main: String,
     pub jdk_version: String,
     pub exited: bool,
-    pub calls: u64,
-    pub bytecodes: u64,
-    pub calls_rate: f64,
-    pub bytecodes_rate: f64,
-    /// CPU (ns) of all the JVM's threads, and per wall-clock ns over the last update.
-    pub cpu_ns: u64,
-    pub cpu_rate: f64,
+    /// The CPU is all the JVM's threads'.
+    pub counts: Tally,
     /// jpd's kernel sampler is joined to this JVM: its CPU fields mean something.
     pub joined: bool,
-    pending_calls: u64,
-    pending_bytecodes: u64,
-    pending_cpu: u64,
     pub methods: Vec<JvmMethodRow>,
     method_by_name: HashMap<String, usize>,
 }
@@ -253,10 +255,10 @@ impl JvmState {
     fn add_counts(&mut self, d: &JvmDelta, elapsed_ns: u64, paused: bool) {
         if !paused {
             for j in &mut self.jvms {
-                (j.calls_rate, j.bytecodes_rate, j.cpu_rate) = (0.0, 0.0, 0.0);
+                j.counts.stop();
                 let idle = d.jvms.iter().all(|a| a.pid != j.pid);
                 if idle {
-                    j.methods.iter_mut().for_each(JvmMethodRow::stop);
+                    j.methods.iter_mut().for_each(|m| m.counts.stop());
                 }
             }
         }
@@ -266,29 +268,23 @@ impl JvmState {
                 continue;
             };
             j.joined |= a.cpu_ns > 0 || a.methods.iter().any(|m| m.cpu_ns > 0);
-            if paused {
-                j.pending_calls += a.calls;
-                j.pending_bytecodes += a.bytecodes;
-                j.pending_cpu += a.cpu_ns;
-            } else {
-                j.calls += a.calls;
-                j.bytecodes += a.bytecodes;
-                j.cpu_ns += a.cpu_ns;
-                if !first {
-                    j.calls_rate = per_s(a.calls, elapsed_ns);
-                    j.bytecodes_rate = per_s(a.bytecodes, elapsed_ns);
-                    j.cpu_rate = per_ns(a.cpu_ns, elapsed_ns);
-                }
-                if a.methods_elapsed_ns > 0 {
-                    j.methods.iter_mut().for_each(JvmMethodRow::stop);
-                }
+            // A JVM's first activity is its history: totals, no rate.
+            let rate_over = (!first).then_some(elapsed_ns);
+            j.counts
+                .add([a.calls, a.bytecodes, a.cpu_ns], rate_over, paused);
+            if !paused && a.methods_elapsed_ns > 0 {
+                j.methods.iter_mut().for_each(|m| m.counts.stop());
             }
             for md in &a.methods {
                 let Some((name, file)) = self.names.get(&md.id) else {
                     continue;
                 };
-                j.method(name, file.as_ref())
-                    .add(md, a.methods_elapsed_ns, paused);
+                // (0 ns: the JVM's history, no rate.)
+                j.method(name, file.as_ref()).counts.add(
+                    [md.calls, md.bytecodes, md.cpu_ns],
+                    Some(a.methods_elapsed_ns),
+                    paused,
+                );
             }
         }
     }
@@ -326,27 +322,25 @@ impl JvmState {
     /// Resume: what arrived while paused joins the totals.
     pub fn resume(&mut self) {
         for j in &mut self.jvms {
-            j.calls += std::mem::take(&mut j.pending_calls);
-            j.bytecodes += std::mem::take(&mut j.pending_bytecodes);
-            j.cpu_ns += std::mem::take(&mut j.pending_cpu);
-            j.methods.iter_mut().for_each(JvmMethodRow::resume);
+            j.counts.resume();
+            j.methods.iter_mut().for_each(|m| m.counts.resume());
         }
     }
 
     /// Local zero: totals and rates restart from now.
     pub fn zero(&mut self) {
         for j in &mut self.jvms {
-            (j.calls, j.bytecodes, j.pending_calls, j.pending_bytecodes) = (0, 0, 0, 0);
-            (j.cpu_ns, j.pending_cpu) = (0, 0);
-            (j.calls_rate, j.bytecodes_rate, j.cpu_rate) = (0.0, 0.0, 0.0);
-            j.methods.iter_mut().for_each(JvmMethodRow::zero);
+            j.counts.zero();
+            j.methods.iter_mut().for_each(|m| m.counts.zero());
         }
     }
 
     /// Share of the selected JVM's bytecodes, in percent.
     pub fn share(&self, bytecodes: u64) -> f64 {
         match self.selected_row() {
-            Some(j) if j.bytecodes > 0 => 100.0 * bytecodes as f64 / j.bytecodes as f64,
+            Some(j) if j.counts.bytecodes > 0 => {
+                100.0 * bytecodes as f64 / j.counts.bytecodes as f64
+            }
             _ => 0.0,
         }
     }
@@ -363,20 +357,22 @@ impl JvmState {
         };
         let ms = &j.methods;
         self.order.extend((0..ms.len()).filter(|&i| {
-            (ms[i].bytecodes > 0 || ms[i].calls > 0 || ms[i].cpu_ns > 0)
+            (ms[i].counts.bytecodes > 0 || ms[i].counts.calls > 0 || ms[i].counts.cpu_ns > 0)
                 && (filter.is_empty() || ms[i].search.contains(filter))
         }));
         self.order.sort_by(|&a, &b| {
             let (a, b) = (&ms[a], &ms[b]);
             let o = match by {
-                JvmSort::BytecodeRate => b.bytecodes_rate.total_cmp(&a.bytecodes_rate),
-                JvmSort::CpuRate => b.cpu_rate.total_cmp(&a.cpu_rate),
-                JvmSort::CallRate => b.calls_rate.total_cmp(&a.calls_rate),
-                JvmSort::Bytecodes => b.bytecodes.cmp(&a.bytecodes),
-                JvmSort::Calls => b.calls.cmp(&a.calls),
+                JvmSort::BytecodeRate => {
+                    b.counts.bytecodes_rate.total_cmp(&a.counts.bytecodes_rate)
+                }
+                JvmSort::CpuRate => b.counts.cpu_rate.total_cmp(&a.counts.cpu_rate),
+                JvmSort::CallRate => b.counts.calls_rate.total_cmp(&a.counts.calls_rate),
+                JvmSort::Bytecodes => b.counts.bytecodes.cmp(&a.counts.bytecodes),
+                JvmSort::Calls => b.counts.calls.cmp(&a.counts.calls),
                 JvmSort::Name => a.name.cmp(&b.name),
             };
-            o.then_with(|| b.bytecodes.cmp(&a.bytecodes))
+            o.then_with(|| b.counts.bytecodes.cmp(&a.counts.bytecodes))
                 .then_with(|| a.name.cmp(&b.name))
         });
     }
@@ -385,7 +381,7 @@ impl JvmState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jp_proto::v1::{JvmActivity, JvmMethod};
+    use jp_proto::v1::{JvmActivity, JvmMethod, JvmMethodDelta};
 
     fn first() -> JvmDelta {
         JvmDelta {
@@ -438,7 +434,7 @@ mod tests {
 
     fn run(s: &JvmState) -> (u64, u64, f64) {
         let m = &s.jvms[0].methods[0];
-        (m.calls, m.bytecodes, m.bytecodes_rate)
+        (m.counts.calls, m.counts.bytecodes, m.counts.bytecodes_rate)
     }
 
     #[test]
@@ -448,19 +444,22 @@ mod tests {
         assert_eq!(s.selected, Some(9));
         // The first activity is the JVM's history: totals, no rate.
         assert_eq!(run(&s), (4, 100, 0.0));
-        assert_eq!(s.jvms[0].bytecodes_rate, 0.0);
+        assert_eq!(s.jvms[0].counts.bytecodes_rate, 0.0);
         s.apply(&more(3), 1_000_000_000, true, true);
         assert_eq!(run(&s), (4, 100, 0.0), "paused: held back");
         s.resume();
         assert_eq!(run(&s), (5, 110, 0.0));
-        assert_eq!((s.jvms[0].calls, s.jvms[0].bytecodes), (5, 110));
+        assert_eq!(
+            (s.jvms[0].counts.calls, s.jvms[0].counts.bytecodes),
+            (5, 110)
+        );
         s.zero();
         assert_eq!(run(&s), (0, 0, 0.0));
         s.refresh_order("", JvmSort::BytecodeRate);
         assert!(s.order.is_empty(), "nothing since the zero");
         s.apply(&more(3), 500_000_000, true, false);
         assert_eq!(run(&s), (1, 10, 20.0));
-        assert_eq!(s.jvms[0].bytecodes_rate, 20.0);
+        assert_eq!(s.jvms[0].counts.bytecodes_rate, 20.0);
         assert_eq!(s.share(10), 100.0);
     }
 
@@ -470,15 +469,18 @@ mod tests {
         s.apply(&first(), 1_000_000_000, true, false);
         s.apply(&more(3), 1_000_000_000, true, false);
         assert_eq!(run(&s), (5, 110, 20.0), "10 bytecodes over 0.5 s");
-        assert_eq!(s.jvms[0].bytecodes_rate, 10.0, "10 over the 1 s message");
+        assert_eq!(
+            s.jvms[0].counts.bytecodes_rate, 10.0,
+            "10 over the 1 s message"
+        );
         // jpd sent the JVM's totals but computed no method deltas this time.
         let mut totals_only = more(3);
         totals_only.jvms[0].methods.clear();
         totals_only.jvms[0].methods_elapsed_ns = 0;
         s.apply(&totals_only, 250_000_000, true, false);
         assert_eq!(run(&s), (5, 110, 20.0), "the method rate stands");
-        assert_eq!(s.jvms[0].bytecodes_rate, 40.0);
-        assert_eq!(s.jvms[0].bytecodes, 120);
+        assert_eq!(s.jvms[0].counts.bytecodes_rate, 40.0);
+        assert_eq!(s.jvms[0].counts.bytecodes, 120);
         // Method deltas over 4 s that do not name the method: its rate is 0.
         let mut other = more(3);
         other.jvms[0].methods.clear();
@@ -490,7 +492,7 @@ mod tests {
         // The JVM left out of a message was idle.
         s.apply(&JvmDelta::default(), 1_000_000_000, true, false);
         assert_eq!(run(&s).2, 0.0);
-        assert_eq!(s.jvms[0].bytecodes_rate, 0.0);
+        assert_eq!(s.jvms[0].counts.bytecodes_rate, 0.0);
     }
 
     #[test]
@@ -547,7 +549,10 @@ mod tests {
         };
         s.apply(&reused, 1, true, false);
         let j = s.selected_row().unwrap();
-        assert_eq!((j.pid, j.main.as_str(), j.bytecodes), (9, "Other", 0));
+        assert_eq!(
+            (j.pid, j.main.as_str(), j.counts.bytecodes),
+            (9, "Other", 0)
+        );
         assert!(j.methods.is_empty());
     }
 
@@ -577,8 +582,8 @@ mod tests {
     fn cpu(s: &JvmState) -> [(u64, f64); 2] {
         let j = &s.jvms[0];
         [
-            (j.methods[0].cpu_ns, j.methods[0].cpu_rate),
-            (j.cpu_ns, j.cpu_rate),
+            (j.methods[0].counts.cpu_ns, j.methods[0].counts.cpu_rate),
+            (j.counts.cpu_ns, j.counts.cpu_rate),
         ]
     }
 

@@ -23,7 +23,7 @@ pub(super) fn render(frame: &mut Frame<'_>, area: Rect, s: &TopState) {
         Some(row) => {
             let (pos, n) = j.position();
             let cpu = if row.joined {
-                format!(" cpu {}", cpu_percent(row.cpu_rate))
+                format!(" cpu {}", cpu_percent(row.counts.cpu_rate))
             } else {
                 String::new()
             };
@@ -74,15 +74,15 @@ pub(super) fn render(frame: &mut Frame<'_>, area: Rect, s: &TopState) {
 /// One method's cells; the `cpu%` one only for a joined JVM.
 fn method_row<'a>(j: &JvmState, row: &JvmRow, m: &'a JvmMethodRow) -> Row<'a> {
     let mut cells = vec![
-        Cell::from(Line::from(format!("{:.1}%", j.share(m.bytecodes))).right_aligned()),
-        Cell::from(Line::from(m.bytecodes.to_string()).right_aligned()),
-        Cell::from(Line::from(rate(m.bytecodes_rate)).right_aligned()),
-        Cell::from(Line::from(m.calls.to_string()).right_aligned()),
-        Cell::from(Line::from(rate(m.calls_rate)).right_aligned()),
+        Cell::from(Line::from(format!("{:.1}%", j.share(m.counts.bytecodes))).right_aligned()),
+        Cell::from(Line::from(m.counts.bytecodes.to_string()).right_aligned()),
+        Cell::from(Line::from(rate(m.counts.bytecodes_rate)).right_aligned()),
+        Cell::from(Line::from(m.counts.calls.to_string()).right_aligned()),
+        Cell::from(Line::from(rate(m.counts.calls_rate)).right_aligned()),
     ];
     if row.joined {
         cells.push(Cell::from(
-            Line::from(cpu_percent(m.cpu_rate)).right_aligned(),
+            Line::from(cpu_percent(m.counts.cpu_rate)).right_aligned(),
         ));
     }
     // Without the descriptor's noise: pkg.Class.m(int,java.lang.String[]).
