@@ -288,7 +288,7 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
             }
         }
     };
-    let symbols = ctx.sources.stores.kernel.kernel_view().symbols;
+    let symbols = ctx.sources.stores.kernel.symbols();
     blocking::off_runtime(move || {
         let (tree, cpu) = match &after {
             None => {

@@ -21,7 +21,7 @@
 //! Dropping the collector also detaches. `refresh()` reads the maps immediately
 //! (useful before answering a request that must be current, and in tests).
 //!
-//! Symbolizing: `store.kernel_view().symbols` is the current [`symbols::Symbols`];
+//! Symbolizing: `store.symbols()` is the current [`symbols::Symbols`];
 //! [`profile::aggregate`] turns `buckets`/`other_ips` (or `irq_buckets`/`irq_other_ips`)
 //! into per-function samples and loads; `Symbols::name_of(function_addr)` names an IRQ
 //! handler function.

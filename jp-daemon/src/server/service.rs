@@ -229,7 +229,7 @@ impl Jp for JpService {
         let format = pb::JvmExportFormat::try_from(req.format)
             .map_err(|_| Status::invalid_argument(format!("unknown format {}", req.format)))?;
         let jvm = Arc::clone(&self.jvm);
-        let symbols = self.store.kernel_view().symbols;
+        let symbols = self.store.symbols();
         let chunks = blocking(move || {
             let snapshot = {
                 let mut store = lock(&jvm);

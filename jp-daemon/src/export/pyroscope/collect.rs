@@ -174,6 +174,8 @@ fn jvms(
 ) {
     let list = lock(&sources.stores.jvm).list();
     b.jvms.retain(|pid, _| list.iter().any(|s| s.pid == *pid));
+    // Names the kernel frames of the JVMs' CPU per context.
+    let symbols = sources.stores.kernel.symbols();
     for s in list {
         if s.main.is_empty() && s.exited_at.is_none() {
             // Not named yet (its hello has not arrived): wait rather than split its
@@ -224,7 +226,6 @@ fn jvms(
                 Some(pushed) => now_cpu.since(pushed),
                 None => now_cpu.clone(),
             };
-            let symbols = sources.stores.kernel.kernel_view().symbols;
             let c = window.mct_cpu(&tree, symbols.as_deref());
             c.remap(&map, whole_delta.nodes.len())
         });

@@ -162,6 +162,12 @@ impl Store {
         self.write().symbols = Some(symbols);
     }
 
+    /// The current kernel symbols, without copying any counts (naming kernel frames of
+    /// a JVM's CPU per context needs only these).
+    pub fn symbols(&self) -> Option<Arc<Symbols>> {
+        self.read().symbols.clone()
+    }
+
     /// Counts since the last reset (the maps are never cleared, see module docs).
     pub fn kernel_view(&self) -> KernelView {
         let inner = self.read();
