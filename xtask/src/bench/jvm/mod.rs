@@ -7,7 +7,9 @@
 //! - `steady`: each program's work in rounds inside one JVM, timed after warm-up (what a
 //!   service pays), with C2's compile time and code size from the same JVMs;
 //! - `cost`: nanoseconds per operation (calls, recursion, blocks, throws);
-//! - `contexts`: bytes per calling context and the slowdown as contexts grow.
+//! - `contexts`: bytes per calling context and the slowdown as contexts grow;
+//! - `entry`: today's method entry against one handed the caller's context, by hand, side
+//!   by side in one JVM (the design the hot path would move to).
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,6 +23,7 @@ use crate::cmd::root;
 use crate::setup::{JDK17, JDK25};
 
 mod contexts;
+mod entry;
 // cost's operations and rounds' harness runner are shared with `bench cpu`.
 pub(crate) mod cost;
 pub(crate) mod rounds;
@@ -38,6 +41,7 @@ pub enum Part {
     Steady,
     Cost,
     Contexts,
+    Entry,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -98,7 +102,7 @@ pub fn run(out: &Deliverables, parts: &[Part], only: &[u32]) -> Result<()> {
 Real programs from Debian packages (inputs in `xtask/bench-inputs/jvm/`) and small programs \
 that isolate one operation, each without the agent and with it (bba=default and \
 bba=precise), side by side in one run, on JDK 17 and JDK 25. Each subsection is written by \
-its part (`cargo xtask bench jvm whole|steady|cost|contexts [--jdk 17|25]`, all parts and \
+its part (`cargo xtask bench jvm whole|steady|cost|contexts|entry [--jdk 17|25]`, all parts and \
 both JDKs by default).\n{notes}"
         ),
     )?;
@@ -113,6 +117,7 @@ both JDKs by default).\n{notes}"
                 ("jvm-steady", body)
             }
             Part::Cost => ("jvm-cost", cost::run(out, &dir, &jdks)?),
+            Part::Entry => ("jvm-entry", entry::run(out, &dir, &jdks)?),
             Part::Contexts => {
                 // Without the steady part in this run, its last recorded geometric means.
                 let steady = steady_geomean
