@@ -21,7 +21,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => Bba::Default,
     };
     let bytes = std::fs::read(input)?;
-    match rewrite_class(&bytes, &RewriteOptions { bba }, &mut Sequential(0))? {
+    match rewrite_class(
+        &bytes,
+        &RewriteOptions {
+            bba,
+            pass_context: true,
+        },
+        &mut Sequential(0),
+    )? {
         Rewritten::Changed { bytes, stats } => {
             std::fs::write(output, bytes)?;
             eprintln!("{stats:?}");

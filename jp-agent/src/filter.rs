@@ -68,9 +68,39 @@ pub fn decide(opts: &Options, name: &str, jdk_loader: bool) -> Decision {
     Decision::Instrument
 }
 
+/// Whether the rewriter may give methods second bodies that call sites call with their
+/// context (docs/agent-contract.md, "Passed contexts"). Such a body keeps the thread's current
+/// context up to date only before calls and instructions that resolve classes; Java code
+/// the JVM runs at any other instruction (an implicit exception's constructor, in
+/// `java/lang`) must therefore not be instrumented: not with jdk=true, nor with an
+/// include= that reaches into `java/` or `jdk/`.
+pub fn may_pass_context(opts: &Options) -> bool {
+    let reaches_core = |p: &str| {
+        ["java/", "jdk/"]
+            .iter()
+            .any(|core| p.starts_with(core) || core.starts_with(p))
+    };
+    !opts.jdk && !opts.include.iter().any(|p| reaches_core(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passed_contexts_only_without_the_core_jdk() {
+        let mut o = Options::default();
+        assert!(may_pass_context(&o));
+        o.include = vec!["com/sun/tools/javac".into()];
+        assert!(may_pass_context(&o), "javac's own classes");
+        o.include = vec!["java/util/".into()];
+        assert!(!may_pass_context(&o));
+        o.include = vec!["ja".into()];
+        assert!(!may_pass_context(&o), "a prefix of java/");
+        o.include = Vec::new();
+        o.jdk = true;
+        assert!(!may_pass_context(&o));
+    }
 
     #[test]
     fn decisions() {

@@ -18,6 +18,9 @@ pub struct Stats {
     pub methods_empty_finalizers: AtomicU64,
     pub code_bytes_before: AtomicU64,
     pub code_bytes_after: AtomicU64,
+    /// Second bodies added, and call sites that call one passing their context.
+    pub methods_passed: AtomicU64,
+    pub call_sites_passed: AtomicU64,
     pub rewrite_nanos: AtomicU64,
     /// Profiler calls (report points) of all threads, known at VM death.
     pub reports: AtomicU64,
@@ -46,6 +49,8 @@ impl Stats {
             methods_empty_finalizers: AtomicU64::new(0),
             code_bytes_before: AtomicU64::new(0),
             code_bytes_after: AtomicU64::new(0),
+            methods_passed: AtomicU64::new(0),
+            call_sites_passed: AtomicU64::new(0),
             rewrite_nanos: AtomicU64::new(0),
             reports: AtomicU64::new(0),
             calls_folded: AtomicU64::new(0),
@@ -69,6 +74,10 @@ impl Stats {
         self.code_bytes_before
             .fetch_add(s.code_bytes_before, Relaxed);
         self.code_bytes_after.fetch_add(s.code_bytes_after, Relaxed);
+        self.methods_passed
+            .fetch_add(u64::from(s.methods_passed), Relaxed);
+        self.call_sites_passed
+            .fetch_add(u64::from(s.call_sites_passed), Relaxed);
     }
 
     /// `key=value` pairs separated by spaces (stable keys: tests and profilers parse them).
@@ -86,7 +95,8 @@ impl Stats {
              classes_failed={} classes_retransformed={} methods_instrumented={} \
              methods_too_large={} methods_unwidenable={} methods_without_catch_all={} \
              methods_empty_finalizers={} code_bytes_before={} code_bytes_after={} rewrite_ms={:.1} classes_per_s={:.0} \
-             reports={} calls_folded={} merged_contexts_folded={} context_budget={}",
+             reports={} calls_folded={} merged_contexts_folded={} context_budget={} \
+             methods_passed={} call_sites_passed={}",
             g(&self.classes_seen),
             g(&self.classes_skipped),
             rewritten,
@@ -106,6 +116,8 @@ impl Stats {
             g(&self.calls_folded),
             g(&self.merged_contexts_folded),
             g(&self.context_budget),
+            g(&self.methods_passed),
+            g(&self.call_sites_passed),
         )
     }
 }

@@ -58,9 +58,15 @@ fn jsr_ret_fixture_verifies_and_counts() {
             .arg("JsrFixture"));
         assert_eq!(out, expected_out, "JDK {jname}: the original fixture");
         for (bba, bname) in [(Bba::Default, "default"), (Bba::Precise, "precise")] {
-            let Rewritten::Changed { bytes, stats } =
-                rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).expect("rewrites")
-            else {
+            let Rewritten::Changed { bytes, stats } = rewrite_class(
+                &input,
+                &RewriteOptions {
+                    bba,
+                    pass_context: true,
+                },
+                &mut Ids(0),
+            )
+            .expect("rewrites") else {
                 panic!("unchanged")
             };
             assert_eq!(stats.methods_instrumented, 4);

@@ -132,9 +132,15 @@ fn far_branches_are_widened_or_counted() {
         assert_eq!(u16::from_be_bytes([input[6], input[7]]), version);
         let mut bytecodes = Vec::new();
         for (bba, bname) in [(Bba::Default, "default"), (Bba::Precise, "precise")] {
-            let Rewritten::Changed { bytes, stats } =
-                rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap()
-            else {
+            let Rewritten::Changed { bytes, stats } = rewrite_class(
+                &input,
+                &RewriteOptions {
+                    bba,
+                    pass_context: true,
+                },
+                &mut Ids(0),
+            )
+            .unwrap() else {
                 panic!("unchanged")
             };
             assert_eq!(
@@ -155,7 +161,10 @@ fn far_branches_are_widened_or_counted() {
             std::fs::write(new.join("Big.class"), &bytes).unwrap();
             let Rewritten::Changed { bytes: lb, .. } = rewrite_class(
                 &std::fs::read(orig.join("Locals.class")).unwrap(),
-                &RewriteOptions { bba },
+                &RewriteOptions {
+                    bba,
+                    pass_context: true,
+                },
                 &mut Ids(0),
             )
             .unwrap() else {

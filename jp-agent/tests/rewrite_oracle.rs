@@ -12,7 +12,9 @@ use std::path::Path;
 
 use cafebabe::attributes::{AttributeData, CodeData};
 use cafebabe::bytecode::Opcode;
-use cafebabe::constant_pool::{LiteralConstant, Loadable};
+use cafebabe::constant_pool::{LiteralConstant, Loadable, MemberRef, NameAndType};
+use cafebabe::descriptors::FieldType;
+use cafebabe::MethodAccessFlags;
 use jpagent::classfile::{rewrite_class, Bba, RewriteOptions, Rewritten};
 use rewrite_common::*;
 
@@ -74,6 +76,32 @@ fn rt_call(op: &Opcode) -> Option<String> {
     }
 }
 
+/// A call site that passes its context, as the original call it replaces: `NAME$jp` with
+/// `Ljp/rt/Node;` as its last argument, back to `NAME` without it. None for any other op.
+fn unpassed(op: &Opcode) -> Option<String> {
+    let m = match op {
+        Opcode::Invokestatic(m) | Opcode::Invokespecial(m) | Opcode::Invokevirtual(m) => m,
+        _ => return None,
+    };
+    let name = m.name_and_type.name.strip_suffix("$jp")?;
+    let desc = m.name_and_type.descriptor.replace("Ljp/rt/Node;)", ")");
+    if desc == m.name_and_type.descriptor {
+        return None;
+    }
+    let back = MemberRef {
+        class_name: m.class_name.clone(),
+        name_and_type: NameAndType {
+            name: name.to_string().into(),
+            descriptor: desc.into(),
+        },
+    };
+    Some(variant(&match op {
+        Opcode::Invokestatic(_) => Opcode::Invokestatic(back),
+        Opcode::Invokespecial(_) => Opcode::Invokespecial(back),
+        _ => Opcode::Invokevirtual(back),
+    }))
+}
+
 fn code<'a, 'b>(attrs: &'b [cafebabe::attributes::AttributeInfo<'a>]) -> Option<&'b CodeData<'a>> {
     attrs.iter().find_map(|a| match &a.data {
         AttributeData::Code(c) => Some(c),
@@ -82,21 +110,27 @@ fn code<'a, 'b>(attrs: &'b [cafebabe::attributes::AttributeInfo<'a>]) -> Option<
 }
 
 /// Checks one rewritten method against the original; returns the number of original
-/// instructions.
-fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
+/// instructions. `second`: Some(the slot of the caller's context) for a second body.
+fn check_method(name: &str, orig: &CodeData, new: &CodeData, second: Option<u16>) -> usize {
     let ob = orig.bytecode.as_ref().expect("original bytecode");
     let nb = new.bytecode.as_ref().expect("rewritten bytecode parses");
     let ops: Vec<&Opcode> = nb.opcodes.iter().map(|(_, o)| o).collect();
     // A pending count (bba=precise): a second local after the context, blocks `iinc` it.
-    let pending = ops
-        .iter()
-        .any(|o| rt_call(o).as_deref() == Some("exitPending"));
+    let pending = ops.iter().any(|o| {
+        matches!(
+            rt_call(o).as_deref(),
+            Some("exitPending") | Some("exitFromPending")
+        )
+    });
     let added = if pending { 2 } else { 1 };
     assert_eq!(new.max_locals, orig.max_locals + added, "{name}");
-    assert_eq!(new.max_stack, orig.max_stack + added + 1, "{name}");
+    let stack = if second.is_some() { 3 } else { added + 1 };
+    assert_eq!(new.max_stack, orig.max_stack + stack, "{name}");
     let l = orig.max_locals;
     let acc = l + 1;
     let mut injected = vec![false; ops.len()];
+    // Call sites that pass the context, as the original calls.
+    let mut renamed: Vec<Option<String>> = vec![None; ops.len()];
     let mut count_sum = 0i64;
     let mut enters = 0;
     for i in 0..ops.len() {
@@ -108,6 +142,15 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
                 continue;
             }
         }
+        if let Some(v) = unpassed(ops[i]) {
+            assert!(
+                matches!(ops[i - 1], Opcode::Aload(x) if *x == l),
+                "{name}: a passing call site loads the context last"
+            );
+            injected[i - 1] = true;
+            renamed[i] = Some(v);
+            continue;
+        }
         let Some(call) = rt_call(ops[i]) else {
             continue;
         };
@@ -116,21 +159,32 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
         let iload_acc = |j: usize| matches!(ops[j], Opcode::Iload(x) if *x == acc);
         let istore_acc = |j: usize| matches!(ops[j], Opcode::Istore(x) if *x == acc);
         match call.as_str() {
-            "enter" => {
+            "enter" | "enterFrom" => {
+                let at = usize::from(second.is_some());
+                assert_eq!(call == "enterFrom", second.is_some(), "{name}: {call}");
+                if let Some(caller) = second {
+                    assert!(
+                        matches!(ops[0], Opcode::Aload(x) if *x == caller),
+                        "{name}: the caller's context, the last argument"
+                    );
+                    injected[0] = true;
+                }
+                let i = i - at;
+                let ops = &ops[at..];
                 assert_eq!(i, 2, "{name}: enter first");
                 assert!(int_arg(ops[0]).is_some() && int_arg(ops[1]).is_some());
                 assert!(
                     matches!(ops[3], Opcode::Astore(x) if *x == l),
                     "{name}: astore L"
                 );
-                injected[0] = true;
-                injected[1] = true;
-                injected[3] = true;
+                for j in [0, 1, 3] {
+                    injected[at + j] = true;
+                }
                 if pending {
                     assert!(matches!(ops[4], Opcode::Iconst0), "{name}: pending zeroed");
-                    assert!(istore_acc(5), "{name}: pending stored");
-                    injected[4] = true;
-                    injected[5] = true;
+                    assert!(istore_acc(at + 5), "{name}: pending stored");
+                    injected[at + 4] = true;
+                    injected[at + 5] = true;
                 }
                 enters += 1;
             }
@@ -143,16 +197,21 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
                     injected[j] = true;
                 }
             }
-            "flush" | "exitPending" => {
+            "flush" | "exitPending" | "exitFromPending" => {
                 assert!(aload_l(i - 2), "{name}: {call} loads the context");
                 assert!(iload_acc(i - 1), "{name}: {call} loads the pending count");
                 injected[i - 1] = true;
                 injected[i - 2] = true;
                 if call == "flush" {
                     assert!(istore_acc(i + 1), "{name}: flush stores the pending count");
+                    // Then the call, after the context it passes or Rt.at.
+                    let mut k = i + 2;
+                    while aload_l(k) || rt_call(ops[k]).as_deref() == Some("at") {
+                        k += 1;
+                    }
                     assert!(
                         matches!(
-                            ops[i + 2],
+                            ops[k],
                             Opcode::Invokevirtual(_)
                                 | Opcode::Invokespecial(_)
                                 | Opcode::Invokestatic(_)
@@ -174,7 +233,7 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
                 injected[i - 1] = true;
                 injected[i - 2] = true;
             }
-            "exit" | "caught" => {
+            "exit" | "exitFrom" | "caught" | "at" => {
                 assert!(aload_l(i - 1), "{name}: {call} loads the context");
                 injected[i - 1] = true;
             }
@@ -211,8 +270,9 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData) -> usize {
     let kept: Vec<String> = ops
         .iter()
         .zip(&injected)
-        .filter(|(_, &j)| !j)
-        .map(|(o, _)| variant(o))
+        .enumerate()
+        .filter(|(_, (_, &j))| !j)
+        .map(|(k, (o, _))| renamed[k].clone().unwrap_or_else(|| variant(o)))
         .collect();
     let want: Vec<String> = ob.opcodes.iter().map(|(_, o)| variant(o)).collect();
     assert_eq!(kept, want, "{name}: original instructions");
@@ -270,6 +330,7 @@ fn rewritten_classes_match_the_originals() {
     let mut classes = 0;
     let mut methods = 0;
     let mut instructions = 0;
+    let mut seconds = 0;
     for jar in ["js", "h2"] {
         let src = dir.join(jar);
         extract_jar(
@@ -281,9 +342,14 @@ fn rewritten_classes_match_the_originals() {
         for f in files {
             let input = std::fs::read(&f).unwrap();
             let orig = cafebabe::parse_class(&input).expect("original parses");
-            for bba in [Bba::Default, Bba::Precise] {
-                let out = match rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap()
-                {
+            for (bba, pass_context) in [
+                (Bba::Default, false),
+                (Bba::Precise, false),
+                (Bba::Default, true),
+                (Bba::Precise, true),
+            ] {
+                let opts = RewriteOptions { bba, pass_context };
+                let out = match rewrite_class(&input, &opts, &mut Ids(0)).unwrap() {
                     Rewritten::Changed { bytes, .. } => bytes,
                     Rewritten::Unchanged { .. } => continue,
                 };
@@ -298,8 +364,65 @@ fn rewritten_classes_match_the_originals() {
                     format!("{:?}", orig.attributes),
                     format!("{:?}", new.attributes)
                 );
-                assert_eq!(orig.methods.len(), new.methods.len());
+                // The originals in their places, then the second bodies.
+                assert!(new.methods.len() >= orig.methods.len());
+                assert!(pass_context || new.methods.len() == orig.methods.len());
                 classes += 1;
+                for nm in &new.methods[orig.methods.len()..] {
+                    seconds += 1;
+                    let name = nm.name.strip_suffix("$jp").expect("a second body's name");
+                    let desc = format!("{}", nm.descriptor);
+                    let om = orig
+                        .methods
+                        .iter()
+                        .find(|m| {
+                            m.name == name
+                                && format!("{}", m.descriptor) == desc.replace("Ljp/rt/Node;)", ")")
+                        })
+                        .unwrap_or_else(|| {
+                            panic!("{}: {} is no method's second body", f.display(), nm.name)
+                        });
+                    let keep = MethodAccessFlags::STATIC
+                        | MethodAccessFlags::SYNCHRONIZED
+                        | MethodAccessFlags::STRICT;
+                    assert_eq!(
+                        nm.access_flags,
+                        (om.access_flags & keep)
+                            | MethodAccessFlags::PRIVATE
+                            | MethodAccessFlags::SYNTHETIC,
+                        "{}: {} access",
+                        f.display(),
+                        nm.name
+                    );
+                    assert!(
+                        om.access_flags
+                            .intersects(MethodAccessFlags::STATIC | MethodAccessFlags::PRIVATE),
+                        "{}: only static and private methods",
+                        nm.name
+                    );
+                    let params = om
+                        .descriptor
+                        .parameters
+                        .iter()
+                        .map(|p| match p.field_type {
+                            FieldType::Long | FieldType::Double if p.dimensions == 0 => 2,
+                            _ => 1,
+                        })
+                        .sum::<u16>();
+                    let caller =
+                        params + u16::from(!om.access_flags.contains(MethodAccessFlags::STATIC));
+                    let (Some(oc), Some(nc)) = (code(&om.attributes), code(&nm.attributes)) else {
+                        panic!("{}: a second body without code", nm.name);
+                    };
+                    let label = format!(
+                        "{} {}.{} (second body)",
+                        f.display(),
+                        orig.this_class,
+                        nm.name
+                    );
+                    instructions += check_method(&label, oc, nc, Some(caller));
+                    methods += 1;
+                }
                 for (om, nm) in orig.methods.iter().zip(&new.methods) {
                     assert_eq!(
                         (&om.name, format!("{:?}", om.descriptor)),
@@ -319,7 +442,7 @@ fn rewritten_classes_match_the_originals() {
                     match (code(&om.attributes), code(&nm.attributes)) {
                         (Some(oc), Some(nc)) => {
                             let label = format!("{} {}.{}", f.display(), orig.this_class, om.name);
-                            instructions += check_method(&label, oc, nc);
+                            instructions += check_method(&label, oc, nc, None);
                             methods += 1;
                         }
                         (None, None) => {}
@@ -329,8 +452,9 @@ fn rewritten_classes_match_the_originals() {
             }
         }
     }
-    println!("{classes} rewritten classes, {methods} methods, {instructions} instructions checked against cafebabe");
+    println!("{classes} rewritten classes, {methods} methods ({seconds} second bodies), {instructions} instructions checked against cafebabe");
     assert!(methods > 10_000);
+    assert!(seconds > 1_000, "second bodies checked: {seconds}");
 }
 
 /// Some(parses) or None if the oracle panicked.
@@ -387,7 +511,14 @@ fn corrupted_real_classes_never_panic() {
             } else {
                 Bba::Precise
             };
-            match rewrite_class(&v, &RewriteOptions { bba }, &mut Ids(0)) {
+            match rewrite_class(
+                &v,
+                &RewriteOptions {
+                    bba,
+                    pass_context: false,
+                },
+                &mut Ids(0),
+            ) {
                 Ok(Rewritten::Changed { bytes, .. }) => {
                     changed += 1;
                     // When the damaged input still parses for cafebabe, so must our output
@@ -513,9 +644,15 @@ fn type_annotations_follow_their_instructions() {
         "javac wrote a type annotation per use: {want:?}"
     );
     for bba in [Bba::Default, Bba::Precise] {
-        let Rewritten::Changed { bytes, stats } =
-            rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap()
-        else {
+        let Rewritten::Changed { bytes, stats } = rewrite_class(
+            &input,
+            &RewriteOptions {
+                bba,
+                pass_context: false,
+            },
+            &mut Ids(0),
+        )
+        .unwrap() else {
             panic!("unchanged")
         };
         assert_eq!(

@@ -163,9 +163,15 @@ fn paper_example_blocks_and_counts() {
             })
             .collect();
         assert_eq!(got, expected(bba), "bba={bname}");
-        let Rewritten::Changed { bytes, stats } =
-            rewrite_class(&input, &RewriteOptions { bba }, &mut Ids(0)).unwrap()
-        else {
+        let Rewritten::Changed { bytes, stats } = rewrite_class(
+            &input,
+            &RewriteOptions {
+                bba,
+                pass_context: true,
+            },
+            &mut Ids(0),
+        )
+        .unwrap() else {
             panic!("unchanged")
         };
         assert_eq!(stats.methods_instrumented, 5);

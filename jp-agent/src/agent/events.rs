@@ -116,11 +116,10 @@ pub(super) unsafe extern "system" fn on_class_file_load(
         }
         // SAFETY: the JVM passes `len` readable bytes of class file at `data`.
         let bytes = unsafe { std::slice::from_raw_parts(data, len as usize) };
-        // Stays valid if the rewriter grows options (their defaults apply).
-        #[allow(clippy::needless_update)]
+        // Second bodies are new methods: only when the class is loaded, not retransformed.
         let opts = RewriteOptions {
             bba: agent.opts.bba,
-            ..Default::default()
+            pass_context: redefined.is_null() && crate::filter::may_pass_context(&agent.opts),
         };
         let t0 = Instant::now();
         let result = rewrite_class(bytes, &opts, &mut GlobalIds);

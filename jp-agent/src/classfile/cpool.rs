@@ -183,6 +183,8 @@ pub(crate) struct CpAppender {
     classes: Vec<(Vec<u8>, u16)>,
     ints: Vec<(i32, u16)>,
     methods: Vec<(&'static str, u16)>,
+    /// Methodrefs to the class's own second bodies: (class, name, descriptor) → index.
+    members: Vec<(u16, Vec<u8>, Vec<u8>, u16)>,
     /// The Utf8 "StackMapTable" once looked up (original or appended).
     pub stack_map_table_name: Option<u16>,
 }
@@ -196,6 +198,7 @@ impl CpAppender {
             classes: Vec::new(),
             ints: Vec::new(),
             methods: Vec::new(),
+            members: Vec::new(),
             stack_map_table_name: None,
         }
     }
@@ -261,6 +264,34 @@ impl CpAppender {
             .iter()
             .find(|(_, i)| *i == index)
             .map(|(n, _)| n.as_slice())
+    }
+
+    /// A Methodref `class.name:desc`, `class` an index of the original pool.
+    pub fn method_ref(
+        &mut self,
+        class: u16,
+        name: &[u8],
+        desc: &[u8],
+    ) -> Result<u16, RewriteError> {
+        if let Some(&(.., i)) = self
+            .members
+            .iter()
+            .find(|(c, n, d, _)| *c == class && n == name && d == desc)
+        {
+            return Ok(i);
+        }
+        let n = self.utf8(name)?;
+        let d = self.utf8(desc)?;
+        let nat = self.alloc()?;
+        self.bytes.push(NAME_AND_TYPE);
+        self.bytes.extend_from_slice(&n.to_be_bytes());
+        self.bytes.extend_from_slice(&d.to_be_bytes());
+        let i = self.alloc()?;
+        self.bytes.push(METHODREF);
+        self.bytes.extend_from_slice(&class.to_be_bytes());
+        self.bytes.extend_from_slice(&nat.to_be_bytes());
+        self.members.push((class, name.to_vec(), desc.to_vec(), i));
+        Ok(i)
     }
 
     /// A Methodref `jp/rt/Rt.name:desc`.

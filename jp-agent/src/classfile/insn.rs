@@ -20,6 +20,7 @@ pub(crate) const JSR: u8 = 0xa8;
 pub(crate) const RET: u8 = 0xa9;
 pub(crate) const TABLESWITCH: u8 = 0xaa;
 pub(crate) const LOOKUPSWITCH: u8 = 0xab;
+pub(crate) const INVOKEVIRTUAL: u8 = 0xb6;
 pub(crate) const INVOKESPECIAL: u8 = 0xb7;
 pub(crate) const INVOKESTATIC: u8 = 0xb8;
 pub(crate) const ATHROW: u8 = 0xbf;
@@ -30,6 +31,17 @@ pub(crate) const JSR_W: u8 = 0xc9;
 /// invokevirtual, invokespecial, invokestatic, invokeinterface, invokedynamic.
 pub(crate) fn is_invoke(op: u8) -> bool {
     (0xb6..=0xba).contains(&op)
+}
+
+/// Instructions besides the invokes that may run Java code on this thread: resolving their
+/// constant pool entry may load a class through a class loader written in Java, and
+/// getstatic, putstatic and new may initialize a class. (`ldc` only for the entries that
+/// resolve to something other than a number or a string: the caller checks the tag.)
+pub(crate) fn may_resolve(op: u8) -> bool {
+    matches!(
+        op,
+        0x12 | 0x13 | 0xb2..=0xb5 | 0xbb | 0xbd | 0xc0 | 0xc1 | 0xc5
+    )
 }
 
 /// How control leaves an instruction.

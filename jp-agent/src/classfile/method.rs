@@ -2,7 +2,7 @@
 //! sequence, block prefixes, exits, catch-all handler, and every byte offset remapped.
 
 use super::blocks::{self, Block};
-use super::cpool::{ConstPool, CpAppender};
+use super::cpool::{self, ConstPool, CpAppender};
 use super::frames::{self, Frames, VType};
 use super::infer;
 use super::initthis;
@@ -17,6 +17,19 @@ pub(crate) enum Outcome {
     Rewritten(Vec<u8>),
     TooLarge,
     Unwidenable,
+    /// A second body is not possible: the first instruction is a branch target, whose
+    /// frame may type the slot the passed context arrives in.
+    NoSecondBody,
+}
+
+/// A method of the class with a second body `NAME$jp(ARGS, jp/rt/Node)`, which the class's
+/// own call sites to it call instead, passing their context.
+pub(crate) struct Passed {
+    pub name: Vec<u8>,
+    pub desc: Vec<u8>,
+    pub is_static: bool,
+    /// The Methodref of the second body.
+    pub methodref: u16,
 }
 
 /// The class-level facts a method rewrite needs.
@@ -31,6 +44,13 @@ pub(crate) struct MethodInput<'a> {
     pub label: &'a dyn Fn() -> String,
     pub bba: Bba,
     pub mid: u32,
+    /// The second body: Some(the local slot of the caller's context, right after the
+    /// arguments); None for the method's own body.
+    pub second: Option<u32>,
+    /// The class's methods that have a second body (their call sites pass the context).
+    pub passed: &'a [Passed],
+    /// The class's name (the owner of the call sites that may pass the context).
+    pub class_name: &'a [u8],
     /// Test only: widen every branch (exercises goto_w and the inferred frames everywhere).
     pub force_wide: bool,
 }
@@ -56,6 +76,8 @@ pub(crate) struct Scratch {
     longest: Vec<u32>,
     /// Handlers (instruction indices) that get a stub: catch-any, covering themselves.
     self_cover: Vec<u32>,
+    /// Per instruction: the second body's Methodref a call site calls instead (0: none).
+    passed_at: Vec<u16>,
 }
 
 struct Refs {
@@ -69,6 +91,8 @@ struct Refs {
     flush: u16,
     tick_pending: u16,
     exit_pending: u16,
+    /// Rt.at, when the method keeps the thread's current context up to date itself.
+    at: u16,
 }
 
 fn push_int(out: &mut Vec<u8>, v: i32, cp: &mut CpAppender) -> Result<(), RewriteError> {
@@ -142,6 +166,56 @@ fn invert(op: u8) -> u8 {
         _ if (op - 0x99).is_multiple_of(2) => op + 1,
         _ => op - 1,
     }
+}
+
+/// The second body a call site calls instead, passing its context: an invokestatic,
+/// invokespecial or invokevirtual of a Methodref of this very class naming one of its
+/// methods that has a second body (static for invokestatic, private otherwise). 0: none.
+fn passed_target(code: &[u8], ins: &Insn, m: &MethodInput) -> Result<u16, RewriteError> {
+    if m.passed.is_empty()
+        || !matches!(
+            ins.op,
+            insn::INVOKESTATIC | insn::INVOKESPECIAL | insn::INVOKEVIRTUAL
+        )
+    {
+        return Ok(0);
+    }
+    let o = ins.off as usize;
+    let idx = u16::from_be_bytes([code[o + 1], code[o + 2]]);
+    if m.cp.tag(idx)? != cpool::METHODREF {
+        return Ok(0);
+    }
+    let (owner, name, desc) = m.cp.member(idx)?;
+    if m.cp.utf8_bytes(m.cp.class_name_index(owner)?)? != m.class_name {
+        return Ok(0);
+    }
+    let is_static = ins.op == insn::INVOKESTATIC;
+    Ok(m.passed
+        .iter()
+        .find(|p| p.is_static == is_static && p.name == name && p.desc == desc)
+        .map_or(0, |p| p.methodref))
+}
+
+/// Whether an instruction may run Java code on this thread (a call, or a class loaded or
+/// initialized while it resolves): where a method entered the usual way could start.
+fn may_run_java(code: &[u8], ins: &Insn, cp: &ConstPool) -> Result<bool, RewriteError> {
+    if insn::is_invoke(ins.op) {
+        return Ok(true);
+    }
+    if !insn::may_resolve(ins.op) {
+        return Ok(false);
+    }
+    let o = ins.off as usize;
+    let idx = match ins.op {
+        0x12 => code[o + 1] as u16,
+        0x13 | 0x14 => u16::from_be_bytes([code[o + 1], code[o + 2]]),
+        _ => return Ok(true),
+    };
+    // ldc of a number or a string resolves without Java code.
+    Ok(matches!(
+        cp.tag(idx)?,
+        cpool::CLASS | cpool::METHOD_HANDLE | cpool::METHOD_TYPE | cpool::DYNAMIC
+    ))
 }
 
 /// Block structure of a `Code` attribute body: (entry ticks, blocks).
@@ -277,6 +351,20 @@ pub(crate) fn rewrite_code(
         &mut s.longest,
     )?;
 
+    // Call sites that pass the context, and whether this body must keep the thread's current
+    // context up to date itself (docs/agent-contract.md, "Passed contexts"): a second body
+    // never sets it at entry, and after a call that passed the context it is the callee's.
+    s.passed_at.clear();
+    for ins in &s.insns {
+        let t = passed_target(code, ins, m)?;
+        s.passed_at.push(t);
+    }
+    let passes = s.passed_at.iter().filter(|&&t| t != 0).count();
+    if m.second.is_some() && (s.targets.contains(&0) || s.handlers.iter().any(|h| h.2 == 0)) {
+        return Ok(Outcome::NoSecondBody);
+    }
+    let keeps_current = m.second.is_some() || passes > 0;
+
     // Which instructions the catch-all covers.
     let mut catch_all = true;
     if m.is_init {
@@ -314,12 +402,21 @@ pub(crate) fn rewrite_code(
     // slower (README-dev.md, "Performance work").
     let pending = m.bba == Bba::Precise && catch_all && !m.is_init;
     let acc = l + 1;
+    let second = m.second.is_some();
     let refs = Refs {
-        enter: cpa.rt_method("enter", "(II)Ljp/rt/Node;")?,
+        enter: if second {
+            cpa.rt_method("enterFrom", "(Ljp/rt/Node;II)Ljp/rt/Node;")?
+        } else {
+            cpa.rt_method("enter", "(II)Ljp/rt/Node;")?
+        },
         count: cpa.rt_method("count", "(Ljp/rt/Node;I)V")?,
         tick: cpa.rt_method("tick", "(Ljp/rt/Node;I)V")?,
         caught: cpa.rt_method("caught", "(Ljp/rt/Node;)V")?,
-        exit: cpa.rt_method("exit", "(Ljp/rt/Node;)V")?,
+        exit: if second {
+            cpa.rt_method("exitFrom", "(Ljp/rt/Node;)V")?
+        } else {
+            cpa.rt_method("exit", "(Ljp/rt/Node;)V")?
+        },
         node: cpa.class(b"jp/rt/Node")?,
         flush: if pending {
             cpa.rt_method("flush", "(Ljp/rt/Node;I)I")?
@@ -331,8 +428,13 @@ pub(crate) fn rewrite_code(
         } else {
             0
         },
-        exit_pending: if pending {
-            cpa.rt_method("exitPending", "(Ljp/rt/Node;I)V")?
+        exit_pending: match (pending, second) {
+            (false, _) => 0,
+            (true, false) => cpa.rt_method("exitPending", "(Ljp/rt/Node;I)V")?,
+            (true, true) => cpa.rt_method("exitFromPending", "(Ljp/rt/Node;I)V")?,
+        },
+        at: if keeps_current {
+            cpa.rt_method("at", "(Ljp/rt/Node;)V")?
         } else {
             0
         },
@@ -340,6 +442,9 @@ pub(crate) fn rewrite_code(
 
     // Position-independent code inserted before each instruction.
     let mut entry = Vec::with_capacity(16);
+    if let Some(caller) = m.second {
+        aload(&mut entry, caller);
+    }
     push_int(&mut entry, m.mid as i32, cpa)?;
     push_int(&mut entry, entry_k as i32, cpa)?;
     invokestatic(&mut entry, refs.enter);
@@ -353,13 +458,19 @@ pub(crate) fn rewrite_code(
     // With a pending count: whether `acc` may be non-zero here (it is zero after a flush
     // until the next block adds to it), so a block with several calls flushes once.
     let mut unflushed = false;
+    // Whether the thread's current context may not be this one here (only tracked when the
+    // body keeps it up to date itself): at a second body's start, after a call that passed
+    // the context, and, conservatively, where blocks start (paths merge there).
+    let mut stale = second;
     for (i, ins) in s.insns.iter().enumerate() {
         s.prefix_at.push(s.prefix.len() as u32);
         if s.leader[i] {
             let b = s.blocks[s.block_of[i] as usize];
+            stale = keeps_current && (i > 0 || second);
             if b.handler {
                 aload(&mut s.prefix, l);
                 invokestatic(&mut s.prefix, refs.caught);
+                stale = false;
             }
             if pending {
                 if b.checkpoint() {
@@ -390,6 +501,16 @@ pub(crate) fn rewrite_code(
             invokestatic(&mut s.prefix, refs.flush);
             istore(&mut s.prefix, acc);
             unflushed = false;
+        }
+        if s.passed_at[i] != 0 {
+            // The context, the second body's last argument; afterwards the thread's current
+            // context is whatever the callee left.
+            aload(&mut s.prefix, l);
+            stale = true;
+        } else if stale && may_run_java(code, ins, cp)? {
+            aload(&mut s.prefix, l);
+            invokestatic(&mut s.prefix, refs.at);
+            stale = false;
         }
         if ins.flow == Flow::Return {
             aload(&mut s.prefix, l);
@@ -505,8 +626,11 @@ pub(crate) fn rewrite_code(
 
     // Emit the code.
     let mut out = Vec::with_capacity(body.len() + total + 64);
-    // tickPending takes three stack slots, the other helpers two.
-    put_u16(&mut out, (max_stack + if pending { 3 } else { 2 }) as u16);
+    // tickPending and enterFrom take three stack slots, the other helpers two.
+    put_u16(
+        &mut out,
+        (max_stack + if pending || second { 3 } else { 2 }) as u16,
+    );
     put_u16(&mut out, (l + if pending { 2 } else { 1 }) as u16);
     put_u32(&mut out, total as u32);
     let cstart = out.len();
@@ -539,6 +663,10 @@ pub(crate) fn rewrite_code(
             insn::GOTO_W | insn::JSR_W => {
                 out.push(ins.op);
                 put_u32(&mut out, tgt(0) as i32 as u32);
+            }
+            _ if s.passed_at[i] != 0 => {
+                out.push(ins.op);
+                put_u16(&mut out, s.passed_at[i]);
             }
             _ if ins.tn == 1 => {
                 if !s.wide[i] {
@@ -774,8 +902,12 @@ pub(crate) fn rewrite_code(
     }
     out[attr_count_at..attr_count_at + 2].copy_from_slice(&n_attr_out.to_be_bytes());
     s.frames = frames;
-    stats.code_bytes_before += code_len as u64;
+    if !second {
+        // A second body is the same original code once more.
+        stats.code_bytes_before += code_len as u64;
+    }
     stats.code_bytes_after += total as u64;
+    stats.call_sites_passed += passes as u32;
     Ok(Outcome::Rewritten(out))
 }
 

@@ -13,7 +13,16 @@ impl MethodIds for Ids {
 }
 
 fn rewrite(bytes: &[u8], bba: Bba) -> (Vec<u8>, ClassStats) {
-    match rewrite_class(bytes, &RewriteOptions { bba }, &mut Ids).expect("rewrite") {
+    match rewrite_class(
+        bytes,
+        &RewriteOptions {
+            bba,
+            pass_context: true,
+        },
+        &mut Ids,
+    )
+    .expect("rewrite")
+    {
         Rewritten::Changed { bytes, stats } => (bytes, stats),
         Rewritten::Unchanged { reason } => panic!("unchanged: {reason}"),
     }
@@ -922,7 +931,14 @@ fn corrupt_inputs_never_panic() {
                 v[i] = next() as u8;
             }
             for bba in [Bba::Default, Bba::Precise] {
-                match rewrite_class(&v, &RewriteOptions { bba }, &mut Ids) {
+                match rewrite_class(
+                    &v,
+                    &RewriteOptions {
+                        bba,
+                        pass_context: true,
+                    },
+                    &mut Ids,
+                ) {
                     Ok(Rewritten::Changed { bytes, .. }) => {
                         outcomes[0] += 1;
                         // What we produce from a class that still parses must parse too.

@@ -208,7 +208,10 @@ pub fn rewrite_tree(src: &Path, dst: &Path, mode: Mode, keep: &dyn Fn(&Path) -> 
             t.unchanged += 1;
             bytes
         } else {
-            let opts = RewriteOptions { bba };
+            let opts = RewriteOptions {
+                bba,
+                pass_context: true,
+            };
             let r = if widen_all {
                 rewrite_class_widening_all(&bytes, &opts, &mut ids)
             } else {

@@ -91,6 +91,57 @@ public final class Rt {
         return n;
     }
 
+    /**
+     * Entry of a method's second body (see docs/agent-contract.md, "Passed contexts"): its
+     * caller, an instrumented method of the same class, passed its own context, so there is
+     * no thread lookup and no current context to load. The thread's current context is not
+     * set either: the body stores it ({@link #at}) before anything that could enter a method
+     * the usual way.
+     */
+    public static Node enterFrom(Node caller, int mid, int k) {
+        if (caller == SINK) {
+            return SINK;
+        }
+        Node n = caller.child(mid);
+        n.calls++;
+        ThreadState s = n.state;
+        long cs = s.ctxSlot;
+        if (cs != 0) {
+            ContextSlot.set(cs, n.wid);
+        }
+        if ((s.counter -= k) <= 0) {
+            s.activate(n);
+        }
+        return n;
+    }
+
+    /**
+     * A second body returns or throws: its caller still holds its own context, so only jpd's
+     * context slot goes back to the caller's.
+     */
+    public static void exitFrom(Node ctx) {
+        long slot = ctx.state.ctxSlot;
+        if (slot != 0) {
+            ContextSlot.set(slot, ctx.parent.wid);
+        }
+    }
+
+    /** {@link #exitFrom} of a second body that keeps a pending count {@code n}. */
+    public static void exitFromPending(Node ctx, int n) {
+        ctx.bytecodes += n;
+        exitFrom(ctx);
+    }
+
+    /**
+     * Before a call that does not pass the context, or an instruction that may run Java code
+     * (class loading or initialization), in a method whose thread's current context may be
+     * stale (a second body, or after a call that passed the context): it is {@code ctx}
+     * again, so a method entered the usual way finds its caller.
+     */
+    public static void at(Node ctx) {
+        ctx.state.current = ctx;
+    }
+
     /** Start of a basic block of {@code n} original bytecodes. */
     public static void count(Node ctx, int n) {
         ctx.bytecodes += n;

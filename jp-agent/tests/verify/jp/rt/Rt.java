@@ -15,6 +15,24 @@ public final class Rt {
         return null;
     }
 
+    /** A second body's entry (its caller passed its context). */
+    public static Node enterFrom(Node caller, int mid, int k) {
+        enters++;
+        return null;
+    }
+
+    public static void exitFrom(Node n) {
+        exits++;
+    }
+
+    public static void exitFromPending(Node n, int pending) {
+        exits++;
+        bytecodes += pending;
+    }
+
+    public static void at(Node n) {
+    }
+
     public static void count(Node n, int k) {
         counts++;
         bytecodes += k;
