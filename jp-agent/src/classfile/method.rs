@@ -352,7 +352,7 @@ pub(crate) fn rewrite_code(
     )?;
 
     // Call sites that pass the context, and whether this body must keep the thread's current
-    // context up to date itself (docs/agent-contract.md, "Passed contexts"): a second body
+    // context up to date itself (jp-agent/README-dev.md, "Passed contexts"): a second body
     // never sets it at entry, and after a call that passed the context it is the callee's.
     s.passed_at.clear();
     for ins in &s.insns {

@@ -54,7 +54,7 @@ pub enum Bba {
 pub struct RewriteOptions {
     pub bba: Bba,
     /// Give the class's static and private methods a second body that its own call sites
-    /// call with their context (no thread lookup on those calls; docs/agent-contract.md,
+    /// call with their context (no thread lookup on those calls; jp-agent/README-dev.md,
     /// "Passed contexts"). Only for a class being loaded: a retransformation may not add
     /// methods.
     pub pass_context: bool,

@@ -92,7 +92,7 @@ public final class Rt {
     }
 
     /**
-     * Entry of a method's second body (see docs/agent-contract.md, "Passed contexts"): its
+     * Entry of a method's second body (see jp-agent/README-dev.md, "Passed contexts"): its
      * caller, an instrumented method of the same class, passed its own context, so there is
      * no thread lookup and no current context to load. The thread's current context is not
      * set either: the body stores it ({@link #at}) before anything that could enter a method
