@@ -304,16 +304,7 @@ impl CpAppender {
             return Ok(i);
         }
         let class = self.class(b"jp/rt/Rt")?;
-        let n = self.utf8(name.as_bytes())?;
-        let d = self.utf8(desc.as_bytes())?;
-        let nat = self.alloc()?;
-        self.bytes.push(NAME_AND_TYPE);
-        self.bytes.extend_from_slice(&n.to_be_bytes());
-        self.bytes.extend_from_slice(&d.to_be_bytes());
-        let i = self.alloc()?;
-        self.bytes.push(METHODREF);
-        self.bytes.extend_from_slice(&class.to_be_bytes());
-        self.bytes.extend_from_slice(&nat.to_be_bytes());
+        let i = self.method_ref(class, name.as_bytes(), desc.as_bytes())?;
         self.methods.push((name, i));
         Ok(i)
     }
