@@ -8,9 +8,9 @@
 //!   one JP_JVM_PIDS lookup, a miss); the same program without the agent (a miss too); no
 //!   JVM at all (the floor: mostly idle samples, which return before the lookup).
 //! - `agent`: CostModel's ns per operation (the jvm bench's harness) with the agent's file
-//!   profiler (no context slot), with `profiler=usdt` and no jpd (the slot is written at
-//!   every context change, nobody reads it), and with `profiler=usdt` under a joined jpd
-//!   (written, read by the sampler, reports sent).
+//!   profiler (no context slot), with `profiler=usdt` and no jpd (no tracer, so threads
+//!   get no slot: only the `ctxSlot != 0` test on each change), and with `profiler=usdt`
+//!   under a joined jpd (written, read by the sampler, reports sent).
 //! - `jpd`: jpd's own CPU and memory with JVMS JVMs × THREADS threads of light periodic
 //!   work (calls, then a sleep), the join on against the join off, jpd restarted between
 //!   windows while the JVMs keep running; then the same JVMs without the agent.
@@ -626,8 +626,8 @@ machine only slow rounds down, and the medians of a first run (5 rounds) scatter
 the 5 % to be decided (a second run's fastest rounds scattered as widely, with an arm's four \
 operations run in a row). Three agents, one JVM per operation each, the three JVMs of an \
 operation back to back in an order that rotates, {rounds_n} rounds: `profiler=file` (threads get no context slot: \
-without publishing), `profiler=usdt` with no jpd (every context change — call, return, caught \
-exception — stores the new context's id in the thread's slot; no reader), `profiler=usdt` \
+without publishing), `profiler=usdt` with no jpd (no tracer listens, so no thread gets a slot: every context \
+change — call, return, caught exception — tests for one and stores nothing), `profiler=usdt` \
 under a jpd joined to the JVM (checked for every run: `jpctl jvm list` shows its `cpu`), where \
 the sampler also reads the slot and the agent sends its reports. Cells: median [min–max] over \
 rounds; ratios are taken within a round, against that round's `profiler=file` JVM. The \

@@ -22,7 +22,8 @@ final class ThreadState {
     long reports;
 
     /**
-     * Native address of this thread's context slot (0: none): the wire id of {@link #current},
+     * Native address of this thread's context slot (0: none, until its first record to a
+     * tracer): the wire id of {@link #current},
      * written at every context change, read by jpd's sampler (see {@link ContextSlot}).
      */
     long ctxSlot;

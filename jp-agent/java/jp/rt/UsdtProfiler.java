@@ -80,10 +80,11 @@ final class UsdtProfiler implements Profiler {
             stream(st);
             // register runs on the thread itself (its first instrumented call), so the
             // kernel id is the thread's. Virtual threads get none: they move between
-            // carriers, and the sampler sees the carrier.
+            // carriers, and the sampler sees the carrier. The slot itself comes with the
+            // thread's first record (see publish): until a tracer listens, nobody reads
+            // it, and the hot path then stores nothing.
             if (Rt.contextSlots && thread == Thread.currentThread() && !isVirtual(thread)) {
                 st.osTid = Rt.osThreadId();
-                st.ctxSlot = ContextSlot.allocate();
             }
         }
         if (file != null) {
@@ -94,9 +95,25 @@ final class UsdtProfiler implements Profiler {
     @Override
     public int report(Node root, Node current) {
         if (SEMAPHORE.getShort(0) != 0) {
+            publish(root.state, current);
             send(root, false);
         }
         return Rt.granularity;
+    }
+
+    /**
+     * Gives the calling thread its context slot, holding {@code current}'s id, before its
+     * first record to a tracer (which announces the slot). Only on the thread itself: from
+     * here on its entries and exits keep the slot up to date, so it must start right.
+     * Threads that never report while a tracer listens never get one, and their calls and
+     * returns never store into one (issue 13: no cost beyond that without a tracer).
+     */
+    private static void publish(ThreadState st, Node current) {
+        if (st != null && st.osTid != 0 && st.ctxSlot == 0 && st.thread == Thread.currentThread()) {
+            long slot = ContextSlot.allocate();
+            ContextSlot.set(slot, current.wid);
+            st.ctxSlot = slot;
+        }
     }
 
     @Override
@@ -104,6 +121,9 @@ final class UsdtProfiler implements Profiler {
         ThreadState st = root.state;
         synchronized (this) {
             if (SEMAPHORE.getShort(0) != 0) {
+                if (st != null) {
+                    publish(st, st.current);
+                }
                 send(root, true);
             }
             if (st != null) {
