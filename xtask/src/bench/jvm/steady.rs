@@ -23,6 +23,8 @@ struct C2 {
 struct Run {
     rounds: Rounds,
     c2: Option<C2>,
+    /// With the agent: the calls its profile counted over the whole run, per round.
+    calls_per_round: Option<f64>,
 }
 
 pub fn run(
@@ -48,6 +50,7 @@ pub fn run(
         }
         let (table, g) = steady_table(label, programs, &runs, &mut worst);
         sections.push_str(&table);
+        sections.push_str(&per_call_table(programs, &runs));
         c2_sections.push_str(&c2_table(label, programs, &runs, &mut goals));
         geomeans.insert(label, g);
     }
@@ -81,7 +84,12 @@ threads'), median over the measured rounds. One JVM per program and mode, the mo
 rotating order. Slowdown = median with the agent / median without, ± half the range of \
 the measured rounds (the noisier of the two JVMs); *drift* = median of the last half of the \
 measured rounds over the first half, minus 1, worst of the three JVMs: near 0 means the \
-rounds had settled.\n{sections}\n\
+rounds had settled. Under each table, from the same JVMs, the cost per call: the calls \
+a round makes (the agent's profile of the whole run over its rounds; set-up included, so \
+a little high), calls per ns of the program's CPU without the agent, the agent's extra \
+CPU per call ((round with − round without) / calls a round; blocks' counting included) \
+and what a call may cost for the 1.5× goal (0.5 / calls per ns): the slowdown is \
+1 + calls per ns × extra ns per call, so a program that calls often needs a cheap call.\n{sections}\n\
 Goals (steady state):\n{verdict}\n\
 ### C2 compile time and code size\n\n\
 From the same JVMs, `-XX:+CITime` at exit: C2's compile time (standard + OSR) and the size \
@@ -125,7 +133,65 @@ fn run_one(
     let rounds = rounds::run(java, dir, &args)
         .with_context(|| format!("steady state of {} ({mode:?})", program.key))?;
     let c2 = parse_c2(&rounds.stdout);
-    Ok(Run { rounds, c2 })
+    let calls_per_round = match mode.bba() {
+        Some(bba) => {
+            let profile = dir.join(format!("steady-{}-{bba}.json", program.key));
+            let calls = profile_calls(&profile)?;
+            // The profile holds the whole run: set-up, warm-up and measured rounds.
+            Some(calls as f64 / (rounds.warmup + rounds.cpu_ns.len()) as f64)
+        }
+        None => None,
+    };
+    Ok(Run {
+        rounds,
+        c2,
+        calls_per_round,
+    })
+}
+
+/// The calls of every context in a `jp-mct/1` JSON profile (one node per line).
+fn profile_calls(profile: &Path) -> Result<u64> {
+    let text = std::fs::read_to_string(profile)
+        .with_context(|| format!("the agent wrote no profile at {}", profile.display()))?;
+    let mut total = 0u64;
+    for line in text.lines() {
+        if let Some(rest) = line.split("\"calls\": ").nth(1) {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            total += digits
+                .parse::<u64>()
+                .with_context(|| format!("calls in {}: {line:.80}", profile.display()))?;
+        }
+    }
+    Ok(total)
+}
+
+/// What the agent costs per call in each program, and what a call may cost for the 1.5×
+/// goal: a program's slowdown is 1 + (calls per ns without the agent) × (extra ns per call).
+fn per_call_table(programs: &[Program], runs: &BTreeMap<(usize, Mode), Run>) -> String {
+    let mut s = String::from(
+        "\n| program | calls a round (M) | calls per ns without the agent | extra ns per call, default | extra ns per call, precise | a call's budget for 1.5× (ns) |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for (i, program) in programs.iter().enumerate() {
+        let Some((off, def, pre)) = by_mode(runs, i) else {
+            continue;
+        };
+        let (Some(calls), Some(pre_calls)) = (def.calls_per_round, pre.calls_per_round) else {
+            continue;
+        };
+        let base = off.rounds.median();
+        let density = calls / base;
+        let extra = |r: &Run, c: f64| (r.rounds.median() - base) / c;
+        s.push_str(&format!(
+            "| {} | {:.1} | {:.2} | {:.1} | {:.1} | {:.2} |\n",
+            program.name,
+            calls / 1e6,
+            density,
+            extra(def, calls),
+            extra(pre, pre_calls),
+            0.5 / density,
+        ));
+    }
+    s
 }
 
 /// `  C2 {speed: …; standard:  0.5 s, …; osr:  0.1 s, …; nmethods_code_size: 544 bytes}`.
