@@ -6,8 +6,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::rounds::{self, ratio_cell, Rounds};
+use super::rounds::{self, Rounds};
 use super::{agent_arg, by_mode, geomean, harness_cp, met, Jdk, Mode, Program, MODES};
+use crate::bench::report::median;
 use crate::build::Deliverables;
 
 /// Steady-state geometric means per JDK label: (bba=default, bba=precise).
@@ -27,6 +28,89 @@ struct Run {
     calls_per_round: Option<f64>,
 }
 
+/// JVMs per program and mode. JVMs of one configuration differ by more than the rounds of
+/// one JVM do (C2 compiles what its profile happened to see): with one JVM per mode, the
+/// same program without the agent measured 30 ms a round in one run and 68 ms in the next.
+const JVMS: usize = 3;
+
+/// One program in one mode, over its JVMs.
+#[derive(Default)]
+struct Arm {
+    runs: Vec<Run>,
+}
+
+impl Arm {
+    /// Each JVM's median round, in ns.
+    fn medians(&self) -> Vec<f64> {
+        self.runs.iter().map(|r| r.rounds.median()).collect()
+    }
+
+    /// The median over the JVMs of their median rounds.
+    fn median(&self) -> f64 {
+        median(&mut self.medians())
+    }
+
+    fn min(&self) -> f64 {
+        self.medians().into_iter().fold(f64::INFINITY, f64::min)
+    }
+
+    fn max(&self) -> f64 {
+        self.medians().into_iter().fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    /// `4.21× [3.90–4.60]`: over `without`, the medians' ratio and the widest range the
+    /// JVMs allow (fastest with over slowest without, slowest with over fastest without).
+    fn ratio_cell(&self, without: &Arm) -> String {
+        format!(
+            "{:.2}× [{:.2}–{:.2}]",
+            self.median() / without.median(),
+            self.min() / without.max(),
+            self.max() / without.min()
+        )
+    }
+
+    /// The worst drift of its JVMs (see `Rounds::drift`).
+    fn drift(&self) -> f64 {
+        self.runs
+            .iter()
+            .map(|r| r.rounds.drift())
+            .fold(0.0f64, |a, b| if b.abs() > a.abs() { b } else { a })
+    }
+
+    /// The median warm-up, starred if a JVM ended its warm-up with the JIT still compiling.
+    fn warmup_cell(&self) -> String {
+        let warm = median(
+            &mut self
+                .runs
+                .iter()
+                .map(|r| r.rounds.warmup as f64)
+                .collect::<Vec<_>>(),
+        );
+        let star = if self.runs.iter().any(|r| r.rounds.jit_quiet == Some(false)) {
+            "*"
+        } else {
+            ""
+        };
+        format!("{warm:.0}{star}")
+    }
+
+    /// C2's figures, medians over the JVMs (None if one JVM printed none).
+    fn c2(&self) -> Option<C2> {
+        let all: Option<Vec<C2>> = self.runs.iter().map(|r| r.c2).collect();
+        let all = all?;
+        Some(C2 {
+            seconds: median(&mut all.iter().map(|c| c.seconds).collect::<Vec<_>>()),
+            code_bytes: median(&mut all.iter().map(|c| c.code_bytes).collect::<Vec<_>>()),
+        })
+    }
+
+    /// Calls a round, median over the JVMs (None without the agent).
+    fn calls_per_round(&self) -> Option<f64> {
+        let all: Option<Vec<f64>> = self.runs.iter().map(|r| r.calls_per_round).collect();
+        Some(median(&mut all?))
+    }
+}
+
 pub fn run(
     out: &Deliverables,
     dir: &Path,
@@ -39,12 +123,14 @@ pub fn run(
     let mut goals = Vec::new();
     let mut worst: Option<(f64, &str)> = None;
     for (j, (label, java)) in jdks.iter().enumerate() {
-        let mut runs: BTreeMap<(usize, Mode), Run> = BTreeMap::new();
+        let mut runs: BTreeMap<(usize, Mode), Arm> = BTreeMap::new();
         for (p, program) in programs.iter().enumerate() {
-            for i in 0..MODES.len() {
-                let mode = MODES[(i + p + j) % MODES.len()];
-                let run = run_one(java, out, dir, program, mode)?;
-                runs.insert((p, mode), run);
+            for r in 0..JVMS {
+                for i in 0..MODES.len() {
+                    let mode = MODES[(i + p + j + r) % MODES.len()];
+                    let run = run_one(java, out, dir, program, mode)?;
+                    runs.entry((p, mode)).or_default().runs.push(run);
+                }
             }
             eprintln!("xtask: bench jvm steady {label}: {} done", program.key);
         }
@@ -80,11 +166,12 @@ Lucene indexing and searching, javac compiling jp's test programs through `javax
 repeated so that it lasts ~0.05–0.5 s without the agent. At least {} rounds and {} s of warm-up, \
 and until the JIT compilers spent at most 2 ms in each of {} rounds in a row (at most 60 s: \
 a warm-up that reached that limit is starred in the warm-up column), then {} measured rounds: CPU time of the working thread (so not the JIT compilers' or GC \
-threads'), median over the measured rounds. One JVM per program and mode, the modes in \
-rotating order. Slowdown = median with the agent / median without, ± half the range of \
-the measured rounds (the noisier of the two JVMs); *drift* = median of the last half of the \
-measured rounds over the first half, minus 1, worst of the three JVMs: near 0 means the \
-rounds had settled. Under each table, from the same JVMs, the cost per call: the calls \
+threads'), median over the measured rounds. {JVMS} JVMs per program and mode, the modes in \
+rotating order; a mode's figure is the median over its JVMs. Slowdown = that figure with \
+the agent / without, [the widest range the JVMs allow: fastest with the agent over slowest \
+without, slowest with over fastest without]; the warm-up column is each mode's median \
+warm-up; *drift* = median of the last half of the measured rounds over the first half, \
+minus 1, worst of all the JVMs: near 0 means the rounds had settled. Under each table, from the same JVMs, the cost per call: the calls \
 a round makes (the agent's profile of the whole run over its rounds; set-up included, so \
 a little high), calls per ns of the program's CPU without the agent, the agent's extra \
 CPU per call ((round with − round without) / calls a round; blocks' counting included) \
@@ -93,7 +180,8 @@ and what a call may cost for the 1.5× goal (0.5 / calls per ns): the slowdown i
 Goals (steady state):\n{verdict}\n\
 ### C2 compile time and code size\n\n\
 From the same JVMs, `-XX:+CITime` at exit: C2's compile time (standard + OSR) and the size \
-of the code it installed (`nmethods_code_size`), with the agent against without. The \
+of the code it installed (`nmethods_code_size`), medians over each mode's JVMs, with the \
+agent against without. The \
 JVMs ran until their JIT was quiet (their warm-up rounds differ), so each figure is what C2 \
 spent reaching the steady state; instrumented methods are bigger, and bigger methods inline \
 less.\n{c2_sections}\n\
@@ -167,7 +255,7 @@ fn profile_calls(profile: &Path) -> Result<u64> {
 
 /// What the agent costs per call in each program, and what a call may cost for the 1.5×
 /// goal: a program's slowdown is 1 + (calls per ns without the agent) × (extra ns per call).
-fn per_call_table(programs: &[Program], runs: &BTreeMap<(usize, Mode), Run>) -> String {
+fn per_call_table(programs: &[Program], runs: &BTreeMap<(usize, Mode), Arm>) -> String {
     let mut s = String::from(
         "\n| program | calls a round (M) | calls per ns without the agent | extra ns per call, default | extra ns per call, precise | a call's budget for 1.5× (ns) |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
     );
@@ -175,12 +263,12 @@ fn per_call_table(programs: &[Program], runs: &BTreeMap<(usize, Mode), Run>) -> 
         let Some((off, def, pre)) = by_mode(runs, i) else {
             continue;
         };
-        let (Some(calls), Some(pre_calls)) = (def.calls_per_round, pre.calls_per_round) else {
+        let (Some(calls), Some(pre_calls)) = (def.calls_per_round(), pre.calls_per_round()) else {
             continue;
         };
-        let base = off.rounds.median();
+        let base = off.median();
         let density = calls / base;
-        let extra = |r: &Run, c: f64| (r.rounds.median() - base) / c;
+        let extra = |r: &Arm, c: f64| (r.median() - base) / c;
         s.push_str(&format!(
             "| {} | {:.1} | {:.2} | {:.1} | {:.1} | {:.2} |\n",
             program.name,
@@ -216,7 +304,7 @@ fn parse_c2(stdout: &str) -> Option<C2> {
 fn steady_table(
     label: &str,
     programs: &[Program],
-    runs: &BTreeMap<(usize, Mode), Run>,
+    runs: &BTreeMap<(usize, Mode), Arm>,
     worst: &mut Option<(f64, &'static str)>,
 ) -> (String, (f64, f64)) {
     let mut s = format!(
@@ -227,8 +315,8 @@ fn steady_table(
         let Some((off, def, pre)) = by_mode(runs, i) else {
             continue;
         };
-        d.push(def.rounds.median() / off.rounds.median());
-        p.push(pre.rounds.median() / off.rounds.median());
+        d.push(def.median() / off.median());
+        p.push(pre.median() / off.median());
         for r in [d[d.len() - 1], p[p.len() - 1]] {
             if worst.is_none_or(|(w, _)| r > w) {
                 *worst = Some((r, program.name));
@@ -236,23 +324,15 @@ fn steady_table(
         }
         let drift = [off, def, pre]
             .iter()
-            .map(|r| r.rounds.drift())
+            .map(|a| a.drift())
             .fold(0.0f64, |a, b| if b.abs() > a.abs() { b } else { a });
-        // A warm-up that ended with the JIT still compiling (its time limit) is starred.
-        let warm = [off, def, pre].map(|r| {
-            let star = if r.rounds.jit_quiet == Some(false) {
-                "*"
-            } else {
-                ""
-            };
-            format!("{}{star}", r.rounds.warmup)
-        });
+        let warm = [off, def, pre].map(Arm::warmup_cell);
         s.push_str(&format!(
             "| {} | {:.1} | {} | {} | {}/{}/{} | {:+.0}% |\n",
             program.name,
-            off.rounds.median() / 1e6,
-            ratio_cell(&def.rounds, &off.rounds),
-            ratio_cell(&pre.rounds, &off.rounds),
+            off.median() / 1e6,
+            def.ratio_cell(off),
+            pre.ratio_cell(off),
             warm[0],
             warm[1],
             warm[2],
@@ -270,7 +350,7 @@ fn steady_table(
 fn c2_table(
     label: &str,
     programs: &[Program],
-    runs: &BTreeMap<(usize, Mode), Run>,
+    runs: &BTreeMap<(usize, Mode), Arm>,
     goals: &mut Vec<String>,
 ) -> String {
     let mut s = format!(
@@ -278,7 +358,7 @@ fn c2_table(
     );
     let mut worst: Option<(f64, &str)> = None;
     for (i, program) in programs.iter().enumerate() {
-        let c2 = |m: Mode| runs.get(&(i, m)).and_then(|r| r.c2);
+        let c2 = |m: Mode| runs.get(&(i, m)).and_then(Arm::c2);
         let (Some(off), Some(def), Some(pre)) =
             (c2(Mode::Off), c2(Mode::Default), c2(Mode::Precise))
         else {
