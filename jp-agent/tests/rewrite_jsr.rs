@@ -23,7 +23,7 @@ mod rewrite_common;
 use std::path::Path;
 use std::process::Command;
 
-use jpagent::classfile::{rewrite_class, Bba, RewriteOptions, Rewritten};
+use jpagent::classfile::Bba;
 use rewrite_common::*;
 
 const ASM: &str = "/usr/share/java/asm.jar";
@@ -58,17 +58,7 @@ fn jsr_ret_fixture_verifies_and_counts() {
             .arg("JsrFixture"));
         assert_eq!(out, expected_out, "JDK {jname}: the original fixture");
         for (bba, bname) in [(Bba::Default, "default"), (Bba::Precise, "precise")] {
-            let Rewritten::Changed { bytes, stats } = rewrite_class(
-                &input,
-                &RewriteOptions {
-                    bba,
-                    pass_context: true,
-                },
-                &mut Ids(0),
-            )
-            .expect("rewrites") else {
-                panic!("unchanged")
-            };
+            let (bytes, stats) = rewrite_changed(&input, bba);
             assert_eq!(stats.methods_instrumented, 4);
             assert_eq!(stats.methods_without_catch_all, 0);
             let new = dir.join(format!("new-{bname}"));

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-use jpagent::classfile::{rewrite_class, Bba, RewriteOptions, Rewritten};
+use jpagent::classfile::Bba;
 use rewrite_common::*;
 
 const K: usize = 2000;
@@ -132,17 +132,7 @@ fn far_branches_are_widened_or_counted() {
         assert_eq!(u16::from_be_bytes([input[6], input[7]]), version);
         let mut bytecodes = Vec::new();
         for (bba, bname) in [(Bba::Default, "default"), (Bba::Precise, "precise")] {
-            let Rewritten::Changed { bytes, stats } = rewrite_class(
-                &input,
-                &RewriteOptions {
-                    bba,
-                    pass_context: true,
-                },
-                &mut Ids(0),
-            )
-            .unwrap() else {
-                panic!("unchanged")
-            };
+            let (bytes, stats) = rewrite_changed(&input, bba);
             assert_eq!(
                 (stats.methods_instrumented, stats.methods_unwidenable),
                 (4, 0),
@@ -159,17 +149,7 @@ fn far_branches_are_widened_or_counted() {
             let new = dir.join(format!("new{version}-{bname}"));
             std::fs::create_dir_all(&new).unwrap();
             std::fs::write(new.join("Big.class"), &bytes).unwrap();
-            let Rewritten::Changed { bytes: lb, .. } = rewrite_class(
-                &std::fs::read(orig.join("Locals.class")).unwrap(),
-                &RewriteOptions {
-                    bba,
-                    pass_context: true,
-                },
-                &mut Ids(0),
-            )
-            .unwrap() else {
-                panic!("unchanged")
-            };
+            let (lb, _) = rewrite_changed(&std::fs::read(orig.join("Locals.class")).unwrap(), bba);
             // The context local is past 255: `wide aload L` is in the code.
             let class = cafebabe::parse_class(&lb).expect("parses");
             let many = class

@@ -39,7 +39,7 @@ mod rewrite_common;
 
 use std::process::Command;
 
-use jpagent::classfile::{describe_blocks, rewrite_class, Bba, RewriteOptions, Rewritten};
+use jpagent::classfile::{describe_blocks, Bba};
 use rewrite_common::*;
 
 const PAPER: &str = r#"
@@ -163,17 +163,7 @@ fn paper_example_blocks_and_counts() {
             })
             .collect();
         assert_eq!(got, expected(bba), "bba={bname}");
-        let Rewritten::Changed { bytes, stats } = rewrite_class(
-            &input,
-            &RewriteOptions {
-                bba,
-                pass_context: true,
-            },
-            &mut Ids(0),
-        )
-        .unwrap() else {
-            panic!("unchanged")
-        };
+        let (bytes, stats) = rewrite_changed(&input, bba);
         assert_eq!(stats.methods_instrumented, 5);
         let new = dir.join(bname);
         std::fs::create_dir_all(&new).unwrap();

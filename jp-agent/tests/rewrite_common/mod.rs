@@ -153,6 +153,20 @@ impl MethodIds for Ids {
     }
 }
 
+/// One class rewritten as the agent rewrites a class being loaded (contexts passed), which
+/// the test expects to change: its bytes and statistics.
+pub fn rewrite_changed(input: &[u8], bba: Bba) -> (Vec<u8>, ClassStats) {
+    let opts = RewriteOptions {
+        bba,
+        pass_context: true,
+    };
+    match rewrite_class(input, &opts, &mut Ids(0)) {
+        Ok(Rewritten::Changed { bytes, stats }) => (bytes, stats),
+        Ok(Rewritten::Unchanged { reason }) => panic!("unchanged: {reason}"),
+        Err(e) => panic!("rewrite failed: {e:?}"),
+    }
+}
+
 /// What rewriting a tree of classes gave.
 #[derive(Default, Debug)]
 pub struct TreeStats {
