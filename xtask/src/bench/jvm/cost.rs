@@ -6,9 +6,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::rounds;
+use super::rounds::{self, Jvms};
 use super::{agent_arg, Jdk, Mode, MODES};
-use crate::bench::report::median;
 use crate::build::Deliverables;
 
 /// (CostModel's op, what it is, operations per round).
@@ -112,53 +111,4 @@ difference is what the agent adds per operation.\n{sections}\nGoal:\n{verdict}",
         rounds::WARMUP_MS / 1000,
         rounds::MEASURED,
     ))
-}
-
-/// One arm's figures over its JVMs: the median and the range.
-#[derive(Clone, Copy)]
-struct Jvms {
-    median: f64,
-    min: f64,
-    max: f64,
-}
-
-impl Jvms {
-    fn of(v: &[f64]) -> Jvms {
-        Jvms {
-            median: median(&mut v.to_vec()),
-            min: v.iter().cloned().fold(f64::INFINITY, f64::min),
-            max: v.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-        }
-    }
-
-    /// `self − other`: the medians' difference, with the widest range the JVMs allow.
-    fn minus(&self, other: &Jvms) -> Jvms {
-        Jvms {
-            median: self.median - other.median,
-            min: self.min - other.max,
-            max: self.max - other.min,
-        }
-    }
-
-    fn cell(&self) -> String {
-        format!("{:.2} [{:.2}–{:.2}]", self.median, self.min, self.max)
-    }
-
-    fn cell_signed(&self) -> String {
-        format!("{:+.2} [{:+.2}…{:+.2}]", self.median, self.min, self.max)
-    }
-
-    /// The verdict on "at most `limit`": met or not only when the whole range says so.
-    fn at_most(&self, limit: f64) -> String {
-        let what = if self.max <= limit {
-            "met"
-        } else if self.min > limit {
-            "**not met**"
-        } else if self.median <= limit {
-            "met at the median, not over the JVMs' whole range"
-        } else {
-            "**not met** at the median, not over the JVMs' whole range"
-        };
-        format!("{what} ({})", self.cell_signed().replace(" [", " ns ["))
-    }
 }

@@ -117,3 +117,62 @@ pub fn ratio_cell(with: &Rounds, without: &Rounds) -> String {
         50.0 * with.spread().max(without.spread())
     )
 }
+
+/// One arm's figures over its JVMs: the median and the range.
+#[derive(Clone, Copy)]
+pub struct Jvms {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Jvms {
+    pub fn of(v: &[f64]) -> Jvms {
+        Jvms {
+            median: median(&mut v.to_vec()),
+            min: v.iter().cloned().fold(f64::INFINITY, f64::min),
+            max: v.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+
+    /// `self − other`: the medians' difference, with the widest range the JVMs allow.
+    pub fn minus(&self, other: &Jvms) -> Jvms {
+        Jvms {
+            median: self.median - other.median,
+            min: self.min - other.max,
+            max: self.max - other.min,
+        }
+    }
+
+    /// `self / without`: the medians' ratio, with the widest range the JVMs allow (fastest
+    /// with over slowest without, slowest with over fastest without).
+    pub fn over(&self, without: &Jvms) -> Jvms {
+        Jvms {
+            median: self.median / without.median,
+            min: self.min / without.max,
+            max: self.max / without.min,
+        }
+    }
+
+    pub fn cell(&self) -> String {
+        format!("{:.2} [{:.2}–{:.2}]", self.median, self.min, self.max)
+    }
+
+    pub fn cell_signed(&self) -> String {
+        format!("{:+.2} [{:+.2}…{:+.2}]", self.median, self.min, self.max)
+    }
+
+    /// The verdict on "at most `limit`": met or not only when the whole range says so.
+    pub fn at_most(&self, limit: f64) -> String {
+        let what = if self.max <= limit {
+            "met"
+        } else if self.min > limit {
+            "**not met**"
+        } else if self.median <= limit {
+            "met at the median, not over the JVMs' whole range"
+        } else {
+            "**not met** at the median, not over the JVMs' whole range"
+        };
+        format!("{what} ({})", self.cell_signed().replace(" [", " ns ["))
+    }
+}

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::rounds::{self, Rounds};
+use super::rounds::{self, Jvms, Rounds};
 use super::{agent_arg, by_mode, geomean, harness_cp, met, Jdk, Mode, Program, MODES};
 use crate::bench::report::median;
 use crate::build::Deliverables;
@@ -33,6 +33,11 @@ struct Run {
 /// same program without the agent measured 30 ms a round in one run and 68 ms in the next.
 const JVMS: usize = 3;
 
+/// The drift farthest from 0, sign kept.
+fn worst_drift(drifts: impl Iterator<Item = f64>) -> f64 {
+    drifts.fold(0.0, |a, b| if b.abs() > a.abs() { b } else { a })
+}
+
 /// One program in one mode, over its JVMs.
 #[derive(Default)]
 struct Arm {
@@ -40,41 +45,32 @@ struct Arm {
 }
 
 impl Arm {
-    /// Each JVM's median round, in ns.
-    fn medians(&self) -> Vec<f64> {
-        self.runs.iter().map(|r| r.rounds.median()).collect()
+    /// Each JVM's median round (ns): their median and range.
+    fn spread(&self) -> Jvms {
+        Jvms::of(
+            &self
+                .runs
+                .iter()
+                .map(|r| r.rounds.median())
+                .collect::<Vec<_>>(),
+        )
     }
 
     /// The median over the JVMs of their median rounds.
     fn median(&self) -> f64 {
-        median(&mut self.medians())
-    }
-
-    fn min(&self) -> f64 {
-        self.medians().into_iter().fold(f64::INFINITY, f64::min)
-    }
-
-    fn max(&self) -> f64 {
-        self.medians().into_iter().fold(f64::NEG_INFINITY, f64::max)
+        self.spread().median
     }
 
     /// `4.21× [3.90–4.60]`: over `without`, the medians' ratio and the widest range the
-    /// JVMs allow (fastest with over slowest without, slowest with over fastest without).
+    /// JVMs allow.
     fn ratio_cell(&self, without: &Arm) -> String {
-        format!(
-            "{:.2}× [{:.2}–{:.2}]",
-            self.median() / without.median(),
-            self.min() / without.max(),
-            self.max() / without.min()
-        )
+        let r = self.spread().over(&without.spread());
+        format!("{:.2}× [{:.2}–{:.2}]", r.median, r.min, r.max)
     }
 
     /// The worst drift of its JVMs (see `Rounds::drift`).
     fn drift(&self) -> f64 {
-        self.runs
-            .iter()
-            .map(|r| r.rounds.drift())
-            .fold(0.0f64, |a, b| if b.abs() > a.abs() { b } else { a })
+        worst_drift(self.runs.iter().map(|r| r.rounds.drift()))
     }
 
     /// The median warm-up, starred if a JVM ended its warm-up with the JIT still compiling.
@@ -322,10 +318,7 @@ fn steady_table(
                 *worst = Some((r, program.name));
             }
         }
-        let drift = [off, def, pre]
-            .iter()
-            .map(|a| a.drift())
-            .fold(0.0f64, |a, b| if b.abs() > a.abs() { b } else { a });
+        let drift = worst_drift([off, def, pre].iter().map(|a| a.drift()));
         let warm = [off, def, pre].map(Arm::warmup_cell);
         s.push_str(&format!(
             "| {} | {:.1} | {} | {} | {}/{}/{} | {:+.0}% |\n",
