@@ -224,6 +224,10 @@ pub struct IrqStart {
     /// Handler exits on this CPU, bumped after `JP_IRQ_LINES` or `JP_IRQ_STATS`: jpd
     /// reads those maps again only when their sum has moved.
     pub exits: u64,
+    /// One past the highest slot of `JP_IRQ_LINES` this CPU has claimed, set before
+    /// the exit that claimed it is counted: jpd reads only the slots below the highest
+    /// of these (the lines in use are few and low: 24–43 on this project's VM).
+    pub lines: u64,
 }
 
 /// Value of `JP_SIRQ_STATS` (per CPU, indexed by vector). Entry and exit touch only

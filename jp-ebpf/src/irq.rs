@@ -129,7 +129,7 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
         bump(&JP_IRQ_MODES, mode::UNTIMED);
     }
 
-    let v = line_stats(irq, action).or_else(|| shared_stats(irq, action));
+    let v = line_stats(irq, action, start).or_else(|| shared_stats(irq, action));
     let Some(v) = v else {
         let lost = bump(&JP_IRQ_MODES, mode::LOST_IRQ_STATS);
         if power_of_two(lost) {
@@ -158,17 +158,23 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
 }
 
 /// This CPU's slot of `irq` in `JP_IRQ_LINES` if it is free or `action`'s (claimed for
-/// it then); `None` for a high line or a second handler of the line.
+/// it then, and counted in `IrqStart::lines`); `None` for a high line or a second
+/// handler of the line.
 #[inline(always)]
-fn line_stats(irq: u32, action: u64) -> Option<*mut IrqStats> {
+fn line_stats(irq: u32, action: u64, start: Option<*mut IrqStart>) -> Option<*mut IrqStats> {
     if irq >= IRQ_LINES {
         return None;
     }
     let line = JP_IRQ_LINES.get_ptr_mut(irq)?;
-    // SAFETY: this CPU's slot, see `jp_irq_entry`.
+    // SAFETY: this CPU's slots (`line`, `start`), see `jp_irq_entry`.
     unsafe {
         if (*line).action == 0 {
             (*line).action = action;
+            if let Some(s) = start {
+                if (*s).lines <= u64::from(irq) {
+                    (*s).lines = u64::from(irq) + 1;
+                }
+            }
         }
         if (*line).action != action {
             return None;

@@ -229,6 +229,8 @@ struct PassState {
     /// `JP_MODES[mode::JVM]` at this pass and when `JP_CTX_SAMPLES` was last read.
     jvm_samples: u64,
     jvm_samples_read: Option<u64>,
+    /// The sampler's BPF statistics (runs, run time ns) at the last status.
+    sampler_stats: Option<(u64, u64)>,
 }
 
 /// (irq number, handler name) → counts, as `KernelCounts::irqs`.
@@ -582,7 +584,10 @@ impl State {
         let exits = starts.iter().flatten().map(|s| s.exits).sum();
         let irqs = read_if_moved(&mut self.pass.irqs, exits, || {
             let mut irqs = IrqsByHandler::new();
-            let lines = maps.array::<IrqLine>("JP_IRQ_LINES")?;
+            // Only the slots below the highest any CPU claimed: a batch of all 256
+            // slots × CPUs was the largest part of an idle pass.
+            let in_use = starts.iter().flatten().map(|s| s.lines).max().unwrap_or(0);
+            let lines = maps.array_prefix::<IrqLine>("JP_IRQ_LINES", in_use)?;
             let mut handlers = handlers_of_lines(&lines);
             handlers.extend(maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")?);
             for (key, per_cpu) in handlers {
@@ -669,15 +674,24 @@ impl State {
             );
             let targets = std::iter::once((SAMPLER, sampler_target))
                 .chain(self.attached.iter().map(|(n, t)| (*n, t.clone())));
+            // Asked even when neither we nor the sysctl turned the statistics on:
+            // another process may hold a BPF_ENABLE_STATS fd, which the sysctl does not
+            // show. But the sampler runs on every CPU at the sampling frequency, so
+            // while its statistics stand still nobody's are being counted, and the
+            // other programs' figures of the last pass still hold: one syscall per
+            // idle pass instead of one per program.
+            let sampler = run_stats(ebpf, SAMPLER);
+            let unchanged = self.pass.sampler_stats == Some(sampler);
+            self.pass.sampler_stats = Some(sampler);
             for (name, attached_to) in targets {
-                // Asked even when neither we nor the sysctl turned the statistics on:
-                // another process may hold a BPF_ENABLE_STATS fd, which the sysctl
-                // does not show.
-                let info = ebpf.program(name).and_then(|p| p.info().ok());
-                let run_count = info.as_ref().map_or(0, |i| i.run_count());
-                let run_time_ns = info.as_ref().map_or(0, |i| {
-                    u64::try_from(i.run_time().as_nanos()).unwrap_or(u64::MAX)
-                });
+                let last = unchanged
+                    .then(|| self.status.programs.iter().find(|p| p.name == name))
+                    .flatten();
+                let (run_count, run_time_ns) = match last {
+                    _ if name == SAMPLER => sampler,
+                    Some(p) => (p.run_count, p.run_time_ns),
+                    None => run_stats(ebpf, name),
+                };
                 programs.push(ProgramStats {
                     name: name.to_string(),
                     attached_to,
@@ -706,6 +720,16 @@ impl State {
         // Dropping the object closes every program, link and map fd.
         self.ebpf = None;
     }
+}
+
+/// A program's BPF statistics: (runs, run time ns); zeros if they cannot be read.
+fn run_stats(ebpf: &Ebpf, name: &str) -> (u64, u64) {
+    let info = ebpf.program(name).and_then(|p| p.info().ok());
+    let run_count = info.as_ref().map_or(0, |i| i.run_count());
+    let run_time_ns = info.as_ref().map_or(0, |i| {
+        u64::try_from(i.run_time().as_nanos()).unwrap_or(u64::MAX)
+    });
+    (run_count, run_time_ns)
 }
 
 fn program_mut<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut T>
@@ -753,19 +777,22 @@ impl PerCpuMaps<'_> {
     /// Every (key, per-CPU values) of the map.
     fn entries<K: Pod, V: Pod>(&mut self, name: &'static str) -> anyhow::Result<Vec<(K, Vec<V>)>> {
         let map = map_data(self.ebpf, name)?;
-        let max_entries = match self.sizes.get(name) {
-            Some(&n) => n,
-            None => {
-                let n = map
-                    .info()
-                    .with_context(|| format!("cannot read the size of map {name}"))?
-                    .max_entries() as usize;
-                self.sizes.insert(name, n);
-                n
-            }
-        };
+        let max_entries = self.max_entries(name, map)?;
         read_percpu::<K, V>(map.fd().as_fd(), self.ncpus, max_entries)
             .with_context(|| format!("reading {name}"))
+    }
+
+    /// The map's `max_entries`, asked of the kernel once.
+    fn max_entries(&mut self, name: &'static str, map: &MapData) -> anyhow::Result<usize> {
+        if let Some(&n) = self.sizes.get(name) {
+            return Ok(n);
+        }
+        let n = map
+            .info()
+            .with_context(|| format!("cannot read the size of map {name}"))?
+            .max_entries() as usize;
+        self.sizes.insert(name, n);
+        Ok(n)
     }
 
     /// Sum over CPUs of a per-CPU `u64` histogram.
@@ -784,6 +811,21 @@ impl PerCpuMaps<'_> {
     /// Every slot of a per-CPU array, with its per-CPU values.
     fn array<V: Pod>(&mut self, name: &'static str) -> anyhow::Result<Vec<Vec<V>>> {
         let mut entries = self.entries::<u32, V>(name)?;
+        entries.sort_by_key(|(k, _)| *k);
+        Ok(entries.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// Slots `0..n` of a per-CPU array (all of them if `n` is at least its size).
+    fn array_prefix<V: Pod>(&mut self, name: &'static str, n: u64) -> anyhow::Result<Vec<Vec<V>>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let map = map_data(self.ebpf, name)?;
+        let n = usize::try_from(n)
+            .unwrap_or(usize::MAX)
+            .min(self.max_entries(name, map)?);
+        let mut entries = read_percpu::<u32, V>(map.fd().as_fd(), self.ncpus, n)
+            .with_context(|| format!("reading {name}"))?;
         entries.sort_by_key(|(k, _)| *k);
         Ok(entries.into_iter().map(|(_, v)| v).collect())
     }
