@@ -16,7 +16,11 @@ mod usdt;
 #[derive(Subcommand, Clone)]
 pub enum Which {
     /// jp's kernel sampling cost against `perf record -e cpu-clock -a`.
-    Kernel,
+    Kernel {
+        /// Parts to run (all by default): events, idle, workload.
+        #[arg(value_enum)]
+        parts: Vec<kernel::Part>,
+    },
     /// The JVM agent's cost, both JDKs and BBAs: real programs whole and at steady state,
     /// C2 compile time, ns per operation, memory and time per calling context.
     Jvm {
@@ -42,11 +46,22 @@ pub enum Which {
     },
 }
 
+/// `clock_gettime(clock)` in ns.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the one we own.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 pub fn run(which: Which) -> Result<()> {
     crate::setup::run()?;
     let out = crate::build::run()?;
     match which {
-        Which::Kernel => kernel::run(&out),
+        Which::Kernel { parts } => kernel::run(&out, &parts),
         Which::Jvm { parts, jdk } => jvm::run(&out, &parts, &jdk),
         Which::Usdt => usdt::run(&out),
         Which::Fleet => fleet::run(&out),

@@ -326,13 +326,7 @@ fn queries() -> Result<String> {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the one we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    super::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// `jpctl jvm top PID --by calls --json`: calls of `method`, if listed.
