@@ -210,8 +210,34 @@ pub struct IrqLine {
     pub stats: IrqStats,
 }
 
+/// One CPU's mode counters (slots `mode::*`): the value of `JP_MODES` and
+/// `JP_IRQ_MODES`. Those, like `JP_IRQ_START` and `JP_SIRQ_STATS`, are arrays with one
+/// value per CPU, indexed by CPU number, that jpd sizes at load and maps
+/// (`BPF_F_MMAPABLE`), so that its periodic pass reads them without a syscall. Each
+/// value is a whole number of 64-byte lines, so that no two CPUs write the same line.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuModes {
+    pub counts: [u64; mode::COUNT as usize],
+    pub _pad: [u64; 6],
+}
+
+/// Slots of `CpuSoftirqs`: a power of two, so that the eBPF side's index, masked with
+/// `SOFTIRQ_SLOTS - 1`, is in bounds by construction (LLVM drops a range check it can
+/// prove from an earlier one, and the verifier then sees only the mask).
+pub const SOFTIRQ_SLOTS: u32 = 16;
+
+/// One CPU's softirq statistics, by vector; slot `NR_SOFTIRQS` counts vector numbers
+/// out of range, the slots above it stay zero. The value of `JP_SIRQ_STATS` (see
+/// `CpuModes`), six 64-byte lines.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuSoftirqs {
+    pub vectors: [SoftirqStats; SOFTIRQ_SLOTS as usize],
+}
+
 /// Per-CPU slot written at `irq_handler_entry`, read at `irq_handler_exit`. Hard-IRQ
-/// handlers do not nest on one CPU, so one slot per CPU is enough.
+/// handlers do not nest on one CPU, so one slot per CPU is enough (see `CpuModes`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IrqStart {
@@ -228,10 +254,10 @@ pub struct IrqStart {
     /// the exit that claimed it is counted: jpd reads only the slots below the highest
     /// of these (the lines in use are few and low: 24–43 on this project's VM).
     pub lines: u64,
+    pub _pad: [u64; 2],
 }
 
-/// Value of `JP_SIRQ_STATS` (per CPU, indexed by vector). Entry and exit touch only
-/// this one 24-byte slot.
+/// One vector's slot of `CpuSoftirqs`. Entry and exit touch only this 24-byte slot.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SoftirqStats {
@@ -258,6 +284,10 @@ mod pod {
     unsafe impl aya::Pod for super::IrqLine {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::SoftirqStats {}
+    // SAFETY: as above (the padding is an explicit field).
+    unsafe impl aya::Pod for super::CpuModes {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::CpuSoftirqs {}
     // SAFETY: as above: repr(C), integers only, no padding.
     unsafe impl aya::Pod for super::JvmThread {}
     // SAFETY: as above.
@@ -278,7 +308,11 @@ mod tests {
         assert_eq!(size_of::<ProbeConfig>(), 5 * 8 + 4 * 4);
         assert_eq!(size_of::<IrqKey>(), 16);
         assert_eq!(size_of::<IrqStats>(), 4 * 8 + IRQ_NAME_LEN);
-        assert_eq!(size_of::<IrqStart>(), 40);
+        // The per-CPU values jpd maps are whole 64-byte lines.
+        assert_eq!(size_of::<IrqStart>(), 64);
+        assert_eq!(size_of::<CpuModes>(), 128);
+        assert_eq!(size_of::<CpuSoftirqs>(), 384);
+        const { assert!(NR_SOFTIRQS < SOFTIRQ_SLOTS) };
         assert_eq!(size_of::<IrqLine>(), 8 + size_of::<IrqStats>());
         assert_eq!(size_of::<SoftirqStats>(), 24);
     }

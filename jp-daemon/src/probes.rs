@@ -20,6 +20,12 @@ pub const TEXT_COUNTS: &str = "JP_TEXT_COUNTS";
 pub const TEXT_DIRTY: &str = "JP_TEXT_DIRTY";
 pub const IRQ_TEXT_COUNTS: &str = "JP_IRQ_TEXT_COUNTS";
 pub const IRQ_TEXT_DIRTY: &str = "JP_IRQ_TEXT_DIRTY";
+/// Arrays with one value per CPU (`jp_common::CpuModes`), sized at load to the
+/// possible CPUs and mapped by the kernel collector.
+pub const MODES: &str = "JP_MODES";
+pub const IRQ_MODES: &str = "JP_IRQ_MODES";
+pub const IRQ_START: &str = "JP_IRQ_START";
+pub const SIRQ_STATS: &str = "JP_SIRQ_STATS";
 /// The USDT ring buffer, sized at load from `[usdt] ring_buffer_kib`.
 pub const USDT_EVENTS: &str = "JP_USDT_EVENTS";
 
@@ -38,12 +44,14 @@ const KERNEL_ONLY_MAPS: [(&str, u32); 7] = [
 /// Which collector an instance is for, with what it sets at load.
 #[derive(Clone, Copy, Debug)]
 pub enum Instance<'a> {
-    /// The kernel samplers: their configuration (a global, frozen at load) and the
-    /// sizes of the core-text arrays (`TextLayout`'s blocks and pages).
+    /// The kernel samplers: their configuration (a global, frozen at load), the
+    /// sizes of the core-text arrays (`TextLayout`'s blocks and pages) and the number
+    /// of values of the per-CPU arrays (the highest possible CPU number + 1).
     Kernel {
         config: &'a ProbeConfig,
         text_blocks: u32,
         text_pages: u32,
+        cpu_slots: u32,
     },
     /// The USDT record program, with a ring buffer of `ring_bytes`.
     Usdt { ring_bytes: u32 },
@@ -58,6 +66,7 @@ pub fn load(instance: Instance<'_>) -> anyhow::Result<Ebpf> {
             config,
             text_blocks,
             text_pages,
+            cpu_slots,
         } => {
             loader
                 .override_global(CONFIG_GLOBAL, config, true)
@@ -65,6 +74,9 @@ pub fn load(instance: Instance<'_>) -> anyhow::Result<Ebpf> {
                 .map_max_entries(TEXT_DIRTY, text_pages)
                 .map_max_entries(IRQ_TEXT_COUNTS, text_blocks)
                 .map_max_entries(IRQ_TEXT_DIRTY, text_pages);
+            for name in [MODES, IRQ_MODES, IRQ_START, SIRQ_STATS] {
+                loader.map_max_entries(name, cpu_slots);
+            }
             ""
         }
         Instance::Usdt { ring_bytes } => {

@@ -3,11 +3,11 @@ use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
     maps::{Array, PerCpuArray, PerCpuHashMap},
     Global,
 };
-use jp_common::{mode, ProbeConfig, TextBlock, TEXT_BLOCK_BUCKETS, TEXT_PAGE_BUCKETS};
+use jp_common::{mode, CpuModes, ProbeConfig, TextBlock, TEXT_BLOCK_BUCKETS, TEXT_PAGE_BUCKETS};
 
 /// `BPF_F_MMAPABLE`: jpd maps the core-text counters instead of reading them by syscall.
 pub const MMAPABLE: u32 = 1 << 10;
@@ -36,6 +36,33 @@ pub fn bump(counters: &PerCpuArray<u64>, idx: u32) -> u64 {
         }
         None => 0,
     }
+}
+
+/// This CPU's value of an array with one value per CPU (`jp_common::CpuModes` says
+/// why jpd maps those instead of reading per-CPU maps).
+#[inline(always)]
+pub fn cpu_slot<T>(slots: &Array<T>) -> Option<*mut T> {
+    // SAFETY: bpf_get_smp_processor_id takes no arguments and cannot fail.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    slots.get_ptr_mut(cpu)
+}
+
+/// Adds one to mode counter `idx` of this CPU; returns its new value (0 if the array
+/// has no slot for this CPU, which jpd sizes it never to lack).
+#[inline(always)]
+pub fn count_mode(modes: &Array<CpuModes>, idx: u32) -> u64 {
+    let Some(p) = cpu_slot(modes) else {
+        return 0;
+    };
+    // SAFETY: this CPU's value, valid for the program's run; only this program family
+    // writes it, only on this CPU, and such programs do not nest on one CPU, so the
+    // read-modify-write is not torn. jpd reads it through its mapping, and an aligned
+    // u64 store is seen whole.
+    let Some(c) = unsafe { &mut (*p).counts }.get_mut(idx as usize) else {
+        return 0;
+    };
+    *c += 1;
+    *c
 }
 
 /// Adds one to `key`'s count on this CPU. Returns false when the sample could not be
@@ -117,7 +144,7 @@ pub fn record_kernel_ip(
     ip: u64,
     text: &TextCounters,
     others: &PerCpuHashMap<u64, u64>,
-    modes: &PerCpuArray<u64>,
+    modes: &Array<CpuModes>,
 ) -> u64 {
     let recorded = if ip >= cfg.text_start && ip < cfg.text_end {
         let bucket = ((ip - cfg.text_start) >> (cfg.shift & 63)) as u32;
@@ -125,16 +152,20 @@ pub fn record_kernel_ip(
     } else {
         let added = hist_add(others, &ip);
         if added {
-            bump(modes, mode::OTHER_IPS);
+            count_mode(modes, mode::OTHER_IPS);
         }
         added
     };
     // A plain 0, not an `Option`: LLVM may compute on an `Option`'s payload before
     // testing it, and the verifier refuses the pointer left in that register.
-    let lost = if recorded { 0 } else { bump(modes, mode::LOST) };
+    let lost = if recorded {
+        0
+    } else {
+        count_mode(modes, mode::LOST)
+    };
     // Counted after it is recorded: jpd reads the mode counters before the
     // histograms, so every sample in its kernel count is already in a histogram.
-    bump(modes, mode::KERNEL);
+    count_mode(modes, mode::KERNEL);
     lost
 }
 

@@ -20,21 +20,23 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::warn;
 use jp_common::{
-    mode, IrqKey, IrqLine, IrqStart, IrqStats, ProbeConfig, TextBlock, IRQ_LINES, IRQ_NAME_LEN,
-    IRQ_STACK_DEPTH,
+    mode, CpuModes, IrqKey, IrqLine, IrqStart, IrqStats, ProbeConfig, TextBlock, IRQ_LINES,
+    IRQ_NAME_LEN, IRQ_STACK_DEPTH,
 };
 
 use crate::common::{
-    bump, config, in_idle_task, now_ns, power_of_two, record_kernel_ip, TextCounters, MMAPABLE,
+    config, count_mode, cpu_slot, in_idle_task, now_ns, power_of_two, record_kernel_ip,
+    TextCounters, MMAPABLE,
 };
 
 /// Scratch space for the kernel stack at handler entry (too big for the BPF stack).
 #[map]
 static JP_IRQ_TRACE: PerCpuArray<[u64; IRQ_STACK_DEPTH]> = PerCpuArray::with_max_entries(1, 0);
 
-/// Interrupted-IP samples by mode, plus the IRQ-side loss counters (`jp_common::mode`).
+/// Interrupted-IP samples by mode, plus the IRQ-side loss counters (`jp_common::mode`),
+/// one value per CPU; jpd sizes it at load.
 #[map]
-static JP_IRQ_MODES: PerCpuArray<u64> = PerCpuArray::with_max_entries(mode::COUNT, 0);
+static JP_IRQ_MODES: Array<CpuModes> = Array::with_max_entries(1, MMAPABLE);
 
 /// Interrupted kernel IP at hard-IRQ handler entry, in core text: as `JP_TEXT_COUNTS`.
 #[map]
@@ -53,9 +55,9 @@ static IRQ_TEXT: TextCounters = TextCounters {
 #[map]
 static JP_IRQ_OTHERS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(1 << 11, 0);
 
-/// Handler entry time on this CPU.
+/// Handler entry time, one value per CPU; jpd sizes it at load.
 #[map]
-static JP_IRQ_START: PerCpuArray<IrqStart> = PerCpuArray::with_max_entries(1, 0);
+static JP_IRQ_START: Array<IrqStart> = Array::with_max_entries(1, MMAPABLE);
 
 /// IRQ number → the first handler that exited on the line (on this CPU) and its hits,
 /// time, handler address and name: an array lookup, where the hash map below costs a
@@ -72,7 +74,7 @@ static JP_IRQ_STATS: PerCpuHashMap<IrqKey, IrqStats> = PerCpuHashMap::with_max_e
 #[raw_tracepoint(tracepoint = "irq_handler_entry")]
 pub fn jp_irq_entry(ctx: RawTracePointContext) -> i32 {
     let action: u64 = ctx.arg(1);
-    let Some(s) = JP_IRQ_START.get_ptr_mut(0) else {
+    let Some(s) = cpu_slot(&JP_IRQ_START) else {
         return 0;
     };
     let cfg = config();
@@ -113,7 +115,7 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
 
     let mut elapsed = 0u64;
     let mut timed = false;
-    let start = JP_IRQ_START.get_ptr_mut(0);
+    let start = cpu_slot(&JP_IRQ_START);
     if let Some(s) = start {
         // SAFETY: this CPU's slot, see `jp_irq_entry`.
         unsafe {
@@ -126,12 +128,12 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
         }
     }
     if !timed {
-        bump(&JP_IRQ_MODES, mode::UNTIMED);
+        count_mode(&JP_IRQ_MODES, mode::UNTIMED);
     }
 
     let v = line_stats(irq, action, start).or_else(|| shared_stats(irq, action));
     let Some(v) = v else {
-        let lost = bump(&JP_IRQ_MODES, mode::LOST_IRQ_STATS);
+        let lost = count_mode(&JP_IRQ_MODES, mode::LOST_IRQ_STATS);
         if power_of_two(lost) {
             warn!(
                 &ctx,
@@ -247,7 +249,7 @@ fn sample_interrupted_ip(ctx: &RawTracePointContext, cfg: &ProbeConfig) {
     // SAFETY: as above; flags 0 = kernel stack, no frames skipped.
     let bytes = unsafe { bpf_get_stack(ctx.as_ptr(), trace.as_mut_ptr().cast(), size, 0) };
     if bytes <= 0 {
-        bump(&JP_IRQ_MODES, mode::READ_FAILED);
+        count_mode(&JP_IRQ_MODES, mode::READ_FAILED);
         return;
     }
     let frames = (bytes as usize / 8).min(IRQ_STACK_DEPTH);
@@ -263,15 +265,15 @@ fn sample_interrupted_ip(ctx: &RawTracePointContext, cfg: &ProbeConfig) {
         }
     }
     let Some(entry) = entry else {
-        bump(&JP_IRQ_MODES, mode::READ_FAILED);
+        count_mode(&JP_IRQ_MODES, mode::READ_FAILED);
         return;
     };
     if entry + 1 >= frames {
         if frames == IRQ_STACK_DEPTH {
             // Cut at the maximum depth: we cannot tell user mode from a deep stack.
-            bump(&JP_IRQ_MODES, mode::READ_FAILED);
+            count_mode(&JP_IRQ_MODES, mode::READ_FAILED);
         } else {
-            bump(&JP_IRQ_MODES, mode::USER);
+            count_mode(&JP_IRQ_MODES, mode::USER);
         }
         return;
     }
@@ -282,7 +284,7 @@ fn sample_interrupted_ip(ctx: &RawTracePointContext, cfg: &ProbeConfig) {
 #[inline(always)]
 fn record_interrupted_kernel_ip(ctx: &RawTracePointContext, cfg: &ProbeConfig, ip: u64) {
     if in_idle_task() {
-        bump(&JP_IRQ_MODES, mode::IDLE);
+        count_mode(&JP_IRQ_MODES, mode::IDLE);
         return;
     }
     let lost = record_kernel_ip(cfg, ip, &IRQ_TEXT, &JP_IRQ_OTHERS, &JP_IRQ_MODES);

@@ -2,19 +2,19 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, generated::bpf_probe_read_user},
     macros::{map, perf_event},
-    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
+    maps::{Array, HashMap, PerCpuHashMap},
     programs::PerfEventContext,
 };
 use aya_log_ebpf::warn;
-use jp_common::{ctx_kind, mode, CtxKey, JvmThread, ProbeConfig, TextBlock};
+use jp_common::{ctx_kind, mode, CpuModes, CtxKey, JvmThread, ProbeConfig, TextBlock};
 
 use crate::common::{
-    bump, config, hist_add, power_of_two, record_kernel_ip, user_mode, TextCounters, MMAPABLE,
+    config, count_mode, hist_add, power_of_two, record_kernel_ip, user_mode, TextCounters, MMAPABLE,
 };
 
-/// Samples by mode (`jp_common::mode`).
+/// Samples by mode (`jp_common::mode`), one value per CPU; jpd sizes it at load.
 #[map]
-static JP_MODES: PerCpuArray<u64> = PerCpuArray::with_max_entries(mode::COUNT, 0);
+static JP_MODES: Array<CpuModes> = Array::with_max_entries(1, MMAPABLE);
 
 /// readprofile's array: bucket `(ip - _stext) >> shift` → samples, all CPUs (see
 /// `TextCounters`). jpd sets the sizes from the running kernel before loading.
@@ -58,10 +58,10 @@ pub fn jp_sample(ctx: PerfEventContext) -> u32 {
     let user = user_mode(cs);
     let cfg = config();
     if user {
-        bump(&JP_MODES, mode::USER);
+        count_mode(&JP_MODES, mode::USER);
     } else if pid_tgid as u32 == 0 {
         // The idle task (pid 0, one "swapper" per CPU).
-        bump(&JP_MODES, mode::IDLE);
+        count_mode(&JP_MODES, mode::IDLE);
         return 0;
     } else {
         let lost = record_kernel_ip(&cfg, ip, &TEXT, &JP_OTHER_IPS, &JP_MODES);
@@ -136,9 +136,9 @@ fn join_context(cfg: &ProbeConfig, pid_tgid: u64, user: bool, ip: u64) {
         }
     }
     if hist_add(&JP_CTX_SAMPLES, &key) {
-        bump(&JP_MODES, mode::JVM);
+        count_mode(&JP_MODES, mode::JVM);
     } else {
-        bump(&JP_MODES, mode::JVM_LOST);
+        count_mode(&JP_MODES, mode::JVM_LOST);
     }
 }
 

@@ -1,25 +1,36 @@
 //! Softirq count and time per vector (`softirq_entry`/`softirq_exit` raw tracepoints).
 use aya_ebpf::{
     macros::{map, raw_tracepoint},
-    maps::PerCpuArray,
+    maps::Array,
     programs::RawTracePointContext,
 };
-use jp_common::{SoftirqStats, NR_SOFTIRQS};
+use jp_common::{CpuSoftirqs, SoftirqStats, NR_SOFTIRQS, SOFTIRQ_SLOTS};
 
-use crate::common::now_ns;
+use crate::common::{cpu_slot, now_ns, MMAPABLE};
 
-/// Per vector, with the entry time of the run in progress; slot `NR_SOFTIRQS` counts
-/// vector numbers out of range. Entry and exit touch this one slot only (one map
-/// lookup each; the entry times used to be a second map).
+/// Per CPU, per vector, with the entry time of the run in progress; slot `NR_SOFTIRQS`
+/// counts vector numbers out of range. Entry and exit touch one vector's slot only (one
+/// map lookup each). One value per CPU; jpd sizes it at load.
 #[map]
-static JP_SIRQ_STATS: PerCpuArray<SoftirqStats> = PerCpuArray::with_max_entries(NR_SOFTIRQS + 1, 0);
+static JP_SIRQ_STATS: Array<CpuSoftirqs> = Array::with_max_entries(1, MMAPABLE);
+
+/// This CPU's slot of vector `slot` (`slot <= NR_SOFTIRQS`).
+#[inline(always)]
+fn vector(slot: u32) -> Option<*mut SoftirqStats> {
+    let cpu = cpu_slot(&JP_SIRQ_STATS)?;
+    // SAFETY: this CPU's value, valid for the program's run; softirq programs do not
+    // nest on one CPU.
+    unsafe { &mut (*cpu).vectors }
+        .get_mut((slot & (SOFTIRQ_SLOTS - 1)) as usize)
+        .map(|v| v as *mut SoftirqStats)
+}
 
 // TP_PROTO(unsigned int vec_nr)
 #[raw_tracepoint(tracepoint = "softirq_entry")]
 pub fn jp_sirq_entry(ctx: RawTracePointContext) -> i32 {
     let vec: u32 = ctx.arg(0);
     let slot = if vec < NR_SOFTIRQS { vec } else { NR_SOFTIRQS };
-    if let Some(s) = JP_SIRQ_STATS.get_ptr_mut(slot) {
+    if let Some(s) = vector(slot) {
         // SAFETY: this CPU's slot; softirq programs do not nest on one CPU.
         unsafe {
             (*s).count += 1;
@@ -35,7 +46,7 @@ pub fn jp_sirq_exit(ctx: RawTracePointContext) -> i32 {
     if vec >= NR_SOFTIRQS {
         return 0;
     }
-    let Some(s) = JP_SIRQ_STATS.get_ptr_mut(vec) else {
+    let Some(s) = vector(vec) else {
         return 0;
     };
     // SAFETY: this CPU's slot; softirq programs do not nest on one CPU.

@@ -20,17 +20,21 @@ use aya::programs::perf_event::{
 use aya::programs::{PerfEvent, RawTracePoint};
 use aya::{Ebpf, Pod};
 use jp_common::{
-    mode, IrqKey, IrqLine, IrqStart, IrqStats, ProbeConfig, SoftirqStats, NR_SOFTIRQS,
+    mode, CpuModes, CpuSoftirqs, IrqKey, IrqLine, IrqStart, IrqStats, ProbeConfig, NR_SOFTIRQS,
 };
 
 use super::batch::read_percpu;
 use super::btf::Btf;
 use super::join::{self, ContextJoin, JoinState};
-use super::online_cpus::OnlineCpus;
+use super::mapping::CpuSlots;
+use super::online_cpus::{parse_cpu_list, OnlineCpus};
 use super::text_counts::{TextCounts, TextLayout};
 use super::KernelOptions;
 use crate::lock::lock;
-use crate::probes::{self, IRQ_TEXT_COUNTS, IRQ_TEXT_DIRTY, TEXT_COUNTS, TEXT_DIRTY};
+use crate::probes::{
+    self, IRQ_MODES, IRQ_START, IRQ_TEXT_COUNTS, IRQ_TEXT_DIRTY, MODES, SIRQ_STATS, TEXT_COUNTS,
+    TEXT_DIRTY,
+};
 use crate::store::kernel::symbols::{Symbols, SymbolsStamp};
 use crate::store::kernel::{
     CollectorStatus, IrqHandlerCounts, KernelCounts, ModeCounts, ProgramStats, SoftirqCounts, Store,
@@ -119,23 +123,22 @@ impl KernelCollector {
     /// `cpu-clock` samples taken on each CPU since attach (user + kernel + idle), by
     /// CPU number (possible CPUs; offline ones keep what they had).
     pub fn samples_per_cpu(&self) -> anyhow::Result<Vec<u64>> {
-        let mut guard = lock(&self.state);
-        let state = &mut *guard;
-        let slots = PerCpuMaps {
-            ebpf: state.ebpf.as_ref().context("not attached")?,
-            ncpus: state.ncpus,
-            sizes: &mut state.pass.map_entries,
+        let state = lock(&self.state);
+        if state.ebpf.is_none() {
+            bail!("not attached");
         }
-        .array::<u64>("JP_MODES")?;
-        let mut per_cpu = vec![0u64; state.ncpus];
-        for slot in [mode::USER, mode::KERNEL, mode::IDLE] {
-            for (cpu, n) in slots.get(slot as usize).into_iter().flatten().enumerate() {
-                if let Some(total) = per_cpu.get_mut(cpu) {
-                    *total += n;
-                }
-            }
-        }
-        Ok(per_cpu)
+        Ok(state
+            .cpu
+            .modes
+            .read()
+            .iter()
+            .map(|m| {
+                [mode::USER, mode::KERNEL, mode::IDLE]
+                    .iter()
+                    .map(|&i| m.counts.get(i as usize).copied().unwrap_or(0))
+                    .sum()
+            })
+            .collect())
     }
 
     /// Stops the reader thread and detaches everything.
@@ -178,6 +181,8 @@ struct State {
     /// Core-text counters of the sampler and of the interrupted IP, memory-mapped.
     text: TextCounts,
     irq_text: TextCounts,
+    /// The arrays with one value per CPU, memory-mapped.
+    cpu: CpuArrays,
     /// Keeps `kernel.bpf_stats_enabled` on while we run (only with `bpf_stats = true`).
     stats_fd: Option<OwnedFd>,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
@@ -190,6 +195,38 @@ struct State {
     /// Where the JVMs' context slots come from and the samples under them go.
     join: Option<Arc<dyn ContextJoin>>,
     join_state: JoinState,
+}
+
+/// The eBPF side's arrays with one value per CPU (`jp_common::CpuModes`), mapped: a
+/// pass reads them without a syscall (as batch reads they were four of an idle pass's
+/// few syscalls, the first of them the slowest, on a cold cache).
+struct CpuArrays {
+    modes: CpuSlots<CpuModes>,
+    irq_modes: CpuSlots<CpuModes>,
+    irq_start: CpuSlots<IrqStart>,
+    softirqs: CpuSlots<CpuSoftirqs>,
+}
+
+impl CpuArrays {
+    fn map(ebpf: &Ebpf, cpus: usize) -> anyhow::Result<CpuArrays> {
+        Ok(CpuArrays {
+            modes: CpuSlots::map(array_fd(ebpf, MODES)?, cpus, MODES)?,
+            irq_modes: CpuSlots::map(array_fd(ebpf, IRQ_MODES)?, cpus, IRQ_MODES)?,
+            irq_start: CpuSlots::map(array_fd(ebpf, IRQ_START)?, cpus, IRQ_START)?,
+            softirqs: CpuSlots::map(array_fd(ebpf, SIRQ_STATS)?, cpus, SIRQ_STATS)?,
+        })
+    }
+}
+
+/// Mode counters summed over CPUs, by `mode::*` slot.
+fn sum_modes(per_cpu: &[CpuModes]) -> Vec<u64> {
+    let mut sums = vec![0u64; mode::COUNT as usize];
+    for m in per_cpu {
+        for (sum, n) in sums.iter_mut().zip(m.counts.iter()) {
+            *sum += n;
+        }
+    }
+    sums
 }
 
 /// A pass over the maps: `Periodic` from the reader thread, `Forced` when asked
@@ -279,6 +316,8 @@ fn due(last: &mut Option<Instant>, every: std::time::Duration) -> bool {
     true
 }
 
+const POSSIBLE_CPUS: &str = "/sys/devices/system/cpu/possible";
+
 /// Time between two checks of the online CPUs in periodic passes.
 const CPUS_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -316,11 +355,20 @@ impl State {
             layout.bytes() / 1024
         );
 
+        // The per-CPU arrays are indexed by CPU number: one value per possible number.
+        let possible = std::fs::read_to_string(POSSIBLE_CPUS)
+            .with_context(|| format!("cannot read {POSSIBLE_CPUS}"))?;
+        let cpu_slots = parse_cpu_list(possible.trim())?
+            .into_iter()
+            .max()
+            .map_or(1, |m| m + 1);
         let mut ebpf = probes::load(probes::Instance::Kernel {
             config: &cfg,
             text_blocks: layout.blocks,
             text_pages: layout.pages,
+            cpu_slots,
         })?;
+        let cpu = CpuArrays::map(&ebpf, cpu_slots as usize)?;
         let text = TextCounts::map(
             array_fd(&ebpf, TEXT_COUNTS)?,
             array_fd(&ebpf, TEXT_DIRTY)?,
@@ -380,6 +428,7 @@ impl State {
             cfg,
             text,
             irq_text,
+            cpu,
             stats_fd: stats,
             logger,
             read_errors: 0,
@@ -570,23 +619,23 @@ impl State {
         // The mode counters first, the histograms after: the eBPF side counts a sample
         // after recording it, so every sample in this pass's kernel count is in the
         // histograms read below (which may hold a few more, counted next pass).
-        let modes = maps.sum_array("JP_MODES")?;
+        let modes = sum_modes(&self.cpu.modes.read());
         self.pass.jvm_samples = modes.get(mode::JVM as usize).copied().unwrap_or(0)
             + modes.get(mode::JVM_LOST as usize).copied().unwrap_or(0);
-        let irq_modes = maps.sum_array("JP_IRQ_MODES")?;
+        let irq_modes = sum_modes(&self.cpu.irq_modes.read());
         let buckets = self.text.read().clone();
         let irq_buckets = self.irq_text.read().clone();
-        let starts = maps.array::<IrqStart>("JP_IRQ_START")?;
+        let starts = self.cpu.irq_start.read();
         let at = |v: &[u64], i: u32| v.get(i as usize).copied().unwrap_or(0);
 
         // The hash maps are read again only when the counter the eBPF side bumps after
         // writing them has moved: walking their buckets was most of an idle pass.
-        let exits = starts.iter().flatten().map(|s| s.exits).sum();
+        let exits = starts.iter().map(|s| s.exits).sum();
         let irqs = read_if_moved(&mut self.pass.irqs, exits, || {
             let mut irqs = IrqsByHandler::new();
             // Only the slots below the highest any CPU claimed: a batch of all 256
             // slots × CPUs was the largest part of an idle pass.
-            let in_use = starts.iter().flatten().map(|s| s.lines).max().unwrap_or(0);
+            let in_use = starts.iter().map(|s| s.lines).max().unwrap_or(0);
             let lines = maps.array_prefix::<IrqLine>("JP_IRQ_LINES", in_use)?;
             let mut handlers = handlers_of_lines(&lines);
             handlers.extend(maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")?);
@@ -613,12 +662,13 @@ impl State {
             || maps.sum_hash::<u64>("JP_IRQ_OTHERS"),
         )?;
 
-        let sirq = maps.array::<SoftirqStats>("JP_SIRQ_STATS")?;
+        let sirq = self.cpu.softirqs.read();
         let mut softirqs = HashMap::new();
         let mut bad_vectors = 0;
-        for (i, per_cpu) in sirq.iter().enumerate() {
-            let count = per_cpu.iter().map(|s| s.count).sum();
-            let time_ns = per_cpu.iter().map(|s| s.time_ns).sum();
+        for i in 0..=NR_SOFTIRQS as usize {
+            let per_cpu = || sirq.iter().filter_map(|c| c.vectors.get(i));
+            let count = per_cpu().map(|s| s.count).sum();
+            let time_ns = per_cpu().map(|s| s.time_ns).sum();
             match u32::try_from(i) {
                 Ok(v) if v < NR_SOFTIRQS => {
                     softirqs.insert(v, SoftirqCounts { count, time_ns });
@@ -647,7 +697,7 @@ impl State {
             },
             irqs,
             softirqs,
-            irq_entries: starts.iter().flatten().map(|s| s.entries).sum(),
+            irq_entries: starts.iter().map(|s| s.entries).sum(),
             irq_ip_sampled: [mode::USER, mode::KERNEL, mode::IDLE, mode::READ_FAILED]
                 .iter()
                 .map(|&m| at(&irq_modes, m))
@@ -808,13 +858,6 @@ impl PerCpuMaps<'_> {
             .collect())
     }
 
-    /// Every slot of a per-CPU array, with its per-CPU values.
-    fn array<V: Pod>(&mut self, name: &'static str) -> anyhow::Result<Vec<Vec<V>>> {
-        let mut entries = self.entries::<u32, V>(name)?;
-        entries.sort_by_key(|(k, _)| *k);
-        Ok(entries.into_iter().map(|(_, v)| v).collect())
-    }
-
     /// Slots `0..n` of a per-CPU array (all of them if `n` is at least its size).
     fn array_prefix<V: Pod>(&mut self, name: &'static str, n: u64) -> anyhow::Result<Vec<Vec<V>>> {
         if n == 0 {
@@ -828,14 +871,6 @@ impl PerCpuMaps<'_> {
             .with_context(|| format!("reading {name}"))?;
         entries.sort_by_key(|(k, _)| *k);
         Ok(entries.into_iter().map(|(_, v)| v).collect())
-    }
-
-    fn sum_array(&mut self, name: &'static str) -> anyhow::Result<Vec<u64>> {
-        Ok(self
-            .array::<u64>(name)?
-            .iter()
-            .map(|v| v.iter().sum())
-            .collect())
     }
 }
 

@@ -29,6 +29,7 @@ mod batch;
 mod btf;
 pub mod collector;
 pub mod join;
+mod mapping;
 mod online_cpus;
 mod text_counts;
 

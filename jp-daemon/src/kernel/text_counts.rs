@@ -8,11 +8,13 @@
 //! bucket gains fewer than 2^32 samples between two reads (at 997 Hz that takes more
 //! than 4 Mi CPU-seconds). Totals are kept as `u64` here.
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd as _, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use anyhow::{bail, Context as _};
 use jp_common::{TextBlock, TEXT_BLOCK_BUCKETS, TEXT_PAGE_BLOCKS, TEXT_PAGE_BUCKETS};
+
+use super::mapping::Mapping;
 
 /// Every this many reads, every page is diffed, set flag or not: a safety net that
 /// bounds how late a count could show if a flag were ever missed. On x86-64 (the only
@@ -57,48 +59,6 @@ impl TextLayout {
     /// Bytes of kernel memory the counters and flags take (shared by all CPUs).
     pub fn bytes(&self) -> u64 {
         u64::from(self.blocks) * std::mem::size_of::<TextBlock>() as u64 + u64::from(self.pages) * 8
-    }
-}
-
-/// A shared, read-write mapping of a BPF array map's values.
-struct Mapping {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain shared memory; every access goes through atomics.
-unsafe impl Send for Mapping {}
-
-impl Mapping {
-    fn new(fd: BorrowedFd<'_>, bytes: usize, what: &str) -> anyhow::Result<Mapping> {
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        let len = bytes.div_ceil(page) * page;
-        // SAFETY: mapping a BPF_F_MMAPABLE array fd at offset 0 maps its values; the
-        // kernel checks the length against the map's size.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("cannot map {what}"));
-        }
-        Ok(Mapping { ptr, len })
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are exactly what mmap returned; nothing borrows it past
-        // the owner's life.
-        unsafe { libc::munmap(self.ptr, self.len) };
     }
 }
 
@@ -147,7 +107,7 @@ impl TextCounts {
             // side writes it concurrently, hence the atomic. The exchange (a full
             // barrier) happens before the page's counters are read, so an increment
             // we miss here sets the flag again.
-            let flag = unsafe { &*(self.dirty.ptr as *const AtomicU64).add(page) };
+            let flag = unsafe { &*(self.dirty.ptr() as *const AtomicU64).add(page) };
             // A plain load first: most pages are clean, and an exchange (a locked
             // instruction) per page of a 1200-page array was most of an idle pass. A flag
             // set after this load is seen by the next read.
@@ -169,7 +129,7 @@ impl TextCounts {
             return;
         };
         let last = last.get_or_insert_with(|| vec![0u32; TEXT_PAGE_BUCKETS as usize].into());
-        let base = self.counts.ptr as *const AtomicU32;
+        let base = self.counts.ptr() as *const AtomicU32;
         for (i, seen) in last.iter_mut().enumerate().take(n) {
             // SAFETY: `first + i < buckets <= blocks * TEXT_BLOCK_BUCKETS`, inside the
             // counter mapping; the eBPF side adds to it atomically.

@@ -1,0 +1,95 @@
+//! BPF array maps created with `BPF_F_MMAPABLE`, mapped into jpd's memory so that a
+//! periodic pass reads them without a syscall: readprofile's counter arrays
+//! (`text_counts`) and the small arrays with one value per CPU ([`CpuSlots`]).
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd as _, BorrowedFd};
+
+use anyhow::{bail, Context as _};
+
+/// A shared, read-write mapping of a BPF array map's values.
+pub(super) struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; every access goes through atomics or
+// volatile reads of whole aligned words.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    /// Maps the first `bytes` of the array's values.
+    pub(super) fn new(fd: BorrowedFd<'_>, bytes: usize, what: &str) -> anyhow::Result<Mapping> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let len = bytes.div_ceil(page) * page;
+        // SAFETY: mapping a BPF_F_MMAPABLE array fd at offset 0 maps its values; the
+        // kernel checks the length against the map's size.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("cannot map {what}"));
+        }
+        Ok(Mapping { ptr, len })
+    }
+
+    pub(super) fn ptr(&self) -> *mut libc::c_void {
+        self.ptr
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly what mmap returned; nothing borrows it past
+        // the owner's life.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// An array with one `T` per CPU, indexed by CPU number, that the eBPF side writes on
+/// each CPU (`cpu_slot` in jp-ebpf) and jpd reads through its mapping.
+pub(super) struct CpuSlots<T> {
+    mapping: Mapping,
+    cpus: usize,
+    _values: PhantomData<T>,
+}
+
+impl<T: aya::Pod> CpuSlots<T> {
+    /// Maps `cpus` values of the array `fd` (sized to exactly that many at load).
+    pub(super) fn map(fd: BorrowedFd<'_>, cpus: usize, what: &str) -> anyhow::Result<Self> {
+        if !std::mem::size_of::<T>().is_multiple_of(8) {
+            bail!(
+                "{what}: a value of {} bytes is not whole words",
+                std::mem::size_of::<T>()
+            );
+        }
+        Ok(CpuSlots {
+            mapping: Mapping::new(fd, cpus * std::mem::size_of::<T>(), what)?,
+            cpus,
+            _values: PhantomData,
+        })
+    }
+
+    /// Every CPU's value as it is now. Each u64 in it is read whole; the values as a
+    /// whole are not a snapshot (the eBPF side goes on counting), as with per-CPU maps.
+    pub(super) fn read(&self) -> Vec<T> {
+        let base = self.mapping.ptr() as *const T;
+        (0..self.cpus)
+            .map(|cpu| {
+                // SAFETY: `cpu < cpus`, and the mapping holds `cpus` values of T (the
+                // array's value size is size_of::<T>(), a multiple of 8, so values are
+                // packed); T is Pod, so any bytes are a valid T. Volatile: the eBPF side
+                // writes it concurrently, and aligned 8-byte words are read whole.
+                unsafe { std::ptr::read_volatile(base.add(cpu)) }
+            })
+            .collect()
+    }
+}
