@@ -97,7 +97,7 @@ pub fn read_percpu<K: Pod, V: Pod>(
         }
         // ENOENT: that was the last batch. A map cannot hold more than `max_entries`
         // keys, so once that many are read (an array always, in its first batch) the
-        // call that would only say ENOENT is saved: half of an idle pass's syscalls.
+        // call that would only say ENOENT is saved.
         if err.is_some() || out.len() >= max_entries {
             return Ok(out);
         }

@@ -266,8 +266,6 @@ struct PassState {
     /// `JP_MODES[mode::JVM]` at this pass and when `JP_CTX_SAMPLES` was last read.
     jvm_samples: u64,
     jvm_samples_read: Option<u64>,
-    /// The sampler's BPF statistics (runs, run time ns) at the last status.
-    sampler_stats: Option<(u64, u64)>,
 }
 
 /// (irq number, handler name) → counts, as `KernelCounts::irqs`.
@@ -345,8 +343,6 @@ impl State {
             irq_ip_every: opts.irq_ip_sample_every,
             irq_ip_min_interval_ns: opts.irq_ip_min_interval_ns(),
         };
-        let ncpus =
-            aya::util::nr_cpus().map_err(|(path, e)| anyhow::anyhow!("cannot read {path}: {e}"))?;
         let layout = TextLayout::new(cfg.text_start, cfg.text_end, cfg.shift)?;
         log::info!(
             "core text: {} buckets of {} bytes, {} KiB of counters per array (2 arrays, all CPUs)",
@@ -355,13 +351,13 @@ impl State {
             layout.bytes() / 1024
         );
 
-        // The per-CPU arrays are indexed by CPU number: one value per possible number.
+        // Per-CPU maps hold one value per possible CPU; the arrays indexed by CPU number
+        // need one per possible number.
         let possible = std::fs::read_to_string(POSSIBLE_CPUS)
             .with_context(|| format!("cannot read {POSSIBLE_CPUS}"))?;
-        let cpu_slots = parse_cpu_list(possible.trim())?
-            .into_iter()
-            .max()
-            .map_or(1, |m| m + 1);
+        let possible = parse_cpu_list(possible.trim())?;
+        let ncpus = possible.len();
+        let cpu_slots = possible.iter().max().map_or(1, |m| m + 1);
         let mut ebpf = probes::load(probes::Instance::Kernel {
             config: &cfg,
             text_blocks: layout.blocks,
@@ -730,17 +726,17 @@ impl State {
             // while its statistics stand still nobody's are being counted, and the
             // other programs' figures of the last pass still hold: one syscall per
             // idle pass instead of one per program.
+            let last = |name: &str| {
+                let p = self.status.programs.iter().find(|p| p.name == name)?;
+                Some((p.run_count, p.run_time_ns))
+            };
             let sampler = run_stats(ebpf, SAMPLER);
-            let unchanged = self.pass.sampler_stats == Some(sampler);
-            self.pass.sampler_stats = Some(sampler);
+            let unchanged = last(SAMPLER) == Some(sampler);
             for (name, attached_to) in targets {
-                let last = unchanged
-                    .then(|| self.status.programs.iter().find(|p| p.name == name))
-                    .flatten();
-                let (run_count, run_time_ns) = match last {
+                let (run_count, run_time_ns) = match last(name) {
                     _ if name == SAMPLER => sampler,
-                    Some(p) => (p.run_count, p.run_time_ns),
-                    None => run_stats(ebpf, name),
+                    Some(stats) if unchanged => stats,
+                    _ => run_stats(ebpf, name),
                 };
                 programs.push(ProgramStats {
                     name: name.to_string(),

@@ -80,9 +80,11 @@ impl<T: aya::Pod> CpuSlots<T> {
 
     /// Every CPU's value as it is now. Each u64 in it is read whole; the values as a
     /// whole are not a snapshot (the eBPF side goes on counting), as with per-CPU maps.
+    /// Everything the caller reads after this is read after these values (the order the
+    /// collector's counts rely on, which a syscall per read used to give for free).
     pub(super) fn read(&self) -> Vec<T> {
         let base = self.mapping.ptr() as *const T;
-        (0..self.cpus)
+        let values = (0..self.cpus)
             .map(|cpu| {
                 // SAFETY: `cpu < cpus`, and the mapping holds `cpus` values of T (the
                 // array's value size is size_of::<T>(), a multiple of 8, so values are
@@ -90,6 +92,8 @@ impl<T: aya::Pod> CpuSlots<T> {
                 // writes it concurrently, and aligned 8-byte words are read whole.
                 unsafe { std::ptr::read_volatile(base.add(cpu)) }
             })
-            .collect()
+            .collect();
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        values
     }
 }

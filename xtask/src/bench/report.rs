@@ -64,6 +64,24 @@ pub fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// A figure over repeated measurements (JVMs, windows): the median and the range.
+#[derive(Clone, Copy)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(v: &[f64]) -> Spread {
+        Spread {
+            median: median(&mut v.to_vec()),
+            min: v.iter().cloned().fold(f64::INFINITY, f64::min),
+            max: v.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

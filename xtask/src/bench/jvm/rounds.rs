@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-use crate::bench::report::median;
+use crate::bench::report::{median, Spread};
 
 /// Warm-up of every harness: at least this many rounds and this long, before `MEASURED`.
 pub const WARMUP_ROUNDS: u32 = 10;
@@ -119,22 +119,9 @@ pub fn ratio_cell(with: &Rounds, without: &Rounds) -> String {
 }
 
 /// One arm's figures over its JVMs: the median and the range.
-#[derive(Clone, Copy)]
-pub struct Jvms {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-}
+pub type Jvms = Spread;
 
 impl Jvms {
-    pub fn of(v: &[f64]) -> Jvms {
-        Jvms {
-            median: median(&mut v.to_vec()),
-            min: v.iter().cloned().fold(f64::INFINITY, f64::min),
-            max: v.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-        }
-    }
-
     /// `self − other`: the medians' difference, with the widest range the JVMs allow.
     pub fn minus(&self, other: &Jvms) -> Jvms {
         Jvms {

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 
 use super::{jpd_config, socket_path, IrqLoad, Jpd, Worker, FREQUENCY_HZ};
 use crate::bench::floor::{bpf_stats_on, Floor};
-use crate::bench::report::median;
+use crate::bench::report::Spread;
 use crate::build::Deliverables;
 
 /// Work per window, and windows per setting.
@@ -146,26 +146,9 @@ fn per_run((runs, ns): (u64, u64)) -> f64 {
     ns as f64 / runs.max(1) as f64
 }
 
-/// Median, min and max.
-struct Spread {
-    median: f64,
-    min: f64,
-    max: f64,
-}
-
-impl Spread {
-    fn of(mut v: Vec<f64>) -> Spread {
-        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Spread {
-            median: median(&mut v),
-            min,
-            max,
-        }
-    }
-    fn cell(&self) -> String {
-        format!("{:.0} [{:.0}…{:.0}]", self.median, self.min, self.max)
-    }
+/// "median [min…max]" in whole ns.
+fn ns_cell(s: &Spread) -> String {
+    format!("{:.0} [{:.0}…{:.0}]", s.median, s.min, s.max)
 }
 
 /// One program's figures over a setting's windows.
@@ -192,13 +175,13 @@ fn rows(windows: &[Window]) -> Vec<ProgramRow> {
             };
             let runs: Vec<f64> = windows.iter().map(|w| of(w).0 as f64 / w.secs).collect();
             ProgramRow {
-                runs_per_s: Spread::of(runs).median,
-                ns: Spread::of(windows.iter().map(|w| per_run(of(w))).collect()),
+                runs_per_s: Spread::of(&runs).median,
+                ns: Spread::of(&windows.iter().map(|w| per_run(of(w))).collect::<Vec<_>>()),
                 above_empty: Spread::of(
-                    windows
+                    &windows
                         .iter()
                         .map(|w| per_run(of(w)) - per_run(w.empty))
-                        .collect(),
+                        .collect::<Vec<_>>(),
                 ),
                 name,
             }
@@ -227,8 +210,8 @@ shared machine's speed.\n\n\
                     "| `{}` | {label} | {:.0} | {} | {} |\n",
                     r.name,
                     r.runs_per_s,
-                    r.ns.cell(),
-                    r.above_empty.cell()
+                    ns_cell(&r.ns),
+                    ns_cell(&r.above_empty)
                 ));
                 let default = label.starts_with("default");
                 match r.name.as_str() {
@@ -240,12 +223,17 @@ shared machine's speed.\n\n\
                     _ => {}
                 }
             }
-            let empty = Spread::of(windows.iter().map(|w| per_run(w.empty)).collect());
-            let runs = Spread::of(windows.iter().map(|w| w.empty.0 as f64 / w.secs).collect());
+            let empty = Spread::of(&windows.iter().map(|w| per_run(w.empty)).collect::<Vec<_>>());
+            let runs = Spread::of(
+                &windows
+                    .iter()
+                    .map(|w| w.empty.0 as f64 / w.secs)
+                    .collect::<Vec<_>>(),
+            );
             t.push_str(&format!(
                 "| empty perf_event program | {label} | {:.0} | {} | 0 |\n",
                 runs.median,
-                empty.cell()
+                ns_cell(&empty)
             ));
         }
         let worst = |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| {
