@@ -266,6 +266,10 @@ struct PassState {
     /// `JP_MODES[mode::JVM]` at this pass and when `JP_CTX_SAMPLES` was last read.
     jvm_samples: u64,
     jvm_samples_read: Option<u64>,
+    /// Every sample the sampler counted (all of `JP_MODES`), at this pass and the one
+    /// before: whether the sampler ran in between (see `make_status`).
+    sampler_counted: u64,
+    sampler_counted_before: u64,
 }
 
 /// (irq number, handler name) → counts, as `KernelCounts::irqs`.
@@ -616,6 +620,8 @@ impl State {
         // after recording it, so every sample in this pass's kernel count is in the
         // histograms read below (which may hold a few more, counted next pass).
         let modes = sum_modes(&self.cpu.modes.read());
+        self.pass.sampler_counted_before = self.pass.sampler_counted;
+        self.pass.sampler_counted = modes.iter().fold(0, |a, &m| a.wrapping_add(m));
         self.pass.jvm_samples = modes.get(mode::JVM as usize).copied().unwrap_or(0)
             + modes.get(mode::JVM_LOST as usize).copied().unwrap_or(0);
         let irq_modes = sum_modes(&self.cpu.irq_modes.read());
@@ -722,20 +728,25 @@ impl State {
                 .chain(self.attached.iter().map(|(n, t)| (*n, t.clone())));
             // Asked even when neither we nor the sysctl turned the statistics on:
             // another process may hold a BPF_ENABLE_STATS fd, which the sysctl does not
-            // show. But the sampler runs on every CPU at the sampling frequency, so
-            // while its statistics stand still nobody's are being counted, and the
-            // other programs' figures of the last pass still hold: one syscall per
-            // idle pass instead of one per program.
+            // show. The kernel counts every program's statistics or none, so when the
+            // sampler ran since the last pass (its own counters moved) and its
+            // statistics did not, nobody's are being counted and the other programs'
+            // figures of the last pass still hold: one syscall per idle pass instead of
+            // one per program. A sampler that merely did not run between two close
+            // passes says nothing (the other programs may have run), and with our own
+            // statistics fd they are known to be counted: then all are read.
             let last = |name: &str| {
                 let p = self.status.programs.iter().find(|p| p.name == name)?;
                 Some((p.run_count, p.run_time_ns))
             };
             let sampler = run_stats(ebpf, SAMPLER);
-            let unchanged = last(SAMPLER) == Some(sampler);
+            let sampler_ran = self.pass.sampler_counted != self.pass.sampler_counted_before;
+            let not_counted =
+                self.stats_fd.is_none() && sampler_ran && last(SAMPLER) == Some(sampler);
             for (name, attached_to) in targets {
                 let (run_count, run_time_ns) = match last(name) {
                     _ if name == SAMPLER => sampler,
-                    Some(stats) if unchanged => stats,
+                    Some(stats) if not_counted => stats,
                     _ => run_stats(ebpf, name),
                 };
                 programs.push(ProgramStats {
