@@ -267,9 +267,12 @@ struct PassState {
     jvm_samples: u64,
     jvm_samples_read: Option<u64>,
     /// Every sample the sampler counted (all of `JP_MODES`), at this pass and the one
-    /// before: whether the sampler ran in between (see `make_status`).
+    /// before: whether the sampler ran in between (see `program_stats`).
     sampler_counted: u64,
     sampler_counted_before: u64,
+    /// Whether the kernel counts BPF statistics, as the sampler's own figures last said
+    /// (`None` until a pass has seen the sampler run since a status with its figures).
+    stats_counted: Option<bool>,
 }
 
 /// (irq number, handler name) → counts, as `KernelCounts::irqs`.
@@ -713,50 +716,15 @@ impl State {
     }
 
     fn make_status(&mut self, lost: u64) -> CollectorStatus {
-        // The sysctl shows only what was written to it, not a `BPF_ENABLE_STATS` fd
-        // such as ours.
-        let stats_enabled = self.stats_fd.is_some() || self.pass.bpf_stats_enabled();
-        let mut programs = Vec::new();
-        if let Some(ebpf) = self.ebpf.as_ref() {
-            let cpus: Vec<u32> = self.sampler_links.keys().copied().collect();
-            let sampler_target = format!(
-                "perf_event cpu-clock {} Hz on CPUs {}",
-                self.opts.frequency_hz,
-                cpu_list(&cpus)
-            );
-            let targets = std::iter::once((SAMPLER, sampler_target))
-                .chain(self.attached.iter().map(|(n, t)| (*n, t.clone())));
-            // Asked even when neither we nor the sysctl turned the statistics on:
-            // another process may hold a BPF_ENABLE_STATS fd, which the sysctl does not
-            // show. The kernel counts every program's statistics or none, so when the
-            // sampler ran since the last pass (its own counters moved) and its
-            // statistics did not, nobody's are being counted and the other programs'
-            // figures of the last pass still hold: one syscall per idle pass instead of
-            // one per program. A sampler that merely did not run between two close
-            // passes says nothing (the other programs may have run), and with our own
-            // statistics fd they are known to be counted: then all are read.
-            let last = |name: &str| {
-                let p = self.status.programs.iter().find(|p| p.name == name)?;
-                Some((p.run_count, p.run_time_ns))
+        let programs = self.program_stats();
+        // The sysctl shows only what was written to it, not a `BPF_ENABLE_STATS` fd such
+        // as ours or another process's; the sampler's own figures show both, so the
+        // sysctl is read only until they have said whether anything is counted.
+        let stats_enabled = self.stats_fd.is_some()
+            || match self.pass.stats_counted {
+                Some(counted) => counted,
+                None => self.pass.bpf_stats_enabled(),
             };
-            let sampler = run_stats(ebpf, SAMPLER);
-            let sampler_ran = self.pass.sampler_counted != self.pass.sampler_counted_before;
-            let not_counted =
-                self.stats_fd.is_none() && sampler_ran && last(SAMPLER) == Some(sampler);
-            for (name, attached_to) in targets {
-                let (run_count, run_time_ns) = match last(name) {
-                    _ if name == SAMPLER => sampler,
-                    Some(stats) if not_counted => stats,
-                    _ => run_stats(ebpf, name),
-                };
-                programs.push(ProgramStats {
-                    name: name.to_string(),
-                    attached_to,
-                    run_count,
-                    run_time_ns,
-                });
-            }
-        }
         CollectorStatus {
             programs,
             cpus: self.sampler_links.keys().copied().collect(),
@@ -769,6 +737,71 @@ impl State {
             bpf_stats_enabled: stats_enabled,
             irq_ip_samples_per_second: self.opts.irq_ip_samples_per_second,
         }
+    }
+
+    /// Each program with what it is attached to and its BPF statistics. The statistics
+    /// are asked for even when neither we nor the sysctl turned them on: another process
+    /// may hold a `BPF_ENABLE_STATS` fd, which the sysctl does not show.
+    fn program_stats(&mut self) -> Vec<ProgramStats> {
+        let Some(ebpf) = self.ebpf.as_ref() else {
+            return Vec::new();
+        };
+        let cpus: Vec<u32> = self.sampler_links.keys().copied().collect();
+        // The last status's list, unless what the sampler is attached to changed: its
+        // description is formatted only then, not in every pass.
+        let mut programs = std::mem::take(&mut self.status.programs);
+        if programs.is_empty()
+            || self.status.cpus != cpus
+            || self.status.frequency_hz != self.opts.frequency_hz
+        {
+            let sampler_target = format!(
+                "perf_event cpu-clock {} Hz on CPUs {}",
+                self.opts.frequency_hz,
+                cpu_list(&cpus)
+            );
+            let old = std::mem::take(&mut programs);
+            let last = |name: &str| old.iter().find(|p| p.name == name);
+            programs = std::iter::once((SAMPLER, sampler_target))
+                .chain(self.attached.iter().map(|(n, t)| (*n, t.clone())))
+                .map(|(name, attached_to)| ProgramStats {
+                    name: name.to_string(),
+                    attached_to,
+                    run_count: last(name).map_or(0, |p| p.run_count),
+                    run_time_ns: last(name).map_or(0, |p| p.run_time_ns),
+                })
+                .collect();
+        }
+        let last_sampler = programs
+            .iter()
+            .find(|p| p.name == SAMPLER)
+            .map(|p| (p.run_count, p.run_time_ns));
+        let sampler = run_stats(ebpf, SAMPLER);
+        // The kernel counts every program's statistics or none, so when the sampler ran
+        // since the last pass (its own counters moved), whether its statistics moved
+        // says whether anybody's are being counted; when they are not, the other
+        // programs' figures of the last pass still hold: one syscall per idle pass
+        // instead of one per program. A sampler that merely did not run between two
+        // close passes says nothing (the other programs may have run), and with our own
+        // statistics fd they are known to be counted: then all are read.
+        let sampler_ran = self.pass.sampler_counted != self.pass.sampler_counted_before;
+        if sampler_ran {
+            if let Some(last) = last_sampler.filter(|_| self.status.last_read.is_some()) {
+                self.pass.stats_counted = Some(last != sampler);
+            }
+        }
+        let others_hold = self.stats_fd.is_none() && sampler_ran && last_sampler == Some(sampler);
+        for p in &mut programs {
+            let (run_count, run_time_ns) = if p.name == SAMPLER {
+                sampler
+            } else if others_hold {
+                continue;
+            } else {
+                run_stats(ebpf, &p.name)
+            };
+            p.run_count = run_count;
+            p.run_time_ns = run_time_ns;
+        }
+        programs
     }
 
     fn detach_all(&mut self) {
