@@ -200,8 +200,10 @@ impl IrqStats {
 /// handler exit); higher lines, and a second handler on a line, go to `JP_IRQ_STATS`.
 pub const IRQ_LINES: u32 = 256;
 
-/// Value of `JP_IRQ_LINES` (per CPU, indexed by IRQ number): the first handler that
-/// exited on this line on this CPU, and its statistics.
+/// Value of `JP_IRQ_LINES`, `IRQ_LINES` of them per CPU, CPU after CPU (CPU `c`'s slot of
+/// line `irq` at `c * IRQ_LINES + irq`): the first handler that exited on this line on
+/// this CPU, and its statistics. jpd sizes the array at load and maps it, like the
+/// arrays of `CpuModes`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IrqLine {
@@ -254,7 +256,11 @@ pub struct IrqStart {
     /// the exit that claimed it is counted: jpd reads only the slots below the highest
     /// of these (the lines in use are few and low: 24–43 on this project's VM).
     pub lines: u64,
-    pub _pad: [u64; 2],
+    /// Handler exits on this CPU recorded in `JP_IRQ_STATS` (high lines, second
+    /// handlers of a line), bumped after it and before `exits`: jpd reads that hash map
+    /// only when their sum has moved, and most hosts never use it.
+    pub shared: u64,
+    pub _pad: [u64; 1],
 }
 
 /// One vector's slot of `CpuSoftirqs`. Entry and exit touch only this 24-byte slot.

@@ -26,6 +26,9 @@ pub const MODES: &str = "JP_MODES";
 pub const IRQ_MODES: &str = "JP_IRQ_MODES";
 pub const IRQ_START: &str = "JP_IRQ_START";
 pub const SIRQ_STATS: &str = "JP_SIRQ_STATS";
+/// The IRQ lines' slots, `jp_common::IRQ_LINES` per possible CPU (`jp_common::IrqLine`),
+/// mapped by the kernel collector.
+pub const IRQ_LINES: &str = "JP_IRQ_LINES";
 /// The USDT ring buffer, sized at load from `[usdt] ring_buffer_kib`.
 pub const USDT_EVENTS: &str = "JP_USDT_EVENTS";
 
@@ -37,7 +40,7 @@ const KERNEL_ONLY_MAPS: [(&str, u32); 7] = [
     (IRQ_TEXT_COUNTS, 1),
     ("JP_IRQ_OTHERS", 1),
     ("JP_IRQ_STATS", 1),
-    ("JP_IRQ_LINES", 1),
+    (IRQ_LINES, 1),
     ("AYA_LOGS", 4096),
 ];
 
@@ -77,6 +80,7 @@ pub fn load(instance: Instance<'_>) -> anyhow::Result<Ebpf> {
             for name in [MODES, IRQ_MODES, IRQ_START, SIRQ_STATS] {
                 loader.map_max_entries(name, cpu_slots);
             }
+            loader.map_max_entries(IRQ_LINES, cpu_slots.saturating_mul(jp_common::IRQ_LINES));
             ""
         }
         Instance::Usdt { ring_bytes } => {

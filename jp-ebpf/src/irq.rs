@@ -12,7 +12,10 @@
 //! `pt_regs`, would be cheaper, but BPF tracing programs are refused on this kernel.)
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_stack, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
+    helpers::{
+        bpf_get_smp_processor_id, bpf_get_stack, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_str_bytes,
+    },
     macros::{map, raw_tracepoint},
     maps::{Array, PerCpuArray, PerCpuHashMap},
     programs::RawTracePointContext,
@@ -59,11 +62,12 @@ static JP_IRQ_OTHERS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(
 #[map]
 static JP_IRQ_START: Array<IrqStart> = Array::with_max_entries(1, MMAPABLE);
 
-/// IRQ number → the first handler that exited on the line (on this CPU) and its hits,
-/// time, handler address and name: an array lookup, where the hash map below costs a
-/// hash of the key and a bucket walk on every exit.
+/// (CPU, IRQ number) → the first handler that exited on the line on that CPU and its
+/// hits, time, handler address and name (see `IrqLine` for the layout): an array
+/// lookup, where the hash map below costs a hash of the key and a bucket walk on every
+/// exit. jpd sizes it at load (`IRQ_LINES` per possible CPU) and maps it.
 #[map]
-static JP_IRQ_LINES: PerCpuArray<IrqLine> = PerCpuArray::with_max_entries(IRQ_LINES, 0);
+static JP_IRQ_LINES: Array<IrqLine> = Array::with_max_entries(1, MMAPABLE);
 
 /// (irq, irqaction) → as `JP_IRQ_LINES`, for lines from `IRQ_LINES` up and for the
 /// second and further handlers of a shared line.
@@ -131,7 +135,11 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
         count_mode(&JP_IRQ_MODES, mode::UNTIMED);
     }
 
-    let v = line_stats(irq, action, start).or_else(|| shared_stats(irq, action));
+    let mut in_hash = false;
+    let v = line_stats(irq, action, start).or_else(|| {
+        in_hash = true;
+        shared_stats(irq, action)
+    });
     let Some(v) = v else {
         let lost = count_mode(&JP_IRQ_MODES, mode::LOST_IRQ_STATS);
         if power_of_two(lost) {
@@ -155,6 +163,11 @@ pub fn jp_irq_exit(ctx: RawTracePointContext) -> i32 {
             fill_identity(&mut *v, action);
         }
     }
+    if let (true, Some(s)) = (in_hash, start) {
+        // SAFETY: this CPU's slot, see `jp_irq_entry`. After the statistics are written,
+        // as `exits` below: jpd reads the hash map again only when this has moved.
+        unsafe { (*s).shared += 1 };
+    }
     count_exit(start);
     0
 }
@@ -167,7 +180,9 @@ fn line_stats(irq: u32, action: u64, start: Option<*mut IrqStart>) -> Option<*mu
     if irq >= IRQ_LINES {
         return None;
     }
-    let line = JP_IRQ_LINES.get_ptr_mut(irq)?;
+    // SAFETY: bpf_get_smp_processor_id takes no arguments and cannot fail.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let line = JP_IRQ_LINES.get_ptr_mut(cpu.checked_mul(IRQ_LINES)?.checked_add(irq)?)?;
     // SAFETY: this CPU's slots (`line`, `start`), see `jp_irq_entry`.
     unsafe {
         if (*line).action == 0 {

@@ -32,8 +32,8 @@ use super::text_counts::{TextCounts, TextLayout};
 use super::KernelOptions;
 use crate::lock::lock;
 use crate::probes::{
-    self, IRQ_MODES, IRQ_START, IRQ_TEXT_COUNTS, IRQ_TEXT_DIRTY, MODES, SIRQ_STATS, TEXT_COUNTS,
-    TEXT_DIRTY,
+    self, IRQ_LINES, IRQ_MODES, IRQ_START, IRQ_TEXT_COUNTS, IRQ_TEXT_DIRTY, MODES, SIRQ_STATS,
+    TEXT_COUNTS, TEXT_DIRTY,
 };
 use crate::store::kernel::symbols::{Symbols, SymbolsStamp};
 use crate::store::kernel::{
@@ -205,6 +205,8 @@ struct CpuArrays {
     irq_modes: CpuSlots<CpuModes>,
     irq_start: CpuSlots<IrqStart>,
     softirqs: CpuSlots<CpuSoftirqs>,
+    /// `IRQ_LINES` slots per CPU.
+    irq_lines: CpuSlots<IrqLine>,
 }
 
 impl CpuArrays {
@@ -214,6 +216,12 @@ impl CpuArrays {
             irq_modes: CpuSlots::map(array_fd(ebpf, IRQ_MODES)?, cpus, IRQ_MODES)?,
             irq_start: CpuSlots::map(array_fd(ebpf, IRQ_START)?, cpus, IRQ_START)?,
             softirqs: CpuSlots::map(array_fd(ebpf, SIRQ_STATS)?, cpus, SIRQ_STATS)?,
+            irq_lines: CpuSlots::map_rows(
+                array_fd(ebpf, IRQ_LINES)?,
+                cpus,
+                jp_common::IRQ_LINES as usize,
+                IRQ_LINES,
+            )?,
         })
     }
 }
@@ -261,6 +269,7 @@ struct PassState {
     /// The hash maps as last read, with the counter they were read at (see
     /// `read_if_moved`).
     irqs: Option<(u64, IrqsByHandler)>,
+    hashed_irqs: Option<(u64, HandlerStats)>,
     other_ips: Option<(u64, HashMap<u64, u64>)>,
     irq_other_ips: Option<(u64, HashMap<u64, u64>)>,
     /// `JP_MODES[mode::JVM]` at this pass and when `JP_CTX_SAMPLES` was last read.
@@ -274,6 +283,9 @@ struct PassState {
     /// (`None` until a pass has seen the sampler run since a status with its figures).
     stats_counted: Option<bool>,
 }
+
+/// (irq, irqaction) → each CPU's statistics of the handler, as the eBPF side keeps them.
+type HandlerStats = Vec<(IrqKey, Vec<IrqStats>)>;
 
 /// (irq number, handler name) → counts, as `KernelCounts::irqs`.
 type IrqsByHandler = HashMap<(u32, String), IrqHandlerCounts>;
@@ -636,14 +648,21 @@ impl State {
         // The hash maps are read again only when the counter the eBPF side bumps after
         // writing them has moved: walking their buckets was most of an idle pass.
         let exits = starts.iter().map(|s| s.exits).sum();
+        // The hash map of high lines and shared lines' further handlers, only when an
+        // exit was recorded there: most hosts never use it.
+        let in_hash = starts.iter().map(|s| s.shared).sum();
+        let hashed = read_if_moved(&mut self.pass.hashed_irqs, in_hash, || {
+            maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")
+        })?;
+        let irq_lines = &self.cpu.irq_lines;
         let irqs = read_if_moved(&mut self.pass.irqs, exits, || {
             let mut irqs = IrqsByHandler::new();
-            // Only the slots below the highest any CPU claimed: a batch of all 256
-            // slots × CPUs was the largest part of an idle pass.
+            // Only the slots below the highest any CPU claimed (the lines in use are
+            // few and low).
             let in_use = starts.iter().map(|s| s.lines).max().unwrap_or(0);
-            let lines = maps.array_prefix::<IrqLine>("JP_IRQ_LINES", in_use)?;
+            let lines = irq_lines.columns(usize::try_from(in_use).unwrap_or(usize::MAX));
             let mut handlers = handlers_of_lines(&lines);
-            handlers.extend(maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")?);
+            handlers.extend(hashed);
             for (key, per_cpu) in handlers {
                 let merged = merge_irq(&per_cpu);
                 let e = irqs.entry((key.irq, merged.name)).or_default();
@@ -897,26 +916,11 @@ impl PerCpuMaps<'_> {
             .filter(|&(_, v)| v > 0)
             .collect())
     }
-
-    /// Slots `0..n` of a per-CPU array (all of them if `n` is at least its size).
-    fn array_prefix<V: Pod>(&mut self, name: &'static str, n: u64) -> anyhow::Result<Vec<Vec<V>>> {
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let map = map_data(self.ebpf, name)?;
-        let n = usize::try_from(n)
-            .unwrap_or(usize::MAX)
-            .min(self.max_entries(name, map)?);
-        let mut entries = read_percpu::<u32, V>(map.fd().as_fd(), self.ncpus, n)
-            .with_context(|| format!("reading {name}"))?;
-        entries.sort_by_key(|(k, _)| *k);
-        Ok(entries.into_iter().map(|(_, v)| v).collect())
-    }
 }
 
 /// `JP_IRQ_LINES` as (irq, action) → the CPUs' statistics, like `JP_IRQ_STATS`: each
 /// CPU's slot of a line belongs to the first handler that exited there on that CPU.
-fn handlers_of_lines(lines: &[Vec<IrqLine>]) -> Vec<(IrqKey, Vec<IrqStats>)> {
+fn handlers_of_lines(lines: &[Vec<IrqLine>]) -> HandlerStats {
     let mut by_key: HashMap<IrqKey, Vec<IrqStats>> = HashMap::new();
     for (irq, per_cpu) in lines.iter().enumerate() {
         let Ok(irq) = u32::try_from(irq) else {

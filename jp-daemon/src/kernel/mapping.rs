@@ -54,17 +54,29 @@ impl Drop for Mapping {
     }
 }
 
-/// An array with one `T` per CPU, indexed by CPU number, that the eBPF side writes on
-/// each CPU (`cpu_slot` in jp-ebpf) and jpd reads through its mapping.
+/// An array with `row` values of `T` per CPU, CPU after CPU (CPU `c`'s values at
+/// `c * row ..`), that the eBPF side writes on each CPU and jpd reads through its
+/// mapping: `row` is 1 for the arrays with one value per CPU (`cpu_slot` in jp-ebpf).
 pub(super) struct CpuSlots<T> {
     mapping: Mapping,
     cpus: usize,
+    row: usize,
     _values: PhantomData<T>,
 }
 
 impl<T: aya::Pod> CpuSlots<T> {
     /// Maps `cpus` values of the array `fd` (sized to exactly that many at load).
     pub(super) fn map(fd: BorrowedFd<'_>, cpus: usize, what: &str) -> anyhow::Result<Self> {
+        Self::map_rows(fd, cpus, 1, what)
+    }
+
+    /// Maps `cpus` rows of `row` values of the array `fd` (sized to that at load).
+    pub(super) fn map_rows(
+        fd: BorrowedFd<'_>,
+        cpus: usize,
+        row: usize,
+        what: &str,
+    ) -> anyhow::Result<Self> {
         if !std::mem::size_of::<T>().is_multiple_of(8) {
             bail!(
                 "{what}: a value of {} bytes is not whole words",
@@ -72,28 +84,40 @@ impl<T: aya::Pod> CpuSlots<T> {
             );
         }
         Ok(CpuSlots {
-            mapping: Mapping::new(fd, cpus * std::mem::size_of::<T>(), what)?,
+            mapping: Mapping::new(fd, cpus * row * std::mem::size_of::<T>(), what)?,
             cpus,
+            row,
             _values: PhantomData,
         })
     }
 
-    /// Every CPU's value as it is now. Each u64 in it is read whole; the values as a
-    /// whole are not a snapshot (the eBPF side goes on counting), as with per-CPU maps.
-    /// Everything the caller reads after this is read after these values (the order the
-    /// collector's counts rely on, which a syscall per read used to give for free).
+    /// Every CPU's (first) value as it is now. Each u64 in it is read whole; the values
+    /// as a whole are not a snapshot (the eBPF side goes on counting), as with per-CPU
+    /// maps. Everything the caller reads after this is read after these values (the
+    /// order the collector's counts rely on, which a syscall per read used to give).
     pub(super) fn read(&self) -> Vec<T> {
-        let base = self.mapping.ptr() as *const T;
-        let values = (0..self.cpus)
-            .map(|cpu| {
-                // SAFETY: `cpu < cpus`, and the mapping holds `cpus` values of T (the
-                // array's value size is size_of::<T>(), a multiple of 8, so values are
-                // packed); T is Pod, so any bytes are a valid T. Volatile: the eBPF side
-                // writes it concurrently, and aligned 8-byte words are read whole.
-                unsafe { std::ptr::read_volatile(base.add(cpu)) }
-            })
+        let values = (0..self.cpus).map(|cpu| self.value(cpu, 0)).collect();
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        values
+    }
+
+    /// The first `n` values of every CPU's row (at most `row`), as `[i][cpu]`, read as
+    /// `read` reads.
+    pub(super) fn columns(&self, n: usize) -> Vec<Vec<T>> {
+        let values = (0..n.min(self.row))
+            .map(|i| (0..self.cpus).map(|cpu| self.value(cpu, i)).collect())
             .collect();
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         values
+    }
+
+    fn value(&self, cpu: usize, i: usize) -> T {
+        let base = self.mapping.ptr() as *const T;
+        debug_assert!(cpu < self.cpus && i < self.row);
+        // SAFETY: callers pass `cpu < cpus` and `i < row`, and the mapping holds
+        // `cpus * row` values of T (the array's value size is size_of::<T>(), a multiple
+        // of 8, so values are packed); T is Pod, so any bytes are a valid T. Volatile:
+        // the eBPF side writes it concurrently, and aligned 8-byte words are read whole.
+        unsafe { std::ptr::read_volatile(base.add(cpu * self.row + i)) }
     }
 }
