@@ -42,6 +42,10 @@ pub struct ProbeConfig {
     /// Time budget of the interrupted-IP stack walk: on each CPU, at most one walk per
     /// this many ns (`u64::MAX`: never). Entries in between cost a counter increment.
     pub irq_ip_min_interval_ns: u64,
+    /// Slots per CPU of `JP_CTX_LOG`, minus one (a power of two minus one; jpd sizes
+    /// the log at load). 0: no log, every JVM sample counts as lost.
+    pub ctx_log_mask: u32,
+    pub _pad: u32,
 }
 
 impl ProbeConfig {
@@ -57,6 +61,8 @@ impl ProbeConfig {
         irqaction_name_off: 0,
         irq_ip_every: 0,
         irq_ip_min_interval_ns: u64::MAX,
+        ctx_log_mask: 0,
+        _pad: 0,
     };
 }
 
@@ -96,10 +102,11 @@ pub mod mode {
     /// Kernel samples recorded in the exact-address map (IPs outside core text), bumped
     /// after the map: jpd reads that map again only when this has moved.
     pub const OTHER_IPS: u32 = 7;
-    /// `JP_MODES` only: samples of a thread of a registered JVM, counted in
-    /// `JP_CTX_SAMPLES` (bumped after it: jpd reads that map only when this moved).
+    /// `JP_MODES` only: samples of a thread of a registered JVM, written to this CPU's
+    /// part of `JP_CTX_LOG`: this CPU's count is also the log's write position (the
+    /// sample numbered n goes to slot `n & ctx_log_mask`), bumped after the write.
     pub const JVM: u32 = 8;
-    /// `JP_MODES` only: samples of a registered JVM that `JP_CTX_SAMPLES` had no room for.
+    /// `JP_MODES` only: samples of a registered JVM that the log had no slot for (no log).
     pub const JVM_LOST: u32 = 9;
     pub const COUNT: u32 = 10;
 }
@@ -116,7 +123,7 @@ pub struct JvmThread {
     pub stream: u64,
 }
 
-/// What a sample of a registered JVM's thread is counted under, in `JP_CTX_SAMPLES`.
+/// What a sample of a registered JVM's thread is counted under (`CtxKey::kind`).
 pub mod ctx_kind {
     /// On a thread with a slot, in user mode: `stream`, `id` = the context's node id.
     pub const USER: u32 = 0;
@@ -131,7 +138,8 @@ pub mod ctx_kind {
     pub const READ_FAILED: u32 = 4;
 }
 
-/// Key of `JP_CTX_SAMPLES` (see [`ctx_kind`]).
+/// What `JP_CTX_LOG` records of a sample of a registered JVM (see [`ctx_kind`]); jpd
+/// counts the samples by it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CtxKey {
@@ -311,7 +319,9 @@ mod tests {
 
     #[test]
     fn shared_types_have_no_implicit_padding() {
-        assert_eq!(size_of::<ProbeConfig>(), 5 * 8 + 4 * 4);
+        assert_eq!(size_of::<ProbeConfig>(), 5 * 8 + 6 * 4);
+        // Two log records to a line.
+        assert_eq!(size_of::<CtxKey>(), 32);
         assert_eq!(size_of::<IrqKey>(), 16);
         assert_eq!(size_of::<IrqStats>(), 4 * 8 + IRQ_NAME_LEN);
         // The per-CPU values jpd maps are whole 64-byte lines.

@@ -29,6 +29,9 @@ pub const SIRQ_STATS: &str = "JP_SIRQ_STATS";
 /// The IRQ lines' slots, `jp_common::IRQ_LINES` per possible CPU (`jp_common::IrqLine`),
 /// mapped by the kernel collector.
 pub const IRQ_LINES: &str = "JP_IRQ_LINES";
+/// The JVM samples' log, `ProbeConfig::ctx_log_mask + 1` slots per possible CPU, mapped
+/// by the kernel collector (`kernel::ctx_log`).
+pub const CTX_LOG: &str = "JP_CTX_LOG";
 /// The USDT ring buffer, sized at load from `[usdt] ring_buffer_kib`.
 pub const USDT_EVENTS: &str = "JP_USDT_EVENTS";
 
@@ -81,6 +84,10 @@ pub fn load(instance: Instance<'_>) -> anyhow::Result<Ebpf> {
                 loader.map_max_entries(name, cpu_slots);
             }
             loader.map_max_entries(IRQ_LINES, cpu_slots.saturating_mul(jp_common::IRQ_LINES));
+            loader.map_max_entries(
+                CTX_LOG,
+                cpu_slots.saturating_mul(config.ctx_log_mask.saturating_add(1)),
+            );
             ""
         }
         Instance::Usdt { ring_bytes } => {

@@ -1,6 +1,9 @@
 //! Kernel IP sampling on the `cpu-clock` software event (readprofile, seed 002).
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, generated::bpf_probe_read_user},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
+        generated::bpf_probe_read_user,
+    },
     macros::{map, perf_event},
     maps::{Array, HashMap, PerCpuHashMap},
     programs::PerfEventContext,
@@ -9,7 +12,7 @@ use aya_log_ebpf::warn;
 use jp_common::{ctx_kind, mode, CpuModes, CtxKey, JvmThread, ProbeConfig, TextBlock};
 
 use crate::common::{
-    config, count_mode, hist_add, power_of_two, record_kernel_ip, user_mode, TextCounters, MMAPABLE,
+    config, count_mode, power_of_two, record_kernel_ip, user_mode, TextCounters, MMAPABLE,
 };
 
 /// Samples by mode (`jp_common::mode`), one value per CPU; jpd sizes it at load.
@@ -45,9 +48,14 @@ static JP_JVM_PIDS: HashMap<u32, u32> = HashMap::with_max_entries(1024, 0);
 #[map]
 static JP_JVM_THREADS: HashMap<u64, JvmThread> = HashMap::with_max_entries(1 << 14, 0);
 
-/// Samples of registered JVMs by context (or by thread name), see `jp_common::ctx_kind`.
+/// Samples of registered JVMs by context (or by thread name), see `jp_common::ctx_kind`:
+/// a log per CPU, `ctx_log_mask + 1` slots each, CPU after CPU, that jpd maps and drains
+/// every pass. One slot written per sample, where a hash map of counts took a hash of the
+/// 32-byte key and a bucket walk over cold lines, and filled up for good with the
+/// contexts of a long-running JVM. jpd sizes it at load so that a pass never finds its
+/// slots overwritten, and counts those it would.
 #[map]
-static JP_CTX_SAMPLES: PerCpuHashMap<CtxKey, u64> = PerCpuHashMap::with_max_entries(1 << 15, 0);
+static JP_CTX_LOG: Array<CtxKey> = Array::with_max_entries(1, MMAPABLE);
 
 #[perf_event]
 pub fn jp_sample(ctx: PerfEventContext) -> u32 {
@@ -135,11 +143,41 @@ fn join_context(cfg: &ProbeConfig, pid_tgid: u64, user: bool, ip: u64) {
             }
         }
     }
-    if hist_add(&JP_CTX_SAMPLES, &key) {
-        count_mode(&JP_MODES, mode::JVM);
-    } else {
+    if !log_sample(cfg.ctx_log_mask, &key) {
         count_mode(&JP_MODES, mode::JVM_LOST);
     }
+}
+
+/// Writes `key` to this CPU's next slot of `JP_CTX_LOG` and then counts it in
+/// `mode::JVM`, which is the write position; false if there is no such slot.
+#[inline(always)]
+fn log_sample(mask: u32, key: &CtxKey) -> bool {
+    // SAFETY: bpf_get_smp_processor_id takes no arguments and cannot fail.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let Some(modes) = JP_MODES.get_ptr_mut(cpu) else {
+        return false;
+    };
+    // SAFETY: this CPU's value, see `count_mode`.
+    let counter = unsafe { core::ptr::addr_of_mut!((*modes).counts[mode::JVM as usize]) };
+    // SAFETY: as above.
+    let n = unsafe { core::ptr::read_volatile(counter) };
+    let Some(index) = cpu
+        .checked_mul(mask.wrapping_add(1))
+        .and_then(|base| base.checked_add(n as u32 & mask))
+    else {
+        return false;
+    };
+    let Some(slot) = JP_CTX_LOG.get_ptr_mut(index) else {
+        return false;
+    };
+    // SAFETY: a slot of this CPU's part of the log, written only here, on this CPU, by
+    // programs that do not nest on one CPU. Volatile, so that the slot is written before
+    // the count that publishes it (jpd reads the count first, then the slots below it).
+    unsafe {
+        core::ptr::write_volatile(slot, *key);
+        core::ptr::write_volatile(counter, n.wrapping_add(1));
+    }
+    true
 }
 
 /// A core-text IP rounded down to its readprofile bucket (so that the join's map holds

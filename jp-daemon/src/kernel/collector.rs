@@ -25,15 +25,16 @@ use jp_common::{
 
 use super::batch::read_percpu;
 use super::btf::Btf;
-use super::join::{self, ContextJoin, JoinState};
+use super::ctx_log::CtxLog;
+use super::join::{ContextJoin, JoinState};
 use super::mapping::CpuSlots;
 use super::online_cpus::{parse_cpu_list, OnlineCpus};
 use super::text_counts::{TextCounts, TextLayout};
 use super::KernelOptions;
 use crate::lock::lock;
 use crate::probes::{
-    self, IRQ_LINES, IRQ_MODES, IRQ_START, IRQ_TEXT_COUNTS, IRQ_TEXT_DIRTY, MODES, SIRQ_STATS,
-    TEXT_COUNTS, TEXT_DIRTY,
+    self, CTX_LOG, IRQ_LINES, IRQ_MODES, IRQ_START, IRQ_TEXT_COUNTS, IRQ_TEXT_DIRTY, MODES,
+    SIRQ_STATS, TEXT_COUNTS, TEXT_DIRTY,
 };
 use crate::store::kernel::symbols::{Symbols, SymbolsStamp};
 use crate::store::kernel::{
@@ -183,6 +184,8 @@ struct State {
     irq_text: TextCounts,
     /// The arrays with one value per CPU, memory-mapped.
     cpu: CpuArrays,
+    /// The JVM samples' log, memory-mapped.
+    ctx_log: CtxLog,
     /// Keeps `kernel.bpf_stats_enabled` on while we run (only with `bpf_stats = true`).
     stats_fd: Option<OwnedFd>,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
@@ -272,7 +275,7 @@ struct PassState {
     hashed_irqs: Option<(u64, HandlerStats)>,
     other_ips: Option<(u64, HashMap<u64, u64>)>,
     irq_other_ips: Option<(u64, HashMap<u64, u64>)>,
-    /// `JP_MODES[mode::JVM]` at this pass and when `JP_CTX_SAMPLES` was last read.
+    /// `JP_MODES[mode::JVM]` (+ `JVM_LOST`) at this pass and when the log was last drained.
     jvm_samples: u64,
     jvm_samples_read: Option<u64>,
     /// Every sample the sampler counted (all of `JP_MODES`), at this pass and the one
@@ -361,6 +364,8 @@ impl State {
             irqaction_name_off: btf.member_offset("irqaction", "name")?,
             irq_ip_every: opts.irq_ip_sample_every,
             irq_ip_min_interval_ns: opts.irq_ip_min_interval_ns(),
+            ctx_log_mask: opts.ctx_log_slots() - 1,
+            _pad: 0,
         };
         let layout = TextLayout::new(cfg.text_start, cfg.text_end, cfg.shift)?;
         log::info!(
@@ -384,6 +389,11 @@ impl State {
             cpu_slots,
         })?;
         let cpu = CpuArrays::map(&ebpf, cpu_slots as usize)?;
+        let ctx_log = CtxLog::map(
+            array_fd(&ebpf, CTX_LOG)?,
+            cpu_slots as usize,
+            cfg.ctx_log_mask + 1,
+        )?;
         let text = TextCounts::map(
             array_fd(&ebpf, TEXT_COUNTS)?,
             array_fd(&ebpf, TEXT_DIRTY)?,
@@ -444,6 +454,7 @@ impl State {
             text,
             irq_text,
             cpu,
+            ctx_log,
             stats_fd: stats,
             logger,
             read_errors: 0,
@@ -573,18 +584,14 @@ impl State {
     /// the sampler counted some), then the sampler learns the threads announced since.
     fn pass_join(&mut self, join: &dyn ContextJoin) -> anyhow::Result<()> {
         let stamp = self.pass.jvm_samples;
-        let ebpf = self.ebpf.as_mut().context("not attached")?;
         if self.pass.jvm_samples_read != Some(stamp) {
-            let entries = PerCpuMaps {
-                ebpf,
-                ncpus: self.ncpus,
-                sizes: &mut self.pass.map_entries,
+            let samples = self.ctx_log.drain(&self.cpu.modes);
+            if !samples.is_empty() {
+                join.samples(1_000_000_000 / self.opts.frequency_hz.max(1), &samples);
             }
-            .entries::<jp_common::CtxKey, u64>(join::CTX_SAMPLES)?;
-            let period_ns = 1_000_000_000 / self.opts.frequency_hz.max(1);
-            self.join_state.take_samples(ebpf, entries, period_ns, join);
             self.pass.jvm_samples_read = Some(stamp);
         }
+        let ebpf = self.ebpf.as_mut().context("not attached")?;
         self.join_state.sync_threads(ebpf, join)
     }
 
@@ -728,6 +735,8 @@ impl State {
                 .sum(),
         };
         let lost = at(&modes, mode::LOST)
+            + at(&modes, mode::JVM_LOST)
+            + self.ctx_log.lost
             + at(&irq_modes, mode::LOST)
             + at(&irq_modes, mode::LOST_IRQ_STATS)
             + at(&irq_modes, mode::READ_FAILED);

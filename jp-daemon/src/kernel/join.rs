@@ -1,6 +1,6 @@
 //! CPU per exact JVM context (issue 13), the kernel side: tells `jp_sample` which
-//! threads publish a context slot (`JP_JVM_PIDS`, `JP_JVM_THREADS`) and hands the
-//! samples it counted under them (`JP_CTX_SAMPLES`) to whoever resolves contexts.
+//! threads publish a context slot (`JP_JVM_PIDS`, `JP_JVM_THREADS`); the collector hands
+//! the samples it logged under them (`ctx_log`) to whoever resolves contexts.
 //!
 //! The seam is [`ContextJoin`]: the kernel collector knows nothing of JVM stores; the
 //! daemon connects it to the one that receives the agents' records.
@@ -33,7 +33,6 @@ pub trait ContextJoin: Send + Sync {
 
 pub const JVM_PIDS: &str = "JP_JVM_PIDS";
 pub const JVM_THREADS: &str = "JP_JVM_THREADS";
-pub const CTX_SAMPLES: &str = "JP_CTX_SAMPLES";
 
 /// Whose thread an announced thread id is.
 #[derive(Debug, PartialEq, Eq)]
@@ -120,8 +119,6 @@ pub struct JoinState {
     version: Option<u64>,
     pids: HashSet<u32>,
     threads: HashMap<u64, JvmThread>,
-    /// Totals of `JP_CTX_SAMPLES` as last read (the map only grows), for deltas.
-    last: HashMap<CtxKey, u64>,
 }
 
 impl JoinState {
@@ -182,45 +179,6 @@ impl JoinState {
         self.pids = pids;
         self.version = Some(version);
         Ok(())
-    }
-
-    /// The samples counted since the last pass (`entries` = the map's per-CPU values),
-    /// handed to `join`. Keys of processes no longer joined are deleted from the map
-    /// once read (no sample can come for them any more).
-    pub fn take_samples(
-        &mut self,
-        ebpf: &mut Ebpf,
-        entries: Vec<(CtxKey, Vec<u64>)>,
-        period_ns: u64,
-        join: &dyn ContextJoin,
-    ) {
-        let mut deltas = Vec::new();
-        let mut gone = Vec::new();
-        for (key, per_cpu) in entries {
-            let total: u64 = per_cpu.iter().sum();
-            let before = self.last.insert(key, total).unwrap_or(0);
-            if total > before {
-                deltas.push((key, total - before));
-            }
-            if !self.pids.contains(&key.tgid) {
-                gone.push(key);
-            }
-        }
-        if !deltas.is_empty() {
-            join.samples(period_ns, &deltas);
-        }
-        if gone.is_empty() {
-            return;
-        }
-        if let Some(m) = ebpf.map_mut(CTX_SAMPLES) {
-            if let Ok(mut map) = aya::maps::PerCpuHashMap::<&mut MapData, CtxKey, u64>::try_from(m)
-            {
-                for k in gone {
-                    let _ = map.remove(&k);
-                    self.last.remove(&k);
-                }
-            }
-        }
     }
 }
 

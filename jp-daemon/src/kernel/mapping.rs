@@ -1,6 +1,7 @@
 //! BPF array maps created with `BPF_F_MMAPABLE`, mapped into jpd's memory so that a
 //! periodic pass reads them without a syscall: readprofile's counter arrays
-//! (`text_counts`) and the small arrays with one value per CPU ([`CpuSlots`]).
+//! (`text_counts`) and the arrays with one value, or one row of values, per CPU
+//! ([`CpuSlots`]).
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd as _, BorrowedFd};
 
@@ -96,7 +97,9 @@ impl<T: aya::Pod> CpuSlots<T> {
     /// maps. Everything the caller reads after this is read after these values (the
     /// order the collector's counts rely on, which a syscall per read used to give).
     pub(super) fn read(&self) -> Vec<T> {
-        let values = (0..self.cpus).map(|cpu| self.value(cpu, 0)).collect();
+        let values = (0..self.cpus)
+            .filter_map(|cpu| self.value(cpu, 0))
+            .collect();
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         values
     }
@@ -105,19 +108,27 @@ impl<T: aya::Pod> CpuSlots<T> {
     /// `read` reads.
     pub(super) fn columns(&self, n: usize) -> Vec<Vec<T>> {
         let values = (0..n.min(self.row))
-            .map(|i| (0..self.cpus).map(|cpu| self.value(cpu, i)).collect())
+            .map(|i| {
+                (0..self.cpus)
+                    .filter_map(|cpu| self.value(cpu, i))
+                    .collect()
+            })
             .collect();
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         values
     }
 
-    fn value(&self, cpu: usize, i: usize) -> T {
+    /// Value `i` of CPU `cpu`'s row, read as `read` reads (without its fence); `None`
+    /// out of range.
+    pub(super) fn value(&self, cpu: usize, i: usize) -> Option<T> {
+        if cpu >= self.cpus || i >= self.row {
+            return None;
+        }
         let base = self.mapping.ptr() as *const T;
-        debug_assert!(cpu < self.cpus && i < self.row);
-        // SAFETY: callers pass `cpu < cpus` and `i < row`, and the mapping holds
+        // SAFETY: `cpu < cpus` and `i < row` (checked above), and the mapping holds
         // `cpus * row` values of T (the array's value size is size_of::<T>(), a multiple
         // of 8, so values are packed); T is Pod, so any bytes are a valid T. Volatile:
         // the eBPF side writes it concurrently, and aligned 8-byte words are read whole.
-        unsafe { std::ptr::read_volatile(base.add(cpu * self.row + i)) }
+        Some(unsafe { std::ptr::read_volatile(base.add(cpu * self.row + i)) })
     }
 }

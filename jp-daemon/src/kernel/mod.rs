@@ -28,6 +28,7 @@
 mod batch;
 mod btf;
 pub mod collector;
+mod ctx_log;
 pub mod join;
 mod mapping;
 mod online_cpus;
@@ -69,6 +70,19 @@ impl KernelOptions {
             0 => u64::MAX,
             n => 1_000_000_000 / u64::from(n),
         }
+    }
+
+    /// Slots per CPU of the JVM samples' log (`ctx_log`): room for two read intervals
+    /// of samples at the sampling frequency, a power of two, 2048–65536 (64 KiB–2 MiB
+    /// per CPU). A frequency raised later without a restart may outrun it: the samples
+    /// overwritten before a pass read them are counted as lost.
+    pub fn ctx_log_slots(&self) -> u32 {
+        let per_interval = self
+            .frequency_hz
+            .saturating_mul(u64::try_from(self.read_interval.as_millis()).unwrap_or(u64::MAX))
+            / 1000;
+        let wanted = per_interval.saturating_mul(2).clamp(2048, 1 << 16);
+        u32::try_from(wanted.next_power_of_two()).unwrap_or(1 << 16)
     }
 }
 

@@ -365,8 +365,7 @@ fn sampler_window(out: &Deliverables, dir: &Path, arm: Arm, window: Duration) ->
             _ => {}
         }
     }
-    // The join's first samples insert their keys into JP_CTX_SAMPLES (slower than the
-    // updates of the steady state): let that pass, in every arm alike.
+    // Let the join's start (the threads' first announcements) pass, in every arm alike.
     std::thread::sleep(Duration::from_secs(2));
     let stats = bpf_stats_on()?;
     let (r0, s0) = sampler_status(out, &socket)?;
@@ -463,7 +462,7 @@ jpd at 997 Hz on 2 CPUs (its `jpctl status` run count and run time of `jp_sample
 run time / runs). Load: CpuLoad, {SPIN_THREADS} threads spinning on calls of small methods (JDK 17). \
 Arms, each with a jpd started for it, in rotating order every round, {rounds} rounds: the JVM \
 with the agent (`profiler=usdt`), joined (its threads in `JP_JVM_THREADS`: the sampler reads \
-each interrupted thread's slot and counts it in `JP_CTX_SAMPLES`); the same JVM under a jpd with \
+each interrupted thread's slot and logs the sample in `JP_CTX_LOG`); the same JVM under a jpd with \
 `[kernel] jvm_contexts = false` (the pid never registered: one `JP_JVM_PIDS` lookup that misses); \
 the same program without the agent (a miss too, under the default jpd); no JVM of ours (the \
 floor on an idle machine, where idle samples return before the lookup; on a shared one, other \
