@@ -535,6 +535,17 @@ impl State {
             }
         }
         self.opts.frequency_hz = hz;
+        // The JVM samples' log was sized at load for the frequency then; it is not
+        // resized (its slots are mapped), so say when passes may now find it overrun.
+        let wanted = u64::from(self.opts.ctx_log_slots());
+        if wanted > self.ctx_log.slots_per_cpu() {
+            log::warn!(
+                "at {hz} Hz the JVM samples' log ({} slots per CPU) may be overrun between \
+                 two reads; samples it loses count in events_lost. Restart jpd to size it for \
+                 this frequency",
+                self.ctx_log.slots_per_cpu()
+            );
+        }
         self.follow_cpus()?;
         if self.sampler_links.is_empty() {
             bail!("could not re-attach the sampler to any CPU at {hz} Hz");

@@ -36,6 +36,11 @@ impl CtxLog {
         })
     }
 
+    /// Slots per CPU.
+    pub(super) fn slots_per_cpu(&self) -> u64 {
+        self.per_cpu
+    }
+
     /// The samples logged since the last drain, counted by key. `modes` is `JP_MODES`,
     /// read here before the slots (which the eBPF side writes before the count) and
     /// again after them: a slot that the eBPF side may have reused while it was being

@@ -99,3 +99,24 @@ impl Default for KernelOptions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_samples_log_holds_two_read_intervals_as_a_power_of_two() {
+        let at = |hz, ms| {
+            KernelOptions {
+                frequency_hz: hz,
+                read_interval: Duration::from_millis(ms),
+                ..KernelOptions::default()
+            }
+            .ctx_log_slots()
+        };
+        assert_eq!(KernelOptions::default().ctx_log_slots(), 2048);
+        assert_eq!(at(4999, 1000), 16384);
+        assert_eq!(at(1, 10), 2048, "at least 2048");
+        assert_eq!(at(u64::MAX, 60_000), 1 << 16, "at most 65536");
+    }
+}
