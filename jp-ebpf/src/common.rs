@@ -42,9 +42,21 @@ pub fn bump(counters: &PerCpuArray<u64>, idx: u32) -> u64 {
 /// why jpd maps those instead of reading per-CPU maps).
 #[inline(always)]
 pub fn cpu_slot<T>(slots: &Array<T>) -> Option<*mut T> {
+    slots.get_ptr_mut(this_cpu())
+}
+
+/// The number of the CPU the program runs on.
+#[inline(always)]
+pub fn this_cpu() -> u32 {
     // SAFETY: bpf_get_smp_processor_id takes no arguments and cannot fail.
-    let cpu = unsafe { bpf_get_smp_processor_id() };
-    slots.get_ptr_mut(cpu)
+    unsafe { bpf_get_smp_processor_id() }
+}
+
+/// Value `i` of CPU `cpu`'s row in an array with `row` values per CPU, CPU after CPU
+/// (`JP_IRQ_LINES`, `JP_CTX_LOG`); `None` past the array's end.
+#[inline(always)]
+pub fn row_slot<T>(values: &Array<T>, cpu: u32, row: u32, i: u32) -> Option<*mut T> {
+    values.get_ptr_mut(cpu.checked_mul(row)?.checked_add(i)?)
 }
 
 /// Adds one to mode counter `idx` of this CPU; returns its new value (0 if the array

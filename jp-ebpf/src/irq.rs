@@ -12,10 +12,7 @@
 //! `pt_regs`, would be cheaper, but BPF tracing programs are refused on this kernel.)
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
-    helpers::{
-        bpf_get_smp_processor_id, bpf_get_stack, bpf_probe_read_kernel,
-        bpf_probe_read_kernel_str_bytes,
-    },
+    helpers::{bpf_get_stack, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
     macros::{map, raw_tracepoint},
     maps::{Array, PerCpuArray, PerCpuHashMap},
     programs::RawTracePointContext,
@@ -28,8 +25,8 @@ use jp_common::{
 };
 
 use crate::common::{
-    config, count_mode, cpu_slot, in_idle_task, now_ns, power_of_two, record_kernel_ip,
-    TextCounters, MMAPABLE,
+    config, count_mode, cpu_slot, in_idle_task, now_ns, power_of_two, record_kernel_ip, row_slot,
+    this_cpu, TextCounters, MMAPABLE,
 };
 
 /// Scratch space for the kernel stack at handler entry (too big for the BPF stack).
@@ -180,9 +177,7 @@ fn line_stats(irq: u32, action: u64, start: Option<*mut IrqStart>) -> Option<*mu
     if irq >= IRQ_LINES {
         return None;
     }
-    // SAFETY: bpf_get_smp_processor_id takes no arguments and cannot fail.
-    let cpu = unsafe { bpf_get_smp_processor_id() };
-    let line = JP_IRQ_LINES.get_ptr_mut(cpu.checked_mul(IRQ_LINES)?.checked_add(irq)?)?;
+    let line = row_slot(&JP_IRQ_LINES, this_cpu(), IRQ_LINES, irq)?;
     // SAFETY: this CPU's slots (`line`, `start`), see `jp_irq_entry`.
     unsafe {
         if (*line).action == 0 {

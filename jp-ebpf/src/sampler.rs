@@ -1,9 +1,6 @@
 //! Kernel IP sampling on the `cpu-clock` software event (readprofile, seed 002).
 use aya_ebpf::{
-    helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
-        generated::bpf_probe_read_user,
-    },
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, generated::bpf_probe_read_user},
     macros::{map, perf_event},
     maps::{Array, HashMap, PerCpuHashMap},
     programs::PerfEventContext,
@@ -12,7 +9,8 @@ use aya_log_ebpf::warn;
 use jp_common::{ctx_kind, mode, CpuModes, CtxKey, JvmThread, ProbeConfig, TextBlock};
 
 use crate::common::{
-    config, count_mode, power_of_two, record_kernel_ip, user_mode, TextCounters, MMAPABLE,
+    config, count_mode, power_of_two, record_kernel_ip, row_slot, this_cpu, user_mode,
+    TextCounters, MMAPABLE,
 };
 
 /// Samples by mode (`jp_common::mode`), one value per CPU; jpd sizes it at load.
@@ -152,8 +150,7 @@ fn join_context(cfg: &ProbeConfig, pid_tgid: u64, user: bool, ip: u64) {
 /// `mode::JVM`, which is the write position; false if there is no such slot.
 #[inline(always)]
 fn log_sample(mask: u32, key: &CtxKey) -> bool {
-    // SAFETY: bpf_get_smp_processor_id takes no arguments and cannot fail.
-    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let cpu = this_cpu();
     let Some(modes) = JP_MODES.get_ptr_mut(cpu) else {
         return false;
     };
@@ -161,13 +158,7 @@ fn log_sample(mask: u32, key: &CtxKey) -> bool {
     let counter = unsafe { core::ptr::addr_of_mut!((*modes).counts[mode::JVM as usize]) };
     // SAFETY: as above.
     let n = unsafe { core::ptr::read_volatile(counter) };
-    let Some(index) = cpu
-        .checked_mul(mask.wrapping_add(1))
-        .and_then(|base| base.checked_add(n as u32 & mask))
-    else {
-        return false;
-    };
-    let Some(slot) = JP_CTX_LOG.get_ptr_mut(index) else {
+    let Some(slot) = row_slot(&JP_CTX_LOG, cpu, mask.wrapping_add(1), n as u32 & mask) else {
         return false;
     };
     // SAFETY: a slot of this CPU's part of the log, written only here, on this CPU, by
