@@ -666,13 +666,9 @@ impl State {
         // The hash maps are read again only when the counter the eBPF side bumps after
         // writing them has moved: walking their buckets was most of an idle pass.
         let exits = starts.iter().map(|s| s.exits).sum();
-        // The hash map of high lines and shared lines' further handlers, only when an
-        // exit was recorded there: most hosts never use it.
         let in_hash = starts.iter().map(|s| s.shared).sum();
-        let hashed = read_if_moved(&mut self.pass.hashed_irqs, in_hash, || {
-            maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")
-        })?;
         let irq_lines = &self.cpu.irq_lines;
+        let hashed_irqs = &mut self.pass.hashed_irqs;
         let irqs = read_if_moved(&mut self.pass.irqs, exits, || {
             let mut irqs = IrqsByHandler::new();
             // Only the slots below the highest any CPU claimed (the lines in use are
@@ -680,7 +676,11 @@ impl State {
             let in_use = starts.iter().map(|s| s.lines).max().unwrap_or(0);
             let lines = irq_lines.columns(usize::try_from(in_use).unwrap_or(usize::MAX));
             let mut handlers = handlers_of_lines(&lines);
-            handlers.extend(hashed);
+            // The hash map of high lines and shared lines' further handlers, only when
+            // an exit was recorded there (counted before `exits`): most hosts never use it.
+            handlers.extend(read_if_moved(hashed_irqs, in_hash, || {
+                maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")
+            })?);
             for (key, per_cpu) in handlers {
                 let merged = merge_irq(&per_cpu);
                 let e = irqs.entry((key.irq, merged.name)).or_default();

@@ -120,20 +120,15 @@ mod tests {
             }
         }
 
-        /// What the eBPF side does for one sample of `id` on `cpu`.
+        /// What the eBPF side does for one sample of `id` on `cpu`: the slot at the
+        /// CPU's count, then the count.
         fn log(&self, cpu: usize, id: u64) {
-            let pos = |fd: &OwnedFd, offset: usize, bytes: &[u8]| {
-                use std::os::unix::fs::FileExt as _;
-                let file = std::fs::File::from(fd.try_clone().expect("dup"));
-                file.write_all_at(bytes, offset as u64).expect("write");
-            };
-            let count_at = cpu * std::mem::size_of::<CpuModes>() + mode::JVM as usize * 8;
+            use std::os::unix::fs::FileExt as _;
+            let file = |fd: &OwnedFd| std::fs::File::from(fd.try_clone().expect("dup"));
+            let (modes, log) = (file(&self.modes_fd), file(&self.log_fd));
+            let count_at = (cpu * std::mem::size_of::<CpuModes>() + mode::JVM as usize * 8) as u64;
             let mut n = [0u8; 8];
-            {
-                use std::os::unix::fs::FileExt as _;
-                let file = std::fs::File::from(self.modes_fd.try_clone().expect("dup"));
-                file.read_exact_at(&mut n, count_at as u64).expect("read");
-            }
+            modes.read_exact_at(&mut n, count_at).expect("read");
             let n = u64::from_ne_bytes(n);
             let key = CtxKey {
                 tgid: 7,
@@ -142,16 +137,19 @@ mod tests {
                 id,
                 kip: 0,
             };
-            let slot = cpu * self.per_cpu as usize + (n % u64::from(self.per_cpu)) as usize;
-            // SAFETY: CtxKey is Pod (repr(C), integers only).
+            let slot = cpu as u64 * u64::from(self.per_cpu) + n % u64::from(self.per_cpu);
+            // SAFETY: CtxKey is repr(C), integers only, without padding.
             let bytes = unsafe {
                 std::slice::from_raw_parts(
                     (&key as *const CtxKey).cast::<u8>(),
                     std::mem::size_of::<CtxKey>(),
                 )
             };
-            pos(&self.log_fd, slot * std::mem::size_of::<CtxKey>(), bytes);
-            pos(&self.modes_fd, count_at, &(n + 1).to_ne_bytes());
+            log.write_all_at(bytes, slot * std::mem::size_of::<CtxKey>() as u64)
+                .expect("write");
+            modes
+                .write_all_at(&(n + 1).to_ne_bytes(), count_at)
+                .expect("write");
         }
     }
 
