@@ -188,6 +188,11 @@ fn records_generations_faults_and_exit() {
         assert_eq!(info.ns_pid, None);
         assert!(info.start_time_ticks > 0);
     }
+    // The status is a snapshot published at the end of the manager's tick, a moment
+    // after the generation the program already saw was written.
+    wait_status(&collector, "the library listed", |s| {
+        s.files.iter().any(|f| same_file(&lib, f.dev, f.inode))
+    });
     let status = collector.status();
     let file = status
         .files
@@ -414,6 +419,9 @@ fn process_in_another_mount_namespace_killed() {
     let (tid, generation) = ready(&mut agent);
     assert_eq!(tid, pid);
     assert_eq!(sink.lock().unwrap().generations_of(pid), [generation]);
+    wait_status(&collector, "the copy listed", |s| {
+        s.files.iter().any(|f| f.users.contains(&pid))
+    });
     let status = collector.status();
     let file = status
         .files
