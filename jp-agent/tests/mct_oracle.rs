@@ -241,6 +241,7 @@ programs! {
     CtorThrow => ctor_throw_jdk17, ctor_throw_jdk25;
     Misc => misc_jdk17, misc_jdk25;
     Unicode => unicode_jdk17, unicode_jdk25;
+    Across => across_jdk17, across_jdk25;
 }
 
 /// Deterministic programs give byte-identical JSON on every run.

@@ -32,6 +32,20 @@ pub(crate) struct Passed {
     pub methodref: u16,
 }
 
+/// A static method of another class that the class's call sites reach through a stub of
+/// the class, passing their context (jp-agent/README-dev.md, "Passed contexts across
+/// classes"): the stub's `invokedynamic` finds the callee's second body at the first call.
+pub(crate) struct Across {
+    /// The Methodref of the original calls (an `invokestatic` of another class).
+    pub call: u16,
+    /// The Methodref of the stub the call sites call instead.
+    pub stub: u16,
+    /// The Class a call site casts the stub's result to (the stub's descriptor names no
+    /// class outside `java/`, so that reflection on the class never needs another one to
+    /// load); 0: none.
+    pub cast: u16,
+}
+
 /// The class-level facts a method rewrite needs.
 pub(crate) struct MethodInput<'a> {
     pub cp: &'a ConstPool<'a>,
@@ -49,6 +63,8 @@ pub(crate) struct MethodInput<'a> {
     pub second: Option<u32>,
     /// The class's methods that have a second body (their call sites pass the context).
     pub passed: &'a [Passed],
+    /// Static methods of other classes called through a stub, sorted by `call`.
+    pub across: &'a [Across],
     /// The class's name (the owner of the call sites that may pass the context).
     pub class_name: &'a [u8],
     /// Test only: widen every branch (exercises goto_w and the inferred frames everywhere).
@@ -78,6 +94,8 @@ pub(crate) struct Scratch {
     self_cover: Vec<u32>,
     /// Per instruction: the second body's Methodref a call site calls instead (0: none).
     passed_at: Vec<u16>,
+    /// Per instruction: the Class a passing call's result is cast to (0: none).
+    cast_at: Vec<u16>,
 }
 
 struct Refs {
@@ -170,30 +188,37 @@ fn invert(op: u8) -> u8 {
 
 /// The second body a call site calls instead, passing its context: an invokestatic,
 /// invokespecial or invokevirtual of a Methodref of this very class naming one of its
-/// methods that has a second body (static for invokestatic, private otherwise). 0: none.
-fn passed_target(code: &[u8], ins: &Insn, m: &MethodInput) -> Result<u16, RewriteError> {
-    if m.passed.is_empty()
+/// methods that has a second body (static for invokestatic, private otherwise), or the
+/// stub of an invokestatic of another class's method (and the Class its result is cast to).
+/// 0: none.
+fn passed_target(code: &[u8], ins: &Insn, m: &MethodInput) -> Result<(u16, u16), RewriteError> {
+    if (m.passed.is_empty() && m.across.is_empty())
         || !matches!(
             ins.op,
             insn::INVOKESTATIC | insn::INVOKESPECIAL | insn::INVOKEVIRTUAL
         )
     {
-        return Ok(0);
+        return Ok((0, 0));
     }
     let o = ins.off as usize;
     let idx = u16::from_be_bytes([code[o + 1], code[o + 2]]);
     if m.cp.tag(idx)? != cpool::METHODREF {
-        return Ok(0);
+        return Ok((0, 0));
+    }
+    if ins.op == insn::INVOKESTATIC {
+        if let Ok(k) = m.across.binary_search_by_key(&idx, |a| a.call) {
+            return Ok((m.across[k].stub, m.across[k].cast));
+        }
     }
     let (owner, name, desc) = m.cp.member(idx)?;
     if m.cp.utf8_bytes(m.cp.class_name_index(owner)?)? != m.class_name {
-        return Ok(0);
+        return Ok((0, 0));
     }
     let is_static = ins.op == insn::INVOKESTATIC;
     Ok(m.passed
         .iter()
         .find(|p| p.is_static == is_static && p.name == name && p.desc == desc)
-        .map_or(0, |p| p.methodref))
+        .map_or((0, 0), |p| (p.methodref, 0)))
 }
 
 /// Whether an instruction may run Java code on this thread (a call, or a class loaded or
@@ -257,6 +282,27 @@ pub(crate) fn describe(
         })
         .collect();
     Ok((entry, infos))
+}
+
+/// The constant pool indices that the `invokestatic` instructions of a `Code` attribute's
+/// body name, appended to `out`.
+pub(crate) fn static_calls(
+    body: &[u8],
+    label: &dyn Fn() -> String,
+    s: &mut Scratch,
+    out: &mut Vec<u16>,
+) -> Result<(), RewriteError> {
+    let mut r = Reader::new(body, 4);
+    let code_len = r.u32()? as usize;
+    let code = r.bytes(code_len)?;
+    insn::decode(code, label, &mut s.insns, &mut s.targets, &mut s.map)?;
+    for ins in &s.insns {
+        if ins.op == insn::INVOKESTATIC {
+            let o = ins.off as usize;
+            out.push(u16::from_be_bytes([code[o + 1], code[o + 2]]));
+        }
+    }
+    Ok(())
 }
 
 /// Instruction index of an original offset (`allow_end`: the code's end is allowed).
@@ -355,9 +401,11 @@ pub(crate) fn rewrite_code(
     // context up to date itself (jp-agent/README-dev.md, "Passed contexts"): a second body
     // never sets it at entry, and after a call that passed the context it is the callee's.
     s.passed_at.clear();
+    s.cast_at.clear();
     for ins in &s.insns {
-        let t = passed_target(code, ins, m)?;
+        let (t, cast) = passed_target(code, ins, m)?;
         s.passed_at.push(t);
+        s.cast_at.push(cast);
     }
     let passes = s.passed_at.iter().filter(|&&t| t != 0).count();
     if m.second.is_some() && (s.targets.contains(&0) || s.handlers.iter().any(|h| h.2 == 0)) {
@@ -551,6 +599,8 @@ pub(crate) fn rewrite_code(
                 }
                 insn::GOTO | insn::JSR if s.wide[i] => 5,
                 _ if ins.flow == Flow::Cond && s.wide[i] => 8,
+                // A checkcast of the stub's result after the call.
+                _ if s.cast_at[i] != 0 => ins.len + 3,
                 _ => ins.len,
             } as u64;
             if pos > 0x10_0000 {
@@ -667,6 +717,10 @@ pub(crate) fn rewrite_code(
             _ if s.passed_at[i] != 0 => {
                 out.push(ins.op);
                 put_u16(&mut out, s.passed_at[i]);
+                if s.cast_at[i] != 0 {
+                    out.push(insn::CHECKCAST);
+                    put_u16(&mut out, s.cast_at[i]);
+                }
             }
             _ if ins.tn == 1 => {
                 if !s.wide[i] {

@@ -1034,3 +1034,41 @@ fn precise_bba_keeps_a_pending_count_flushed_before_calls() {
     assert_eq!(calls, vec!["enter", "count", "exit", "exit"]);
     assert_eq!(code_of(&out, "m").max_locals, 1);
 }
+
+#[test]
+fn stub_descriptors_name_no_class_outside_java() {
+    let d = |s: &str| {
+        super::stub_descriptor(s.as_bytes()).map(|(d, c)| {
+            (
+                String::from_utf8(d).unwrap(),
+                c.map(|c| String::from_utf8(c).unwrap()),
+            )
+        })
+    };
+    assert_eq!(
+        d("(ILorg/x/A;[Lorg/x/B;[[ILjava/lang/String;J)Lorg/x/C;"),
+        Some((
+            "(ILjava/lang/Object;Ljava/lang/Object;[[ILjava/lang/String;JLjp/rt/Node;)Ljava/lang/Object;"
+                .into(),
+            Some("org/x/C".into())
+        ))
+    );
+    assert_eq!(
+        d("()[[Lorg/x/C;"),
+        Some((
+            "(Ljp/rt/Node;)Ljava/lang/Object;".into(),
+            Some("[[Lorg/x/C;".into())
+        ))
+    );
+    assert_eq!(
+        d("([Ljava/util/List;D)[Ljava/lang/Object;"),
+        Some((
+            "([Ljava/util/List;DLjp/rt/Node;)[Ljava/lang/Object;".into(),
+            None
+        ))
+    );
+    assert_eq!(d("()V"), Some(("(Ljp/rt/Node;)V".into(), None)));
+    for bad in ["", "I", "(Lorg/x/A)V", "(Q)V", "()", "()VV", "(I"] {
+        assert_eq!(d(bad), None, "{bad:?}");
+    }
+}

@@ -1,7 +1,7 @@
 // bench jvm, cost model: one kind of operation repeated N times a round, so that the time
 // per operation with and without the agent shows what each costs. Usage:
 //   CostModel OP N WARMUP_ROUNDS WARMUP_MS MEASURED
-// OP: static | bimorphic | megamorphic | recursion | blocks | throw.
+// OP: static | across | bimorphic | megamorphic | recursion | blocks | throw.
 public class CostModel {
     public static void main(String[] a) throws Exception {
         String op = a[0];
@@ -9,6 +9,7 @@ public class CostModel {
         Rounds.Work w;
         switch (op) {
             case "static": w = () -> staticCalls(n); break;
+            case "across": w = () -> acrossCalls(n); break;
             case "bimorphic": w = () -> virtualCalls(BIMORPHIC, n); break;
             case "megamorphic": w = () -> virtualCalls(MEGAMORPHIC, n); break;
             case "recursion": w = () -> recursion(n); break;
@@ -25,6 +26,15 @@ public class CostModel {
     static long staticCalls(int n) {
         long s = 0;
         for (int i = 0; i < n; i++) s += tiny(i);
+        return s;
+    }
+
+    // The same call to a method of another class (the nested class is a class of its own).
+    static final class Other { static int tiny(int x) { return x ^ (x >>> 3); } }
+
+    static long acrossCalls(int n) {
+        long s = 0;
+        for (int i = 0; i < n; i++) s += Other.tiny(i);
         return s;
     }
 

@@ -11,8 +11,9 @@ use super::{agent_arg, Jdk, Mode, MODES};
 use crate::build::Deliverables;
 
 /// (CostModel's op, what it is, operations per round).
-pub(crate) const OPS: [(&str, &str, u32); 6] = [
+pub(crate) const OPS: [(&str, &str, u32); 7] = [
     ("static", "tiny static call", 2_000_000),
+    ("across", "tiny static call of another class", 2_000_000),
     (
         "bimorphic",
         "bimorphic virtual call (2 receiver classes)",
@@ -106,7 +107,7 @@ JVMs allow (slowest with the agent minus fastest without, and the reverse). With
 agent C2 inlines the tiny and the bimorphic calls, so their figure is the loop's; the \
 difference is what the agent adds per operation.\n{sections}\nGoal:\n{verdict}",
         OPS[0].2,
-        OPS[5].2,
+        OPS[6].2,
         rounds::WARMUP_ROUNDS,
         rounds::WARMUP_MS / 1000,
         rounds::MEASURED,
