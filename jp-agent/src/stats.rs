@@ -21,8 +21,6 @@ pub struct Stats {
     /// Second bodies added, and call sites that call one passing their context.
     pub methods_passed: AtomicU64,
     pub call_sites_passed: AtomicU64,
-    /// Stubs through which call sites pass their context to other classes' static methods.
-    pub stubs_across: AtomicU64,
     pub rewrite_nanos: AtomicU64,
     /// Profiler calls (report points) of all threads, known at VM death.
     pub reports: AtomicU64,
@@ -53,7 +51,6 @@ impl Stats {
             code_bytes_after: AtomicU64::new(0),
             methods_passed: AtomicU64::new(0),
             call_sites_passed: AtomicU64::new(0),
-            stubs_across: AtomicU64::new(0),
             rewrite_nanos: AtomicU64::new(0),
             reports: AtomicU64::new(0),
             calls_folded: AtomicU64::new(0),
@@ -81,8 +78,6 @@ impl Stats {
             .fetch_add(u64::from(s.methods_passed), Relaxed);
         self.call_sites_passed
             .fetch_add(u64::from(s.call_sites_passed), Relaxed);
-        self.stubs_across
-            .fetch_add(u64::from(s.stubs_across), Relaxed);
     }
 
     /// `key=value` pairs separated by spaces (stable keys: tests and profilers parse them).
@@ -101,7 +96,7 @@ impl Stats {
              methods_too_large={} methods_unwidenable={} methods_without_catch_all={} \
              methods_empty_finalizers={} code_bytes_before={} code_bytes_after={} rewrite_ms={:.1} classes_per_s={:.0} \
              reports={} calls_folded={} merged_contexts_folded={} context_budget={} \
-             methods_passed={} call_sites_passed={} stubs_across={}",
+             methods_passed={} call_sites_passed={}",
             g(&self.classes_seen),
             g(&self.classes_skipped),
             rewritten,
@@ -123,7 +118,6 @@ impl Stats {
             g(&self.context_budget),
             g(&self.methods_passed),
             g(&self.call_sites_passed),
-            g(&self.stubs_across),
         )
     }
 }

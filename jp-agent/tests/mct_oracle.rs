@@ -24,6 +24,7 @@ const NO_EXCEPTIONS: &[&str] = &[
     "Wide",
     "Hot",
     "Unicode",
+    "Stale",
 ];
 
 /// Contexts (with call counts) that must exist: lambda bodies under the method that
@@ -242,6 +243,7 @@ programs! {
     Misc => misc_jdk17, misc_jdk25;
     Unicode => unicode_jdk17, unicode_jdk25;
     Across => across_jdk17, across_jdk25;
+    Stale => stale_jdk17, stale_jdk25;
 }
 
 /// Deterministic programs give byte-identical JSON on every run.

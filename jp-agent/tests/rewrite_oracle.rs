@@ -8,7 +8,6 @@
 
 mod rewrite_common;
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use cafebabe::attributes::{AttributeData, CodeData};
@@ -77,77 +76,13 @@ fn rt_call(op: &Opcode) -> Option<String> {
     }
 }
 
-/// The class's stubs for static methods of other classes: stub name → the original callee,
-/// and the class its call sites cast the result to (its type erased in the stub's).
-type Stubs = HashMap<String, (MemberRef<'static>, Option<String>)>;
-
-/// A descriptor as a stub has it: classes outside `java/` (and arrays of them) as Object,
-/// the context last; and the erased return type, if it was.
-fn erased(desc: &str) -> (String, Option<String>) {
-    let mut out = String::new();
-    let mut cast = None;
-    let mut chars = desc.char_indices().peekable();
-    let mut in_return = false;
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '(' => out.push('('),
-            ')' => {
-                out.push_str("Ljp/rt/Node;)");
-                in_return = true;
-            }
-            '[' | 'L' => {
-                let mut end = i;
-                let mut cur = c;
-                while cur == '[' {
-                    let (j, n) = chars.next().unwrap();
-                    end = j;
-                    cur = n;
-                }
-                if cur == 'L' {
-                    for (j, n) in chars.by_ref() {
-                        end = j;
-                        if n == ';' {
-                            break;
-                        }
-                    }
-                }
-                let t = &desc[i..=end];
-                if t.trim_start_matches('[').starts_with("Ljava/") || !t.contains('L') {
-                    out.push_str(t);
-                } else {
-                    out.push_str("Ljava/lang/Object;");
-                    if in_return {
-                        // As cafebabe shows a checkcast's operand: element class, dimensions.
-                        let element = t.trim_start_matches('[');
-                        let dims = t.len() - element.len();
-                        let class = &element[1..element.len() - 1];
-                        cast = Some(if dims == 0 {
-                            format!("BinaryName(\"{class}\")")
-                        } else {
-                            format!(
-                                "dimensions: {dims}, field_type: Object(ClassName(\"{class}\"))"
-                            )
-                        });
-                    }
-                }
-            }
-            _ => out.push(c),
-        }
-    }
-    (out, cast)
-}
-
 /// A call site that passes its context, as the original call it replaces: `NAME$jp` with
-/// `Ljp/rt/Node;` as its last argument, back to `NAME` without it, or a stub's call back to
-/// the other class's method it links to. None for any other op.
-fn unpassed(op: &Opcode, stubs: &Stubs) -> Option<String> {
+/// `Ljp/rt/Node;` as its last argument, back to `NAME` without it. None for any other op.
+fn unpassed(op: &Opcode) -> Option<String> {
     let m = match op {
         Opcode::Invokestatic(m) | Opcode::Invokespecial(m) | Opcode::Invokevirtual(m) => m,
         _ => return None,
     };
-    if let (Opcode::Invokestatic(_), Some((back, _))) = (op, stubs.get(&*m.name_and_type.name)) {
-        return Some(variant(&Opcode::Invokestatic(back.clone())));
-    }
     let name = m.name_and_type.name.strip_suffix("$jp")?;
     let desc = m.name_and_type.descriptor.replace("Ljp/rt/Node;)", ")");
     if desc == m.name_and_type.descriptor {
@@ -176,13 +111,7 @@ fn code<'a, 'b>(attrs: &'b [cafebabe::attributes::AttributeInfo<'a>]) -> Option<
 
 /// Checks one rewritten method against the original; returns the number of original
 /// instructions. `second`: Some(the slot of the caller's context) for a second body.
-fn check_method(
-    name: &str,
-    orig: &CodeData,
-    new: &CodeData,
-    second: Option<u16>,
-    stubs: &Stubs,
-) -> usize {
+fn check_method(name: &str, orig: &CodeData, new: &CodeData, second: Option<u16>) -> usize {
     let ob = orig.bytecode.as_ref().expect("original bytecode");
     let nb = new.bytecode.as_ref().expect("rewritten bytecode parses");
     let ops: Vec<&Opcode> = nb.opcodes.iter().map(|(_, o)| o).collect();
@@ -213,27 +142,13 @@ fn check_method(
                 continue;
             }
         }
-        if let Some(v) = unpassed(ops[i], stubs) {
+        if let Some(v) = unpassed(ops[i]) {
             assert!(
                 matches!(ops[i - 1], Opcode::Aload(x) if *x == l),
                 "{name}: a passing call site loads the context last"
             );
             injected[i - 1] = true;
             renamed[i] = Some(v);
-            let stub = match ops[i] {
-                Opcode::Invokestatic(m) => stubs.get(&*m.name_and_type.name),
-                _ => None,
-            };
-            if let Some((_, Some(cast))) = stub {
-                // The stub's result, of an erased type, cast back to the callee's.
-                assert!(
-                    matches!(ops[i + 1], Opcode::Checkcast(_))
-                        && format!("{:?}", ops[i + 1]).contains(cast.as_str()),
-                    "{name}: {:?} after a stub returning {cast}",
-                    ops[i + 1]
-                );
-                injected[i + 1] = true;
-            }
             continue;
         }
         let Some(call) = rt_call(ops[i]) else {
@@ -416,7 +331,6 @@ fn rewritten_classes_match_the_originals() {
     let mut methods = 0;
     let mut instructions = 0;
     let mut seconds = 0;
-    let mut stub_count = 0;
     for jar in ["js", "h2"] {
         let src = dir.join(jar);
         extract_jar(
@@ -446,17 +360,15 @@ fn rewritten_classes_match_the_originals() {
                     format!("{:?}", new.this_class)
                 );
                 assert_eq!(format!("{:?}", orig.fields), format!("{:?}", new.fields));
-                check_class_attributes(&orig.attributes, &new.attributes);
-                // The originals in their places, then the second bodies, then the stubs.
+                assert_eq!(
+                    format!("{:?}", orig.attributes),
+                    format!("{:?}", new.attributes)
+                );
+                // The originals in their places, then the second bodies.
                 assert!(new.methods.len() >= orig.methods.len());
                 assert!(pass_context || new.methods.len() == orig.methods.len());
                 classes += 1;
-                let stubs = check_stubs(&f.display().to_string(), &new);
-                stub_count += stubs.len();
                 for nm in &new.methods[orig.methods.len()..] {
-                    if stubs.contains_key(&*nm.name) {
-                        continue;
-                    }
                     seconds += 1;
                     let name = nm.name.strip_suffix("$jp").expect("a second body's name");
                     let desc = format!("{}", nm.descriptor);
@@ -508,7 +420,7 @@ fn rewritten_classes_match_the_originals() {
                         orig.this_class,
                         nm.name
                     );
-                    instructions += check_method(&label, oc, nc, Some(caller), &stubs);
+                    instructions += check_method(&label, oc, nc, Some(caller));
                     methods += 1;
                 }
                 for (om, nm) in orig.methods.iter().zip(&new.methods) {
@@ -530,7 +442,7 @@ fn rewritten_classes_match_the_originals() {
                     match (code(&om.attributes), code(&nm.attributes)) {
                         (Some(oc), Some(nc)) => {
                             let label = format!("{} {}.{}", f.display(), orig.this_class, om.name);
-                            instructions += check_method(&label, oc, nc, None, &stubs);
+                            instructions += check_method(&label, oc, nc, None);
                             methods += 1;
                         }
                         (None, None) => {}
@@ -540,135 +452,9 @@ fn rewritten_classes_match_the_originals() {
             }
         }
     }
-    println!("{classes} rewritten classes, {methods} methods ({seconds} second bodies, {stub_count} stubs), {instructions} instructions checked against cafebabe");
+    println!("{classes} rewritten classes, {methods} methods ({seconds} second bodies), {instructions} instructions checked against cafebabe");
     assert!(methods > 10_000);
     assert!(seconds > 1_000, "second bodies checked: {seconds}");
-    assert!(stub_count > 1_000, "stubs checked: {stub_count}");
-}
-
-/// The class attributes are the original ones, but for the stubs' bootstrap methods: after
-/// the original entries of BootstrapMethods, or in an attribute of their own at the end.
-fn check_class_attributes(
-    orig: &[cafebabe::attributes::AttributeInfo],
-    new: &[cafebabe::attributes::AttributeInfo],
-) {
-    let bootstraps = |a: &[cafebabe::attributes::AttributeInfo]| -> Vec<String> {
-        a.iter()
-            .flat_map(|a| match &a.data {
-                AttributeData::BootstrapMethods(e) => e.iter().map(|e| format!("{e:?}")).collect(),
-                _ => Vec::new(),
-            })
-            .collect()
-    };
-    let others = |a: &[cafebabe::attributes::AttributeInfo]| -> Vec<String> {
-        a.iter()
-            .filter(|a| !matches!(a.data, AttributeData::BootstrapMethods(_)))
-            .map(|a| format!("{a:?}"))
-            .collect()
-    };
-    assert_eq!(others(orig), others(new), "class attributes");
-    let (o, n) = (bootstraps(orig), bootstraps(new));
-    assert_eq!(o[..], n[..o.len()], "the original bootstrap methods first");
-}
-
-/// Every stub of the class (`jp$x$N`): private static synthetic, its arguments pushed in
-/// order, one `invokedynamic` of the callee's name with the stub's own descriptor,
-/// bootstrapped by `jp.rt.Link.across` with the callee's class, and the return of its type.
-/// Returns stub name → the callee.
-fn check_stubs(file: &str, new: &cafebabe::ClassFile) -> Stubs {
-    let bootstraps: Vec<&cafebabe::attributes::BootstrapMethodEntry> = new
-        .attributes
-        .iter()
-        .flat_map(|a| match &a.data {
-            AttributeData::BootstrapMethods(e) => e.iter().collect(),
-            _ => Vec::new(),
-        })
-        .collect();
-    let mut stubs = Stubs::new();
-    for m in new.methods.iter().filter(|m| m.name.starts_with("jp$x$")) {
-        let label = format!("{file}: {}.{}", new.this_class, m.name);
-        assert_eq!(
-            m.access_flags,
-            MethodAccessFlags::PRIVATE | MethodAccessFlags::STATIC | MethodAccessFlags::SYNTHETIC,
-            "{label}"
-        );
-        let desc = format!("{}", m.descriptor);
-        assert!(desc.contains("Ljp/rt/Node;)"), "{label}: the context last");
-        let c = code(&m.attributes).unwrap_or_else(|| panic!("{label}: no code"));
-        let ops: Vec<&Opcode> = c
-            .bytecode
-            .as_ref()
-            .unwrap()
-            .opcodes
-            .iter()
-            .map(|(_, o)| o)
-            .collect();
-        let mut slot = 0u16;
-        for (k, p) in m.descriptor.parameters.iter().enumerate() {
-            let (ok, size) = match (&p.field_type, p.dimensions) {
-                (FieldType::Long, 0) => (matches!(ops[k], Opcode::Lload(x) if *x == slot), 2),
-                (FieldType::Double, 0) => (matches!(ops[k], Opcode::Dload(x) if *x == slot), 2),
-                (FieldType::Float, 0) => (matches!(ops[k], Opcode::Fload(x) if *x == slot), 1),
-                (FieldType::Object(_), _) | (_, 1..) => {
-                    (matches!(ops[k], Opcode::Aload(x) if *x == slot), 1)
-                }
-                _ => (matches!(ops[k], Opcode::Iload(x) if *x == slot), 1),
-            };
-            assert!(ok, "{label}: argument {k} pushed");
-            slot += size;
-        }
-        let n = m.descriptor.parameters.len();
-        assert_eq!(ops.len(), n + 2, "{label}: {ops:?}");
-        let Opcode::Invokedynamic(indy) = ops[n] else {
-            panic!("{label}: {:?} is no invokedynamic", ops[n]);
-        };
-        assert_eq!(
-            format!("{}", indy.name_and_type.descriptor),
-            desc,
-            "{label}"
-        );
-        let b = bootstraps[indy.attr_index as usize];
-        assert_eq!(
-            (
-                &*b.method.class_name,
-                &*b.method.member_ref.name,
-                format!("{:?}", b.method.kind)
-            ),
-            ("jp/rt/Link", "across", "InvokeStatic".to_string()),
-            "{label}"
-        );
-        use cafebabe::constant_pool::BootstrapArgument::LiteralConstant as Arg;
-        let [Arg(LiteralConstant::String(owner)), Arg(LiteralConstant::String(callee))] =
-            &b.arguments[..]
-        else {
-            panic!("{label}: bootstrap arguments {:?}", b.arguments);
-        };
-        let (want, cast) = erased(callee);
-        assert_eq!(desc, want, "{label}: the stub's descriptor for {callee}");
-        assert_ne!(&**owner, &*new.this_class, "{label}: another class");
-        assert!(
-            matches!(
-                ops[n + 1],
-                Opcode::Return
-                    | Opcode::Ireturn
-                    | Opcode::Lreturn
-                    | Opcode::Freturn
-                    | Opcode::Dreturn
-                    | Opcode::Areturn
-            ),
-            "{label}: {:?}",
-            ops[n + 1]
-        );
-        let back = MemberRef {
-            class_name: owner.to_string().into(),
-            name_and_type: NameAndType {
-                name: indy.name_and_type.name.to_string().into(),
-                descriptor: callee.to_string().into(),
-            },
-        };
-        stubs.insert(m.name.to_string(), (back, cast));
-    }
-    stubs
 }
 
 /// Some(parses) or None if the oracle panicked.

@@ -9,7 +9,6 @@ use super::RewriteError;
 pub(crate) const UTF8: u8 = 1;
 pub(crate) const INTEGER: u8 = 3;
 pub(crate) const CLASS: u8 = 7;
-pub(crate) const STRING: u8 = 8;
 pub(crate) const FIELDREF: u8 = 9;
 pub(crate) const METHODREF: u8 = 10;
 pub(crate) const INTERFACE_METHODREF: u8 = 11;
@@ -18,8 +17,6 @@ pub(crate) const METHOD_HANDLE: u8 = 15;
 pub(crate) const METHOD_TYPE: u8 = 16;
 pub(crate) const DYNAMIC: u8 = 17;
 pub(crate) const INVOKE_DYNAMIC: u8 = 18;
-/// The MethodHandle kind of a static method.
-const REF_INVOKE_STATIC: u8 = 6;
 
 /// The original constant pool of a class: tag and byte offset (of the entry's body,
 /// just after the tag) of every entry.
@@ -283,20 +280,6 @@ impl CpAppender {
         {
             return Ok(i);
         }
-        let i = self.with_name_and_type(METHODREF, class, name, desc)?;
-        self.members.push((class, name.to_vec(), desc.to_vec(), i));
-        Ok(i)
-    }
-
-    /// A NameAndType `name:desc` and an entry `tag` of (`first`, that NameAndType): a
-    /// Methodref (`first` its class) or an InvokeDynamic (`first` its bootstrap method).
-    fn with_name_and_type(
-        &mut self,
-        tag: u8,
-        first: u16,
-        name: &[u8],
-        desc: &[u8],
-    ) -> Result<u16, RewriteError> {
         let n = self.utf8(name)?;
         let d = self.utf8(desc)?;
         let nat = self.alloc()?;
@@ -304,38 +287,11 @@ impl CpAppender {
         self.bytes.extend_from_slice(&n.to_be_bytes());
         self.bytes.extend_from_slice(&d.to_be_bytes());
         let i = self.alloc()?;
-        self.bytes.push(tag);
-        self.bytes.extend_from_slice(&first.to_be_bytes());
+        self.bytes.push(METHODREF);
+        self.bytes.extend_from_slice(&class.to_be_bytes());
         self.bytes.extend_from_slice(&nat.to_be_bytes());
+        self.members.push((class, name.to_vec(), desc.to_vec(), i));
         Ok(i)
-    }
-
-    /// A String constant of an Utf8 entry (original or appended).
-    pub fn string(&mut self, utf8: u16) -> Result<u16, RewriteError> {
-        let i = self.alloc()?;
-        self.bytes.push(STRING);
-        self.bytes.extend_from_slice(&utf8.to_be_bytes());
-        Ok(i)
-    }
-
-    /// A MethodHandle of kind REF_invokeStatic to a Methodref.
-    pub fn static_method_handle(&mut self, methodref: u16) -> Result<u16, RewriteError> {
-        let i = self.alloc()?;
-        self.bytes.push(METHOD_HANDLE);
-        self.bytes.push(REF_INVOKE_STATIC);
-        self.bytes.extend_from_slice(&methodref.to_be_bytes());
-        Ok(i)
-    }
-
-    /// An InvokeDynamic `name:desc` bootstrapped by entry `bootstrap` of the class's
-    /// BootstrapMethods attribute.
-    pub fn invoke_dynamic(
-        &mut self,
-        bootstrap: u16,
-        name: &[u8],
-        desc: &[u8],
-    ) -> Result<u16, RewriteError> {
-        self.with_name_and_type(INVOKE_DYNAMIC, bootstrap, name, desc)
     }
 
     /// A Methodref `jp/rt/Rt.name:desc`.

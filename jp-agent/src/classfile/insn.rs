@@ -24,7 +24,6 @@ pub(crate) const INVOKEVIRTUAL: u8 = 0xb6;
 pub(crate) const INVOKESPECIAL: u8 = 0xb7;
 pub(crate) const INVOKESTATIC: u8 = 0xb8;
 pub(crate) const ATHROW: u8 = 0xbf;
-pub(crate) const CHECKCAST: u8 = 0xc0;
 pub(crate) const WIDE: u8 = 0xc4;
 pub(crate) const GOTO_W: u8 = 0xc8;
 pub(crate) const JSR_W: u8 = 0xc9;

@@ -32,20 +32,6 @@ pub(crate) struct Passed {
     pub methodref: u16,
 }
 
-/// A static method of another class that the class's call sites reach through a stub of
-/// the class, passing their context (jp-agent/README-dev.md, "Passed contexts across
-/// classes"): the stub's `invokedynamic` finds the callee's second body at the first call.
-pub(crate) struct Across {
-    /// The Methodref of the original calls (an `invokestatic` of another class).
-    pub call: u16,
-    /// The Methodref of the stub the call sites call instead.
-    pub stub: u16,
-    /// The Class a call site casts the stub's result to (the stub's descriptor names no
-    /// class outside `java/`, so that reflection on the class never needs another one to
-    /// load); 0: none.
-    pub cast: u16,
-}
-
 /// The class-level facts a method rewrite needs.
 pub(crate) struct MethodInput<'a> {
     pub cp: &'a ConstPool<'a>,
@@ -63,8 +49,6 @@ pub(crate) struct MethodInput<'a> {
     pub second: Option<u32>,
     /// The class's methods that have a second body (their call sites pass the context).
     pub passed: &'a [Passed],
-    /// Static methods of other classes called through a stub, sorted by `call`.
-    pub across: &'a [Across],
     /// The class's name (the owner of the call sites that may pass the context).
     pub class_name: &'a [u8],
     /// Test only: widen every branch (exercises goto_w and the inferred frames everywhere).
@@ -94,8 +78,12 @@ pub(crate) struct Scratch {
     self_cover: Vec<u32>,
     /// Per instruction: the second body's Methodref a call site calls instead (0: none).
     passed_at: Vec<u16>,
-    /// Per instruction: the Class a passing call's result is cast to (0: none).
-    cast_at: Vec<u16>,
+    /// Per block of a second body: whether it may start with the thread's current context
+    /// not yet the body's own.
+    stale_in: Vec<bool>,
+    /// Per block: whether it stores the current context (an instruction that may run Java).
+    clears: Vec<bool>,
+    work: Vec<u32>,
 }
 
 struct Refs {
@@ -188,37 +176,94 @@ fn invert(op: u8) -> u8 {
 
 /// The second body a call site calls instead, passing its context: an invokestatic,
 /// invokespecial or invokevirtual of a Methodref of this very class naming one of its
-/// methods that has a second body (static for invokestatic, private otherwise), or the
-/// stub of an invokestatic of another class's method (and the Class its result is cast to).
-/// 0: none.
-fn passed_target(code: &[u8], ins: &Insn, m: &MethodInput) -> Result<(u16, u16), RewriteError> {
-    if (m.passed.is_empty() && m.across.is_empty())
+/// methods that has a second body (static for invokestatic, private otherwise). 0: none.
+fn passed_target(code: &[u8], ins: &Insn, m: &MethodInput) -> Result<u16, RewriteError> {
+    if m.passed.is_empty()
         || !matches!(
             ins.op,
             insn::INVOKESTATIC | insn::INVOKESPECIAL | insn::INVOKEVIRTUAL
         )
     {
-        return Ok((0, 0));
+        return Ok(0);
     }
     let o = ins.off as usize;
     let idx = u16::from_be_bytes([code[o + 1], code[o + 2]]);
     if m.cp.tag(idx)? != cpool::METHODREF {
-        return Ok((0, 0));
-    }
-    if ins.op == insn::INVOKESTATIC {
-        if let Ok(k) = m.across.binary_search_by_key(&idx, |a| a.call) {
-            return Ok((m.across[k].stub, m.across[k].cast));
-        }
+        return Ok(0);
     }
     let (owner, name, desc) = m.cp.member(idx)?;
     if m.cp.utf8_bytes(m.cp.class_name_index(owner)?)? != m.class_name {
-        return Ok((0, 0));
+        return Ok(0);
     }
     let is_static = ins.op == insn::INVOKESTATIC;
     Ok(m.passed
         .iter()
         .find(|p| p.is_static == is_static && p.name == name && p.desc == desc)
-        .map_or((0, 0), |p| (p.methodref, 0)))
+        .map_or(0, |p| p.methodref))
+}
+
+/// Which blocks of a second body may start with the thread's current context not its own
+/// (`s.stale_in`): those reached from the body's start through blocks where no instruction
+/// stores it (`Rt.at` goes before each instruction that may run Java code, including every
+/// call that does not pass the context; a call that passes it leaves it as it was, and a
+/// handler's `Rt.caught` stores it). All false for other bodies. With subroutines (`ret`
+/// returns to any caller), every block counts as stale.
+fn stale_blocks(
+    s: &mut Scratch,
+    code: &[u8],
+    cp: &ConstPool,
+    second: bool,
+) -> Result<(), RewriteError> {
+    let n = s.blocks.len();
+    s.stale_in.clear();
+    s.stale_in.resize(n, false);
+    if !second || n == 0 {
+        return Ok(());
+    }
+    if s.insns
+        .iter()
+        .any(|ins| matches!(ins.flow, Flow::Jsr | Flow::Ret))
+    {
+        s.stale_in.fill(true);
+        return Ok(());
+    }
+    s.clears.clear();
+    for b in &s.blocks {
+        let mut clears = false;
+        for i in b.start as usize..b.end as usize {
+            if s.passed_at[i] == 0 && may_run_java(code, &s.insns[i], cp)? {
+                clears = true;
+                break;
+            }
+        }
+        s.clears.push(clears);
+    }
+    let entry = s.block_of[0];
+    s.stale_in[entry as usize] = true;
+    s.work.clear();
+    s.work.push(entry);
+    while let Some(b) = s.work.pop() {
+        let b = b as usize;
+        if s.clears[b] {
+            continue;
+        }
+        let end = s.blocks[b].end as usize;
+        let last = &s.insns[end - 1];
+        let falls = matches!(last.flow, Flow::Next | Flow::Cond) && end < s.insns.len();
+        let targets = &s.targets[last.t0 as usize..(last.t0 + last.tn) as usize];
+        for t in targets
+            .iter()
+            .map(|&t| t as usize)
+            .chain(falls.then_some(end))
+        {
+            let c = s.block_of[t] as usize;
+            if !s.blocks[c].handler && !s.stale_in[c] {
+                s.stale_in[c] = true;
+                s.work.push(c as u32);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether an instruction may run Java code on this thread (a call, or a class loaded or
@@ -282,27 +327,6 @@ pub(crate) fn describe(
         })
         .collect();
     Ok((entry, infos))
-}
-
-/// The constant pool indices that the `invokestatic` instructions of a `Code` attribute's
-/// body name, appended to `out`.
-pub(crate) fn static_calls(
-    body: &[u8],
-    label: &dyn Fn() -> String,
-    s: &mut Scratch,
-    out: &mut Vec<u16>,
-) -> Result<(), RewriteError> {
-    let mut r = Reader::new(body, 4);
-    let code_len = r.u32()? as usize;
-    let code = r.bytes(code_len)?;
-    insn::decode(code, label, &mut s.insns, &mut s.targets, &mut s.map)?;
-    for ins in &s.insns {
-        if ins.op == insn::INVOKESTATIC {
-            let o = ins.off as usize;
-            out.push(u16::from_be_bytes([code[o + 1], code[o + 2]]));
-        }
-    }
-    Ok(())
 }
 
 /// Instruction index of an original offset (`allow_end`: the code's end is allowed).
@@ -399,19 +423,19 @@ pub(crate) fn rewrite_code(
 
     // Call sites that pass the context, and whether this body must keep the thread's current
     // context up to date itself (jp-agent/README-dev.md, "Passed contexts"): a second body
-    // never sets it at entry, and after a call that passed the context it is the callee's.
+    // never sets it at entry. A call that passes the context leaves it as it was (the
+    // callee's exit puts back what the callee stored), so other bodies never need to.
     s.passed_at.clear();
-    s.cast_at.clear();
     for ins in &s.insns {
-        let (t, cast) = passed_target(code, ins, m)?;
+        let t = passed_target(code, ins, m)?;
         s.passed_at.push(t);
-        s.cast_at.push(cast);
     }
     let passes = s.passed_at.iter().filter(|&&t| t != 0).count();
     if m.second.is_some() && (s.targets.contains(&0) || s.handlers.iter().any(|h| h.2 == 0)) {
         return Ok(Outcome::NoSecondBody);
     }
-    let keeps_current = m.second.is_some() || passes > 0;
+    let keeps_current = m.second.is_some();
+    stale_blocks(s, code, cp, keeps_current)?;
 
     // Which instructions the catch-all covers.
     let mut catch_all = true;
@@ -507,14 +531,14 @@ pub(crate) fn rewrite_code(
     // until the next block adds to it), so a block with several calls flushes once.
     let mut unflushed = false;
     // Whether the thread's current context may not be this one here (only tracked when the
-    // body keeps it up to date itself): at a second body's start, after a call that passed
-    // the context, and, conservatively, where blocks start (paths merge there).
+    // body keeps it up to date itself): from a second body's start until an instruction that
+    // may run Java code stores it, on every path (`stale_blocks`).
     let mut stale = second;
     for (i, ins) in s.insns.iter().enumerate() {
         s.prefix_at.push(s.prefix.len() as u32);
         if s.leader[i] {
             let b = s.blocks[s.block_of[i] as usize];
-            stale = keeps_current && (i > 0 || second);
+            stale = s.stale_in[s.block_of[i] as usize];
             if b.handler {
                 aload(&mut s.prefix, l);
                 invokestatic(&mut s.prefix, refs.caught);
@@ -551,10 +575,8 @@ pub(crate) fn rewrite_code(
             unflushed = false;
         }
         if s.passed_at[i] != 0 {
-            // The context, the second body's last argument; afterwards the thread's current
-            // context is whatever the callee left.
+            // The context, the second body's last argument.
             aload(&mut s.prefix, l);
-            stale = true;
         } else if stale && may_run_java(code, ins, cp)? {
             aload(&mut s.prefix, l);
             invokestatic(&mut s.prefix, refs.at);
@@ -599,8 +621,6 @@ pub(crate) fn rewrite_code(
                 }
                 insn::GOTO | insn::JSR if s.wide[i] => 5,
                 _ if ins.flow == Flow::Cond && s.wide[i] => 8,
-                // A checkcast of the stub's result after the call.
-                _ if s.cast_at[i] != 0 => ins.len + 3,
                 _ => ins.len,
             } as u64;
             if pos > 0x10_0000 {
@@ -717,10 +737,6 @@ pub(crate) fn rewrite_code(
             _ if s.passed_at[i] != 0 => {
                 out.push(ins.op);
                 put_u16(&mut out, s.passed_at[i]);
-                if s.cast_at[i] != 0 {
-                    out.push(insn::CHECKCAST);
-                    put_u16(&mut out, s.cast_at[i]);
-                }
             }
             _ if ins.tn == 1 => {
                 if !s.wide[i] {

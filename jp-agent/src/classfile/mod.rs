@@ -109,8 +109,6 @@ pub struct ClassStats {
     pub methods_passed: u32,
     /// Call sites that call a second body, passing their context.
     pub call_sites_passed: u32,
-    /// Stubs added for static methods of other classes (one per callee and class).
-    pub stubs_across: u32,
 }
 
 /// Block structure of one method, as the rewriter sees it (tests and diagnostics).
@@ -179,9 +177,6 @@ struct ClassInfo<'a> {
     name: String,
     methods: Vec<MethodInfo>,
     source_file: Option<String>,
-    /// Byte range of the class's BootstrapMethods attribute (header included) and its
-    /// number of entries.
-    bootstrap_methods: Option<(usize, usize, u16)>,
 }
 
 impl<'a> ClassInfo<'a> {
@@ -242,25 +237,12 @@ impl<'a> ClassInfo<'a> {
         let methods_end = r.pos;
         let n_attrs = r.u16()?;
         let mut source_file = None;
-        let mut bootstrap_methods = None;
         for _ in 0..n_attrs {
-            let start = r.pos;
             let an = r.u16()?;
             let len = r.u32()? as usize;
             let data = r.bytes(len)?;
-            match cp.utf8_bytes(an)? {
-                b"SourceFile" if len == 2 => {
-                    source_file = Some(cp.utf8(u16_at(data, 0)?)?.into_owned());
-                }
-                b"BootstrapMethods" => {
-                    if bootstrap_methods.is_some() {
-                        return Err(RewriteError::Malformed(
-                            "two BootstrapMethods attributes".into(),
-                        ));
-                    }
-                    bootstrap_methods = Some((start, r.pos, u16_at(data, 0)?));
-                }
-                _ => {}
+            if cp.utf8_bytes(an)? == b"SourceFile" && len == 2 {
+                source_file = Some(cp.utf8(u16_at(data, 0)?)?.into_owned());
             }
         }
         if r.pos != bytes.len() {
@@ -280,7 +262,6 @@ impl<'a> ClassInfo<'a> {
             name,
             methods,
             source_file,
-            bootstrap_methods,
         })
     }
 }
@@ -366,98 +347,18 @@ fn rewrite_methods(
             candidates.clear();
         }
     }
-    // Static methods of other classes that the class calls: through a stub each, which
-    // links to the callee's second body at the first call (an invokedynamic: version 51).
-    let across = if opts.pass_context && class.major >= 51 && class.access & ACC_INTERFACE == 0 {
-        calls_across(bytes, &class, scratch)?
-    } else {
-        Vec::new()
-    };
-    if class.methods.len() + candidates.len() + across.len() > 0xFFFF {
-        candidates.clear();
-    }
     let mut mids = Vec::with_capacity(class.methods.len());
     for m in &class.methods {
         let name = class.cp.utf8(m.name)?;
         let desc = class.cp.utf8(m.desc)?;
         mids.push(ids.method_id(&class.name, &name, &desc, class.source_file.as_deref()));
     }
-    let targets = Targets { candidates, across };
-    let mut targets = targets;
     loop {
-        match rewrite_with(bytes, opts, &class, &mids, &targets, scratch, force_wide)? {
+        match rewrite_with(bytes, opts, &class, &mids, &candidates, scratch, force_wide)? {
             Attempt::Done(r) => return Ok(r),
-            Attempt::Without(i) => targets.candidates.retain(|&c| c != i),
+            Attempt::Without(i) => candidates.retain(|&c| c != i),
         }
     }
-}
-
-/// What call sites may pass their context to.
-struct Targets {
-    /// The class's methods that get a second body.
-    candidates: Vec<usize>,
-    /// Methodrefs of other classes' static methods that get a stub, sorted.
-    across: Vec<u16>,
-}
-
-/// Prefix of the stubs' names (`jp$x$0`, `jp$x$1`, ...).
-const STUB_PREFIX: &[u8] = b"jp$x$";
-
-/// At most this many stubs in one class (each adds a method and a bootstrap method entry).
-const MAX_STUBS: usize = 4096;
-
-/// Classes a JVM whose classes pass their context never rewrites (the JDK is instrumented
-/// only with jdk=true, which turns passing off, and `jp/` is the agent's own): calls to
-/// them would always take the stub's fallback.
-const NEVER_REWRITTEN: &[&[u8]] = &[b"java/", b"jdk/", b"sun/", b"jp/"];
-
-/// The Methodrefs of the static methods of other classes that the class's code calls
-/// (`invokestatic`), for which it gets stubs; none if a method is already named like one.
-fn calls_across(
-    bytes: &[u8],
-    class: &ClassInfo,
-    scratch: &mut method::Scratch,
-) -> Result<Vec<u16>, RewriteError> {
-    let mut calls = Vec::new();
-    for m in &class.methods {
-        if class.cp.utf8_bytes(m.name)?.starts_with(STUB_PREFIX) {
-            return Ok(Vec::new());
-        }
-        let Some((start, end)) = m.code else { continue };
-        let label = || {
-            format!(
-                "{}.{}",
-                class.name,
-                class.cp.utf8(m.name).unwrap_or_default()
-            )
-        };
-        method::static_calls(&bytes[start + 6..end], &label, scratch, &mut calls)?;
-    }
-    calls.sort_unstable();
-    calls.dedup();
-    let mut across = Vec::new();
-    for c in calls {
-        if class.cp.tag(c)? != cpool::METHODREF {
-            continue;
-        }
-        let (owner, _, desc) = class.cp.member(c)?;
-        let owner = class.cp.utf8_bytes(class.cp.class_name_index(owner)?)?;
-        // The stub takes one argument slot more than the callee: at most 255.
-        if owner != class.name.as_bytes()
-            && arg_slots(desc).is_some_and(|n| n < 255)
-            && !owner.starts_with(b"[")
-            && !NEVER_REWRITTEN.iter().any(|p| owner.starts_with(p))
-        {
-            across.push(c);
-            if across.len() == MAX_STUBS {
-                break;
-            }
-        }
-    }
-    if class.bootstrap_methods.map_or(0, |b| usize::from(b.2)) + across.len() > 0xFFFF {
-        across.clear();
-    }
-    Ok(across)
 }
 
 enum Attempt {
@@ -558,7 +459,6 @@ fn method_input<'a>(
     opts: &RewriteOptions,
     second: Option<u32>,
     passed: &'a [method::Passed],
-    across: &'a [method::Across],
     label: &'a dyn Fn() -> String,
     force_wide: bool,
 ) -> Result<method::MethodInput<'a>, RewriteError> {
@@ -576,7 +476,6 @@ fn method_input<'a>(
         mid,
         second,
         passed,
-        across,
         class_name: class.name.as_bytes(),
         force_wide,
     })
@@ -588,11 +487,10 @@ fn rewrite_with(
     opts: &RewriteOptions,
     class: &ClassInfo<'_>,
     mids: &[u32],
-    targets: &Targets,
+    candidates: &[usize],
     scratch: &mut method::Scratch,
     force_wide: bool,
 ) -> Result<Attempt, RewriteError> {
-    let candidates = &targets.candidates[..];
     let cp = &class.cp;
     let class_name = class.name.as_str();
     let mut stats = ClassStats::default();
@@ -610,21 +508,6 @@ fn rewrite_with(
             methodref: cpa.method_ref(class.this_class, &second_name, &second_desc)?,
         });
     }
-    let mut across = Vec::with_capacity(targets.across.len());
-    for (k, &call) in targets.across.iter().enumerate() {
-        let (_, _, desc) = cp.member(call)?;
-        let (stub_desc, cast) = stub_descriptor(desc).ok_or_else(|| {
-            RewriteError::Malformed(format!("a call's descriptor in {class_name}"))
-        })?;
-        across.push(method::Across {
-            call,
-            stub: cpa.method_ref(class.this_class, &stub_name(k), &stub_desc)?,
-            cast: match cast {
-                Some(c) => cpa.class(&c)?,
-                None => 0,
-            },
-        });
-    }
     // (Code attribute start, end, new Code attribute body)
     let mut replaced: Vec<(usize, usize, Vec<u8>)> = Vec::new();
     for (i, m) in class.methods.iter().enumerate() {
@@ -638,9 +521,7 @@ fn rewrite_with(
         let label = || format!("{class_name}.{name}{desc}");
         let outcome = method::rewrite_code(
             &bytes[start + 6..end],
-            &method_input(
-                class, i, mids[i], opts, None, &passed, &across, &label, force_wide,
-            )?,
+            &method_input(class, i, mids[i], opts, None, &passed, &label, force_wide)?,
             &mut cpa,
             scratch,
             &mut stats,
@@ -686,7 +567,6 @@ fn rewrite_with(
                 opts,
                 Some(caller),
                 &passed,
-                &across,
                 &label,
                 force_wide,
             )?,
@@ -711,37 +591,7 @@ fn rewrite_with(
             _ => return Ok(Attempt::Without(i)),
         }
     }
-    // The stubs: (name, descriptor, Code attribute body), and their bootstrap methods.
-    let mut stubs: Vec<(u16, u16, Vec<u8>)> = Vec::with_capacity(across.len());
-    let mut bootstraps: Vec<u8> = Vec::new();
-    if !across.is_empty() {
-        let link = cpa.class(b"jp/rt/Link")?;
-        let bootstrap = cpa.method_ref(link, b"across", LINK_ACROSS_DESC)?;
-        let bootstrap = cpa.static_method_handle(bootstrap)?;
-        let first = class.bootstrap_methods.map_or(0, |b| b.2);
-        for (k, &call) in targets.across.iter().enumerate() {
-            let (owner, name, desc) = cp.member(call)?;
-            let stub_desc = stub_descriptor(desc).map(|d| d.0).unwrap_or_default();
-            let indy = cpa.invoke_dynamic(first + k as u16, name, &stub_desc)?;
-            let owner = cpa.string(cp.class_name_index(owner)?)?;
-            let desc = cpa.utf8(desc)?;
-            let desc = cpa.string(desc)?;
-            put_u16(&mut bootstraps, bootstrap);
-            put_u16(&mut bootstraps, 2);
-            put_u16(&mut bootstraps, owner);
-            put_u16(&mut bootstraps, desc);
-            let body = stub_code(&stub_desc, indy).ok_or_else(|| {
-                RewriteError::Malformed(format!("a call's descriptor in {class_name}"))
-            })?;
-            stubs.push((cpa.utf8(&stub_name(k))?, cpa.utf8(&stub_desc)?, body));
-        }
-        stats.stubs_across += stubs.len() as u32;
-    }
-    let bootstrap_name = match (class.bootstrap_methods, stubs.is_empty()) {
-        (None, false) => cpa.utf8(b"BootstrapMethods")?,
-        _ => 0,
-    };
-    let code_name = match (class.code_name, seconds.is_empty() && stubs.is_empty()) {
+    let code_name = match (class.code_name, seconds.is_empty()) {
         (_, true) => 0,
         (Some(c), false) => c,
         (None, false) => cpa.utf8(b"Code")?,
@@ -751,22 +601,16 @@ fn rewrite_with(
         .iter()
         .map(|(s, e, b)| b.len() + 6 - (e - s))
         .sum::<usize>()
-        + seconds.iter().map(|s| 14 + s.3.len()).sum::<usize>()
-        + stubs.iter().map(|s| 14 + s.2.len()).sum::<usize>()
-        + bootstraps.len()
-        + 8;
+        + seconds.iter().map(|s| 14 + s.3.len()).sum::<usize>();
     let mut out = Vec::with_capacity(bytes.len() + cpa.bytes.len() + grow);
     out.extend_from_slice(&bytes[..8]);
     put_u16(&mut out, cpa.count());
     out.extend_from_slice(&bytes[10..cp.end]);
     out.extend_from_slice(&cpa.bytes);
     let mut pos = cp.end;
-    if !seconds.is_empty() || !stubs.is_empty() {
+    if !seconds.is_empty() {
         out.extend_from_slice(&bytes[pos..class.methods_count_at]);
-        put_u16(
-            &mut out,
-            (class.methods.len() + seconds.len() + stubs.len()) as u16,
-        );
+        put_u16(&mut out, (class.methods.len() + seconds.len()) as u16);
         pos = class.methods_count_at + 2;
     }
     for (start, end, body) in &replaced {
@@ -789,187 +633,8 @@ fn rewrite_with(
         out.extend_from_slice(&len.to_be_bytes());
         out.extend_from_slice(body);
     }
-    for (name, desc, body) in &stubs {
-        put_u16(&mut out, ACC_PRIVATE | ACC_STATIC | ACC_SYNTHETIC);
-        put_u16(&mut out, *name);
-        put_u16(&mut out, *desc);
-        put_u16(&mut out, 1);
-        put_u16(&mut out, code_name);
-        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        out.extend_from_slice(body);
-    }
-    write_attributes(
-        bytes,
-        class,
-        bootstrap_name,
-        stubs.len() as u16,
-        &bootstraps,
-        &mut out,
-    )?;
+    out.extend_from_slice(&bytes[class.methods_end..]);
     Ok(Attempt::Done(Rewritten::Changed { bytes: out, stats }))
-}
-
-/// The class's attributes, with the stubs' bootstrap methods (`added` entries in `entries`)
-/// appended to its BootstrapMethods attribute, or in one of their own (`name`).
-fn write_attributes(
-    bytes: &[u8],
-    class: &ClassInfo,
-    name: u16,
-    added: u16,
-    entries: &[u8],
-    out: &mut Vec<u8>,
-) -> Result<(), RewriteError> {
-    let at = class.methods_end;
-    if added == 0 {
-        out.extend_from_slice(&bytes[at..]);
-        return Ok(());
-    }
-    let grown = |len: usize| {
-        u32::try_from(len + entries.len())
-            .map_err(|_| RewriteError::Malformed("BootstrapMethods too long".into()))
-    };
-    match class.bootstrap_methods {
-        Some((start, end, count)) => {
-            out.extend_from_slice(&bytes[at..start + 2]);
-            out.extend_from_slice(&grown(end - start - 6)?.to_be_bytes());
-            put_u16(out, count + added);
-            out.extend_from_slice(&bytes[start + 8..end]);
-            out.extend_from_slice(entries);
-            out.extend_from_slice(&bytes[end..]);
-        }
-        None => {
-            put_u16(out, u16_at(bytes, at)? + 1);
-            out.extend_from_slice(&bytes[at + 2..]);
-            put_u16(out, name);
-            out.extend_from_slice(&grown(2)?.to_be_bytes());
-            put_u16(out, added);
-            out.extend_from_slice(entries);
-        }
-    }
-    Ok(())
-}
-
-/// `jp.rt.Link.across`, the bootstrap of the stubs' `invokedynamic`.
-const LINK_ACROSS_DESC: &[u8] = b"(Ljava/lang/invoke/MethodHandles$Lookup;Ljava/lang/String;\
-Ljava/lang/invoke/MethodType;Ljava/lang/String;Ljava/lang/String;)Ljava/lang/invoke/CallSite;";
-
-/// A stub's descriptor for a callee's `desc`: every class outside `java/` (arrays of them
-/// too) as `java/lang/Object`, the context last; and the class (or array descriptor) the
-/// call site casts the result to, if its type was erased. The class's own methods then name
-/// no class that another jar provides: reflection on it (`getDeclaredMethods`) resolves
-/// what it resolved before, also when an optional dependency is missing.
-fn stub_descriptor(desc: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
-    fn one(desc: &[u8], i: &mut usize, out: &mut Vec<u8>) -> Option<Option<Vec<u8>>> {
-        let start = *i;
-        while *desc.get(*i)? == b'[' {
-            *i += 1;
-        }
-        match *desc.get(*i)? {
-            b'L' => {
-                *i += desc[*i..].iter().position(|&c| c == b';')? + 1;
-                let t = &desc[start..*i];
-                let element = &t[t.iter().take_while(|&&c| c == b'[').count()..];
-                if element.starts_with(b"Ljava/") {
-                    out.extend_from_slice(t);
-                    Some(None)
-                } else {
-                    out.extend_from_slice(b"Ljava/lang/Object;");
-                    // A checkcast names a class by its internal name, an array by its
-                    // descriptor.
-                    Some(Some(if t[0] == b'[' {
-                        t.to_vec()
-                    } else {
-                        t[1..t.len() - 1].to_vec()
-                    }))
-                }
-            }
-            b'B' | b'C' | b'D' | b'F' | b'I' | b'J' | b'S' | b'Z' | b'V' => {
-                *i += 1;
-                out.extend_from_slice(&desc[start..*i]);
-                Some(None)
-            }
-            _ => None,
-        }
-    }
-    if desc.first() != Some(&b'(') {
-        return None;
-    }
-    let mut out = vec![b'('];
-    let mut i = 1;
-    while *desc.get(i)? != b')' {
-        one(desc, &mut i, &mut out)?;
-    }
-    out.extend_from_slice(b"Ljp/rt/Node;)");
-    i += 1;
-    let cast = one(desc, &mut i, &mut out)?;
-    (i == desc.len()).then_some((out, cast))
-}
-
-fn stub_name(k: usize) -> Vec<u8> {
-    let mut n = STUB_PREFIX.to_vec();
-    n.extend_from_slice(k.to_string().as_bytes());
-    n
-}
-
-/// The `Code` attribute body of a stub with descriptor `desc` (the callee's with the
-/// context last): every argument pushed, the `invokedynamic`, the return. None for a
-/// descriptor it cannot read.
-fn stub_code(desc: &[u8], indy: u16) -> Option<Vec<u8>> {
-    // (opcode with an index, opcode of slot 0 in the short form)
-    const ILOAD: (u8, u8) = (0x15, 0x1a);
-    const LLOAD: (u8, u8) = (0x16, 0x1e);
-    const FLOAD: (u8, u8) = (0x17, 0x22);
-    const DLOAD: (u8, u8) = (0x18, 0x26);
-    const ALOAD: (u8, u8) = (0x19, 0x2a);
-    let mut code = Vec::new();
-    let mut slot: u32 = 0;
-    let mut i = 1;
-    while *desc.get(i)? != b')' {
-        let (load, size) = match desc[i] {
-            b'J' => (LLOAD, 2),
-            b'D' => (DLOAD, 2),
-            b'F' => (FLOAD, 1),
-            b'B' | b'C' | b'I' | b'S' | b'Z' => (ILOAD, 1),
-            b'L' | b'[' => {
-                while *desc.get(i)? == b'[' {
-                    i += 1;
-                }
-                if desc[i] == b'L' {
-                    i += desc[i..].iter().position(|&c| c == b';')?;
-                }
-                (ALOAD, 1)
-            }
-            _ => return None,
-        };
-        match slot {
-            0..=3 => code.push(load.1 + slot as u8),
-            4..=255 => code.extend_from_slice(&[load.0, slot as u8]),
-            _ => return None,
-        }
-        slot += size;
-        i += 1;
-    }
-    code.push(0xba);
-    put_u16(&mut code, indy);
-    put_u16(&mut code, 0);
-    let (ret, ret_size) = match *desc.get(i + 1)? {
-        b'V' => (0xb1, 0),
-        b'J' => (0xad, 2),
-        b'D' => (0xaf, 2),
-        b'F' => (0xae, 1),
-        b'B' | b'C' | b'I' | b'S' | b'Z' => (0xac, 1),
-        b'L' | b'[' => (0xb0, 1),
-        _ => return None,
-    };
-    code.push(ret);
-    let mut body = Vec::with_capacity(code.len() + 12);
-    put_u16(&mut body, slot.max(ret_size) as u16);
-    put_u16(&mut body, slot as u16);
-    body.extend_from_slice(&(code.len() as u32).to_be_bytes());
-    body.extend_from_slice(&code);
-    put_u16(&mut body, 0); // exception table
-    put_u16(&mut body, 0); // attributes
-    Some(body)
 }
 
 /// `finalize()V` whose code is a lone `return`. HotSpot registers every new instance of a

@@ -116,13 +116,20 @@ public final class Rt {
     }
 
     /**
-     * A second body returns or throws: its caller still holds its own context, so only jpd's
-     * context slot goes back to the caller's.
+     * A second body returns or throws: its caller still holds its own context, so jpd's
+     * context slot goes back to the caller's, and so does the thread's current context if
+     * this body stored its own ({@link #at}). A call that passes the context thus leaves the
+     * current context as it found it, and its caller need not store it again afterwards.
      */
     public static void exitFrom(Node ctx) {
-        long slot = ctx.state.ctxSlot;
+        ThreadState s = ctx.state;
+        Node p = ctx.parent;
+        if (s.current == ctx && p != null) {
+            s.current = p;
+        }
+        long slot = s.ctxSlot;
         if (slot != 0) {
-            ContextSlot.set(slot, ctx.parent.wid);
+            ContextSlot.set(slot, p.wid);
         }
     }
 
