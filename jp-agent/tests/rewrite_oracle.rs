@@ -119,7 +119,7 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData, second: Option<u16>
     let pending = ops.iter().any(|o| {
         matches!(
             rt_call(o).as_deref(),
-            Some("exitPending") | Some("exitFromPending")
+            Some("exitPending") | Some("exitFromPending") | Some("thrownFromPending")
         )
     });
     let added = if pending { 2 } else { 1 };
@@ -197,7 +197,7 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData, second: Option<u16>
                     injected[j] = true;
                 }
             }
-            "flush" | "exitPending" | "exitFromPending" => {
+            "flush" | "exitPending" | "exitFromPending" | "thrownFromPending" => {
                 assert!(aload_l(i - 2), "{name}: {call} loads the context");
                 assert!(iload_acc(i - 1), "{name}: {call} loads the pending count");
                 injected[i - 1] = true;
@@ -233,7 +233,7 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData, second: Option<u16>
                 injected[i - 1] = true;
                 injected[i - 2] = true;
             }
-            "exit" | "exitFrom" | "caught" | "at" => {
+            "exit" | "exitFrom" | "thrownFrom" | "caught" | "at" => {
                 assert!(aload_l(i - 1), "{name}: {call} loads the context");
                 injected[i - 1] = true;
             }

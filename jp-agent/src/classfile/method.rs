@@ -97,6 +97,11 @@ struct Refs {
     flush: u16,
     tick_pending: u16,
     exit_pending: u16,
+    /// The catch-all's exit: `exit` and `exit_pending`, but in a second body the helpers
+    /// that leave the current context alone (the frame that catches the exception stores
+    /// it, and smaller code keeps a throw a few passed calls up inlined as a jump).
+    thrown: u16,
+    thrown_pending: u16,
     /// Rt.at, when the method keeps the thread's current context up to date itself.
     at: u16,
 }
@@ -505,6 +510,16 @@ pub(crate) fn rewrite_code(
             (true, false) => cpa.rt_method("exitPending", "(Ljp/rt/Node;I)V")?,
             (true, true) => cpa.rt_method("exitFromPending", "(Ljp/rt/Node;I)V")?,
         },
+        thrown: if second {
+            cpa.rt_method("thrownFrom", "(Ljp/rt/Node;)V")?
+        } else {
+            cpa.rt_method("exit", "(Ljp/rt/Node;)V")?
+        },
+        thrown_pending: match (pending, second) {
+            (false, _) => 0,
+            (true, false) => cpa.rt_method("exitPending", "(Ljp/rt/Node;I)V")?,
+            (true, true) => cpa.rt_method("thrownFromPending", "(Ljp/rt/Node;I)V")?,
+        },
         at: if keeps_current {
             cpa.rt_method("at", "(Ljp/rt/Node;)V")?
         } else {
@@ -764,9 +779,9 @@ pub(crate) fn rewrite_code(
         aload(&mut out, l);
         if pending {
             iload(&mut out, acc);
-            invokestatic(&mut out, refs.exit_pending);
+            invokestatic(&mut out, refs.thrown_pending);
         } else {
-            invokestatic(&mut out, refs.exit);
+            invokestatic(&mut out, refs.thrown);
         }
         out.push(insn::ATHROW);
     }

@@ -139,6 +139,26 @@ public final class Rt {
         ContextSlot.set(ctx.state.ctxSlot, ctx.parent.wid);
     }
 
+    /**
+     * A second body is left by an exception (its catch-all): only jpd's context slot goes back
+     * to the caller's. The current context is left as it is: the exception reaches an
+     * instrumented frame, the second body's caller, and the first frame up that catches it
+     * stores its own ({@link #caught}) or is a body entered the usual way, whose exit stores
+     * its caller's.
+     */
+    public static void thrownFrom(Node ctx) {
+        long slot = ctx.state.ctxSlot;
+        if (slot != 0) {
+            ContextSlot.set(slot, ctx.parent.wid);
+        }
+    }
+
+    /** {@link #thrownFrom} of a second body that keeps a pending count {@code n}. */
+    public static void thrownFromPending(Node ctx, int n) {
+        ctx.bytecodes += n;
+        thrownFrom(ctx);
+    }
+
     /** {@link #exitFrom} of a second body that keeps a pending count {@code n}. */
     public static void exitFromPending(Node ctx, int n) {
         ctx.bytecodes += n;

@@ -30,6 +30,15 @@ public final class Rt {
         bytecodes += pending;
     }
 
+    public static void thrownFrom(Node n) {
+        exits++;
+    }
+
+    public static void thrownFromPending(Node n, int pending) {
+        exits++;
+        bytecodes += pending;
+    }
+
     public static void at(Node n) {
     }
 
