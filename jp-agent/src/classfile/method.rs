@@ -212,25 +212,26 @@ fn passed_target(code: &[u8], ins: &Insn, m: &MethodInput) -> Result<u16, Rewrit
 /// stores it (`Rt.at` goes before each instruction that may run Java code, including every
 /// call that does not pass the context; a call that passes it leaves it as it was, and a
 /// handler's `Rt.caught` stores it). All false for other bodies. With subroutines (`ret`
-/// returns to any caller), every block counts as stale.
+/// returns to any caller), every block counts as stale. Returns whether the body stores it
+/// anywhere with `Rt.at` (a stale block with an instruction that may run Java code).
 fn stale_blocks(
     s: &mut Scratch,
     code: &[u8],
     cp: &ConstPool,
     second: bool,
-) -> Result<(), RewriteError> {
+) -> Result<bool, RewriteError> {
     let n = s.blocks.len();
     s.stale_in.clear();
     s.stale_in.resize(n, false);
     if !second || n == 0 {
-        return Ok(());
+        return Ok(false);
     }
     if s.insns
         .iter()
         .any(|ins| matches!(ins.flow, Flow::Jsr | Flow::Ret))
     {
         s.stale_in.fill(true);
-        return Ok(());
+        return Ok(true);
     }
     s.clears.clear();
     for b in &s.blocks {
@@ -268,7 +269,10 @@ fn stale_blocks(
             }
         }
     }
-    Ok(())
+    Ok(s.stale_in
+        .iter()
+        .zip(&s.clears)
+        .any(|(&stale, &clears)| stale && clears))
 }
 
 /// Whether an instruction may run Java code on this thread (a call, or a class loaded or
@@ -440,7 +444,12 @@ pub(crate) fn rewrite_code(
         return Ok(Outcome::NoSecondBody);
     }
     let keeps_current = m.second.is_some();
-    stale_blocks(s, code, cp, keeps_current)?;
+    let stores = stale_blocks(s, code, cp, keeps_current)?;
+    // Whether a second body's current context may be its own when it returns, so that its
+    // exit must put the caller's back: it stores it (`Rt.at`, a handler's `caught`) or a
+    // callee it passed the context to put it back to this body's. A leaf that does neither
+    // returns with `thrownFrom` (nothing to put back: a load and a compare less a call).
+    let restores = stores || passes > 0 || !s.handlers.is_empty();
 
     // Which instructions the catch-all covers.
     let mut catch_all = true;
@@ -489,8 +498,10 @@ pub(crate) fn rewrite_code(
         count: cpa.rt_method("count", "(Ljp/rt/Node;I)V")?,
         tick: cpa.rt_method("tick", "(Ljp/rt/Node;I)V")?,
         caught: cpa.rt_method("caught", "(Ljp/rt/Node;)V")?,
-        exit: if second {
+        exit: if second && restores {
             cpa.rt_method("exitFrom", "(Ljp/rt/Node;)V")?
+        } else if second {
+            cpa.rt_method("thrownFrom", "(Ljp/rt/Node;)V")?
         } else {
             cpa.rt_method("exit", "(Ljp/rt/Node;)V")?
         },
@@ -508,7 +519,8 @@ pub(crate) fn rewrite_code(
         exit_pending: match (pending, second) {
             (false, _) => 0,
             (true, false) => cpa.rt_method("exitPending", "(Ljp/rt/Node;I)V")?,
-            (true, true) => cpa.rt_method("exitFromPending", "(Ljp/rt/Node;I)V")?,
+            (true, true) if restores => cpa.rt_method("exitFromPending", "(Ljp/rt/Node;I)V")?,
+            (true, true) => cpa.rt_method("thrownFromPending", "(Ljp/rt/Node;I)V")?,
         },
         thrown: if second {
             cpa.rt_method("thrownFrom", "(Ljp/rt/Node;)V")?
