@@ -207,6 +207,31 @@ fn passed_target(code: &[u8], ins: &Insn, m: &MethodInput) -> Result<u16, Rewrit
         .map_or(0, |p| p.methodref))
 }
 
+/// The helper that leaves a body (`pending`: the one that also adds the pending count):
+/// `Rt.exit` for a body entered the usual way; for a second body `Rt.exitFrom`, which puts
+/// the caller's current context back (`restore`), or `Rt.thrownFrom`, which leaves it alone.
+fn exit_helper(
+    cpa: &mut CpAppender,
+    second: bool,
+    restore: bool,
+    pending: bool,
+) -> Result<u16, RewriteError> {
+    let name = match (second, restore, pending) {
+        (false, _, false) => "exit",
+        (false, _, true) => "exitPending",
+        (true, true, false) => "exitFrom",
+        (true, true, true) => "exitFromPending",
+        (true, false, false) => "thrownFrom",
+        (true, false, true) => "thrownFromPending",
+    };
+    let desc = if pending {
+        "(Ljp/rt/Node;I)V"
+    } else {
+        "(Ljp/rt/Node;)V"
+    };
+    cpa.rt_method(name, desc)
+}
+
 /// Which blocks of a second body may start with the thread's current context not its own
 /// (`s.stale_in`): those reached from the body's start through blocks where no instruction
 /// stores it (`Rt.at` goes before each instruction that may run Java code, including every
@@ -498,13 +523,7 @@ pub(crate) fn rewrite_code(
         count: cpa.rt_method("count", "(Ljp/rt/Node;I)V")?,
         tick: cpa.rt_method("tick", "(Ljp/rt/Node;I)V")?,
         caught: cpa.rt_method("caught", "(Ljp/rt/Node;)V")?,
-        exit: if second && restores {
-            cpa.rt_method("exitFrom", "(Ljp/rt/Node;)V")?
-        } else if second {
-            cpa.rt_method("thrownFrom", "(Ljp/rt/Node;)V")?
-        } else {
-            cpa.rt_method("exit", "(Ljp/rt/Node;)V")?
-        },
+        exit: exit_helper(cpa, second, restores, false)?,
         node: cpa.class(b"jp/rt/Node")?,
         flush: if pending {
             cpa.rt_method("flush", "(Ljp/rt/Node;I)I")?
@@ -516,21 +535,16 @@ pub(crate) fn rewrite_code(
         } else {
             0
         },
-        exit_pending: match (pending, second) {
-            (false, _) => 0,
-            (true, false) => cpa.rt_method("exitPending", "(Ljp/rt/Node;I)V")?,
-            (true, true) if restores => cpa.rt_method("exitFromPending", "(Ljp/rt/Node;I)V")?,
-            (true, true) => cpa.rt_method("thrownFromPending", "(Ljp/rt/Node;I)V")?,
-        },
-        thrown: if second {
-            cpa.rt_method("thrownFrom", "(Ljp/rt/Node;)V")?
+        exit_pending: if pending {
+            exit_helper(cpa, second, restores, true)?
         } else {
-            cpa.rt_method("exit", "(Ljp/rt/Node;)V")?
+            0
         },
-        thrown_pending: match (pending, second) {
-            (false, _) => 0,
-            (true, false) => cpa.rt_method("exitPending", "(Ljp/rt/Node;I)V")?,
-            (true, true) => cpa.rt_method("thrownFromPending", "(Ljp/rt/Node;I)V")?,
+        thrown: exit_helper(cpa, second, false, false)?,
+        thrown_pending: if pending {
+            exit_helper(cpa, second, false, true)?
+        } else {
+            0
         },
         at: if keeps_current {
             cpa.rt_method("at", "(Ljp/rt/Node;)V")?

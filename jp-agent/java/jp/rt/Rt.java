@@ -122,9 +122,11 @@ public final class Rt {
      * current context as it found it, and its caller need not store it again afterwards.
      */
     public static void exitFrom(Node ctx) {
-        // At most 35 bytes of bytecode (MaxInlineSize): C2 inlines it also where it is not
-        // hot, in the catch-all, so that a throw caught a few passed calls up stays a jump.
-        // (The sink's parent is null, as exit already leaves it for the sink's state.)
+        // At most 35 bytes of bytecode (MaxInlineSize), so that C2 inlines it also where a
+        // return is not hot. The slot's update stays a helper of its own rather than a call
+        // of thrownFrom: with that call the tiny static call measured 0.3-0.7 ns more on
+        // JDK 25 (3 JVMs each). (The sink's parent is null, as exit already leaves it for
+        // the sink's state.)
         ThreadState s = ctx.state;
         if (s.current == ctx) {
             s.current = ctx.parent;
