@@ -244,6 +244,7 @@ programs! {
     Unicode => unicode_jdk17, unicode_jdk25;
     Across => across_jdk17, across_jdk25;
     Stale => stale_jdk17, stale_jdk25;
+    Virtual => virtual_jdk17, virtual_jdk25;
 }
 
 /// Deterministic programs give byte-identical JSON on every run.
