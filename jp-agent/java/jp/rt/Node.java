@@ -41,7 +41,12 @@ public final class Node {
         }
     }
 
-    /** The child found last: loops mostly call the same method again (one dependent load less). */
+    /**
+     * The child made last, checked before the table (one dependent load less when a loop
+     * calls the same method again). Not moved on a table hit: that store (with G1's
+     * barrier) on every call that alternates between children cost more than the table
+     * probes it saved (README-dev.md, "The last child: made, not found").
+     */
     private Node hot;
 
     /** The child for {@code m}, created on first use. Kept tiny so that the JIT inlines it. */
@@ -56,7 +61,6 @@ public final class Node {
     private Node lookup(int m) {
         Node c = find(m);
         if (c != null) {
-            hot = c;
             return c;
         }
         return addChild(m);
