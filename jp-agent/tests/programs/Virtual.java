@@ -68,7 +68,7 @@ public class Virtual {
         }
 
         int loopFirst(int x) {
-            // No second body: the first instruction is a loop head.
+            // The first instruction is a loop head (a method the reverted guard left alone).
             do {
                 x -= 3;
             } while (x > 0);
