@@ -245,6 +245,7 @@ programs! {
     Across => across_jdk17, across_jdk25;
     Stale => stale_jdk17, stale_jdk25;
     Virtual => virtual_jdk17, virtual_jdk25;
+    Many => many_jdk17, many_jdk25;
 }
 
 /// Deterministic programs give byte-identical JSON on every run.

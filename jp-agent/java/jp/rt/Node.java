@@ -26,8 +26,13 @@ public final class Node {
      */
     int wid;
 
-    /** Power-of-two table of children, null slots empty, linear probing on mid. */
+    /**
+     * Power-of-two table of children, null slots empty, linear probing on mid; null while the
+     * node has at most one child (then {@link #hot} holds it: most contexts have no child or
+     * one, and such a node saves the 32 bytes of a table).
+     */
     private Node[] kids;
+    /** Number of children. */
     private int size;
 
     Node(int mid, Node parent, ThreadState state) {
@@ -43,9 +48,10 @@ public final class Node {
 
     /**
      * The child made last, checked before the table (one dependent load less when a loop
-     * calls the same method again). Not moved on a table hit: that store (with G1's
-     * barrier) on every call that alternates between children cost more than the table
-     * probes it saved (README-dev.md, "The last child: made, not found").
+     * calls the same method again), and the only child while there is no table. Not moved on
+     * a table hit: that store (with G1's barrier) on every call that alternates between
+     * children cost more than the table probes it saved (README-dev.md, "The last child:
+     * made, not found").
      */
     private Node hot;
 
@@ -66,19 +72,21 @@ public final class Node {
         return addChild(m);
     }
 
-    /** The child for {@code m} in the table, or null. */
+    /** The child for {@code m}, or null. */
     private Node find(int m) {
         Node[] t = kids;
-        if (t != null) {
-            int mask = t.length - 1;
-            int i = m & mask;
-            Node c;
-            while ((c = t[i]) != null) {
-                if (c.mid == m) {
-                    return c;
-                }
-                i = (i + 1) & mask;
+        if (t == null) {
+            Node h = hot;
+            return h != null && h.mid == m ? h : null;
+        }
+        int mask = t.length - 1;
+        int i = m & mask;
+        Node c;
+        while ((c = t[i]) != null) {
+            if (c.mid == m) {
+                return c;
             }
+            i = (i + 1) & mask;
         }
         return null;
     }
@@ -88,9 +96,7 @@ public final class Node {
         if (m == o || mid == o || (state != null && !state.mayAdd())) {
             return overflowChild(m != o);
         }
-        Node c = new Node(m, this, state);
-        hot = c;
-        return insertChild(c);
+        return insertChild(new Node(m, this, state));
     }
 
     /**
@@ -113,18 +119,28 @@ public final class Node {
         return c != null ? c : insertChild(new Node(o, this, state));
     }
 
+    /** Adds {@code c}, which becomes the child made last. */
     private Node insertChild(Node c) {
         Node[] t = kids;
         if (t == null) {
-            t = new Node[4];
+            Node only = hot;
+            if (only == null) {
+                size = 1;
+                hot = c;
+                return c;
+            }
+            t = new Node[4]; // the second child: the first moves into a table
+            insert(t, only);
         } else if ((size + 1) * 4 > t.length * 3) {
             t = grow(t);
         }
         insert(t, c);
         size++;
-        // Publish the table after filling it: a reader on another thread (VM death) sees
-        // either the old or the complete new table.
+        // Publish the table after filling it, and only then the new last child: a reader on
+        // another thread (VM death), which reads hot before the table, sees either the old
+        // children or all of the new ones.
         kids = t;
+        hot = c;
         return c;
     }
 
@@ -149,9 +165,10 @@ public final class Node {
 
     /** A snapshot of the children (for profilers; not on the hot path). */
     public Node[] children() {
+        Node only = onlyChild();
         Node[] t = kids;
         if (t == null) {
-            return new Node[0];
+            return only == null ? new Node[0] : new Node[] {only};
         }
         int n = 0;
         for (Node c : t) {
@@ -170,9 +187,18 @@ public final class Node {
         return r;
     }
 
-    /** The raw child table (null slots empty; null when childless): for the runtime's walks. */
+    /**
+     * The raw child table (null slots empty), or null when the node has at most one child:
+     * then {@link #onlyChild} is it. For the runtime's walks, which must not allocate per
+     * node. A reader on another thread calls {@code onlyChild} first.
+     */
     Node[] table() {
         return kids;
+    }
+
+    /** The child made last: while {@link #table} is null, the node's only child (or null). */
+    Node onlyChild() {
+        return hot;
     }
 
     /** Number of children (racy when read by another thread). */

@@ -368,24 +368,35 @@ final class UsdtProfiler implements Profiler {
                     }
                     entry(x, full);
                 }
+                // The walk runs on the tree's own thread (or on a merged tree): no race
+                // between the two reads.
+                Node only = x.onlyChild();
                 Node[] kids = x.table();
                 if (kids != null) {
                     for (Node c : kids) {
                         if (c != null) {
-                            if (sp == st.length) {
-                                Node[] a = new Node[sp * 2];
-                                System.arraycopy(st, 0, a, 0, sp);
-                                st = a;
-                                stack = a;
-                            }
-                            st[sp++] = c;
+                            st = push(st, sp++, c);
                         }
                     }
+                } else if (only != null) {
+                    st = push(st, sp++, only);
                 }
             }
             if (count > 0 || mustSend || end) {
                 finish(flags | (end ? FLAG_END : 0));
             }
+        }
+
+        /** Puts {@code c} at {@code sp} of the walk's stack, grown (and kept) when full. */
+        private Node[] push(Node[] st, int sp, Node c) {
+            if (sp == st.length) {
+                Node[] a = new Node[sp * 2];
+                System.arraycopy(st, 0, a, 0, sp);
+                st = a;
+                stack = a;
+            }
+            st[sp] = c;
+            return st;
         }
 
         private void entry(Node x, boolean full) {
