@@ -35,6 +35,13 @@ public final class Node {
     /** Number of children. */
     private int size;
 
+    /** The sink's root ({@link Rt#SINK}): its own parent, so that leaving it needs no test. */
+    Node(ThreadState sink) {
+        this.mid = -1;
+        this.parent = this;
+        this.state = sink;
+    }
+
     Node(int mid, Node parent, ThreadState state) {
         this.mid = mid;
         this.parent = parent;
@@ -43,6 +50,7 @@ public final class Node {
         // belong to no thread, get their ids when first sent.
         if (state != null && parent != null) {
             this.wid = state.nextWid++;
+            state.made(this);
         }
     }
 

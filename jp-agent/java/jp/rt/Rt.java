@@ -13,7 +13,7 @@ import java.nio.ByteBuffer;
  * returns the shared {@link #SINK} node: its counts are garbage and never reported.
  */
 public final class Rt {
-    static final ThreadState SINK_STATE = new ThreadState(null, Integer.MAX_VALUE);
+    static final ThreadState SINK_STATE = ThreadState.sink();
     static final Node SINK = SINK_STATE.root;
 
     /** Null until {@link #init}: then every thread finds its state here. */
@@ -78,9 +78,9 @@ public final class Rt {
         if (s.busy) {
             return SINK;
         }
-        Node n = s.current.child(mid);
+        Node n = s.nodes[s.current].child(mid);
         n.calls++;
-        s.current = n;
+        s.current = n.wid;
         long cs = s.ctxSlot;
         if (cs != 0) {
             ContextSlot.set(cs, n.wid);
@@ -116,21 +116,20 @@ public final class Rt {
     }
 
     /**
-     * A second body returns or throws: its caller still holds its own context, so jpd's
-     * context slot goes back to the caller's, and so does the thread's current context if
-     * this body stored its own ({@link #at}). A call that passes the context thus leaves the
-     * current context as it found it, and its caller need not store it again afterwards.
+     * A second body returns: its caller still holds its own context, so jpd's context slot
+     * goes back to the caller's, and the thread's current context becomes the caller's (it
+     * was the body's own if the body stored it with {@link #at}, else the caller's or, if the
+     * caller had not stored its own, an older one: the caller's is right in every case, and
+     * the caller need not store it again afterwards).
      */
     public static void exitFrom(Node ctx) {
         // At most 35 bytes of bytecode (MaxInlineSize), so that C2 inlines it also where a
-        // return is not hot. The slot's update stays a helper of its own rather than a call
-        // of thrownFrom: with that call the tiny static call measured 0.3-0.7 ns more on
-        // JDK 25 (3 JVMs each). (The sink's parent is null, as exit already leaves it for
-        // the sink's state.)
+        // return is not hot: hence an int stored always rather than compared first (which
+        // measured the same, rhino and Lucene on both JDKs). The slot's update stays a helper
+        // of its own rather than a call of thrownFrom: with that call the tiny static call
+        // measured 0.3-0.7 ns more on JDK 25 (3 JVMs each).
         ThreadState s = ctx.state;
-        if (s.current == ctx) {
-            s.current = ctx.parent;
-        }
+        s.current = ctx.parent.wid;
         if (s.ctxSlot != 0) {
             slotBack(ctx);
         }
@@ -174,7 +173,7 @@ public final class Rt {
      * again, so a method entered the usual way finds its caller.
      */
     public static void at(Node ctx) {
-        ctx.state.current = ctx;
+        ctx.state.current = ctx.wid;
     }
 
     /** Start of a basic block of {@code n} original bytecodes. */
@@ -230,7 +229,7 @@ public final class Rt {
     /** An exception handler of the method owning {@code ctx} starts. */
     public static void caught(Node ctx) {
         ThreadState s = ctx.state;
-        s.current = ctx;
+        s.current = ctx.wid;
         long slot = s.ctxSlot;
         if (slot != 0) {
             ContextSlot.set(slot, ctx.wid);
@@ -240,12 +239,12 @@ public final class Rt {
     /** The method owning {@code ctx} returns or throws. */
     public static void exit(Node ctx) {
         ThreadState s = ctx.state;
-        Node p = ctx.parent;
-        s.current = p;
-        // Only threads with a slot (never the sink, whose root has no parent) publish.
+        int w = ctx.parent.wid;
+        s.current = w;
+        // Only threads with a slot (never the sink's) publish.
         long slot = s.ctxSlot;
         if (slot != 0) {
-            ContextSlot.set(slot, p.wid);
+            ContextSlot.set(slot, w);
         }
     }
 

@@ -4,8 +4,19 @@ package jp.rt;
 final class ThreadState {
     final Thread thread;
     final Node root;
-    /** The context of the innermost active instrumented method (root when none). */
-    Node current;
+    /**
+     * The wire id ({@link Node#wid}) of the context of the innermost active instrumented
+     * method (0, the root, when none); {@link #nodes} gives the node. An int and not the
+     * node: a reference stored into this long-lived object at every call and return paid
+     * G1's post-write barrier, whose StoreLoad fence cost real programs up to a third of
+     * their time under the agent (README-dev.md, "The current context as an id").
+     */
+    int current;
+    /**
+     * This tree's nodes by wire id, so that {@link #current} finds its node with one load
+     * (a thread's tree and the sink's; null in merged trees, which have no current context).
+     */
+    Node[] nodes;
     /** Activation counter, runs down from the granularity; at <= 0 the profiler is called. */
     int counter;
     /**
@@ -23,8 +34,7 @@ final class ThreadState {
 
     /**
      * Native address of this thread's context slot (0: none, until its first record to a
-     * tracer): the wire id of {@link #current},
-     * written at every context change, read by jpd's sampler (see {@link ContextSlot}).
+     * tracer): {@link #current}, written at every context change, read by jpd's sampler (see {@link ContextSlot}).
      */
     long ctxSlot;
     /** The kernel's id of this thread, sent with the slot's address. */
@@ -48,10 +58,45 @@ final class ThreadState {
     long folded;
 
     ThreadState(Thread thread, int granularity) {
+        this(thread, granularity, false);
+    }
+
+    private ThreadState(Thread thread, int granularity, boolean sink) {
         this.thread = thread;
-        this.root = new Node(-1, null, this);
-        this.current = root;
+        this.root = sink ? new Node(this) : new Node(-1, null, this);
         this.counter = granularity;
+        if (thread != null || sink) {
+            nodes = new Node[sink ? 1 : 64];
+            nodes[0] = root;
+        }
+    }
+
+    /** The state of {@link Rt#SINK}: its tree is the sink alone, its own parent. */
+    static ThreadState sink() {
+        return new ThreadState(null, Integer.MAX_VALUE, true);
+    }
+
+    /** The context of the innermost active instrumented method. */
+    Node currentNode() {
+        return nodes[current];
+    }
+
+    /**
+     * A node of this tree was made (its wire id is the next one): from now on {@link
+     * #nodes} finds it. Outside the hot path, like making the node.
+     */
+    void made(Node n) {
+        Node[] a = nodes;
+        if (a == null) {
+            return; // a merged tree's node
+        }
+        int w = n.wid;
+        if (w >= a.length) {
+            Node[] b = new Node[a.length * 2];
+            System.arraycopy(a, 0, b, 0, a.length);
+            nodes = a = b;
+        }
+        a[w] = n;
     }
 
     /**

@@ -122,7 +122,7 @@ final class UsdtProfiler implements Profiler {
         synchronized (this) {
             if (SEMAPHORE.getShort(0) != 0) {
                 if (st != null) {
-                    publish(st, st.current);
+                    publish(st, st.currentNode());
                 }
                 send(root, true);
             }
