@@ -133,7 +133,7 @@ public final class EntryCost {
         Node n = p.child(mid);
         n.calls++;
         ThreadState s = n.state;
-        s.current = n;
+        s.current = n.wid;
         if ((s.counter -= k) <= 0) {
             s.activate(n);
         }
