@@ -3,8 +3,9 @@ package jp.rt;
 /**
  * One calling context of a Method Call Tree: the method {@link #mid} reached through the chain of
  * {@link #parent}s. Counters are written only by the owning thread (no locking); other threads read
- * them only at thread end and VM death. The child map is a small open-addressing table keyed by
- * mid, so the hot path touches no java.util class (those may be instrumented with jdk=true).
+ * them only at thread end and VM death. The children are the last child made (the only one while
+ * there is one) and, from the second on, a small open-addressing table keyed by mid, so the hot
+ * path touches no java.util class (those may be instrumented with jdk=true).
  */
 public final class Node {
     /** Method id from the agent's method table ({@link Rt#methodName(int)}); -1 for a root. */

@@ -34,7 +34,8 @@ final class ThreadState {
 
     /**
      * Native address of this thread's context slot (0: none, until its first record to a
-     * tracer): {@link #current}, written at every context change, read by jpd's sampler (see {@link ContextSlot}).
+     * tracer): {@link #current}, written at every context change, read by jpd's sampler
+     * (see {@link ContextSlot}).
      */
     long ctxSlot;
     /** The kernel's id of this thread, sent with the slot's address. */
