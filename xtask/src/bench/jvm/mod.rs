@@ -62,18 +62,18 @@ impl Mode {
 }
 
 /// A real program of the bench: how to run it whole, and its steady-state harness.
-struct Program {
-    name: &'static str,
+pub(crate) struct Program {
+    pub(crate) name: &'static str,
     /// Short name: file names, and SteadyBench's program argument.
-    key: &'static str,
+    pub(crate) key: &'static str,
     /// Agent options beyond bba/stats/out (javac is JDK code: it must be included).
-    agent_options: &'static str,
+    pub(crate) agent_options: &'static str,
     /// The whole run's java arguments.
     args: Vec<String>,
     /// Runs of the work per steady-state round (a round lasts ~0.05–0.5 s without the agent).
-    steady_reps: u32,
+    pub(crate) steady_reps: u32,
     /// SteadyBench's arguments after its fixed ones (javac: the sources).
-    steady_args: Vec<String>,
+    pub(crate) steady_args: Vec<String>,
 }
 
 /// A JDK to measure: its label and its `java`.
@@ -209,7 +209,7 @@ fn jar(name: &str) -> Result<String> {
 }
 
 /// Every jar the harnesses compile against (each run loads only its program's classes).
-fn harness_cp() -> Result<String> {
+pub(crate) fn harness_cp() -> Result<String> {
     Ok([
         jar("rhino.jar")?,
         jar("jython.jar")?,
@@ -222,7 +222,7 @@ fn harness_cp() -> Result<String> {
 }
 
 /// A scratch directory with the inputs, a generated XML document and the harnesses compiled.
-fn prepare() -> Result<PathBuf> {
+pub(crate) fn prepare() -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("jp-bench-jvm-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let inputs = root().join("xtask/bench-inputs/jvm");
@@ -265,7 +265,7 @@ fn lucene_cp() -> Result<String> {
     .join(":"))
 }
 
-fn programs(dir: &Path) -> Result<Vec<Program>> {
+pub(crate) fn programs(dir: &Path) -> Result<Vec<Program>> {
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     // javac compiles jp's own test programs (the bench's harnesses need the program jars).
     let mut javac_sources: Vec<String> = Vec::new();
