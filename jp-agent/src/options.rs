@@ -98,6 +98,10 @@ pub struct Options {
     pub max_contexts: Option<u64>,
     /// `max_thread_contexts=N`: the same for one thread's tree (0: only the JVM's limit).
     pub max_thread_contexts: u64,
+    /// `report_budget=PERCENT`: the share of a thread's time the live view's sends may take.
+    /// Each send walks the thread's whole tree, so with a big tree a report sends only once
+    /// the thread has run long enough since its last send; 100 sends at every report.
+    pub report_budget: u8,
 }
 
 impl Default for Options {
@@ -117,6 +121,7 @@ impl Default for Options {
             verbose: false,
             max_contexts: None,
             max_thread_contexts: 0,
+            report_budget: 5,
         }
     }
 }
@@ -237,9 +242,15 @@ impl Options {
                 "max_thread_contexts" => {
                     o.max_thread_contexts = context_count(value).ok_or_else(|| bad(COUNT))?
                 }
+                "report_budget" => {
+                    o.report_budget = match value.parse::<u8>() {
+                        Ok(p) if (1..=100).contains(&p) => p,
+                        _ => return Err(bad("expected a percentage from 1 to 100")),
+                    }
+                }
                 _ => {
                     return Err(bad(
-                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, verbose, usdt_tap, max_contexts, max_thread_contexts)",
+                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, verbose, usdt_tap, max_contexts, max_thread_contexts, report_budget)",
                     ))
                 }
             }
@@ -337,7 +348,7 @@ mod tests {
         let o = Options::parse(
             "bba=precise,granularity=5000,profiler=com.x.P,out=/tmp/p.txt,format=tree,\
              include=a.b;c/d,exclude=e.F,jdk=true,stats=true,warn=false,verbose=true,\
-             max_contexts=2000000,max_thread_contexts=100000",
+             max_contexts=2000000,max_thread_contexts=100000,report_budget=100",
         )
         .unwrap();
         assert_eq!(o.bba, Bba::Precise);
@@ -353,6 +364,7 @@ mod tests {
         assert_eq!(o.max_thread_contexts, 100_000);
         let d = Options::default();
         assert_eq!((d.max_contexts, d.max_thread_contexts), (None, 0));
+        assert_eq!((o.report_budget, d.report_budget), (100, 5));
         assert_eq!(
             Options::parse("max_contexts=0").unwrap().max_contexts,
             Some(0)
@@ -385,6 +397,9 @@ mod tests {
             ("out=", "out="),
             ("usdt_tap=", "usdt_tap="),
             ("max_contexts=-1", "max_contexts=-1"),
+            ("report_budget=0", "report_budget=0"),
+            ("report_budget=101", "report_budget=101"),
+            ("report_budget=5%", "report_budget=5%"),
             ("max_contexts=lots", "max_contexts=lots"),
             (
                 "max_thread_contexts=99999999999999999999",

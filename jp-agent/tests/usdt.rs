@@ -230,7 +230,10 @@ fn run_checked(
 fn paper(jdk: Jdk) {
     let dir = scratch(&format!("usdt-paper-{}", jdk.name()));
     for bba in ["default", "precise"] {
-        for gran in [None, Some(1000), Some(7)] {
+        // report_budget=100: every report sends (many small delta records); the default
+        // budget (5 %) lets a report send only once the thread has run 19 times as long as
+        // its last send took. Either way the tap's counts are the file's (check_run).
+        let paper = |gran, extra| {
             let c = run_checked(
                 jdk,
                 Program {
@@ -242,17 +245,28 @@ fn paper(jdk: Jdk) {
                 bba,
                 gran,
                 &dir,
-                "",
+                extra,
             );
             assert_eq!(c.tap.hellos.len(), 1);
-            if gran == Some(7) {
-                assert!(
-                    c.tap.delta_records > 10,
-                    "granularity=7 should give many delta records, got {}",
-                    c.tap.delta_records
-                );
-            }
+            c
+        };
+        for gran in [None, Some(1000)] {
+            paper(gran, "");
         }
+        let every = paper(Some(7), ",report_budget=100");
+        assert!(
+            every.tap.delta_records > 10,
+            "granularity=7, report_budget=100 should give many delta records, got {}",
+            every.tap.delta_records
+        );
+        let budgeted = paper(Some(7), "");
+        assert!(
+            budgeted.tap.delta_records < every.tap.delta_records,
+            "granularity=7: the default report budget should send fewer delta records than \
+             report_budget=100: {} against {}",
+            budgeted.tap.delta_records,
+            every.tap.delta_records
+        );
     }
     // The -javaagent way in: the same natives, probe and tap.
     let c = run_checked(
@@ -789,7 +803,8 @@ fn report_cost(jdk: Jdk) {
     let (_, tap_min, tap_med) = bench(
         jdk,
         &dir,
-        &format!("usdt_tap={}", tap.display()),
+        // Every report sends (the default budget would skip most of these back-to-back ones).
+        &format!("usdt_tap={},report_budget=100", tap.display()),
         &["10", "100000", "10"],
     );
     let bytes = std::fs::read(&tap).unwrap();

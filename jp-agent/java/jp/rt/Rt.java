@@ -29,6 +29,8 @@ public final class Rt {
 
     static Profiler profiler;
     static int granularity = 10_000_000;
+    /** {@code report_budget}: the share of a thread's time, in %, the live view may send. */
+    static int reportBudget = 5;
 
     /**
      * The method id of overflow nodes (the agent's table names it), where new contexts fold
@@ -470,9 +472,15 @@ public final class Rt {
 
     /** Called once by the agent when the VM is initialized (or from premain). */
     static void init(
-            String profilerName, int gran, int overflow, long maxContexts, long maxThreadContexts)
+            String profilerName,
+            int gran,
+            int overflow,
+            long maxContexts,
+            long maxThreadContexts,
+            int reportBudgetPercent)
             throws Throwable {
         granularity = gran;
+        reportBudget = reportBudgetPercent;
         overflowMid = overflow;
         jvmBudget = contextBudget(maxContexts);
         threadBudget = maxThreadContexts > 0 ? maxThreadContexts : Long.MAX_VALUE;
