@@ -234,17 +234,6 @@ final class UsdtProfiler implements Profiler {
         }
     }
 
-    /*
-     * A report sends only if the thread has run long enough since its last send ended:
-     * with report_budget=P, (100 - P) / P times as long as that send took. The live view
-     * then costs a thread at most P % of its time however large its tree (each send walks
-     * the whole tree). A report that does not send loses nothing: the next send carries the
-     * counts since the last one, and a thread's end always sends. What a skipped report
-     * holds back is at most that much work. Without it, jython under jpd ran 43 % slower
-     * than without (a send of its ~157 k-node tree every 10 M bytecodes); sending at 5 %,
-     * 6 % (README-dev.md, "What the live view costs a big tree").
-     */
-
     /** One thread's stream: its record buffer, sequence number and what was sent of its tree. */
     static final class Stream {
         /** Null for {@link #STREAM_ENDED}. */
@@ -304,11 +293,16 @@ final class UsdtProfiler implements Profiler {
             this.fixedName = name;
         }
 
-        /** The whole tree again, as answer to {@code gen}, whatever was sent before. */
         /**
          * Whether a report should send now: always when jpd asked for the whole tree (a new
-         * generation) or nothing was sent yet, else once the thread has run long enough
-         * since the last send for it to stay within {@link Rt#reportBudget}.
+         * generation) or nothing was sent yet; else only once the time since the last send
+         * ended (wall time) is at least (100 - P) / P times what that send took, with P =
+         * {@link Rt#reportBudget}. Each send walks the whole tree, so this keeps the live
+         * view within P % of a thread's time however large its tree: jython under jpd ran
+         * 43 % slower than without when every report (each 10 M bytecodes) walked its
+         * ~157 k contexts, 9 % with P = 5 (README-dev.md, "What the live view costs a big
+         * tree"). A report that does not send loses nothing: the next send carries the
+         * counts since the last one, and a thread's end always sends.
          */
         boolean due(long gen) {
             if (!synced || gen != generation) {
@@ -324,6 +318,7 @@ final class UsdtProfiler implements Profiler {
             lastSendNs = end - start;
         }
 
+        /** The whole tree again, as answer to {@code gen}, whatever was sent before. */
         void resend(Node root, long gen) {
             synced = false;
             send(root, gen, false);
