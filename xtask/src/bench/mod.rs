@@ -40,7 +40,7 @@ pub enum Which {
     /// CPU per exact context (issue 13): the sampler's ns per sample with and without the
     /// join, the agent's cost of publishing its contexts, jpd's CPU with 20 JVMs joined.
     Cpu {
-        /// Parts to run (all by default): sampler, agent, jpd.
+        /// Parts to run (all by default): sampler, agent, programs, jpd.
         #[arg(value_enum)]
         parts: Vec<cpu::Part>,
     },
