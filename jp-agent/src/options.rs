@@ -121,7 +121,7 @@ impl Default for Options {
             verbose: false,
             max_contexts: None,
             max_thread_contexts: 0,
-            report_budget: 5,
+            report_budget: 2,
         }
     }
 }
@@ -364,7 +364,7 @@ mod tests {
         assert_eq!(o.max_thread_contexts, 100_000);
         let d = Options::default();
         assert_eq!((d.max_contexts, d.max_thread_contexts), (None, 0));
-        assert_eq!((o.report_budget, d.report_budget), (100, 5));
+        assert_eq!((o.report_budget, d.report_budget), (100, 2));
         assert_eq!(
             Options::parse("max_contexts=0").unwrap().max_contexts,
             Some(0)

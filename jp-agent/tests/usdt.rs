@@ -231,7 +231,7 @@ fn paper(jdk: Jdk) {
     let dir = scratch(&format!("usdt-paper-{}", jdk.name()));
     for bba in ["default", "precise"] {
         // report_budget=100: every report sends (many small delta records); the default
-        // budget (5 %) lets a report send only once the thread has run 19 times as long as
+        // budget (2 %) lets a report send only once the thread has run 49 times as long as
         // its last send took. Either way the tap's counts are the file's (check_run).
         let paper = |gran, extra| {
             let c = run_checked(

@@ -162,7 +162,7 @@ fn report_points(out: &Deliverables, dir: &Path) -> Result<String> {
     Ok(format!(
         "### Report points in the JVM (JDK 17, {ROUNDS} rounds, medians)\n\n\
          ReportCost: {LOOP} calls of a 4-bytecode method, agent `profiler=usdt,report_budget=100` \
-         (every report sends; by default a report sends only within the thread's 5 % budget). CPU seconds of \
+         (every report sends; by default a report sends only within the thread's 2 % budget). CPU seconds of \
          the whole JVM; cost per report = extra CPU over the same run with no report at all, \
          divided by the reports the agent counted.\n\n\
          | run | granularity | reports | CPU s | ns per report |\n|---|---:|---:|---:|---:|\n\

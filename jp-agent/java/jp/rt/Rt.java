@@ -30,7 +30,7 @@ public final class Rt {
     static Profiler profiler;
     static int granularity = 10_000_000;
     /** {@code report_budget}: the share of a thread's time, in %, the live view may send. */
-    static int reportBudget = 5;
+    static int reportBudget = 2;
 
     /**
      * The method id of overflow nodes (the agent's table names it), where new contexts fold
