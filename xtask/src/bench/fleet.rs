@@ -335,7 +335,8 @@ fn wait_all_listed(out: &Deliverables, socket: &Path, pids: &[u32], limit: Durat
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
+/// A process's resident memory in KiB (0 once it has gone).
+pub(super) fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {

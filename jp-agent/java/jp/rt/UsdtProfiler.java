@@ -300,10 +300,10 @@ final class UsdtProfiler implements Profiler {
          * {@link Rt#reportBudget}. Each send walks the whole tree, so this keeps the live
          * view within P % of a thread's time however large its tree: jython under jpd ran
          * 43 % slower than without when every report (each 10 M bytecodes) walked its
-         * ~157 k contexts, 9-13 % with P = 5 and 0-5 % with P = 2, the default (a send
-         * also leaves the caches colder than its own time says) (README-dev.md, "What the
-         * live view costs a big tree"). A report that does not send loses nothing: the next send carries the
-         * counts since the last one, and a thread's end always sends.
+         * ~157 k contexts, 9-13 % with P = 5 and 0-5 % with P = 2, the default: a send
+         * also leaves the caches colder than its own time says (README-dev.md, "What the
+         * live view costs a big tree"). A report that does not send loses nothing: the next
+         * send carries the counts since the last one, and a thread's end always sends.
          */
         boolean due(long gen) {
             if (!synced || gen != generation) {

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 
-use super::fleet::jpctl_json;
+use super::fleet::{jpctl_json, rss_kib};
 use super::floor::bpf_stats_on;
 use super::jvm::{cost, rounds};
 use super::kernel::Jpd;
@@ -675,19 +675,6 @@ fn process_cpu_s(pid: u32) -> Result<f64> {
     Ok(ticks as f64 / hz as f64)
 }
 
-fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .unwrap_or(0.0)
-        / 1024.0
-}
-
 /// The fleet: killed when dropped.
 struct Loads(Vec<Load>);
 
@@ -782,7 +769,7 @@ fn jpd_window(
         loads.cpu_s(),
         t0.elapsed().as_secs_f64(),
     );
-    let rss = rss_mib(jpd.pid());
+    let rss = rss_kib(jpd.pid()) as f64 / 1024.0;
     let list = jvm_list(out, &socket)?;
     let mut resolved = 0;
     if join && agent {
