@@ -300,7 +300,10 @@ fn programs_(jdk: Jdk) {
     let dir = scratch(&format!("usdt-programs-{}", jdk.name()));
     // Not Overflow: its tens of thousands of levels make path maps quadratic in memory.
     for main in ["Threads", "Exceptions", "Fib", "Lambdas", "Sync", "Reflect"] {
-        for gran in [None, Some(1000)] {
+        // With granularity 1000 every report sends (report_budget=100), so that the delta
+        // sends' walk, which descends only where a node was entered since the last send or
+        // was on the stack then, runs many times over recursion, throws and threads.
+        for (gran, extra) in [(None, ""), (Some(1000), ",report_budget=100")] {
             let c = run_checked(
                 jdk,
                 Program {
@@ -312,7 +315,7 @@ fn programs_(jdk: Jdk) {
                 "precise",
                 gran,
                 &dir,
-                "",
+                extra,
             );
             if main == "Threads" {
                 assert!(
@@ -338,7 +341,8 @@ fn programs_(jdk: Jdk) {
         ",jdk=true",
     );
     // A context limit: the overflow nodes go out on the live view like any context (their
-    // pseudo-method in the method table), with the file's counts.
+    // pseudo-method in the method table), with the file's counts. Every report sends: the
+    // lower overflow node is its own child, which the delta walk must get through.
     run_checked(
         jdk,
         Program {
@@ -350,7 +354,7 @@ fn programs_(jdk: Jdk) {
         "precise",
         Some(1000),
         &dir,
-        ",max_thread_contexts=1000",
+        ",max_thread_contexts=1000,report_budget=100",
     );
 }
 

@@ -96,7 +96,7 @@ final class UsdtProfiler implements Profiler {
     public int report(Node root, Node current) {
         if (SEMAPHORE.getShort(0) != 0) {
             publish(root.state, current);
-            send(root, false);
+            send(root, false, current);
         }
         return Rt.granularity;
     }
@@ -124,7 +124,7 @@ final class UsdtProfiler implements Profiler {
                 if (st != null) {
                     publish(st, st.currentNode());
                 }
-                send(root, true);
+                send(root, true, null);
             }
             if (st != null) {
                 Stream s = stream(st);
@@ -215,7 +215,8 @@ final class UsdtProfiler implements Profiler {
         return s;
     }
 
-    private void send(Node root, boolean end) {
+    /** {@code at}: the context the thread is in (null at its end). */
+    private void send(Node root, boolean end, Node at) {
         ThreadState st = root.state;
         if (st == null || st.thread == null) {
             return;
@@ -228,7 +229,7 @@ final class UsdtProfiler implements Profiler {
         synchronized (s) {
             if (!s.ended && (end || s.due(gen))) {
                 long t0 = System.nanoTime();
-                s.send(root, gen, end);
+                s.send(root, gen, end, at);
                 s.sent(t0, System.nanoTime());
             }
         }
@@ -277,6 +278,13 @@ final class UsdtProfiler implements Profiler {
 
         private Node[] stack;
 
+        /**
+         * The context the thread was in at the last send (null: none, or not a thread's tree),
+         * and its chain of callers marked in {@link #onChain} while a send walks the tree.
+         */
+        private Node lastAt;
+        private long[] onChain;
+
         Stream(Thread thread) {
             this.thread = thread;
             long tid = thread.getId();
@@ -297,13 +305,15 @@ final class UsdtProfiler implements Profiler {
          * Whether a report should send now: always when jpd asked for the whole tree (a new
          * generation) or nothing was sent yet; else only once the time since the last send
          * ended (wall time) is at least (100 - P) / P times what that send took, with P =
-         * {@link Rt#reportBudget}. Each send walks the whole tree, so this keeps the live
-         * view within P % of a thread's time however large its tree: jython under jpd ran
-         * 43 % slower than without when every report (each 10 M bytecodes) walked its
-         * ~157 k contexts, 9-13 % with P = 5 and 0-5 % with P = 2, the default: a send
-         * also leaves the caches colder than its own time says (README-dev.md, "What the
-         * live view costs a big tree"). A report that does not send loses nothing: the next
-         * send carries the counts since the last one, and a thread's end always sends.
+         * {@link Rt#reportBudget}. This keeps the live view within P % of a thread's time
+         * however large its tree and however much of it a send visits: when every report
+         * (each 10 M bytecodes) walked all of jython's ~157 k contexts, jython under jpd ran
+         * 43 % slower than without; 9-13 % with P = 5 and 0-5 % with P = 2, the default (a
+         * send also leaves the caches colder than its own time says). Delta sends now visit
+         * only what may have changed (see send), but a resync still walks it all
+         * (README-dev.md, "What the live view costs a big tree"). A report that does not send
+         * loses nothing: the next send carries the counts since the last one, and a thread's
+         * end always sends.
          */
         boolean due(long gen) {
             if (!synced || gen != generation) {
@@ -322,7 +332,7 @@ final class UsdtProfiler implements Profiler {
         /** The whole tree again, as answer to {@code gen}, whatever was sent before. */
         void resend(Node root, long gen) {
             synced = false;
-            send(root, gen, false);
+            send(root, gen, false, null);
         }
 
         private boolean allocate() {
@@ -340,6 +350,7 @@ final class UsdtProfiler implements Profiler {
             sentCalls = new long[64];
             sentBytecodes = new long[64];
             defined = new long[1];
+            onChain = new long[1];
             stack = new Node[64];
             return true;
         }
@@ -351,14 +362,27 @@ final class UsdtProfiler implements Profiler {
             sentCalls = null;
             sentBytecodes = null;
             defined = null;
+            onChain = null;
             stack = null;
+            lastAt = null;
         }
 
         /**
          * Sends the tree: all of it (absolute) if {@code gen} was not answered yet, else the
          * nodes whose counts changed and the new ones (deltas). {@code end}: the stream's last.
+         * {@code at}: the context the tree's thread is in now, when the thread itself reports
+         * (null at its end and for a merged tree).
+         *
+         * <p>A delta send visits only what may have changed, not the whole tree: a node's
+         * counts change only while the node is on the thread's stack, and it gets there only
+         * by a call (its calls change) or by having been there since before the last send
+         * (then it is on the chain from the last send's {@code at} to the root). So below a
+         * node whose calls did not change and that is not on that chain nothing changed, and
+         * the walk does not descend there (jython's tree has ~157 k contexts, of which one
+         * report interval enters few). usdt.rs checks it: with every report sending, the tap's
+         * counts at the end must be the file's.
          */
-        void send(Node root, long gen, boolean end) {
+        void send(Node root, long gen, boolean end, Node at) {
             if (!allocate()) {
                 return;
             }
@@ -383,6 +407,15 @@ final class UsdtProfiler implements Profiler {
             begin(sendName ? name : null);
             sentName = name;
             boolean mustSend = full || sendName || end;
+            // After a resync, and when the last send left no stack (the first one, a merged
+            // tree's, one that threw), the whole tree is walked. The end prunes too: the
+            // thread's stack is gone, so what changed was entered or on the last send's stack.
+            // That also makes the end's counts, which the tests compare with the file's,
+            // depend on every pruned walk before it: a change one of them missed is missed
+            // for good, unless its node is entered again.
+            Node last = lastAt;
+            lastAt = null; // until this send is done: one that throws leaves the next a full walk
+            boolean prune = !full && last != null && markChain(last, true);
 
             Node[] st = stack;
             int sp = 0;
@@ -397,7 +430,9 @@ final class UsdtProfiler implements Profiler {
                         begin(null);
                         mustSend = false;
                     }
-                    entry(x, full);
+                    if (!entry(x, full) && prune && !onChain(x.wid)) {
+                        continue; // not entered since the last send, nor on its stack then
+                    }
                 }
                 // The walk runs on the tree's own thread (or on a merged tree): no race
                 // between the two reads.
@@ -413,9 +448,41 @@ final class UsdtProfiler implements Profiler {
                     st = push(st, sp++, only);
                 }
             }
+            if (prune) {
+                markChain(last, false);
+            }
+            lastAt = end ? null : at;
             if (count > 0 || mustSend || end) {
                 finish(flags | (end ? FLAG_END : 0));
             }
+        }
+
+        /**
+         * Sets (or clears) the bits of {@code n} and its callers in {@link #onChain}. False
+         * (nothing set) if one of them has an id beyond what was sent, which cannot happen for
+         * the last send's stack (every node on it was visited); then the walk does not prune.
+         */
+        private boolean markChain(Node n, boolean set) {
+            long[] c = onChain;
+            for (Node x = n; x != null; x = x.parent == x ? null : x.parent) {
+                int w = x.wid;
+                if ((w >>> 6) >= c.length) {
+                    if (set) {
+                        markChain(n, false);
+                    }
+                    return false;
+                }
+                if (set) {
+                    c[w >>> 6] |= 1L << (w & 63);
+                } else {
+                    c[w >>> 6] &= ~(1L << (w & 63));
+                }
+            }
+            return true;
+        }
+
+        private boolean onChain(int w) {
+            return (w >>> 6) < onChain.length && (onChain[w >>> 6] & (1L << (w & 63))) != 0;
         }
 
         /** Puts {@code c} at {@code sp} of the walk's stack, grown (and kept) when full. */
@@ -430,7 +497,8 @@ final class UsdtProfiler implements Profiler {
             return st;
         }
 
-        private void entry(Node x, boolean full) {
+        /** Writes {@code x}'s entry if it is new or its counts changed; false if it wrote none. */
+        private boolean entry(Node x, boolean full) {
             long calls = x.calls;
             long bytecodes = x.bytecodes;
             int w = x.wid;
@@ -455,7 +523,7 @@ final class UsdtProfiler implements Profiler {
                 dc = calls - sentCalls[w];
                 db = bytecodes - sentBytecodes[w];
                 if (dc == 0 && db == 0) {
-                    return;
+                    return false;
                 }
                 def = false;
             }
@@ -470,6 +538,7 @@ final class UsdtProfiler implements Profiler {
             sentCalls[w] = calls;
             sentBytecodes[w] = bytecodes;
             count++;
+            return true;
         }
 
         private void grow(int w) {
@@ -483,6 +552,9 @@ final class UsdtProfiler implements Profiler {
             sentCalls = a;
             sentBytecodes = c;
             defined = d;
+            long[] o = new long[d.length]; // a walk may grow it: keep its marks
+            System.arraycopy(onChain, 0, o, 0, onChain.length);
+            onChain = o;
         }
 
         /**
