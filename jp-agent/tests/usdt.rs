@@ -12,7 +12,7 @@ mod common;
 
 use common::tap::Tap;
 use common::*;
-use object::{Object, ObjectSection, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -636,6 +636,39 @@ fn resync_jdk25() {
 
 // ---------------------------------------------------------------- the library
 
+/// No load segment but the semaphore's own maps the semaphore's file page. The kernel raises
+/// the semaphore of a process that maps the library after a tracer attached at the first
+/// writable mapping of its file offset; the RELRO segment's last page is also the data
+/// segment's first file page, and a semaphore there was raised in the RELRO copy (every JVM
+/// started after jpd then sent nothing: e2e `jpd_started_before_the_jvm…`).
+fn semaphore_page_is_its_own(file: &object::File<'_>, sem: u64) {
+    const PAGE: u64 = 4096;
+    let loads: Vec<(u64, u64, u64)> = file
+        .segments()
+        .map(|s| {
+            let (off, filesz) = s.file_range();
+            (s.address(), off, filesz)
+        })
+        .collect();
+    let own = loads
+        .iter()
+        .find(|(addr, _, filesz)| (*addr..*addr + *filesz).contains(&sem))
+        .unwrap_or_else(|| panic!("semaphore {sem:#x} in no segment's file-backed part"));
+    let sem_off = own.1 + (sem - own.0);
+    for (addr, off, filesz) in &loads {
+        if (addr, off) == (&own.0, &own.1) || *filesz == 0 {
+            continue;
+        }
+        let pages = (off & !(PAGE - 1))..(off + filesz).div_ceil(PAGE) * PAGE;
+        assert!(
+            !pages.contains(&sem_off),
+            "the semaphore's file offset {sem_off:#x} is also mapped by the segment at \
+             {addr:#x} (file pages {pages:#x?}): a process started after jpd attached would \
+             have the wrong copy raised"
+        );
+    }
+}
+
 /// The probe note, the semaphore and the control block as jpd finds them.
 #[test]
 fn library_has_the_probe_semaphore_and_control() {
@@ -694,8 +727,10 @@ fn library_has_the_probe_semaphore_and_control() {
         sem,
         "the note's semaphore is jp_record_semaphore"
     );
-    assert_eq!(semaphore.size(), 2);
-    assert_eq!(sem % 2, 0, "semaphore alignment");
+    semaphore_page_is_its_own(&file, sem);
+    // How probe.rs makes sure of that: a u16 at the start of a page of its own.
+    assert_eq!(semaphore.size(), 4096);
+    assert_eq!(sem % 4096, 0, "semaphore alignment");
     let probes = file.section_by_name(".probes").expect(".probes section");
     assert!(
         (probes.address()..probes.address() + probes.size()).contains(&sem),

@@ -122,7 +122,7 @@ pub(super) unsafe extern "system" fn native_usdt_semaphore(raw: RawEnv, _cls: JC
         let Some(env) = (unsafe { Env::from_raw(raw) }) else {
             return std::ptr::null_mut();
         };
-        let p = usdt::probe::jp_record_semaphore.as_ptr();
+        let p = usdt::probe::jp_record_semaphore.0.as_ptr();
         // SAFETY: the semaphore is a static u16: valid for the life of the process. Java
         // only reads it.
         unsafe { env.new_direct_byte_buffer(p.cast(), 2) }

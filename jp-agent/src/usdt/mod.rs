@@ -55,7 +55,9 @@ static TAP: Mutex<Option<BufWriter<File>>> = Mutex::new(None);
 pub fn start_tap(path: &str) -> Result<(), String> {
     let f = File::create(path).map_err(|e| format!("usdt_tap: cannot create {path}: {e}"))?;
     *lock(&TAP) = Some(BufWriter::with_capacity(1 << 16, f));
-    probe::jp_record_semaphore.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    probe::jp_record_semaphore
+        .0
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     probe::jp_usdt_control.set_generation(1);
     Ok(())
 }

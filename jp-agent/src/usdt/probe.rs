@@ -16,11 +16,23 @@ use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 /// detach, so it is non-zero exactly while someone listens. It must be a 2-byte aligned
 /// `u16` in a writable, file-backed section (`.probes`, PROGBITS: the kernel finds it
 /// through the library's file mapping).
+///
+/// Page-aligned, so that the file page holding it belongs to no other segment. In a process
+/// that maps the library after jpd attached, the kernel increments the semaphore at the
+/// first writable mapping of its file offset. The RELRO segment's last page is the same
+/// file page as the start of the data segment, mapped again below it (and made read-only
+/// later): when the semaphore fell into that page, the kernel raised the copy in the RELRO
+/// mapping, and every JVM started after jpd stayed silent (seen in session 18 after a
+/// change elsewhere moved `.data` by 0x2d0 bytes; `usdt.rs` checks the layout).
 #[no_mangle]
 #[used]
 #[allow(non_upper_case_globals)]
 #[link_section = ".probes"]
-pub static jp_record_semaphore: AtomicU16 = AtomicU16::new(0);
+pub static jp_record_semaphore: PageAligned = PageAligned(AtomicU16::new(0));
+
+/// A `u16` at the start of a page of its own (see [`jp_record_semaphore`]).
+#[repr(C, align(4096))]
+pub struct PageAligned(pub AtomicU16);
 
 /// [`Control`] shared with a process outside: jpd writes `generation` through
 /// `/proc/PID/mem`, so every access goes through atomics (never a plain load the compiler
@@ -69,7 +81,7 @@ impl SharedControl {
 
 /// Whether a tracer (or the tap) listens.
 pub fn enabled() -> bool {
-    jp_record_semaphore.load(Ordering::Relaxed) != 0
+    jp_record_semaphore.0.load(Ordering::Relaxed) != 0
 }
 
 /// Fires `jp:record(addr, len)`: a `nop` that a tracer turns into a breakpoint. `addr` must
