@@ -61,13 +61,17 @@ fn run() -> Result<(), String> {
         .args([
             // Not `--release 17`, which refuses `--add-exports`: the context slot
             // (ContextSlot.java) uses jdk.internal.misc.Unsafe, exported to the runtime at
-            // VM init by JVMTI. Class files for 17 either way.
+            // VM init by JVMTI. Class files for 17 either way. The JIT's inlining
+            // annotations (jdk.internal.vm.annotation) are honoured for boot classes, which
+            // the runtime is; they are only named in class files, never loaded.
             "-source",
             "17",
             "-target",
             "17",
             "--add-exports",
             "java.base/jdk.internal.misc=ALL-UNNAMED",
+            "--add-exports",
+            "java.base/jdk.internal.vm.annotation=ALL-UNNAMED",
             "-g",
             "-nowarn",
             "-encoding",

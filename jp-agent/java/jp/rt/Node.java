@@ -1,5 +1,8 @@
 package jp.rt;
 
+import jdk.internal.vm.annotation.DontInline;
+import jdk.internal.vm.annotation.ForceInline;
+
 /**
  * One calling context of a Method Call Tree: the method {@link #mid} reached through the chain of
  * {@link #parent}s. Counters are written only by the owning thread (no locking); other threads read
@@ -33,8 +36,13 @@ public final class Node {
      * one, and such a node saves the 32 bytes of a table).
      */
     private Node[] kids;
-    /** Number of children. */
-    private int size;
+    /**
+     * The child made before {@link #hot} (null until the second child): the entry checks it
+     * after {@code hot}, so that a caller alternating between its first two callees finds
+     * both without the table. It took the place of a child count (Node stays 56 bytes); a
+     * table's fill is counted when a child is added ({@link #mustGrow}).
+     */
+    private Node hot2;
 
     /** The sink's root ({@link Rt#SINK}): its own parent, so that leaving it needs no test. */
     Node(ThreadState sink) {
@@ -73,6 +81,40 @@ public final class Node {
         return lookup(m);
     }
 
+    /**
+     * {@link #child} for the out-of-line entry ({@link Rt#enter}): the last two children made,
+     * then the table probed here. Forced inline into the entry: compiled on its own first it
+     * would be too big for C2 to inline (InlineSmallCode), and every miss of the last child
+     * would be a call; with it inlined and the making of a child kept out of line, the entry
+     * itself would become small enough to be inlined into every instrumented method, which
+     * costs more than the call it saves (the entry stays {@code @DontInline}: README-dev.md,
+     * "Two children checked; what C2 inlines").
+     */
+    @ForceInline
+    Node childOnEntry(int m) {
+        Node h = hot;
+        if (h != null && h.mid == m) {
+            return h;
+        }
+        Node h2 = hot2;
+        if (h2 != null && h2.mid == m) {
+            return h2;
+        }
+        Node[] t = kids;
+        if (t != null) {
+            int mask = t.length - 1;
+            int i = m & mask;
+            Node c;
+            while ((c = t[i]) != null) {
+                if (c.mid == m) {
+                    return c;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+        return addChild(m);
+    }
+
     private Node lookup(int m) {
         Node c = find(m);
         if (c != null) {
@@ -100,6 +142,8 @@ public final class Node {
         return null;
     }
 
+    /** Makes the child for {@code m}, which the caller did not find. Out of line: rare. */
+    @DontInline
     private Node addChild(int m) {
         int o = Rt.overflowMid;
         if (m == o || mid == o || (state != null && !state.mayAdd())) {
@@ -134,23 +178,59 @@ public final class Node {
         if (t == null) {
             Node only = hot;
             if (only == null) {
-                size = 1;
                 hot = c;
                 return c;
             }
             t = new Node[4]; // the second child: the first moves into a table
             insert(t, only);
-        } else if ((size + 1) * 4 > t.length * 3) {
+        } else if (mustGrow(t, c.mid)) {
             t = grow(t);
         }
         insert(t, c);
-        size++;
+        hot2 = hot;
         // Publish the table after filling it, and only then the new last child: a reader on
         // another thread (VM death), which reads hot before the table, sees either the old
         // children or all of the new ones.
         kids = t;
         hot = c;
         return c;
+    }
+
+    /**
+     * Whether adding a child for {@code m} would fill {@code t} beyond three quarters. Tables
+     * of up to 64 slots are counted on every add (at most 64 loads, when a context is made). A
+     * bigger table is counted only when the new child's probe is long, so that a node with
+     * very many children does not cost a count of its whole table per child: such a table
+     * may fill further between two long probes, and the first long probe grows it. A full
+     * table always gives a long probe, so every add finds a free slot.
+     */
+    private static boolean mustGrow(Node[] t, int m) {
+        int mask = t.length - 1;
+        if (t.length > 64) {
+            int i = m & mask;
+            int probe = 0;
+            while (t[i] != null && probe <= LONG_PROBE) {
+                i = (i + 1) & mask;
+                probe++;
+            }
+            if (probe <= LONG_PROBE) {
+                return false;
+            }
+        }
+        return (occupied(t) + 1) * 4 > t.length * 3;
+    }
+
+    /** A probe longer than this makes a big table count its fill (see mustGrow). */
+    private static final int LONG_PROBE = 8;
+
+    private static int occupied(Node[] t) {
+        int n = 0;
+        for (Node c : t) {
+            if (c != null) {
+                n++;
+            }
+        }
+        return n;
     }
 
     private static Node[] grow(Node[] old) {
@@ -212,6 +292,7 @@ public final class Node {
 
     /** Number of children (racy when read by another thread). */
     public int childCount() {
-        return size;
+        Node[] t = kids;
+        return t == null ? (hot == null ? 0 : 1) : occupied(t);
     }
 }

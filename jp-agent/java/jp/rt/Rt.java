@@ -1,6 +1,7 @@
 package jp.rt;
 
 import java.nio.ByteBuffer;
+import jdk.internal.vm.annotation.DontInline;
 
 /**
  * The helpers that instrumented code calls (see docs/agent-contract.md). They must stay tiny so
@@ -61,7 +62,13 @@ public final class Rt {
 
     private Rt() {}
 
-    /** Method entry: the context for {@code mid} under the thread's current one. */
+    /**
+     * Method entry: the context for {@code mid} under the thread's current one. Never inlined:
+     * inlined into every instrumented method, it made their compiled code big enough that C2
+     * stopped inlining them into their callers (Xalan 10 % slower; README-dev.md, "Two
+     * children checked; what C2 inlines").
+     */
+    @DontInline
     public static Node enter(int mid, int k) {
         ThreadLocal<ThreadState> tl = states;
         if (tl == null) {
@@ -80,7 +87,7 @@ public final class Rt {
         if (s.busy) {
             return SINK;
         }
-        Node n = s.nodes[s.current].child(mid);
+        Node n = s.nodes[s.current].childOnEntry(mid);
         n.calls++;
         s.current = n.wid;
         long cs = s.ctxSlot;
