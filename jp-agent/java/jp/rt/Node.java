@@ -1,6 +1,5 @@
 package jp.rt;
 
-import jdk.internal.vm.annotation.DontInline;
 import jdk.internal.vm.annotation.ForceInline;
 
 /**
@@ -38,9 +37,10 @@ public final class Node {
     private Node[] kids;
     /**
      * The child made before {@link #hot} (null until the second child): the entry checks it
-     * after {@code hot}, so that a caller alternating between its first two callees finds
-     * both without the table. It took the place of a child count (Node stays 56 bytes); a
-     * table's fill is counted when a child is added ({@link #mustGrow}).
+     * after {@code hot}, so that a caller alternating between the last two callees it made
+     * (always, for a node with two children) finds both without the table. It took the place
+     * of a child count (Node stays 56 bytes); a table's fill is counted when a child is added
+     * ({@link #mustGrow}).
      */
     private Node hot2;
 
@@ -82,13 +82,10 @@ public final class Node {
     }
 
     /**
-     * {@link #child} for the out-of-line entry ({@link Rt#enter}): the last two children made,
-     * then the table probed here. Forced inline into the entry: compiled on its own first it
-     * would be too big for C2 to inline (InlineSmallCode), and every miss of the last child
-     * would be a call; with it inlined and the making of a child kept out of line, the entry
-     * itself would become small enough to be inlined into every instrumented method, which
-     * costs more than the call it saves (the entry stays {@code @DontInline}: README-dev.md,
-     * "Two children checked; what C2 inlines").
+     * {@link #child} for the usual entry ({@link Rt#enter}): the last two children made, then
+     * the table probed here. Forced inline into the entry: compiled on its own first it would
+     * be too big for C2 to inline (InlineSmallCode), and every miss of the last child would be
+     * a call (README-dev.md, "Two children checked; what C2 inlines").
      */
     @ForceInline
     Node childOnEntry(int m) {
@@ -142,8 +139,11 @@ public final class Node {
         return null;
     }
 
-    /** Makes the child for {@code m}, which the caller did not find. Out of line: rare. */
-    @DontInline
+    /**
+     * Makes the child for {@code m}, which the caller did not find. Not kept out of line:
+     * that makes the entry small enough to be inlined into instrumented methods, which pays
+     * in small programs and costs Xalan 8-10 % (README-dev.md, "Two children checked").
+     */
     private Node addChild(int m) {
         int o = Rt.overflowMid;
         if (m == o || mid == o || (state != null && !state.mayAdd())) {

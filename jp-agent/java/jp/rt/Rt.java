@@ -1,7 +1,6 @@
 package jp.rt;
 
 import java.nio.ByteBuffer;
-import jdk.internal.vm.annotation.DontInline;
 
 /**
  * The helpers that instrumented code calls (see docs/agent-contract.md). They must stay tiny so
@@ -62,13 +61,7 @@ public final class Rt {
 
     private Rt() {}
 
-    /**
-     * Method entry: the context for {@code mid} under the thread's current one. Never inlined:
-     * inlined into every instrumented method, it made their compiled code big enough that C2
-     * stopped inlining them into their callers (Xalan 10 % slower; README-dev.md, "Two
-     * children checked; what C2 inlines").
-     */
-    @DontInline
+    /** Method entry: the context for {@code mid} under the thread's current one. */
     public static Node enter(int mid, int k) {
         ThreadLocal<ThreadState> tl = states;
         if (tl == null) {
