@@ -99,14 +99,9 @@ public final class Node {
         }
         Node[] t = kids;
         if (t != null) {
-            int mask = t.length - 1;
-            int i = m & mask;
-            Node c;
-            while ((c = t[i]) != null) {
-                if (c.mid == m) {
-                    return c;
-                }
-                i = (i + 1) & mask;
+            Node c = probe(t, m);
+            if (c != null) {
+                return c;
             }
         }
         return addChild(m);
@@ -127,6 +122,15 @@ public final class Node {
             Node h = hot;
             return h != null && h.mid == m ? h : null;
         }
+        return probe(t, m);
+    }
+
+    /**
+     * The child for {@code m} in table {@code t}, or null. Forced inline so that the entry's
+     * lookup ({@link #childOnEntry}) keeps the probe in place, as {@link #find} does.
+     */
+    @ForceInline
+    private static Node probe(Node[] t, int m) {
         int mask = t.length - 1;
         int i = m & mask;
         Node c;
