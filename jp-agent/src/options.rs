@@ -102,6 +102,9 @@ pub struct Options {
     /// Each send walks the thread's whole tree, so with a big tree a report sends only once
     /// the thread has run long enough since its last send; 100 sends at every report.
     pub report_budget: u8,
+    /// `publish=false`: threads never get a context slot, so jpd's sampler counts this JVM's
+    /// CPU by thread kind only (no CPU per context), and calls and returns store nothing.
+    pub publish: bool,
 }
 
 impl Default for Options {
@@ -122,6 +125,7 @@ impl Default for Options {
             max_contexts: None,
             max_thread_contexts: 0,
             report_budget: 2,
+            publish: true,
         }
     }
 }
@@ -242,6 +246,9 @@ impl Options {
                 "max_thread_contexts" => {
                     o.max_thread_contexts = context_count(value).ok_or_else(|| bad(COUNT))?
                 }
+                "publish" => {
+                    o.publish = bool_value(value).ok_or_else(|| bad("expected true or false"))?
+                }
                 "report_budget" => {
                     o.report_budget = match value.parse::<u8>() {
                         Ok(p) if (1..=100).contains(&p) => p,
@@ -250,7 +257,7 @@ impl Options {
                 }
                 _ => {
                     return Err(bad(
-                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, verbose, usdt_tap, max_contexts, max_thread_contexts, report_budget)",
+                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, verbose, usdt_tap, max_contexts, max_thread_contexts, report_budget, publish)",
                     ))
                 }
             }
@@ -348,7 +355,7 @@ mod tests {
         let o = Options::parse(
             "bba=precise,granularity=5000,profiler=com.x.P,out=/tmp/p.txt,format=tree,\
              include=a.b;c/d,exclude=e.F,jdk=true,stats=true,warn=false,verbose=true,\
-             max_contexts=2000000,max_thread_contexts=100000,report_budget=100",
+             max_contexts=2000000,max_thread_contexts=100000,report_budget=100,publish=false",
         )
         .unwrap();
         assert_eq!(o.bba, Bba::Precise);
@@ -365,6 +372,7 @@ mod tests {
         let d = Options::default();
         assert_eq!((d.max_contexts, d.max_thread_contexts), (None, 0));
         assert_eq!((o.report_budget, d.report_budget), (100, 2));
+        assert_eq!((o.publish, d.publish), (false, true));
         assert_eq!(
             Options::parse("max_contexts=0").unwrap().max_contexts,
             Some(0)
@@ -400,6 +408,7 @@ mod tests {
             ("report_budget=0", "report_budget=0"),
             ("report_budget=101", "report_budget=101"),
             ("report_budget=5%", "report_budget=5%"),
+            ("publish=sometimes", "publish=sometimes"),
             ("max_contexts=lots", "max_contexts=lots"),
             (
                 "max_thread_contexts=99999999999999999999",

@@ -38,6 +38,8 @@ struct Expect<'a> {
     main: &'a str,
     bba: &'a str,
     granularity: u64,
+    /// Threads announce context slots (not `publish=false`).
+    publish: bool,
 }
 
 /// What one run left behind.
@@ -57,6 +59,7 @@ fn check_run(x: &Expect<'_>, o: &Outputs<'_>) -> Checked {
         main,
         bba,
         granularity,
+        publish,
     } = *x;
     let Outputs {
         json_path,
@@ -83,12 +86,20 @@ fn check_run(x: &Expect<'_>, o: &Outputs<'_>) -> Checked {
     );
     assert_eq!(h.agent_version, env!("CARGO_PKG_VERSION"), "{what}");
     // Every platform thread that sent its tree announced its context slot (for jpd's CPU
-    // per context), with its kernel thread id.
-    assert!(
-        !tap.context_slots.is_empty() && tap.context_slots.values().all(|&(tid, _)| tid > 0),
-        "{what}: no thread announced a context slot: {:?}",
-        tap.context_slots
-    );
+    // per context), with its kernel thread id; with publish=false none did.
+    if publish {
+        assert!(
+            !tap.context_slots.is_empty() && tap.context_slots.values().all(|&(tid, _)| tid > 0),
+            "{what}: no thread announced a context slot: {:?}",
+            tap.context_slots
+        );
+    } else {
+        assert!(
+            tap.context_slots.is_empty(),
+            "{what}: publish=false, yet threads announced context slots: {:?}",
+            tap.context_slots
+        );
+    }
     let major = match jdk {
         Jdk::J17 => "17.",
         Jdk::J25 => "25",
@@ -217,6 +228,7 @@ fn run_checked(
             main,
             bba,
             granularity: granularity.unwrap_or(10_000_000),
+            publish: !extra.contains("publish=false"),
         },
         &Outputs {
             json_path: &json_path,
@@ -259,6 +271,8 @@ fn paper(jdk: Jdk) {
             "granularity=7, report_budget=100 should give many delta records, got {}",
             every.tap.delta_records
         );
+        // Without publishing the tree and its counts reach the tracer just the same.
+        paper(Some(1000), ",publish=false");
         let budgeted = paper(Some(7), "");
         assert!(
             budgeted.tap.delta_records < every.tap.delta_records,
@@ -557,6 +571,7 @@ fn resync(jdk: Jdk) {
             main: "Bushy",
             bba: "precise",
             granularity: 200_000,
+            publish: true,
         },
         &Outputs {
             json_path: &json_path,

@@ -254,7 +254,7 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
         return Err("RegisterNatives on jp.rt.Rt failed".into());
     }
     let init = env
-        .static_method(rt, "init", "(Ljava/lang/String;IIJJI)V")
+        .static_method(rt, "init", "(Ljava/lang/String;IIJJIZ)V")
         .ok_or("jp.rt.Rt.init not found")?;
     let thread_ended = env
         .static_method(rt, "threadEnded", "(Ljava/lang/Object;)V")
@@ -323,6 +323,9 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
         },
         JValue {
             i: i32::from(agent.opts.report_budget),
+        },
+        JValue {
+            z: u8::from(agent.opts.publish),
         },
     ];
     if !env.call_static_void(rt, init, &args) {

@@ -3,6 +3,7 @@
 
 use std::ffi::{c_char, c_void, CStr, CString};
 
+pub type JBoolean = u8;
 pub type JInt = i32;
 pub type JLong = i64;
 pub type JObject = *mut c_void;
@@ -60,6 +61,7 @@ pub struct Env(RawEnv);
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union JValue {
+    pub z: JBoolean,
     pub i: JInt,
     pub j: JLong,
     pub l: JObject,

@@ -477,7 +477,8 @@ public final class Rt {
             int overflow,
             long maxContexts,
             long maxThreadContexts,
-            int reportBudgetPercent)
+            int reportBudgetPercent,
+            boolean publish)
             throws Throwable {
         granularity = gran;
         reportBudget = reportBudgetPercent;
@@ -495,9 +496,10 @@ public final class Rt {
             Class<?> c = Class.forName(profilerName, true, ClassLoader.getSystemClassLoader());
             p = (Profiler) c.getDeclaredConstructor().newInstance();
         }
-        if (p instanceof UsdtProfiler) {
+        if (p instanceof UsdtProfiler && publish) {
             // The context slots (CPU per context, see ContextSlot) write native memory
             // through jdk.internal.misc.Unsafe, which java.base exports to nobody.
+            // publish=false: no thread gets one, so contexts change without a store.
             contextSlots =
                     exportInternal(Object.class.getModule(), "jdk.internal.misc", Rt.class.getModule());
         }
