@@ -21,10 +21,20 @@ pub struct SlotThread {
     pub stream: u64,
 }
 
+/// The JVMs the sampler counts, and their threads that publish a context.
+pub struct Joined {
+    /// Changes whenever `threads` or `pids` do.
+    pub version: u64,
+    /// Threads that announced a context slot: samples count under their context.
+    pub threads: Vec<SlotThread>,
+    /// Running JVMs (tgids): samples of their other threads count by the thread's kind.
+    pub pids: Vec<u32>,
+}
+
 /// Where the join's threads come from and its samples go.
 pub trait ContextJoin: Send + Sync {
-    /// The announced threads, if they changed since `version` (with the new version).
-    fn threads(&self, version: Option<u64>) -> Option<(u64, Vec<SlotThread>)>;
+    /// The JVMs and announced threads, if they changed since `version`.
+    fn threads(&self, version: Option<u64>) -> Option<Joined>;
     /// An announced thread that is not its process's: the announcement is refused.
     fn refuse(&self, thread: &SlotThread);
     /// Samples counted since the last call (deltas), `period_ns` each.
@@ -125,7 +135,12 @@ impl JoinState {
     /// Mirrors the announced threads into the sampler's maps. Threads whose id is not
     /// in their process are refused (a process may announce only its own threads).
     pub fn sync_threads(&mut self, ebpf: &mut Ebpf, join: &dyn ContextJoin) -> anyhow::Result<()> {
-        let Some((version, announced)) = join.threads(self.version) else {
+        let Some(Joined {
+            version,
+            threads: announced,
+            pids: jvms,
+        }) = join.threads(self.version)
+        else {
             return Ok(());
         };
         let mut want: HashMap<u64, JvmThread> = HashMap::new();
@@ -150,7 +165,7 @@ impl JoinState {
                 },
             );
         }
-        let pids: HashSet<u32> = want.keys().map(|k| (k >> 32) as u32).collect();
+        let pids: HashSet<u32> = want.keys().map(|k| (k >> 32) as u32).chain(jvms).collect();
         {
             let mut map: BpfHashMap<&mut MapData, u64, JvmThread> =
                 BpfHashMap::try_from(ebpf.map_mut(JVM_THREADS).context("no JP_JVM_THREADS")?)?;

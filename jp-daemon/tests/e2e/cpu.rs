@@ -94,6 +94,18 @@ impl Jvm {
         class: &str,
         args: &[String],
     ) -> Jvm {
+        Jvm::launch_with(wrapper, home, dir, class, args, "")
+    }
+
+    /// As [`Jvm::launch`], with `extra` appended to the agent's options.
+    fn launch_with(
+        wrapper: &[&str],
+        home: &Path,
+        dir: &Path,
+        class: &str,
+        args: &[String],
+        extra: &str,
+    ) -> Jvm {
         let java = home.join("bin/java");
         let mut cmd = match wrapper.split_first() {
             Some((w, args)) => {
@@ -107,7 +119,7 @@ impl Jvm {
             .arg(format!(
                 // A small granularity: even the allocating threads (few bytecodes)
                 // report soon, and so announce their context slot.
-                "-agentpath:{}=profiler=usdt,granularity=100000",
+                "-agentpath:{}=profiler=usdt,granularity=100000{extra}",
                 binary("JP_AGENT_LIB").display()
             ))
             .arg("-XX:-UsePerfData")
@@ -449,6 +461,49 @@ fn gc_cpu_is_counted_on_gc_threads_not_on_contexts() {
         assert!(
             in_contexts <= app,
             "{tag}: {in_contexts} ns in contexts, app {app} ns\n{text}"
+        );
+        jvm.finish();
+    }
+    d.stop();
+}
+
+/// An operator's `publish=false`: the JVM is joined (its CPU split by thread kind, its
+/// tree live) but its threads publish no context, so no CPU lands on any context.
+#[test]
+fn a_jvm_that_does_not_publish_is_split_by_thread_kind_only() {
+    require_root();
+    let _one = crate::support::exclusive();
+    let d = Jpd::start(CONFIG);
+    for (tag, home) in jdks() {
+        let what = format!("{tag}, publish=false");
+        let dir = classes(&format!("{tag}-nopublish"), &home);
+        let args = ["split".to_string(), "2".to_string(), "1".to_string()];
+        let mut jvm = Jvm::launch_with(&[], &home, &dir, "CpuSplit", &args, ",publish=false");
+        jvm.expect_line("started");
+        jvm.expect_line("done");
+        let pid = jvm.pid();
+        // The worker spun for 2 s: about 2000 samples, counted as the app's by its name.
+        let j = wait_listed(&d, pid, "sampled", |j| {
+            j["threads"]["total"].as_u64() >= Some(1) && cpu_of_kind(j, "app") > 500_000_000
+        });
+        assert_eq!(j["cpu"]["read_failed_ns"], 0, "{what}: {j}");
+        let doc = export_json(&d, pid, &format!("{tag}-nopublish"));
+        let nodes = json_nodes(&doc);
+        let calls = |m: &str| -> u64 {
+            nodes
+                .iter()
+                .filter(|(n, _)| n["method"].as_str().is_some_and(|x| x.starts_with(m)))
+                .map(|(n, _)| n["calls"].as_u64().unwrap_or(0))
+                .sum()
+        };
+        assert!(
+            calls("CpuSplit.a(") > 0 && calls("CpuSplit.b(") > 0,
+            "{what}: the tree did not arrive: {doc}"
+        );
+        let in_contexts: u64 = nodes.iter().map(|(n, _)| node_cpu(n)).sum();
+        assert_eq!(
+            in_contexts, 0,
+            "{what}: CPU on contexts without publishing: {doc}"
         );
         jvm.finish();
     }

@@ -378,7 +378,9 @@ impl JvmStore {
                 }
                 _ => {
                     j.info = Some(info);
-                    j.exited_at = None;
+                    if j.exited_at.take().is_some() {
+                        self.context_version += 1;
+                    }
                     j.change += 1;
                     return;
                 }
@@ -468,7 +470,8 @@ impl JvmStore {
         self.queue_resync(event.tgid, out.resync_requested);
     }
 
-    /// Bumps when a thread's context slot comes or goes (see [`JvmStore::context_threads`]).
+    /// Bumps when a thread's context slot or a running JVM comes or goes (see
+    /// [`JvmStore::context_threads`] and [`JvmStore::context_pids`]).
     pub fn context_threads_version(&self) -> u64 {
         self.context_version
     }
@@ -487,6 +490,18 @@ impl JvmStore {
             }
         }
         v
+    }
+
+    /// Every running JVM's tgid: the sampler counts the CPU of their threads, by context
+    /// for the threads that announced a slot and by kind (the thread's name) for the rest,
+    /// so a JVM whose threads publish nothing (`publish=false`, or none reported yet)
+    /// still has its app/GC/JIT split.
+    pub fn context_pids(&self) -> Vec<u32> {
+        self.jvms
+            .iter()
+            .filter(|(_, j)| j.exited_at.is_none())
+            .map(|(tgid, _)| *tgid)
+            .collect()
     }
 
     /// A thread's announced slot was refused (its thread is not the JVM's).
@@ -703,6 +718,8 @@ impl JvmStore {
                 }
             }
             self.jvms.insert(tgid, Jvm::new(tgid, &self.limits, now));
+            // The sampler counts a known JVM's threads by kind (see context_pids).
+            self.context_version += 1;
         }
         self.jvms.get_mut(&tgid)
     }

@@ -1162,3 +1162,22 @@ fn the_ended_threads_snapshot_replaces_the_ended_threads_own_contributions() {
     );
     assert_eq!(s.thread_trees(PID).map(|t| t.len()), Some(1));
 }
+
+#[test]
+fn a_running_jvm_is_counted_by_the_sampler_with_or_without_announced_threads() {
+    let before = JvmStore::new(JvmLimits::default()).context_threads_version();
+    let mut s = started(1);
+    base_thread(&mut s);
+    // No thread announced a context slot: its CPU is still counted, by thread kind.
+    assert!(s.context_threads().is_empty());
+    assert_eq!(s.context_pids(), vec![PID]);
+    let running = s.context_threads_version();
+    assert_ne!(running, before, "a new JVM must reach the sampler");
+    s.process_gone(PID, t0() + Duration::from_secs(1));
+    assert!(s.context_pids().is_empty());
+    assert_ne!(
+        s.context_threads_version(),
+        running,
+        "an exit must reach the sampler"
+    );
+}
