@@ -7,13 +7,14 @@
 //!   (`profiler=usdt`) joined; the same JVM with jpd's `kernel.jvm_contexts = false` (the
 //!   one JP_JVM_PIDS lookup, a miss); the same program without the agent (a miss too); no
 //!   JVM at all (the floor: mostly idle samples, which return before the lookup).
-//! - `agent`: CostModel's ns per operation (the jvm bench's harness) with the agent's file
-//!   profiler (no context slot), with `profiler=usdt` and no jpd (no tracer, so threads
-//!   get no slot: only the `ctxSlot != 0` test on each change), and with `profiler=usdt`
-//!   under a joined jpd (written, read by the sampler, reports sent).
+//! - `agent`: CostModel's ns per operation (the jvm bench's harness) with `profiler=usdt`
+//!   under a joined jpd and `publish=false` (reports sent, no context slot), with
+//!   `profiler=usdt` and no jpd (no tracer, so threads get no slot: only the
+//!   `ctxSlot != 0` test on each change), and under a joined jpd publishing (written, read
+//!   by the sampler, reports sent).
 //! - `programs`: real programs at steady state (the jvm bench's SteadyBench: rhino, jython,
-//!   Xalan, Lucene), `profiler=file` against `profiler=usdt` joined by a jpd, in `-Xbatch`
-//!   pairs: what publishing costs where a service pays it.
+//!   Xalan, Lucene), `profiler=usdt` joined by a jpd, `publish=false` against the default,
+//!   in `-Xbatch` pairs: what publishing costs where a service pays it.
 //! - `jpd`: jpd's own CPU and memory with JVMS JVMs × THREADS threads of light periodic
 //!   work (calls, then a sleep), the join on against the join off, jpd restarted between
 //!   windows while the JVMs keep running; then the same JVMs without the agent.
@@ -21,7 +22,7 @@
 //! Sizes from the environment: `JP_CPU_ROUNDS` (sampler rounds, 6), `JP_CPU_WINDOW_S`
 //! (sampler window, 10), `JP_CPU_AGENT_ROUNDS` (8), `JP_CPU_JVMS` (20), `JP_CPU_THREADS`
 //! (50), `JP_CPU_JPD_WINDOW_S` (30), `JP_CPU_JPD_ROUNDS` (2 per arm), `JP_CPU_PROGRAM_PAIRS`
-//! (2).
+//! (4).
 mod programs;
 
 use std::io::{BufRead, BufReader};
@@ -496,23 +497,20 @@ samples took the join's path too; the `jvm_contexts = false` arm joins none).\n"
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Publish {
-    /// The file profiler: threads get no slot.
-    File,
+    /// `profiler=usdt,publish=false` under a jpd that joined it: reports sent, no slot.
+    Unpublished,
     /// `profiler=usdt`, nobody listening: the slot is written, never read.
     Alone,
     /// `profiler=usdt` under a jpd that joined it: written, read, reports sent.
     Joined,
 }
-const PUBLISH: [Publish; 3] = [Publish::File, Publish::Alone, Publish::Joined];
+const PUBLISH: [Publish; 3] = [Publish::Unpublished, Publish::Alone, Publish::Joined];
 
 /// One CostModel JVM: ns per operation in its fastest measured round.
 fn cost_run(out: &Deliverables, dir: &Path, op: &str, n: u32, p: Publish) -> Result<f64> {
     let options = match p {
-        Publish::File => format!(
-            "profiler=file,out={}",
-            dir.join(format!("cost-{op}.json")).display()
-        ),
-        Publish::Alone | Publish::Joined => "profiler=usdt".to_string(),
+        Publish::Unpublished => "profiler=usdt,publish=false",
+        Publish::Alone | Publish::Joined => "profiler=usdt",
     };
     let mut args = vec![format!(
         "-agentpath:{}=bba=default,{options}",
@@ -551,13 +549,13 @@ fn agent(out: &Deliverables, dir: &Path) -> Result<String> {
     for round in 0..rounds_n {
         eprintln!("xtask: bench cpu agent: round {}/{rounds_n}", round + 1);
         for (o, (op, _, n)) in ops.iter().enumerate() {
-            // One operation's three JVMs back to back (a jpd started just for the joined
+            // One operation's three JVMs back to back (a jpd started just for each joined
             // one), so that they meet the same phase of the machine's other load; the
             // order rotates with the round and the operation.
             for i in 0..PUBLISH.len() {
                 let p = (i + round + o) % PUBLISH.len();
                 let mut jpd = match PUBLISH[p] {
-                    Publish::Joined => Some(Jpd::start_at(
+                    Publish::Joined | Publish::Unpublished => Some(Jpd::start_at(
                         out,
                         &socket,
                         Some(&config),
@@ -608,7 +606,7 @@ fn agent(out: &Deliverables, dir: &Path) -> Result<String> {
                 "**not met** at the median, not in every round (cannot tell for sure)"
             };
             verdicts.push(format!(
-                "- {what}: with publishing (jpd joined) / without = {m:.3} [{lo:.3}–{hi:.3}]: {v}"
+                "- {what}: with publishing / publish=false = {m:.3} [{lo:.3}–{hi:.3}]: {v}"
             ));
         }
     }
@@ -618,7 +616,7 @@ fn agent(out: &Deliverables, dir: &Path) -> Result<String> {
         let (lo, hi) = min_max(&ratio(o, 2));
         let noisy = lo < 2.0 - GOAL_RATIO || hi > GOAL_RATIO;
         verdicts.push(format!(
-            "- Noise: the control (the loop without calls, which publishes nothing) gives jpd joined / file = {lo:.3}–{hi:.3} over rounds{}",
+            "- Noise: the control (the loop without calls, which publishes nothing) gives publishing / publish=false = {lo:.3}–{hi:.3} over rounds{}",
             if noisy {
                 ": wider than the 5 % to be decided, so no verdict above is firm; the medians are what this run can say"
             } else {
@@ -634,14 +632,16 @@ JVM's figure is its fastest measured round per operation: other processes on thi
 machine only slow rounds down, and the medians of a first run (5 rounds) scattered more than \
 the 5 % to be decided (a second run's fastest rounds scattered as widely, with an arm's four \
 operations run in a row). Three agents, one JVM per operation each, the three JVMs of an \
-operation back to back in an order that rotates, {rounds_n} rounds: `profiler=file` (threads get no context slot: \
-without publishing), `profiler=usdt` with no jpd (no tracer listens, so no thread gets a slot: every context \
+operation back to back in an order that rotates, {rounds_n} rounds: `profiler=usdt,publish=false` \
+under a jpd joined to the JVM (reports sent, no thread gets a context slot: without publishing), \
+`profiler=usdt` with no jpd (no tracer listens, so no thread gets a slot: every context \
 change — call, return, caught exception — tests for one and stores nothing), `profiler=usdt` \
-under a jpd joined to the JVM (checked for every run: `jpctl jvm list` shows its `cpu`), where \
-the sampler also reads the slot and the agent sends its reports. Cells: median [min–max] over \
-rounds; ratios are taken within a round, against that round's `profiler=file` JVM. The \
+under a jpd joined to the JVM, publishing (the slot written at every context change and read by \
+the sampler, reports sent). Each joined JVM has a jpd of its own and is checked to be joined \
+(`jpctl jvm list` shows its `cpu`). Cells: median [min–max] over \
+rounds; ratios are taken within a round, against that round's `publish=false` JVM. The \
 multi-block loop makes no call: it publishes nothing, so its ratio shows the noise.\n\n\
-| operation | file (ns) | usdt, no jpd (ns) | usdt, jpd joined (ns) | no jpd / file | jpd joined / file |\n\
+| operation | joined, publish=false (ns) | usdt, no jpd (ns) | joined, publishing (ns) | no jpd / publish=false | publishing / publish=false |\n\
 | --- | ---: | ---: | ---: | ---: | ---: |\n{rows}\n\
 Goal (issue 13): publishing costs at most 5 % more than the agent without it.\n{}\n",
         rounds::WARMUP_ROUNDS,
