@@ -66,6 +66,10 @@ impl ProbeConfig {
     };
 }
 
+/// JVMs the sampler counts at once (`JP_JVM_PIDS`): those with announced context slots
+/// first, then other running JVMs, whose threads it counts by kind.
+pub const MAX_JOINED_JVMS: u32 = 1024;
+
 /// Core-text counters (`JP_TEXT_COUNTS`, `JP_IRQ_TEXT_COUNTS`): readprofile's array,
 /// one `u32` per `2^shift`-byte bucket of `[_stext, _etext)`, shared by all CPUs
 /// (atomic adds), memory-mapped by jpd. An array element holds this many buckets, so

@@ -6,7 +6,9 @@ use aya_ebpf::{
     programs::PerfEventContext,
 };
 use aya_log_ebpf::warn;
-use jp_common::{ctx_kind, mode, CpuModes, CtxKey, JvmThread, ProbeConfig, TextBlock};
+use jp_common::{
+    ctx_kind, mode, CpuModes, CtxKey, JvmThread, ProbeConfig, TextBlock, MAX_JOINED_JVMS,
+};
 
 use crate::common::{
     config, count_mode, power_of_two, record_kernel_ip, row_slot, this_cpu, user_mode,
@@ -36,10 +38,10 @@ static TEXT: TextCounters = TextCounters {
 #[map]
 static JP_OTHER_IPS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(1 << 13, 0);
 
-/// JVMs whose threads publish their context (tgid → 1), written by jpd: the one lookup
-/// that every non-idle sample pays for the join.
+/// JVMs whose threads the sampler counts (tgid → 1), written by jpd: the one lookup that
+/// every non-idle sample pays for the join.
 #[map]
-static JP_JVM_PIDS: HashMap<u32, u32> = HashMap::with_max_entries(1024, 0);
+static JP_JVM_PIDS: HashMap<u32, u32> = HashMap::with_max_entries(MAX_JOINED_JVMS, 0);
 
 /// Threads with a context slot, by `pid_tgid`, written by jpd from the agents'
 /// `KIND_THREAD` records.

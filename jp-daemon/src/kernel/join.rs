@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
-use jp_common::{CtxKey, JvmThread};
+use jp_common::{CtxKey, JvmThread, MAX_JOINED_JVMS};
 
 /// A thread that announced its context slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,7 +165,23 @@ impl JoinState {
                 },
             );
         }
-        let pids: HashSet<u32> = want.keys().map(|k| (k >> 32) as u32).chain(jvms).collect();
+        // JVMs with announced threads first (their samples need the join to find a
+        // context), then the other running JVMs (counted by thread kind) while room is left.
+        let mut pids: HashSet<u32> = want.keys().map(|k| (k >> 32) as u32).collect();
+        let room = MAX_JOINED_JVMS as usize;
+        let mut left_out = 0usize;
+        for p in jvms {
+            if pids.len() < room {
+                pids.insert(p);
+            } else if !pids.contains(&p) {
+                left_out += 1;
+            }
+        }
+        if left_out > 0 {
+            log::warn!(
+                "the sampler counts at most {room} JVMs: {left_out} running JVM(s) get no CPU split"
+            );
+        }
         {
             let mut map: BpfHashMap<&mut MapData, u64, JvmThread> =
                 BpfHashMap::try_from(ebpf.map_mut(JVM_THREADS).context("no JP_JVM_THREADS")?)?;
