@@ -599,7 +599,7 @@ fn announce_ready(socket: &Path, notifier: &Notifier, summary: &str) {
 pub struct JvmContexts(pub crate::store::jvm::SharedJvmStore);
 
 impl crate::kernel::join::ContextJoin for JvmContexts {
-    fn threads(&self, version: Option<u64>) -> Option<crate::kernel::join::Joined> {
+    fn joined(&self, version: Option<u64>) -> Option<crate::kernel::join::Joined> {
         let store = crate::lock::lock(&self.0);
         let now = store.context_threads_version();
         if version == Some(now) {

@@ -34,7 +34,7 @@ pub struct Joined {
 /// Where the join's threads come from and its samples go.
 pub trait ContextJoin: Send + Sync {
     /// The JVMs and announced threads, if they changed since `version`.
-    fn threads(&self, version: Option<u64>) -> Option<Joined>;
+    fn joined(&self, version: Option<u64>) -> Option<Joined>;
     /// An announced thread that is not its process's: the announcement is refused.
     fn refuse(&self, thread: &SlotThread);
     /// Samples counted since the last call (deltas), `period_ns` each.
@@ -139,7 +139,7 @@ impl JoinState {
             version,
             threads: announced,
             pids: jvms,
-        }) = join.threads(self.version)
+        }) = join.joined(self.version)
         else {
             return Ok(());
         };

@@ -527,13 +527,13 @@ fn cost_run(out: &Deliverables, dir: &Path, op: &str, n: u32, p: Publish) -> Res
     Ok(fastest / f64::from(n))
 }
 
-/// JVMs of main class `main` that jpd joined so far (listed, exited or not, with a `cpu`
-/// field).
-fn joined_jvms(out: &Deliverables, socket: &Path, main: &str) -> Result<usize> {
+/// The pid of a JVM of main class `main` that jpd joined (listed, exited or not, with a
+/// `cpu` field), if any.
+fn joined_pid(out: &Deliverables, socket: &Path, main: &str) -> Result<Option<u32>> {
     Ok(jvm_list(out, socket)?
-        .iter()
-        .filter(|(_, j, m)| *j && m.contains(main))
-        .count())
+        .into_iter()
+        .find(|(_, j, m)| *j && m.contains(main))
+        .map(|(pid, _, _)| pid))
 }
 
 fn agent(out: &Deliverables, dir: &Path) -> Result<String> {
@@ -570,7 +570,7 @@ fn agent(out: &Deliverables, dir: &Path) -> Result<String> {
                     wait_for(
                         &format!("jpd joined the CostModel {op} JVM"),
                         Duration::from_secs(5),
-                        || Ok(joined_jvms(out, &socket, "CostModel")? > 0),
+                        || Ok(joined_pid(out, &socket, "CostModel")?.is_some()),
                     )?;
                     j.stop();
                 }

@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::{
-    context_cpu_ns, env_num, java, joined_jvms, jpd_config, jvm_list, min_max, wait_for, GOAL_RATIO,
-};
+use super::{context_cpu_ns, env_num, java, joined_pid, jpd_config, min_max, wait_for, GOAL_RATIO};
 use crate::bench::jvm::{self as jvm_bench, rounds};
 use crate::bench::kernel::Jpd;
 use crate::bench::report::median;
@@ -47,15 +45,16 @@ fn program_run(
         .with_context(|| format!("{} with publish={publish}", program.key))?;
     // Each arm must be what it says: joined (else neither arm pays the sends and the
     // sampler's reads), and with CPU on its contexts only if it published them.
-    let what = format!("jpd joined the SteadyBench {} JVM", program.key);
-    wait_for(&what, Duration::from_secs(5), || {
-        Ok(joined_jvms(out, socket, "SteadyBench")? > 0)
-    })?;
-    let pid = jvm_list(out, socket)?
-        .into_iter()
-        .find(|(_, joined, main)| *joined && main.contains("SteadyBench"))
-        .map(|(pid, _, _)| pid)
-        .with_context(|| what.clone())?;
+    let mut joined = None;
+    wait_for(
+        &format!("jpd joined the SteadyBench {} JVM", program.key),
+        Duration::from_secs(5),
+        || {
+            joined = joined_pid(out, socket, "SteadyBench")?;
+            Ok(joined.is_some())
+        },
+    )?;
+    let pid = joined.context("wait_for returned without a joined JVM")?;
     let on_contexts = context_cpu_ns(out, socket, pid)?;
     if publish != (on_contexts > 0) {
         bail!(
