@@ -102,9 +102,33 @@ pub struct Options {
     /// Each send walks the thread's whole tree, so with a big tree a report sends only once
     /// the thread has run long enough since its last send; 100 sends at every report.
     pub report_budget: u8,
-    /// `publish=false`: threads never get a context slot, so jpd's sampler counts this JVM's
-    /// CPU by thread kind only (no CPU per context), and calls and returns store nothing.
-    pub publish: bool,
+    /// `publish=`: where threads publish their current context for jpd's sampler.
+    pub publish: Publish,
+}
+
+/// Where a thread publishes its current context for jpd's sampler (usdt profiler).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Publish {
+    /// `false`: nowhere, so jpd's sampler counts this JVM's CPU by thread kind only (no
+    /// CPU per context), and calls and returns store nothing.
+    Off,
+    /// `slot`: in a native context slot, stored into at every context change.
+    Slot,
+    /// `true`: on the heap, in the field the agent keeps its current context in anyway,
+    /// where the JVM's collector allows it (not ZGC, not Shenandoah, which move objects
+    /// while threads run); else in a slot.
+    Heap,
+}
+
+impl Publish {
+    /// The value `Rt.init` takes (`Rt.PUBLISH_*`).
+    pub fn java_value(self) -> i32 {
+        match self {
+            Publish::Off => 0,
+            Publish::Slot => 1,
+            Publish::Heap => 2,
+        }
+    }
 }
 
 impl Default for Options {
@@ -125,7 +149,7 @@ impl Default for Options {
             max_contexts: None,
             max_thread_contexts: 0,
             report_budget: 2,
-            publish: true,
+            publish: Publish::Heap,
         }
     }
 }
@@ -247,7 +271,14 @@ impl Options {
                     o.max_thread_contexts = context_count(value).ok_or_else(|| bad(COUNT))?
                 }
                 "publish" => {
-                    o.publish = bool_value(value).ok_or_else(|| bad("expected true or false"))?
+                    o.publish = match value {
+                        "slot" => Publish::Slot,
+                        v => match bool_value(v) {
+                            Some(true) => Publish::Heap,
+                            Some(false) => Publish::Off,
+                            None => return Err(bad("expected true, false or slot")),
+                        },
+                    }
                 }
                 "report_budget" => {
                     o.report_budget = match value.parse::<u8>() {
@@ -372,7 +403,11 @@ mod tests {
         let d = Options::default();
         assert_eq!((d.max_contexts, d.max_thread_contexts), (None, 0));
         assert_eq!((o.report_budget, d.report_budget), (100, 2));
-        assert_eq!((o.publish, d.publish), (false, true));
+        assert_eq!((o.publish, d.publish), (Publish::Off, Publish::Heap));
+        assert_eq!(
+            Options::parse("publish=slot").unwrap().publish,
+            Publish::Slot
+        );
         assert_eq!(
             Options::parse("max_contexts=0").unwrap().max_contexts,
             Some(0)

@@ -38,8 +38,9 @@ struct Expect<'a> {
     main: &'a str,
     bba: &'a str,
     granularity: u64,
-    /// Threads announce context slots (not `publish=false`).
-    publish: bool,
+    /// Where threads publish their context: `publish=` false, slot, or true (the heap,
+    /// under these tests' collector, G1).
+    publish: &'a str,
 }
 
 /// What one run left behind.
@@ -85,12 +86,19 @@ fn check_run(x: &Expect<'_>, o: &Outputs<'_>) -> Checked {
         h.main
     );
     assert_eq!(h.agent_version, env!("CARGO_PKG_VERSION"), "{what}");
-    // Every platform thread that sent its tree announced its context slot (for jpd's CPU
-    // per context), with its kernel thread id; with publish=false none did.
-    if publish {
+    // Every platform thread that sent its tree announced where it publishes its context
+    // (for jpd's CPU per context), with its kernel thread id: on the heap unless asked for
+    // slots; with publish=false none did.
+    if publish != "false" {
+        let heap = publish == "true";
         assert!(
-            !tap.context_slots.is_empty() && tap.context_slots.values().all(|&(tid, _)| tid > 0),
-            "{what}: no thread announced a context slot: {:?}",
+            !tap.context_slots.is_empty()
+                && tap
+                    .context_slots
+                    .values()
+                    .all(|&(tid, _, on_heap)| tid > 0 && on_heap == heap),
+            "{what}: not every thread announced its context {}: {:?}",
+            if heap { "on the heap" } else { "in a slot" },
             tap.context_slots
         );
     } else {
@@ -170,6 +178,8 @@ struct Program<'a> {
     args: &'a [&'a str],
     /// `-javaagent:jp-agent.jar` instead of `-agentpath:`.
     javaagent: bool,
+    /// More options for the JVM (e.g. its collector).
+    jvm_flags: &'a [&'a str],
 }
 
 fn run_checked(
@@ -200,14 +210,15 @@ fn run_checked(
     } else {
         format!("-agentpath:{}={opts}", lib.display())
     };
-    let mut jargs = vec![
+    let mut jargs: Vec<String> = program.jvm_flags.iter().map(|f| f.to_string()).collect();
+    jargs.extend([
         "-Xverify:all".to_string(),
         format!("-Djp.agent.lib={}", lib.display()),
         agent,
         "-cp".to_string(),
         cp.display().to_string(),
         main.to_string(),
-    ];
+    ]);
     jargs.extend(args.iter().map(|a| a.to_string()));
     let started = now_ms();
     let run = java(jdk, &jargs, dir, LIMIT);
@@ -228,7 +239,21 @@ fn run_checked(
             main,
             bba,
             granularity: granularity.unwrap_or(10_000_000),
-            publish: !extra.contains("publish=false"),
+            publish: match ["false", "slot"]
+                .into_iter()
+                .find(|p| extra.contains(&format!("publish={p}")))
+            {
+                Some(p) => p,
+                // Collectors that move objects while threads run get slots.
+                None if program
+                    .jvm_flags
+                    .iter()
+                    .any(|f| *f == "-XX:+UseZGC" || *f == "-XX:+UseShenandoahGC") =>
+                {
+                    "slot"
+                }
+                None => "true",
+            },
         },
         &Outputs {
             json_path: &json_path,
@@ -237,6 +262,36 @@ fn run_checked(
             stderr: &run.stderr,
         },
     )
+}
+
+/// Where threads publish their context under each collector: on the heap where objects
+/// move only while threads are stopped (Parallel, Serial; G1 in the other tests), in
+/// slots under ZGC and Shenandoah, which move them while threads run (check_run checks
+/// which, and the tap's counts against the file's).
+fn collectors(jdk: Jdk) {
+    let dir = scratch(&format!("usdt-collectors-{}", jdk.name()));
+    for gc in [
+        "-XX:+UseParallelGC",
+        "-XX:+UseSerialGC",
+        "-XX:+UseZGC",
+        "-XX:+UseShenandoahGC",
+    ] {
+        let c = run_checked(
+            jdk,
+            Program {
+                cp: programs(),
+                main: "Paper",
+                args: &[],
+                javaagent: false,
+                jvm_flags: &[gc],
+            },
+            "default",
+            Some(1000),
+            &dir,
+            "",
+        );
+        assert_eq!(c.tap.hellos.len(), 1, "{gc}");
+    }
 }
 
 fn paper(jdk: Jdk) {
@@ -253,6 +308,7 @@ fn paper(jdk: Jdk) {
                     main: "Paper",
                     args: &[],
                     javaagent: false,
+                    jvm_flags: &[],
                 },
                 bba,
                 gran,
@@ -271,8 +327,10 @@ fn paper(jdk: Jdk) {
             "granularity=7, report_budget=100 should give many delta records, got {}",
             every.tap.delta_records
         );
-        // Without publishing the tree and its counts reach the tracer just the same.
+        // Without publishing, or publishing in slots, the tree and its counts reach the
+        // tracer just the same.
         paper(Some(1000), ",publish=false");
+        paper(Some(1000), ",publish=slot");
         let budgeted = paper(Some(7), "");
         assert!(
             budgeted.tap.delta_records < every.tap.delta_records,
@@ -290,6 +348,7 @@ fn paper(jdk: Jdk) {
             main: "Paper",
             args: &[],
             javaagent: true,
+            jvm_flags: &[],
         },
         "precise",
         Some(1000),
@@ -309,6 +368,16 @@ fn paper_jdk25() {
     paper(Jdk::J25);
 }
 
+#[test]
+fn collectors_jdk17() {
+    collectors(Jdk::J17);
+}
+
+#[test]
+fn collectors_jdk25() {
+    collectors(Jdk::J25);
+}
+
 /// Threads (merging, early ends, a pool), exceptions, recursion, lambdas.
 fn programs_(jdk: Jdk) {
     let dir = scratch(&format!("usdt-programs-{}", jdk.name()));
@@ -325,6 +394,7 @@ fn programs_(jdk: Jdk) {
                     main,
                     args: &[],
                     javaagent: false,
+                    jvm_flags: &[],
                 },
                 "precise",
                 gran,
@@ -348,6 +418,7 @@ fn programs_(jdk: Jdk) {
             main: "Threads",
             args: &[],
             javaagent: false,
+            jvm_flags: &[],
         },
         "default",
         Some(10_000),
@@ -364,6 +435,7 @@ fn programs_(jdk: Jdk) {
             main: "Branching",
             args: &[],
             javaagent: false,
+            jvm_flags: &[],
         },
         "precise",
         Some(1000),
@@ -409,6 +481,7 @@ fn big_tree(jdk: Jdk) {
                 main: "Bushy",
                 args: &["2", "1"],
                 javaagent: false,
+                jvm_flags: &[],
             },
             "default",
             gran,
@@ -571,7 +644,7 @@ fn resync(jdk: Jdk) {
             main: "Bushy",
             bba: "precise",
             granularity: 200_000,
-            publish: true,
+            publish: "true",
         },
         &Outputs {
             json_path: &json_path,

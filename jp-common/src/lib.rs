@@ -115,16 +115,26 @@ pub mod mode {
     pub const COUNT: u32 = 10;
 }
 
-/// A thread of a JVM that published its context slot (the agent's `KIND_THREAD` record),
-/// by `pid_tgid` (`tgid << 32 | tid`) in `JP_JVM_THREADS`. jpd writes it, `jp_sample`
-/// reads the slot's `u32` with `bpf_probe_read_user` when it interrupts the thread.
+/// A thread of a JVM that published its current context (the agent's `KIND_THREAD`
+/// record), by `pid_tgid` (`tgid << 32 | tid`) in `JP_JVM_THREADS`. jpd writes it,
+/// `jp_sample` reads the context with `bpf_probe_read_user` when it interrupts the thread:
+/// from a context slot (`current_offset` 0), or on the JVM's heap (see
+/// `wire::HeapContext`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct JvmThread {
-    /// Address of the context slot in the JVM's memory.
+    /// Address of the context slot in the JVM's memory, or of the cell holding the
+    /// address of the object that keeps the current context.
     pub slot: u64,
     /// The thread's USDT stream id (`Thread.getId()`).
     pub stream: u64,
+    /// 0: `slot` is a context slot. Otherwise the offset of the current context's `u32`
+    /// in the object.
+    pub current_offset: u32,
+    /// Offset of the object's `u32` that must read `cookie`.
+    pub cookie_offset: u32,
+    pub cookie: u32,
+    pub _pad: u32,
 }
 
 /// What a sample of a registered JVM's thread is counted under (`CtxKey::kind`).

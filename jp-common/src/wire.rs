@@ -49,7 +49,12 @@
 //!   JVM's memory, of the thread's context slot: a little-endian `u32` holding the node id
 //!   of the thread's current context, 0 = its root). Sent before a thread's full tree when
 //!   it has a slot, so that jpd's sampler can count CPU per context. Added to version 1:
-//!   a decoder that predates it refuses the record (its tree still applies).
+//!   a decoder that predates it refuses the record (its tree still applies). A thread
+//!   that publishes on the JVM's heap ([`HeapContext`]) continues with varint
+//!   `current_offset`, varint `cookie_offset` (each below [`MAX_HEAP_OFFSET`]) and varint
+//!   `cookie` (a `u32`): then `slot` is the address of a cell holding the address of the
+//!   object whose `u32` at `current_offset` is the current context's id, and whose `u32`
+//!   at `cookie_offset` is `cookie`.
 //!
 //! Thread trees number their nodes when the agent makes them, not when it first sends
 //! them: a slot may name a node whose definition is still to come (in a later record).
@@ -577,18 +582,45 @@ pub enum Body<'a, 's> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ThreadSlot {
     pub os_tid: u32,
+    /// A context slot (a `u32`), or with [`ThreadSlot::heap`] the cell holding the
+    /// address of the object that keeps the current context.
     pub slot: u64,
+    pub heap: Option<HeapContext>,
 }
+
+/// Where a thread that publishes on the JVM's heap keeps its current context: `slot` is
+/// a cell (a JNI global reference's) holding the address of an object, whose `u32` at
+/// `current_offset` is the current context's node id. The `u32` at `cookie_offset` is
+/// `cookie`, which tells a read of that object from a read of memory the collector has
+/// since given to something else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeapContext {
+    pub current_offset: u32,
+    pub cookie_offset: u32,
+    pub cookie: u32,
+}
+
+/// Offsets of a [`HeapContext`] are below this (an object's first fields).
+pub const MAX_HEAP_OFFSET: u64 = 1 << 12;
 
 impl ThreadSlot {
     pub fn decode(body: &[u8]) -> Result<ThreadSlot, WireError> {
         let mut r = Reader::new(body);
         let os_tid = r.varint_below(1 << 32)? as u32;
         let slot = r.varint()?;
+        let heap = if r.is_empty() {
+            None
+        } else {
+            Some(HeapContext {
+                current_offset: r.varint_below(MAX_HEAP_OFFSET)? as u32,
+                cookie_offset: r.varint_below(MAX_HEAP_OFFSET)? as u32,
+                cookie: r.varint_below(1 << 32)? as u32,
+            })
+        };
         if !r.is_empty() {
             return Err(WireError::Trailing);
         }
-        Ok(ThreadSlot { os_tid, slot })
+        Ok(ThreadSlot { os_tid, slot, heap })
     }
 }
 
@@ -852,6 +884,46 @@ mod tests {
         bad[last] = 0x80;
         let r = split_record(&bad).unwrap();
         assert_eq!(decode_body(&r, &mut entries), Err(WireError::Varint));
+    }
+
+    #[test]
+    fn thread_slots_decode_with_or_without_a_heap_context() {
+        let body = |vals: &[u64]| {
+            let mut buf = [0u8; 128];
+            let h = header(KIND_THREAD, 7, 3, 1, 0, 0);
+            let mut w = Writer::new(&mut buf, &h).unwrap();
+            for v in vals {
+                w.varint(*v).unwrap();
+            }
+            w.finish()[HEADER_LEN..].to_vec()
+        };
+        assert_eq!(
+            ThreadSlot::decode(&body(&[42, 0x7f00_0000_1000])),
+            Ok(ThreadSlot {
+                os_tid: 42,
+                slot: 0x7f00_0000_1000,
+                heap: None
+            })
+        );
+        assert_eq!(
+            ThreadSlot::decode(&body(&[42, 0x7f00_0000_1000, 12, 16, 0xdead_beef])),
+            Ok(ThreadSlot {
+                os_tid: 42,
+                slot: 0x7f00_0000_1000,
+                heap: Some(HeapContext {
+                    current_offset: 12,
+                    cookie_offset: 16,
+                    cookie: 0xdead_beef
+                })
+            })
+        );
+        // Half a heap context, offsets beyond an object's first fields, a cookie wider
+        // than 32 bits, and bytes after it are refused.
+        assert!(ThreadSlot::decode(&body(&[42, 8, 12, 16])).is_err());
+        assert!(ThreadSlot::decode(&body(&[42, 8, MAX_HEAP_OFFSET, 16, 1])).is_err());
+        assert!(ThreadSlot::decode(&body(&[42, 8, 12, MAX_HEAP_OFFSET, 1])).is_err());
+        assert!(ThreadSlot::decode(&body(&[42, 8, 12, 16, 1 << 32])).is_err());
+        assert!(ThreadSlot::decode(&body(&[42, 8, 12, 16, 1, 0])).is_err());
     }
 
     #[test]

@@ -608,14 +608,13 @@ impl crate::kernel::join::ContextJoin for JvmContexts {
         let threads = store
             .context_threads()
             .into_iter()
-            .map(
-                |(tgid, tid, slot, stream)| crate::kernel::join::SlotThread {
-                    tgid,
-                    tid,
-                    slot,
-                    stream,
-                },
-            )
+            .map(|(tgid, slot, stream)| crate::kernel::join::SlotThread {
+                tgid,
+                tid: slot.os_tid,
+                slot: slot.slot,
+                heap: slot.heap,
+                stream,
+            })
             .collect();
         Some(crate::kernel::join::Joined {
             version: now,

@@ -99,15 +99,10 @@ fn join_context(cfg: &ProbeConfig, pid_tgid: u64, user: bool, ip: u64) {
     };
     // SAFETY: the value is copied out at once; jpd may replace it, never frees it under us.
     let thread = unsafe { JP_JVM_THREADS.get(&pid_tgid) }.copied();
-    let mut slot_read = None;
-    if let Some(t) = thread {
-        let mut id: u32 = 0;
-        // SAFETY: reads 4 bytes into `id`; the source is the interrupted process's
-        // memory, which the helper reads safely (a fault returns an error).
-        let ret =
-            unsafe { bpf_probe_read_user((&mut id as *mut u32).cast(), 4, t.slot as *const _) };
-        slot_read = Some((t, ret >= 0, id));
-    }
+    let slot_read = thread.map(|t| match current_context(&t) {
+        Some(id) => (t, true, id),
+        None => (t, false, 0),
+    });
     match slot_read {
         // A thread in the kernel whose slot cannot be read is typically exiting: after
         // exit_mm it has no user memory left (32 threads ending at once showed such
@@ -146,6 +141,44 @@ fn join_context(cfg: &ProbeConfig, pid_tgid: u64, user: bool, ip: u64) {
     if !log_sample(cfg.ctx_log_mask, &key) {
         count_mode(&JP_MODES, mode::JVM_LOST);
     }
+}
+
+/// The interrupted thread's current context id, from its context slot or from the
+/// object on the JVM's heap that keeps it (`JvmThread`); None if a read fails or the
+/// object's cookie is not the thread's (the collector moved it and gave its old place to
+/// something else: the thread's context is then unknown, never taken from garbage).
+#[inline(always)]
+fn current_context(t: &JvmThread) -> Option<u32> {
+    if t.current_offset == 0 {
+        return read_user::<u32>(t.slot);
+    }
+    let object = read_user::<u64>(t.slot)?;
+    if object == 0 {
+        // The thread's reference was deleted: it has ended its tree and is leaving, like a
+        // thread whose slot went back to the pool reading its root.
+        return Some(0);
+    }
+    if read_user::<u32>(object.wrapping_add(u64::from(t.cookie_offset)))? != t.cookie {
+        return None;
+    }
+    read_user::<u32>(object.wrapping_add(u64::from(t.current_offset)))
+}
+
+/// A `T` read from the interrupted process's memory at `address`.
+#[inline(always)]
+fn read_user<T: Copy + Default>(address: u64) -> Option<T> {
+    let mut v = T::default();
+    // SAFETY: writes at most size_of::<T>() bytes into `v`; the source is the
+    // interrupted process's memory, which the helper reads safely (a fault returns an
+    // error, and `v` is then not used).
+    let ret = unsafe {
+        bpf_probe_read_user(
+            (&mut v as *mut T).cast(),
+            core::mem::size_of::<T>() as u32,
+            address as *const _,
+        )
+    };
+    (ret >= 0).then_some(v)
 }
 
 /// Writes `key` to this CPU's next slot of `JP_CTX_LOG` and then counts it in

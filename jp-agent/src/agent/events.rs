@@ -66,8 +66,11 @@ pub(super) unsafe extern "system" fn on_thread_end(_jvmti: RawJvmti, raw: RawEnv
         if state.is_null() {
             return;
         }
-        let _ = agent.jvmti.set_thread_local(std::ptr::null_mut());
+        // The reference stays bound while the runtime ends the thread, which may publish
+        // the thread's context on the heap through it (see `heap`); the runtime holds the
+        // thread off attaching meanwhile, so nothing binds another.
         env.call_static_void(j.rt, j.thread_ended, &[JValue { l: state }]);
+        let _ = agent.jvmti.set_thread_local(std::ptr::null_mut());
         env.delete_global_ref(state);
     })
 }

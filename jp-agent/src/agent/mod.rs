@@ -11,6 +11,7 @@
 //! This module holds the state they share.
 
 mod events;
+mod heap;
 mod natives;
 mod startup;
 

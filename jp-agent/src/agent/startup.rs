@@ -14,7 +14,7 @@ use crate::ffi::jvmti::{self, Callbacks, Capabilities, Jvmti, RawJvmti};
 use crate::filter::{decide, Decision};
 use crate::log::say;
 use crate::methods::MethodTable;
-use crate::options::{Options, Profiling};
+use crate::options::{Options, Profiling, Publish};
 use crate::usdt;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::Ordering;
@@ -193,7 +193,7 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
     let rt = env
         .find_class("jp/rt/Rt")
         .ok_or("cannot load jp.rt.Rt from the runtime jar on the boot class path")?;
-    let natives: [(&CStr, &CStr, *mut c_void); 15] = [
+    let natives: [(&CStr, &CStr, *mut c_void); 16] = [
         (
             c"bind",
             c"(Ljp/rt/ThreadState;)V",
@@ -235,6 +235,11 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
         (c"usdtPid", c"()I", native_usdt_pid as *mut c_void),
         (c"osThreadId", c"()I", native_os_thread_id as *mut c_void),
         (
+            c"heapCell",
+            c"(Ljp/rt/ThreadState;II)J",
+            super::heap::native_heap_cell as *mut c_void,
+        ),
+        (
             c"exportInternal",
             c"(Ljava/lang/Module;Ljava/lang/String;Ljava/lang/Module;)Z",
             native_export_internal as *mut c_void,
@@ -254,7 +259,7 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
         return Err("RegisterNatives on jp.rt.Rt failed".into());
     }
     let init = env
-        .static_method(rt, "init", "(Ljava/lang/String;IIJJIZ)V")
+        .static_method(rt, "init", "(Ljava/lang/String;IIJJII)V")
         .ok_or("jp.rt.Rt.init not found")?;
     let thread_ended = env
         .static_method(rt, "threadEnded", "(Ljava/lang/Object;)V")
@@ -325,7 +330,7 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
             i: i32::from(agent.opts.report_budget),
         },
         JValue {
-            z: u8::from(agent.opts.publish),
+            i: publish_mode(&agent.opts).java_value(),
         },
     ];
     if !env.call_static_void(rt, init, &args) {
@@ -405,4 +410,21 @@ unsafe extern "system" fn on_vm_init(_jvmti: RawJvmti, raw: RawEnv, _thread: JOb
             std::process::exit(1);
         }
     })
+}
+
+/// Where threads publish their context: `publish=true` asks for the heap, which a
+/// collector that moves objects while threads run does not allow (see `heap`).
+fn publish_mode(opts: &crate::options::Options) -> Publish {
+    match (opts.publish, super::heap::concurrent_mover()) {
+        (Publish::Heap, Some(gc)) => {
+            if opts.verbose {
+                say!(
+                    "jp-agent: {gc} moves objects while threads run: threads publish their \
+                     context in native slots"
+                );
+            }
+            Publish::Slot
+        }
+        (p, _) => p,
+    }
 }

@@ -63,8 +63,9 @@ pub struct Tap {
     /// Records skipped: before the first hello seen, or stale (see `from_generation`).
     pub skipped: usize,
     streams: BTreeMap<u64, Stream>,
-    /// Thread stream → (kernel thread id, context slot address) of its `KIND_THREAD`.
-    pub context_slots: BTreeMap<u64, (u32, u64)>,
+    /// Thread stream → (kernel thread id, context slot address, whether it publishes on
+    /// the heap) of its `KIND_THREAD`.
+    pub context_slots: BTreeMap<u64, (u32, u64, bool)>,
 }
 
 fn s(b: &[u8]) -> String {
@@ -186,13 +187,24 @@ impl Tap {
             }
             wire::KIND_THREAD => {
                 let t = wire::ThreadSlot::decode(r.body).map_err(|e| format!("thread: {e}"))?;
-                if t.os_tid == 0 || t.slot == 0 || t.slot % 4 != 0 {
+                let aligned = match t.heap {
+                    None => t.slot % 4 == 0,
+                    Some(c) => {
+                        t.slot % 8 == 0
+                            && c.current_offset % 4 == 0
+                            && c.cookie_offset % 4 == 0
+                            && c.current_offset != c.cookie_offset
+                            && c.cookie & 1 == 1
+                    }
+                };
+                if t.os_tid == 0 || t.slot == 0 || !aligned {
                     return Err(format!("thread slot {t:?} of stream {}", h.stream));
                 }
                 if self.streams.get(&h.stream).is_some_and(|st| st.ended) {
                     return Err(format!("thread slot of stream {} after its end", h.stream));
                 }
-                self.context_slots.insert(h.stream, (t.os_tid, t.slot));
+                self.context_slots
+                    .insert(h.stream, (t.os_tid, t.slot, t.heap.is_some()));
             }
             k => return Err(format!("kind {k}")),
         }

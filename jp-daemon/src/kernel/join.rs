@@ -10,6 +10,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
+use jp_common::wire::HeapContext;
 use jp_common::{CtxKey, JvmThread, MAX_JOINED_JVMS};
 
 /// A thread that announced its context slot.
@@ -18,6 +19,8 @@ pub struct SlotThread {
     pub tgid: u32,
     pub tid: u32,
     pub slot: u64,
+    /// Set when the thread publishes on the JVM's heap (see `wire::HeapContext`).
+    pub heap: Option<HeapContext>,
     pub stream: u64,
 }
 
@@ -162,6 +165,10 @@ impl JoinState {
                 JvmThread {
                     slot: t.slot,
                     stream: t.stream,
+                    current_offset: t.heap.map_or(0, |h| h.current_offset),
+                    cookie_offset: t.heap.map_or(0, |h| h.cookie_offset),
+                    cookie: t.heap.map_or(0, |h| h.cookie),
+                    _pad: 0,
                 },
             );
         }

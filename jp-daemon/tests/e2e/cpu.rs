@@ -344,9 +344,11 @@ fn cpu_per_context_splits_two_to_one_and_puts_read_zero_under_its_method() {
     let period_ns = 1_000_000_000 / 997;
     for (tag, home) in jdks() {
         let dir = classes(tag, &home);
-        for threads in [1, 2] {
-            let what = format!("{tag}, {threads} thread(s)");
-            let mut jvm = Jvm::start(&home, &dir, "split", 4, threads);
+        // The threads publish on the heap (the default, under G1), or in native slots.
+        for (threads, publish) in [(1u32, ""), (2, ""), (1, ",publish=slot")] {
+            let what = format!("{tag}, {threads} thread(s){publish}");
+            let args = ["split".to_string(), "4".to_string(), threads.to_string()];
+            let mut jvm = Jvm::launch_with(&[], &home, &dir, "CpuSplit", &args, publish);
             jvm.expect_line("started");
             jvm.expect_line("done");
             let pid = jvm.pid();
@@ -398,6 +400,23 @@ fn cpu_per_context_splits_two_to_one_and_puts_read_zero_under_its_method() {
             let doc = export_json(&d, pid, &format!("{tag}-{threads}"));
             assert_eq!(doc["cpu_unit"], "nanoseconds", "{what}");
             let nodes = json_nodes(&doc);
+            // The loop is work()'s, which a() and b() call as a second body (a static of
+            // their class): its entry publishes its own context, so nearly all of their
+            // CPU is on work() itself, none of it left on its caller.
+            let work: u64 = nodes
+                .iter()
+                .filter(|(n, _)| {
+                    n["method"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("CpuSplit.work("))
+                })
+                .map(|(n, _)| node_cpu(n))
+                .sum();
+            assert!(
+                work * 10 >= (a + b) * 8,
+                "{what}: work() itself has {work} ns of the {} ns of a() and b()",
+                a + b
+            );
             for (m, pprof_ns) in [("CpuSplit.a(", a), ("CpuSplit.b(", b)] {
                 assert_eq!(
                     json_inclusive(&nodes, m),

@@ -15,8 +15,17 @@ public class CpuSplit {
         long s = 0;
         for (long i = 0; i < n; i++) {
             s += i * 31 ^ (s >>> 3);
+            if ((i & 1023) == 0) {
+                s += tick(i);
+            }
         }
         return s;
+    }
+
+    // A leaf that work() calls now and then: its return must give the thread's context
+    // back to work(), whose loop is where the CPU goes.
+    static long tick(long i) {
+        return i >>> 7;
     }
 
     static void a() {

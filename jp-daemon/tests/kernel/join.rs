@@ -187,7 +187,7 @@ fn hostile_announcements_are_refused_and_counted_and_the_real_thread_is_joined()
     assert_eq!(
         threads
             .iter()
-            .map(|t| (t.1 as u64, t.3))
+            .map(|t| (t.1.os_tid as u64, t.2))
             .collect::<Vec<_>>(),
         [(tid, 1)],
         "only the real thread keeps its slot: {threads:?}"

@@ -15,11 +15,30 @@ import jdk.internal.misc.Unsafe;
 final class ContextSlot {
     private static final Unsafe U = Unsafe.getUnsafe();
     static final int BYTES = 64;
+    /** Where the sampler reads a thread's state on the heap (see ThreadState#heapContext). */
+    static final int CURRENT_OFFSET = (int) U.objectFieldOffset(ThreadState.class, "current");
+    static final int COOKIE_OFFSET = (int) U.objectFieldOffset(ThreadState.class, "cookie");
 
     private ContextSlot() {}
 
     static void set(long address, int id) {
         U.putInt(address, id);
+    }
+
+    /**
+     * Lets the sampler read {@code st.current} on the heap (the thread's own state, on the
+     * thread itself), holding {@code current}; false where it cannot (see {@link
+     * Rt#heapCell}), and the thread takes a slot instead.
+     */
+    static boolean publishOnHeap(ThreadState st, int current) {
+        long cell = Rt.heapCell(st, COOKIE_OFFSET, st.cookie);
+        if (cell == 0) {
+            return false;
+        }
+        st.current = current;
+        st.heapCell = cell;
+        st.heapContext = true;
+        return true;
     }
 
     /** Slots of ended threads, for new threads (never freed: see {@link #release}). */

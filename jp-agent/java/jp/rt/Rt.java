@@ -107,6 +107,9 @@ public final class Rt {
         Node n = caller.child(mid);
         n.calls++;
         ThreadState s = n.state;
+        if (s.heapContext) {
+            s.current = n.wid;
+        }
         long cs = s.ctxSlot;
         if (cs != 0) {
             ContextSlot.set(cs, n.wid);
@@ -143,14 +146,18 @@ public final class Rt {
     }
 
     /**
-     * A second body is left by an exception (its catch-all): only jpd's context slot goes back
-     * to the caller's. The current context is left as it is: the exception reaches an
-     * instrumented frame, the second body's caller, and the first frame up that catches it
-     * stores its own ({@link #caught}) or is a body entered the usual way, whose exit stores
-     * its caller's.
+     * A second body is left by an exception (its catch-all): only what jpd reads goes back to
+     * the caller's context. The current context is otherwise left as it is: the exception
+     * reaches an instrumented frame, the second body's caller, and the first frame up that
+     * catches it stores its own ({@link #caught}) or is a body entered the usual way, whose
+     * exit stores its caller's.
      */
     public static void thrownFrom(Node ctx) {
-        long slot = ctx.state.ctxSlot;
+        ThreadState s = ctx.state;
+        if (s.heapContext) {
+            s.current = ctx.parent.wid;
+        }
+        long slot = s.ctxSlot;
         if (slot != 0) {
             ContextSlot.set(slot, ctx.parent.wid);
         }
@@ -478,7 +485,7 @@ public final class Rt {
             long maxContexts,
             long maxThreadContexts,
             int reportBudgetPercent,
-            boolean publish)
+            int publish)
             throws Throwable {
         granularity = gran;
         reportBudget = reportBudgetPercent;
@@ -496,12 +503,14 @@ public final class Rt {
             Class<?> c = Class.forName(profilerName, true, ClassLoader.getSystemClassLoader());
             p = (Profiler) c.getDeclaredConstructor().newInstance();
         }
-        if (p instanceof UsdtProfiler && publish) {
+        if (p instanceof UsdtProfiler && publish != PUBLISH_NONE) {
             // The context slots (CPU per context, see ContextSlot) write native memory
-            // through jdk.internal.misc.Unsafe, which java.base exports to nobody.
-            // publish=false: no thread gets one, so contexts change without a store.
+            // through jdk.internal.misc.Unsafe, which java.base exports to nobody; the
+            // heap's way needs its field offsets. publish=false: no thread publishes, so
+            // contexts change without a store.
             contextSlots =
                     exportInternal(Object.class.getModule(), "jdk.internal.misc", Rt.class.getModule());
+            heapContexts = contextSlots && publish == PUBLISH_HEAP;
         }
         profiler = p;
         states = new ThreadLocal<ThreadState>();
@@ -509,6 +518,16 @@ public final class Rt {
 
     /** Whether threads publish their current context for jpd's sampler (usdt profiler). */
     static boolean contextSlots;
+    /**
+     * Whether they publish it on the heap where they can (ContextSlot.heapCell), else in a
+     * context slot.
+     */
+    static boolean heapContexts;
+
+    /** {@code publish=}: false, slot, or true (the heap where it can, else a slot). */
+    static final int PUBLISH_NONE = 0;
+    static final int PUBLISH_SLOT = 1;
+    static final int PUBLISH_HEAP = 2;
 
     /** Bytes a context costs at most in a tree (node and its share of a child table). */
     private static final long CONTEXT_BYTES = 64;
@@ -643,6 +662,14 @@ public final class Rt {
 
     /** The kernel's id of the calling thread (what the eBPF sampler sees as its pid). */
     static native int osThreadId();
+
+    /**
+     * The address of the cell of this thread's JNI global reference to {@code s} (its own
+     * state, bound at attach), after checking that the object at the address the cell holds
+     * reads {@code cookie} at {@code cookieOffset}; 0 if it does not, or if the JVM's
+     * collector moves objects while threads run (then the cell may name a stale copy).
+     */
+    static native long heapCell(ThreadState s, int cookieOffset, int cookie);
 
     /** JVMTI AddModuleExports: {@code from} exports {@code pkg} to {@code to}; false on failure. */
     private static native boolean exportInternal(Module from, String pkg, Module to);

@@ -40,6 +40,24 @@ final class ThreadState {
     long ctxSlot;
     /** The kernel's id of this thread, sent with the slot's address. */
     int osTid;
+
+    /**
+     * True once the thread publishes its current context on the heap (see {@link
+     * ContextSlot#heapCell}): jpd's sampler then reads {@link #current} itself, through the
+     * cell of a JNI global reference to this object that the collector keeps up to date, so
+     * the entries and exits that store {@code current} anyway publish it without a store of
+     * their own. Only the entries of second bodies, which otherwise leave {@code current}
+     * alone, store it while this is set.
+     */
+    boolean heapContext;
+    /** The cell announced for {@link #heapContext} (0: none). */
+    long heapCell;
+    /**
+     * Nonzero, random: the sampler reads it beside {@link #current} and takes the context
+     * only if it matches, so that a read of memory the collector has since given to
+     * something else is never taken for a context.
+     */
+    final int cookie;
     /**
      * The wire id of this tree's next node: ids are given when a node is made (not when it is
      * first sent), so the slot can name a context jpd has not received yet.
@@ -66,6 +84,7 @@ final class ThreadState {
         this.thread = thread;
         this.root = sink ? new Node(this) : new Node(-1, null, this);
         this.counter = granularity;
+        this.cookie = (int) ((System.nanoTime() ^ System.identityHashCode(this)) * 0x9E3779B97F4A7C15L >>> 32) | 1;
         if (thread != null || sink) {
             nodes = new Node[sink ? 1 : 64];
             nodes[0] = root;

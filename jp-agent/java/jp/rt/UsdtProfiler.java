@@ -109,7 +109,14 @@ final class UsdtProfiler implements Profiler {
      * returns never store into one (issue 13: no cost beyond that without a tracer).
      */
     private static void publish(ThreadState st, Node current) {
-        if (st != null && st.osTid != 0 && st.ctxSlot == 0 && st.thread == Thread.currentThread()) {
+        if (st != null
+                && st.osTid != 0
+                && st.ctxSlot == 0
+                && !st.heapContext
+                && st.thread == Thread.currentThread()) {
+            if (Rt.heapContexts && ContextSlot.publishOnHeap(st, current.wid)) {
+                return;
+            }
             long slot = ContextSlot.allocate();
             ContextSlot.set(slot, current.wid);
             st.ctxSlot = slot;
@@ -397,9 +404,9 @@ final class UsdtProfiler implements Profiler {
                 }
             }
             ThreadState owner = root.state;
-            long slot = owner != null ? owner.ctxSlot : 0;
+            long slot = owner == null ? 0 : owner.heapContext ? owner.heapCell : owner.ctxSlot;
             if (slot != 0 && (full || slot != sentSlot)) {
-                threadRecord(owner.osTid, slot);
+                threadRecord(owner, slot);
             }
             String name = thread != null ? thread.getName() : fixedName;
             boolean sendName = full || name != sentName;
@@ -558,13 +565,20 @@ final class UsdtProfiler implements Profiler {
         }
 
         /**
-         * Announces the thread's context slot: {@link #KIND_THREAD}, outside the stream's
-         * numbering (seq 0, no flags), body varint kernel thread id, varint slot address.
+         * Announces where the thread publishes its context: {@link #KIND_THREAD}, outside the
+         * stream's numbering (seq 0, no flags), body varint kernel thread id, varint slot
+         * address; on the heap, the slot is its cell, and varint offset of {@code current},
+         * varint offset of the cookie and varint cookie follow.
          */
-        private void threadRecord(int osTid, long slot) {
+        private void threadRecord(ThreadState owner, long slot) {
             pos = HEADER_LEN;
-            varint(osTid & 0xffffffffL);
+            varint(owner.osTid & 0xffffffffL);
             varint(slot);
+            if (owner.heapContext) {
+                varint(ContextSlot.CURRENT_OFFSET);
+                varint(ContextSlot.COOKIE_OFFSET);
+                varint(owner.cookie & 0xffffffffL);
+            }
             int len = pos;
             header(KIND_THREAD, len, 0, 0);
             direct.put(0, b, 0, len);

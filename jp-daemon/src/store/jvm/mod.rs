@@ -141,7 +141,8 @@ pub enum Malformed {
     /// The event's length disagrees with the bytes handed over.
     EventLength,
     /// A thread's context slot (`KIND_THREAD`) that cannot be one: address 0 or not
-    /// 4-aligned, or a thread id that is not the JVM's.
+    /// 4-aligned (a heap context's cell: not 8-aligned, or its offsets not ints' or the
+    /// same), or a thread id that is not the JVM's.
     BadSlot,
 }
 
@@ -476,8 +477,9 @@ impl JvmStore {
         self.context_version
     }
 
-    /// (tgid, os tid, slot address, stream) of every announced thread of a running JVM.
-    pub fn context_threads(&self) -> Vec<(u32, u32, u64, u64)> {
+    /// (tgid, where the thread publishes, stream) of every announced thread of a running
+    /// JVM.
+    pub fn context_threads(&self) -> Vec<(u32, jp_common::wire::ThreadSlot, u64)> {
         let mut v = Vec::new();
         for (tgid, j) in &self.jvms {
             if j.exited_at.is_some() {
@@ -485,7 +487,7 @@ impl JvmStore {
             }
             for (stream, th) in &j.threads {
                 if let Some(s) = th.context_slot {
-                    v.push((*tgid, s.os_tid, s.slot, *stream));
+                    v.push((*tgid, s, *stream));
                 }
             }
         }

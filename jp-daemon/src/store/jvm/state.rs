@@ -542,9 +542,20 @@ impl Jvm {
 
     /// `KIND_THREAD`: where the thread publishes its current context. The address is the
     /// JVM's business (a bad one only makes the sampler's reads fail, counted); one that
-    /// cannot be an int's is refused.
+    /// cannot be an int's (or, on the heap, a cell's address and ints' offsets) is
+    /// refused, as is a heap context whose current id would be read as its cookie.
     fn thread_slot(&mut self, h: &RecordHeader, slot: wire::ThreadSlot, out: &mut Outcome) {
-        if slot.slot == 0 || !slot.slot.is_multiple_of(4) || slot.os_tid == 0 {
+        let fits = match slot.heap {
+            None => slot.slot.is_multiple_of(4),
+            Some(c) => {
+                slot.slot.is_multiple_of(8)
+                    && c.current_offset != 0
+                    && c.current_offset.is_multiple_of(4)
+                    && c.cookie_offset.is_multiple_of(4)
+                    && c.cookie_offset != c.current_offset
+            }
+        };
+        if slot.slot == 0 || !fits || slot.os_tid == 0 {
             self.malformed_record(Malformed::BadSlot, out);
             return;
         }
