@@ -113,21 +113,13 @@ fn refused(store: &Mutex<JvmStore>) -> u64 {
         .map_or(0, |(_, n)| n)
 }
 
-#[test]
-fn hostile_announcements_are_refused_and_counted_and_the_real_thread_is_joined() {
-    let (c, _kernel) = start();
-    let me = std::process::id();
+/// A JVM store that knows this process as a JVM that said hello and named its method.
+fn this_process_as_a_jvm() -> Arc<Mutex<JvmStore>> {
     let store = Arc::new(Mutex::new(JvmStore::new(JvmLimits::default())));
-    let feed = |rec: Vec<u8>| {
-        store
-            .lock()
-            .expect("store")
-            .ingest(&event(&rec), &rec, SystemTime::now())
-    };
     {
         let mut s = store.lock().expect("store");
         s.process_found(
-            me,
+            std::process::id(),
             ProcessInfo {
                 start_time_ticks: 1,
                 ns_pid: None,
@@ -136,10 +128,28 @@ fn hostile_announcements_are_refused_and_counted_and_the_real_thread_is_joined()
             },
             SystemTime::now(),
         );
-        s.generation_written(me, GEN);
+        s.generation_written(std::process::id(), GEN);
     }
-    feed(hello());
-    feed(methods());
+    for rec in [hello(), methods()] {
+        store
+            .lock()
+            .expect("store")
+            .ingest(&event(&rec), &rec, SystemTime::now());
+    }
+    store
+}
+
+#[test]
+fn hostile_announcements_are_refused_and_counted_and_the_real_thread_is_joined() {
+    let (c, _kernel) = start();
+    let me = std::process::id();
+    let store = this_process_as_a_jvm();
+    let feed = |rec: Vec<u8>| {
+        store
+            .lock()
+            .expect("store")
+            .ingest(&event(&rec), &rec, SystemTime::now())
+    };
     c.set_context_join(Arc::new(JvmContexts(Arc::clone(&store))));
 
     SLOT.store(1, Ordering::SeqCst);
@@ -222,5 +232,121 @@ fn hostile_announcements_are_refused_and_counted_and_the_real_thread_is_joined()
         in_contexts >= 300 && in_contexts * period <= app,
         "{in_contexts} samples in the spinner's context, app {app} ns: {j:?}"
     );
+    c.shutdown();
+}
+
+/// What a thread that publishes on the heap points the sampler at: an object whose `u32`
+/// at offset 12 is its current context and at offset 16 its cookie (the agent's
+/// `ThreadState` through its JNI global reference).
+#[repr(C)]
+struct HeapState {
+    header: [u32; 3],
+    current: u32,
+    cookie: u32,
+}
+
+const COOKIE: u32 = 0xc0ff_ee01;
+static STATE: HeapState = HeapState {
+    header: [0; 3],
+    current: 1,
+    cookie: COOKIE,
+};
+/// The reference's cell: the object's address.
+static CELL: AtomicU64 = AtomicU64::new(0);
+
+fn announce_heap(stream: u64, os_tid: u64, cell: u64, cookie: u32) -> Vec<u8> {
+    record(wire::KIND_THREAD, stream, 0, 0, |w| {
+        for v in [os_tid, cell, 12, 16, u64::from(cookie)] {
+            w.varint(v).expect("fits");
+        }
+    })
+}
+
+/// Spins on a thread of its own for `ms` once told to, after sending its tid.
+fn spinner(
+    ms: u64,
+) -> (
+    u64,
+    std::sync::mpsc::Sender<()>,
+    std::thread::JoinHandle<u64>,
+) {
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let handle = std::thread::spawn(move || {
+        let _ = tid_tx.send(gettid());
+        let _ = go_rx.recv();
+        let end = Instant::now() + Duration::from_millis(ms);
+        let mut x = 0u64;
+        while Instant::now() < end {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+        }
+        x
+    });
+    (tid_rx.recv().expect("spinner's tid"), go_tx, handle)
+}
+
+#[test]
+fn a_heap_context_is_read_through_its_cell_and_never_under_a_wrong_cookie() {
+    let (c, _kernel) = start();
+    let me = std::process::id();
+    let store = this_process_as_a_jvm();
+    let feed = |rec: Vec<u8>| {
+        store
+            .lock()
+            .expect("store")
+            .ingest(&event(&rec), &rec, SystemTime::now())
+    };
+    c.set_context_join(Arc::new(JvmContexts(Arc::clone(&store))));
+    CELL.store(std::ptr::addr_of!(STATE) as u64, Ordering::SeqCst);
+    let cell = std::ptr::addr_of!(CELL) as u64;
+    feed(tree(1));
+    let cpu = |what: &str| {
+        let mut s = store.lock().expect("store");
+        let j = s
+            .list()
+            .into_iter()
+            .find(|j| j.pid == me)
+            .expect("this process is a JVM of the store");
+        assert_eq!(
+            (j.cpu_pending_ns, j.cpu_unresolved_ns),
+            (0, 0),
+            "{what}: {j:?}"
+        );
+        let snapshot = s.snapshot(me).expect("snapshot");
+        // No CPU part at all while no sample has landed on a context.
+        let on_contexts: u64 = snapshot
+            .cpu()
+            .map_or(0, |c| c.by_node.values().map(|v| v.total()).sum());
+        (on_contexts, j.cpu_read_failed_ns)
+    };
+    // First with a cookie that the object does not hold (memory the collector gave to
+    // something else): the samples are counted as failed reads, none on a context.
+    let (tid, go, handle) = spinner(1000);
+    feed(announce_heap(1, tid, cell, COOKIE ^ 2));
+    c.refresh();
+    let _ = go.send(());
+    let _ = handle.join();
+    c.refresh();
+    c.refresh();
+    let (on_contexts, failed) = cpu("wrong cookie");
+    assert_eq!(on_contexts, 0, "a wrong cookie's samples went to a context");
+    assert!(
+        failed >= 200 * (1_000_000_000 / 997),
+        "{failed} ns of failed reads for 1 s of spinning under a wrong cookie"
+    );
+    // Then the thread's own cookie: its samples are in its context.
+    let (tid, go, handle) = spinner(1500);
+    feed(announce_heap(1, tid, cell, COOKIE));
+    c.refresh();
+    let _ = go.send(());
+    let _ = handle.join();
+    c.refresh();
+    c.refresh();
+    let (on_contexts, failed_after) = cpu("right cookie");
+    assert!(
+        on_contexts >= 300,
+        "{on_contexts} samples in the context read on the heap"
+    );
+    assert_eq!(failed_after, failed, "reads failed under the right cookie");
     c.shutdown();
 }

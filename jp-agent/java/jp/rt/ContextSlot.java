@@ -7,6 +7,8 @@ import jdk.internal.misc.Unsafe;
  * thread's current context. jpd's eBPF sampler reads it with {@code bpf_probe_read_user}
  * when a sample interrupts the thread, and so counts CPU per exact context. The agent
  * announces the slot's address and the thread's kernel id in a {@code KIND_THREAD} record.
+ * Where the collector allows it, a thread publishes on the heap instead ({@link
+ * #publishOnHeap}): no store of its own per context change.
  *
  * <p>Only loaded once {@link Rt#contextSlots} made {@code jdk.internal.misc} visible: the hot
  * path reaches this class only for threads that have a slot. 64 bytes per slot, so that two

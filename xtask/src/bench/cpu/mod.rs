@@ -4,17 +4,19 @@
 //! - `sampler`: `jp_sample`'s ns per sample from the kernel's BPF run-time statistics,
 //!   with and without the join, under the same load (CpuLoad threads spinning). Arms, in
 //!   rotating order every round, each with a jpd of its own: the JVM with the agent
-//!   (`profiler=usdt`) joined; the same JVM with jpd's `kernel.jvm_contexts = false` (the
+//!   (`profiler=usdt`) joined, its threads publishing on the heap (the default) or in
+//!   slots (`publish=slot`); the same JVM with jpd's `kernel.jvm_contexts = false` (the
 //!   one JP_JVM_PIDS lookup, a miss); the same program without the agent (a miss too); no
 //!   JVM at all (the floor: mostly idle samples, which return before the lookup).
 //! - `agent`: CostModel's ns per operation (the jvm bench's harness) with `profiler=usdt`
-//!   under a joined jpd and `publish=false` (reports sent, no context slot), with
-//!   `profiler=usdt` and no jpd (no tracer, so threads get no slot: only the
-//!   `ctxSlot != 0` test on each change), and under a joined jpd publishing (written, read
-//!   by the sampler, reports sent).
+//!   under a joined jpd and `publish=false` (reports sent, nothing published), with
+//!   `profiler=usdt` and no jpd (no tracer, so threads do not publish: only the tests on
+//!   each change), and under a joined jpd publishing, on the heap (the default) and in
+//!   slots (`publish=slot`), read by the sampler, reports sent.
 //! - `programs`: real programs at steady state (the jvm bench's SteadyBench: rhino, jython,
-//!   Xalan, Lucene), `profiler=usdt` joined by a jpd, `publish=false` against the default,
-//!   in `-Xbatch` pairs: what publishing costs where a service pays it.
+//!   Xalan, Lucene), `profiler=usdt` joined by a jpd, `publish=false` against the default
+//!   (the heap) and `publish=slot`, in `-Xbatch` sets of three JVMs: what publishing costs
+//!   where a service pays it.
 //! - `jpd`: jpd's own CPU and memory with JVMS JVMs × THREADS threads of light periodic
 //!   work (calls, then a sleep), the join on against the join off, jpd restarted between
 //!   windows while the JVMs keep running; then the same JVMs without the agent.
@@ -22,7 +24,7 @@
 //! Sizes from the environment: `JP_CPU_ROUNDS` (sampler rounds, 6), `JP_CPU_WINDOW_S`
 //! (sampler window, 10), `JP_CPU_AGENT_ROUNDS` (8), `JP_CPU_JVMS` (20), `JP_CPU_THREADS`
 //! (50), `JP_CPU_JPD_WINDOW_S` (30), `JP_CPU_JPD_ROUNDS` (2 per arm), `JP_CPU_PROGRAM_PAIRS`
-//! (4).
+//! (4 sets).
 mod programs;
 
 use std::io::{BufRead, BufReader};
@@ -284,17 +286,27 @@ fn spread_cell(v: &[f64], digits: usize) -> String {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Arm {
+    /// Joined, the threads publishing on the heap (the default).
     Join,
+    /// Joined, the threads publishing in native slots (`publish=slot`).
+    JoinSlot,
     JoinOff,
     NoAgent,
     Idle,
 }
-const ARMS: [Arm; 4] = [Arm::Join, Arm::JoinOff, Arm::NoAgent, Arm::Idle];
+const ARMS: [Arm; 5] = [
+    Arm::Join,
+    Arm::JoinSlot,
+    Arm::JoinOff,
+    Arm::NoAgent,
+    Arm::Idle,
+];
 
 impl Arm {
     fn label(self) -> &'static str {
         match self {
-            Arm::Join => "JVM + agent, joined",
+            Arm::Join => "JVM + agent, joined (on the heap)",
+            Arm::JoinSlot => "JVM + agent, joined, `publish=slot`",
             Arm::JoinOff => "JVM + agent, `jvm_contexts = false`",
             Arm::NoAgent => "JVM without the agent",
             Arm::Idle => "no JVM of ours",
@@ -344,10 +356,14 @@ fn sampler_window(out: &Deliverables, dir: &Path, arm: Arm, window: Duration) ->
     let mut load = match arm {
         Arm::Idle => None,
         Arm::NoAgent => Some(Load::start(out, dir, None, &[], SPIN_THREADS, 0, 1000)?),
-        Arm::Join | Arm::JoinOff => Some(Load::start(
+        Arm::Join | Arm::JoinSlot | Arm::JoinOff => Some(Load::start(
             out,
             dir,
-            Some("profiler=usdt"),
+            Some(if arm == Arm::JoinSlot {
+                "profiler=usdt,publish=slot"
+            } else {
+                "profiler=usdt"
+            }),
             &[],
             SPIN_THREADS,
             0,
@@ -364,7 +380,7 @@ fn sampler_window(out: &Deliverables, dir: &Path, arm: Arm, window: Duration) ->
     if let Some(pid) = pid {
         let limit = Duration::from_secs(60);
         match arm {
-            Arm::Join => wait_for(&format!("jpd joins JVM {pid}"), limit, || {
+            Arm::Join | Arm::JoinSlot => wait_for(&format!("jpd joins JVM {pid}"), limit, || {
                 Ok(jvm_list(out, &socket)?
                     .iter()
                     .any(|(p, joined, _)| *p == pid && *joined))
@@ -388,14 +404,14 @@ fn sampler_window(out: &Deliverables, dir: &Path, arm: Arm, window: Duration) ->
     drop(stats);
     let list = jvm_list(out, &socket)?;
     let resolved = match (arm, pid) {
-        (Arm::Join, Some(p)) => context_cpu_ns(out, &socket, p)?,
+        (Arm::Join | Arm::JoinSlot, Some(p)) => context_cpu_ns(out, &socket, p)?,
         _ => 0,
     };
     jpd.stop();
     drop(load);
     let ours_joined = pid.is_some_and(|p| list.iter().any(|(q, j, _)| *q == p && *j));
     match arm {
-        Arm::Join if !ours_joined || resolved == 0 => bail!(
+        Arm::Join | Arm::JoinSlot if !ours_joined || resolved == 0 => bail!(
             "the joined arm's JVM was not joined at the end (listed with cpu: {ours_joined}, CPU under its contexts: {resolved} ns)"
         ),
         Arm::JoinOff if list.iter().any(|(_, j, _)| *j) => {
@@ -453,9 +469,11 @@ fn sampler(out: &Deliverables, dir: &Path) -> Result<String> {
     // Differences within a round (same machine state), then over rounds.
     let diff =
         |a: usize, b: usize| -> Vec<f64> { ns[a].iter().zip(&ns[b]).map(|(x, y)| x - y).collect() };
-    let join = diff(0, 1);
-    let miss = diff(1, 2);
-    let jvm = diff(2, 3);
+    let join = diff(0, 2);
+    let join_slot = diff(1, 2);
+    let heap_over_slot = diff(0, 1);
+    let miss = diff(2, 3);
+    let jvm = diff(3, 4);
     let (lo, hi) = min_max(&join);
     let join_med = median(&mut join.clone());
     let verdict = if lo > 0.0 {
@@ -472,7 +490,9 @@ jpd at 997 Hz on 2 CPUs (its `jpctl status` run count and run time of `jp_sample
 run time / runs). Load: CpuLoad, {SPIN_THREADS} threads spinning on calls of small methods (JDK 17). \
 Arms, each with a jpd started for it, in rotating order every round, {rounds} rounds: the JVM \
 with the agent (`profiler=usdt`), joined (its threads in `JP_JVM_THREADS`: the sampler reads \
-each interrupted thread's slot and logs the sample in `JP_CTX_LOG`); the same JVM under a jpd with \
+each interrupted thread's current context, on the heap by default: the reference's cell, the \
+cookie and the id, three reads; with `publish=slot` from its slot, one read; and logs the sample \
+in `JP_CTX_LOG`); the same JVM under a jpd with \
 `[kernel] jvm_contexts = false` (the pid never registered: one `JP_JVM_PIDS` lookup that misses); \
 the same program without the agent (a miss too, under the default jpd); no JVM of ours (the \
 floor on an idle machine, where idle samples return before the lookup; on a shared one, other \
@@ -480,14 +500,16 @@ people's processes: the idle column says which it was). The statistics' own two 
 are in every figure alike.\n\n\
 | arm | ns per sample, median [min–max] | samples/s | idle % | other JVMs joined |\n\
 | --- | ---: | ---: | ---: | ---: |\n{rows}\n\
-Differences within a round, median [min–max] over rounds: joined − join off (the join itself) \
-**{}** ns; join off − no agent (same lookup miss, the agent's JVM) {} ns; no agent − no JVM of \
-ours {} ns.\n\n\
+Differences within a round, median [min–max] over rounds: joined − join off (the join itself, \
+on the heap) **{}** ns; joined with slots − join off {} ns; on the heap − slots {} ns; join off \
+− no agent (same lookup miss, the agent's JVM) {} ns; no agent − no JVM of ours {} ns.\n\n\
 So {verdict}. \"Other JVMs joined\": JVMs of other people's runs on this machine (tests \
 with the agent) that the default jpd joined during a window (the most in any round; their \
 samples took the join's path too; the `jvm_contexts = false` arm joins none).\n",
         window.as_secs(),
         spread_cell(&join, 0),
+        spread_cell(&join_slot, 0),
+        spread_cell(&heap_over_slot, 0),
         spread_cell(&miss, 0),
         spread_cell(&jvm, 0),
     ))
@@ -501,16 +523,25 @@ enum Publish {
     Unpublished,
     /// `profiler=usdt`, nobody listening: the slot is written, never read.
     Alone,
-    /// `profiler=usdt` under a jpd that joined it: written, read, reports sent.
+    /// `profiler=usdt` under a jpd that joined it: published (the default, on the heap),
+    /// read, reports sent.
     Joined,
+    /// The same with `publish=slot`: a native slot stored into at every context change.
+    JoinedSlot,
 }
-const PUBLISH: [Publish; 3] = [Publish::Unpublished, Publish::Alone, Publish::Joined];
+const PUBLISH: [Publish; 4] = [
+    Publish::Unpublished,
+    Publish::Alone,
+    Publish::Joined,
+    Publish::JoinedSlot,
+];
 
 /// One CostModel JVM: ns per operation in its fastest measured round.
 fn cost_run(out: &Deliverables, dir: &Path, op: &str, n: u32, p: Publish) -> Result<f64> {
     let options = match p {
         Publish::Unpublished => "profiler=usdt,publish=false",
         Publish::Alone | Publish::Joined => "profiler=usdt",
+        Publish::JoinedSlot => "profiler=usdt,publish=slot",
     };
     let mut args = vec![format!(
         "-agentpath:{}=bba=default,{options}",
@@ -543,25 +574,30 @@ fn agent(out: &Deliverables, dir: &Path) -> Result<String> {
         .filter_map(|op| cost::OPS.iter().find(|(o, _, _)| o == op).copied())
         .collect();
     // [op][publish] → ns per op, one per round.
-    let mut ns: Vec<Vec<Vec<f64>>> = ops.iter().map(|_| vec![Vec::new(); 3]).collect();
+    let mut ns: Vec<Vec<Vec<f64>>> = ops
+        .iter()
+        .map(|_| vec![Vec::new(); PUBLISH.len()])
+        .collect();
     let socket = dir.join("jpd-agent.sock");
     let config = jpd_config(dir, true)?;
     for round in 0..rounds_n {
         eprintln!("xtask: bench cpu agent: round {}/{rounds_n}", round + 1);
         for (o, (op, _, n)) in ops.iter().enumerate() {
-            // One operation's three JVMs back to back (a jpd started just for each joined
+            // One operation's JVMs back to back (a jpd started just for each joined
             // one), so that they meet the same phase of the machine's other load; the
             // order rotates with the round and the operation.
             for i in 0..PUBLISH.len() {
                 let p = (i + round + o) % PUBLISH.len();
                 let mut jpd = match PUBLISH[p] {
-                    Publish::Joined | Publish::Unpublished => Some(Jpd::start_at(
-                        out,
-                        &socket,
-                        Some(&config),
-                        997,
-                        Duration::from_millis(500),
-                    )?),
+                    Publish::Joined | Publish::JoinedSlot | Publish::Unpublished => {
+                        Some(Jpd::start_at(
+                            out,
+                            &socket,
+                            Some(&config),
+                            997,
+                            Duration::from_millis(500),
+                        )?)
+                    }
                     _ => None,
                 };
                 ns[o][p].push(cost_run(out, dir, op, *n, PUBLISH[p])?);
@@ -585,13 +621,16 @@ fn agent(out: &Deliverables, dir: &Path) -> Result<String> {
     for (o, (op, what, _)) in ops.iter().enumerate() {
         let alone = ratio(o, 1);
         let joined = ratio(o, 2);
+        let slot = ratio(o, 3);
         rows.push_str(&format!(
-            "| {what} | {} | {} | {} | {} | {} |\n",
+            "| {what} | {} | {} | {} | {} | {} | {} | {} |\n",
             spread_cell(&ns[o][0], 2),
             spread_cell(&ns[o][1], 2),
             spread_cell(&ns[o][2], 2),
+            spread_cell(&ns[o][3], 2),
             spread_cell(&alone, 3),
             spread_cell(&joined, 3),
+            spread_cell(&slot, 3),
         ));
         if *op != "blocks" {
             let (lo, hi) = min_max(&joined);
@@ -631,18 +670,20 @@ fn agent(out: &Deliverables, dir: &Path) -> Result<String> {
 JVM's figure is its fastest measured round per operation: other processes on this shared \
 machine only slow rounds down, and the medians of a first run (5 rounds) scattered more than \
 the 5 % to be decided (a second run's fastest rounds scattered as widely, with an arm's four \
-operations run in a row). Three agents, one JVM per operation each, the three JVMs of an \
+operations run in a row). Four agents, one JVM per operation each, the JVMs of an \
 operation back to back in an order that rotates, {rounds_n} rounds: `profiler=usdt,publish=false` \
-under a jpd joined to the JVM (reports sent, no thread gets a context slot: without publishing), \
-`profiler=usdt` with no jpd (no tracer listens, so no thread gets a slot: every context \
-change — call, return, caught exception — tests for one and stores nothing), `profiler=usdt` \
-under a jpd joined to the JVM, publishing (the slot written at every context change and read by \
-the sampler, reports sent). Each joined JVM has a jpd of its own and is checked to be joined \
+under a jpd joined to the JVM (reports sent, no thread publishes: without publishing), \
+`profiler=usdt` with no jpd (no tracer listens, so no thread publishes: every context \
+change — call, return, caught exception — tests whether it does and stores nothing more), \
+`profiler=usdt` under a jpd joined to the JVM, publishing the default way (on the heap: the \
+sampler reads the field each context change stores anyway; a second body's entry stores it \
+too), and the same with `publish=slot` (a native slot written at every context change). Both \
+publishing arms are read by the sampler and send reports. Each joined JVM has a jpd of its own and is checked to be joined \
 (`jpctl jvm list` shows its `cpu`). Cells: median [min–max] over \
 rounds; ratios are taken within a round, against that round's `publish=false` JVM. The \
 multi-block loop makes no call: it publishes nothing, so its ratio shows the noise.\n\n\
-| operation | joined, publish=false (ns) | usdt, no jpd (ns) | joined, publishing (ns) | no jpd / publish=false | publishing / publish=false |\n\
-| --- | ---: | ---: | ---: | ---: | ---: |\n{rows}\n\
+| operation | joined, publish=false (ns) | usdt, no jpd (ns) | joined, publishing (ns) | joined, publish=slot (ns) | no jpd / publish=false | publishing / publish=false | slot / publish=false |\n\
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n{rows}\n\
 Goal (issue 13): publishing costs at most 5 % more than the agent without it.\n{}\n",
         rounds::WARMUP_ROUNDS,
         rounds::WARMUP_MS / 1000,

@@ -15,6 +15,10 @@ use crate::build::Deliverables;
 /// are short enough for pairs of JVMs (H2's and javac's warm-ups take minutes with `-Xbatch`).
 const PUBLISH_PROGRAMS: [&str; 4] = ["rhino", "jython", "xalan", "lucene"];
 
+/// The arms, `publish=` values: without publishing, the default (the heap), slots. The
+/// goal's verdict is the default's.
+const ARMS: [&str; 3] = ["false", "true", "slot"];
+
 /// One SteadyBench JVM under the agent (`-Xbatch`, `profiler=usdt`) joined by the jpd on
 /// `socket`: the median of its measured rounds, ms. Checks that jpd joined it and that it
 /// published its contexts exactly when asked to (CPU on its contexts, or none).
@@ -23,7 +27,7 @@ fn program_run(
     dir: &Path,
     socket: &Path,
     program: &jvm_bench::Program,
-    publish: bool,
+    publish: &str,
 ) -> Result<f64> {
     let mut args = vec![
         "-Xbatch".to_string(),
@@ -56,7 +60,7 @@ fn program_run(
     )?;
     let pid = joined.context("wait_for returned without a joined JVM")?;
     let on_contexts = context_cpu_ns(out, socket, pid)?;
-    if publish != (on_contexts > 0) {
+    if (publish != "false") != (on_contexts > 0) {
         bail!(
             "{} with publish={publish}: jpd counted {on_contexts} ns on its contexts",
             program.key
@@ -81,52 +85,61 @@ pub(super) fn run(out: &Deliverables) -> Result<String> {
     let mut rows = String::new();
     let mut verdicts = Vec::new();
     let mut all_ratios = Vec::new();
+    let mut slot_ratios = Vec::new();
     for program in &chosen {
-        // [pair] → (without, with) ms a round; the pair's order alternates.
-        let mut ms: Vec<(f64, f64)> = Vec::new();
-        for pair in 0..pairs {
+        // [set] → ms a round by ARMS; the order rotates from set to set.
+        let mut ms: Vec<[f64; 3]> = Vec::new();
+        for set in 0..pairs {
             eprintln!(
-                "xtask: bench cpu programs: {} pair {}/{pairs}",
+                "xtask: bench cpu programs: {} set {}/{pairs}",
                 program.key,
-                pair + 1
+                set + 1
             );
-            let mut without = 0.0;
-            let mut with = 0.0;
-            for publish in [pair % 2 == 1, pair % 2 == 0] {
+            let mut round = [0.0; 3];
+            for i in 0..ARMS.len() {
+                let a = (i + set) % ARMS.len();
                 // A jpd of its own for every JVM, so that it lists just that one.
                 let mut jpd =
                     Jpd::start_at(out, &socket, Some(&config), 997, Duration::from_millis(500))?;
-                let ms = program_run(out, &dir, &socket, program, publish)?;
+                round[a] = program_run(out, &dir, &socket, program, ARMS[a])?;
                 jpd.stop();
-                if publish {
-                    with = ms;
-                } else {
-                    without = ms;
-                }
             }
-            ms.push((without, with));
+            ms.push(round);
         }
-        let ratios: Vec<f64> = ms.iter().map(|(a, b)| b / a).collect();
+        let ratios: Vec<f64> = ms.iter().map(|r| r[1] / r[0]).collect();
+        let slots: Vec<f64> = ms.iter().map(|r| r[2] / r[0]).collect();
         all_ratios.extend(ratios.iter().copied());
+        slot_ratios.extend(slots.iter().copied());
         let cells: Vec<String> = ms
             .iter()
-            .map(|(a, b)| format!("{a:.1} / {b:.1} ({:.3})", b / a))
+            .map(|r| {
+                format!(
+                    "{:.1} / {:.1} / {:.1} ({:.3}, {:.3})",
+                    r[0],
+                    r[1],
+                    r[2],
+                    r[1] / r[0],
+                    r[2] / r[0]
+                )
+            })
             .collect();
         let (lo, hi) = min_max(&ratios);
         let m = median(&mut ratios.clone());
+        let (slo, shi) = min_max(&slots);
+        let sm = median(&mut slots.clone());
         rows.push_str(&format!(
-            "| {} | {} | {m:.3} [{lo:.3}–{hi:.3}] |\n",
+            "| {} | {} | {m:.3} [{lo:.3}–{hi:.3}] | {sm:.3} [{slo:.3}–{shi:.3}] |\n",
             program.name,
             cells.join(", ")
         ));
         let v = if hi <= GOAL_RATIO {
-            "**met** in every pair".to_string()
+            "**met** in every set".to_string()
         } else if lo > GOAL_RATIO {
-            "**not met** in any pair".to_string()
+            "**not met** in any set".to_string()
         } else {
             let over = ratios.iter().filter(|r| **r > GOAL_RATIO).count();
             format!(
-                "{} at the median; {over} of {} pairs above 1.05 (cannot tell for sure)",
+                "{} at the median; {over} of {} sets above 1.05 (cannot tell for sure)",
                 if m <= GOAL_RATIO {
                     "met"
                 } else {
@@ -137,23 +150,25 @@ pub(super) fn run(out: &Deliverables) -> Result<String> {
         };
         verdicts.push(format!("- {}: {v}", program.name));
     }
-    let geo = (all_ratios.iter().map(|r| r.ln()).sum::<f64>() / all_ratios.len() as f64).exp();
+    let geomean = |v: &[f64]| (v.iter().map(|r| r.ln()).sum::<f64>() / v.len() as f64).exp();
+    let (geo, slot_geo) = (geomean(&all_ratios), geomean(&slot_ratios));
     Ok(format!(
         "### Publishing in real programs at steady state (ms a round, JDK 17, bba=default)\n\n\
 The jvm bench's `SteadyBench` (its warm-up, then the median of {} measured rounds, CPU time of \
-the working thread), `profiler=usdt` under a jpd that joined the JVM, in both arms: reports \
+the working thread), `profiler=usdt` under a jpd that joined the JVM, in every arm: reports \
 sent, threads counted by kind. The arms differ only in publishing: `publish=false` (no thread \
-gets a context slot; calls and returns test for one and store nothing) against the default \
-(the slot written at every context change and read by the sampler at 997 Hz). Checked for \
-every run: `jpctl jvm list` shows the JVM's `cpu`, and jpd counted CPU on its contexts in \
-the publishing arm and none in the other. Both with `-Xbatch`, so that the two JVMs of a \
-pair compile the same methods with the same profiles (without it, JVMs of the same agent \
+publishes; calls and returns test whether it does and store nothing more), the default (on \
+the heap: the sampler reads the field each context change stores anyway, at 997 Hz) and \
+`publish=slot` (a native slot written at every context change and read by the sampler). \
+Checked for every run: `jpctl jvm list` shows the JVM's `cpu`, and jpd counted CPU on its \
+contexts in the publishing arms and none in the other. All with `-Xbatch`, so that the JVMs \
+of a set compile the same methods with the same profiles (without it, JVMs of the same agent \
 differ by up to 40 %; with it, by a few %: jp-agent/README-dev.md, \"The last child: made, \
-not found\"); {pairs} pairs a program, the order alternating, a jpd started for each JVM. \
-Cells: without / with (ratio).\n\n\
-| program | pairs: without / with (ratio) | ratio, median [min–max] |\n\
-| --- | --- | ---: |\n{rows}\n\
-Geometric mean of all pairs' ratios: {geo:.3}.\n\n\
+not found\"); {pairs} sets of three JVMs a program, the order rotating, a jpd started for each \
+JVM. Cells: without / heap (the default) / slot, ms a round (ratios to without).\n\n\
+| program | sets: without / heap / slot (heap, slot ratios) | heap ratio, median [min–max] | slot ratio, median [min–max] |\n\
+| --- | --- | ---: | ---: |\n{rows}\n\
+Geometric mean of all sets' ratios: {geo:.3} publishing on the heap (the default), {slot_geo:.3} in slots.\n\n\
 Goal (issue 13): publishing costs at most 5 % more than the agent without it.\n{}\n",
         rounds::MEASURED,
         verdicts.join("\n"),
