@@ -158,10 +158,17 @@ fn current_context(t: &JvmThread) -> Option<u32> {
         // thread whose slot went back to the pool reading its root.
         return Some(0);
     }
-    if read_user::<u32>(object.wrapping_add(u64::from(t.cookie_offset)))? != t.cookie {
-        return None;
-    }
-    read_user::<u32>(object.wrapping_add(u64::from(t.current_offset)))
+    let (current, cookie) = if t.cookie_offset == t.current_offset.wrapping_add(4) {
+        // Side by side (the agent lays them out so): one read.
+        let both = read_user::<u64>(object.wrapping_add(u64::from(t.current_offset)))?;
+        (both as u32, (both >> 32) as u32)
+    } else {
+        (
+            read_user::<u32>(object.wrapping_add(u64::from(t.current_offset)))?,
+            read_user::<u32>(object.wrapping_add(u64::from(t.cookie_offset)))?,
+        )
+    };
+    (cookie == t.cookie).then_some(current)
 }
 
 /// A `T` read from the interrupted process's memory at `address`.

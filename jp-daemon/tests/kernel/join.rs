@@ -236,13 +236,16 @@ fn hostile_announcements_are_refused_and_counted_and_the_real_thread_is_joined()
 }
 
 /// What a thread that publishes on the heap points the sampler at: an object whose `u32`
-/// at offset 12 is its current context and at offset 16 its cookie (the agent's
-/// `ThreadState` through its JNI global reference).
+/// at offset 12 is its current context and at offset 16 its cookie, side by side as the
+/// agent lays out its `ThreadState` (read through its JNI global reference); the cookie
+/// again at 24, for a layout that puts them apart.
 #[repr(C)]
 struct HeapState {
     header: [u32; 3],
     current: u32,
     cookie: u32,
+    other: u32,
+    cookie_apart: u32,
 }
 
 const COOKIE: u32 = 0xc0ff_ee01;
@@ -250,13 +253,15 @@ static STATE: HeapState = HeapState {
     header: [0; 3],
     current: 1,
     cookie: COOKIE,
+    other: 0,
+    cookie_apart: COOKIE,
 };
 /// The reference's cell: the object's address.
 static CELL: AtomicU64 = AtomicU64::new(0);
 
-fn announce_heap(stream: u64, os_tid: u64, cell: u64, cookie: u32) -> Vec<u8> {
+fn announce_heap(stream: u64, os_tid: u64, cell: u64, cookie_at: u64, cookie: u32) -> Vec<u8> {
     record(wire::KIND_THREAD, stream, 0, 0, |w| {
-        for v in [os_tid, cell, 12, 16, u64::from(cookie)] {
+        for v in [os_tid, cell, 12, cookie_at, u64::from(cookie)] {
             w.varint(v).expect("fits");
         }
     })
@@ -322,7 +327,7 @@ fn a_heap_context_is_read_through_its_cell_and_never_under_a_wrong_cookie() {
     // First with a cookie that the object does not hold (memory the collector gave to
     // something else): the samples are counted as failed reads, none on a context.
     let (tid, go, handle) = spinner(1000);
-    feed(announce_heap(1, tid, cell, COOKIE ^ 2));
+    feed(announce_heap(1, tid, cell, 16, COOKIE ^ 2));
     c.refresh();
     let _ = go.send(());
     let _ = handle.join();
@@ -334,19 +339,25 @@ fn a_heap_context_is_read_through_its_cell_and_never_under_a_wrong_cookie() {
         failed >= 200 * (1_000_000_000 / 997),
         "{failed} ns of failed reads for 1 s of spinning under a wrong cookie"
     );
-    // Then the thread's own cookie: its samples are in its context.
-    let (tid, go, handle) = spinner(1500);
-    feed(announce_heap(1, tid, cell, COOKIE));
-    c.refresh();
-    let _ = go.send(());
-    let _ = handle.join();
-    c.refresh();
-    c.refresh();
-    let (on_contexts, failed_after) = cpu("right cookie");
-    assert!(
-        on_contexts >= 300,
-        "{on_contexts} samples in the context read on the heap"
-    );
-    assert_eq!(failed_after, failed, "reads failed under the right cookie");
+    // Then the thread's own cookie, beside the id (one read) and apart from it (two): its
+    // samples are in its context.
+    let mut before = 0;
+    for cookie_at in [16, 24] {
+        let (tid, go, handle) = spinner(1500);
+        feed(announce_heap(1, tid, cell, cookie_at, COOKIE));
+        c.refresh();
+        let _ = go.send(());
+        let _ = handle.join();
+        c.refresh();
+        c.refresh();
+        let (on_contexts, failed_after) = cpu("right cookie");
+        assert!(
+            on_contexts >= before + 300,
+            "cookie at {cookie_at}: {} samples in the context read on the heap",
+            on_contexts - before
+        );
+        assert_eq!(failed_after, failed, "reads failed under the right cookie");
+        before = on_contexts;
+    }
     c.shutdown();
 }

@@ -33,7 +33,7 @@ final class ContextSlot {
      * Rt#heapCell}), and the thread takes a slot instead.
      */
     static boolean publishOnHeap(ThreadState st, int current) {
-        long cell = Rt.heapCell(st, COOKIE_OFFSET, st.cookie);
+        long cell = Rt.heapCell(st, COOKIE_OFFSET, (int) st.cookie);
         if (cell == 0) {
             return false;
         }

@@ -13,6 +13,15 @@ final class ThreadState {
      */
     int current;
     /**
+     * Odd, random: the sampler reads its low half beside {@link #current} and takes the
+     * context only if it matches, so that a read of memory the collector has since given to
+     * something else is never taken for a context. A long declared before the other longs,
+     * so that HotSpot lays it out right after {@code current} (which fills the header's gap:
+     * offsets 12 and 16 on JDK 17 and 25) and the sampler reads both at once; the sampler
+     * reads them apart wherever a JVM lays them out otherwise.
+     */
+    final long cookie;
+    /**
      * This tree's nodes by wire id, so that {@link #current} finds its node with one load
      * (a thread's tree and the sink's; null in merged trees, which have no current context).
      */
@@ -53,12 +62,6 @@ final class ThreadState {
     /** The cell announced for {@link #heapContext} (0: none). */
     long heapCell;
     /**
-     * Nonzero, random: the sampler reads it beside {@link #current} and takes the context
-     * only if it matches, so that a read of memory the collector has since given to
-     * something else is never taken for a context.
-     */
-    final int cookie;
-    /**
      * The wire id of this tree's next node: ids are given when a node is made (not when it is
      * first sent), so the slot can name a context jpd has not received yet.
      */
@@ -84,7 +87,7 @@ final class ThreadState {
         this.thread = thread;
         this.root = sink ? new Node(this) : new Node(-1, null, this);
         this.counter = granularity;
-        this.cookie = (int) ((System.nanoTime() ^ System.identityHashCode(this)) * 0x9E3779B97F4A7C15L >>> 32) | 1;
+        this.cookie = (System.nanoTime() ^ System.identityHashCode(this)) * 0x9E3779B97F4A7C15L | 1;
         if (thread != null || sink) {
             nodes = new Node[sink ? 1 : 64];
             nodes[0] = root;

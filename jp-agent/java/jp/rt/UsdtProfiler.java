@@ -577,6 +577,7 @@ final class UsdtProfiler implements Profiler {
             if (owner.heapContext) {
                 varint(ContextSlot.CURRENT_OFFSET);
                 varint(ContextSlot.COOKIE_OFFSET);
+                // The low half, where the sampler reads it (little-endian).
                 varint(owner.cookie & 0xffffffffL);
             }
             int len = pos;
