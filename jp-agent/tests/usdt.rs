@@ -264,6 +264,17 @@ fn run_checked(
     )
 }
 
+/// The Paper program, the usual way in (`-agentpath`), with `jvm_flags`.
+fn paper_program<'a>(jvm_flags: &'a [&'a str]) -> Program<'a> {
+    Program {
+        cp: programs(),
+        main: "Paper",
+        args: &[],
+        javaagent: false,
+        jvm_flags,
+    }
+}
+
 /// Where threads publish their context under each collector: on the heap where objects
 /// move only while threads are stopped (Parallel, Serial; G1 in the other tests), in
 /// slots under ZGC and Shenandoah, which move them while threads run (check_run checks
@@ -276,20 +287,7 @@ fn collectors(jdk: Jdk) {
         "-XX:+UseZGC",
         "-XX:+UseShenandoahGC",
     ] {
-        let c = run_checked(
-            jdk,
-            Program {
-                cp: programs(),
-                main: "Paper",
-                args: &[],
-                javaagent: false,
-                jvm_flags: &[gc],
-            },
-            "default",
-            Some(1000),
-            &dir,
-            "",
-        );
+        let c = run_checked(jdk, paper_program(&[gc]), "default", Some(1000), &dir, "");
         assert_eq!(c.tap.hellos.len(), 1, "{gc}");
     }
 }
@@ -301,20 +299,7 @@ fn paper(jdk: Jdk) {
         // budget (2 %) lets a report send only once the thread has run 49 times as long as
         // its last send took. Either way the tap's counts are the file's (check_run).
         let paper = |gran, extra| {
-            let c = run_checked(
-                jdk,
-                Program {
-                    cp: programs(),
-                    main: "Paper",
-                    args: &[],
-                    javaagent: false,
-                    jvm_flags: &[],
-                },
-                bba,
-                gran,
-                &dir,
-                extra,
-            );
+            let c = run_checked(jdk, paper_program(&[]), bba, gran, &dir, extra);
             assert_eq!(c.tap.hellos.len(), 1);
             c
         };

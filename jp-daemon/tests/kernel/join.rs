@@ -14,6 +14,8 @@ use jp_common::wire::{
 use jp_daemon::daemon::JvmContexts;
 use jp_daemon::store::jvm::{JvmLimits, JvmStore, ProcessInfo};
 
+use jp_daemon::kernel::KernelCollector;
+
 use crate::support::kernel::start;
 
 const GEN: u64 = 5;
@@ -113,8 +115,9 @@ fn refused(store: &Mutex<JvmStore>) -> u64 {
         .map_or(0, |(_, n)| n)
 }
 
-/// A JVM store that knows this process as a JVM that said hello and named its method.
-fn this_process_as_a_jvm() -> Arc<Mutex<JvmStore>> {
+/// A JVM store that knows this process as a JVM that said hello and named its method,
+/// whose announced threads the kernel collector `c` joins.
+fn this_process_as_a_joined_jvm(c: &KernelCollector) -> Arc<Mutex<JvmStore>> {
     let store = Arc::new(Mutex::new(JvmStore::new(JvmLimits::default())));
     {
         let mut s = store.lock().expect("store");
@@ -136,37 +139,28 @@ fn this_process_as_a_jvm() -> Arc<Mutex<JvmStore>> {
             .expect("store")
             .ingest(&event(&rec), &rec, SystemTime::now());
     }
+    c.set_context_join(Arc::new(JvmContexts(Arc::clone(&store))));
     store
+}
+
+/// Hands one agent record to `store`.
+fn feed(store: &Mutex<JvmStore>, rec: &[u8]) {
+    store
+        .lock()
+        .expect("store")
+        .ingest(&event(rec), rec, SystemTime::now());
 }
 
 #[test]
 fn hostile_announcements_are_refused_and_counted_and_the_real_thread_is_joined() {
     let (c, _kernel) = start();
     let me = std::process::id();
-    let store = this_process_as_a_jvm();
-    let feed = |rec: Vec<u8>| {
-        store
-            .lock()
-            .expect("store")
-            .ingest(&event(&rec), &rec, SystemTime::now())
-    };
-    c.set_context_join(Arc::new(JvmContexts(Arc::clone(&store))));
+    let store = this_process_as_a_joined_jvm(&c);
+    let feed = |rec: Vec<u8>| feed(&store, &rec);
 
     SLOT.store(1, Ordering::SeqCst);
-    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let spinner = std::thread::spawn(move || {
-        let _ = tid_tx.send(gettid());
-        // Spins once the collector has joined the announced threads.
-        let _ = go_rx.recv();
-        let end = Instant::now() + Duration::from_millis(1500);
-        let mut x = 0u64;
-        while Instant::now() < end {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
-        }
-        x
-    });
-    let tid = tid_rx.recv().expect("spinner's tid");
+    // Spins once the collector has joined the announced threads.
+    let (tid, go_tx, spinner) = spinner(1500);
     let slot = std::ptr::addr_of!(SLOT) as u64;
     // Stream 1: the real thread. Stream 2: another process's thread (init's). Streams
     // 3 and 4: slots that cannot be addresses.
@@ -294,14 +288,8 @@ fn spinner(
 fn a_heap_context_is_read_through_its_cell_and_never_under_a_wrong_cookie() {
     let (c, _kernel) = start();
     let me = std::process::id();
-    let store = this_process_as_a_jvm();
-    let feed = |rec: Vec<u8>| {
-        store
-            .lock()
-            .expect("store")
-            .ingest(&event(&rec), &rec, SystemTime::now())
-    };
-    c.set_context_join(Arc::new(JvmContexts(Arc::clone(&store))));
+    let store = this_process_as_a_joined_jvm(&c);
+    let feed = |rec: Vec<u8>| feed(&store, &rec);
     CELL.store(std::ptr::addr_of!(STATE) as u64, Ordering::SeqCst);
     let cell = std::ptr::addr_of!(CELL) as u64;
     feed(tree(1));
