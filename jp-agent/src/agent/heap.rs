@@ -60,8 +60,8 @@ pub(super) unsafe extern "system" fn native_heap_cell(
         if bound.is_null() || !env.is_same_object(bound, state) {
             return 0;
         }
-        // A global reference points at its cell; the low two bits are a tag on newer JDKs
-        // (JDK 21 on tags global references), the cell is 8-aligned on every JDK.
+        // A global reference points at its cell, which holds an 8-byte address and so is
+        // 8-aligned; newer JDKs may tag the reference in its low bits.
         let cell = (bound as u64) & !7;
         let Ok(offset) = u64::try_from(cookie_offset) else {
             return 0;
