@@ -622,6 +622,24 @@ impl ThreadSlot {
         }
         Ok(ThreadSlot { os_tid, slot, heap })
     }
+
+    /// Whether it can say where a thread publishes: a thread id, and a slot that can be an
+    /// int's (on the heap: a cell that can be a pointer's, and two different ints'
+    /// offsets past the object's header word). Decoding checks the encoding only; what
+    /// fails here is what a JVM could not have meant.
+    pub fn well_formed(&self) -> bool {
+        let aligned = match self.heap {
+            None => self.slot.is_multiple_of(4),
+            Some(c) => {
+                self.slot.is_multiple_of(8)
+                    && c.current_offset != 0
+                    && c.current_offset.is_multiple_of(4)
+                    && c.cookie_offset.is_multiple_of(4)
+                    && c.cookie_offset != c.current_offset
+            }
+        };
+        self.os_tid != 0 && self.slot != 0 && aligned
+    }
 }
 
 /// A [`KIND_TREE`] body, decoded.

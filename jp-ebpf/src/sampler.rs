@@ -99,20 +99,16 @@ fn join_context(cfg: &ProbeConfig, pid_tgid: u64, user: bool, ip: u64) {
     };
     // SAFETY: the value is copied out at once; jpd may replace it, never frees it under us.
     let thread = unsafe { JP_JVM_THREADS.get(&pid_tgid) }.copied();
-    let slot_read = thread.map(|t| match current_context(&t) {
-        Some(id) => (t, true, id),
-        None => (t, false, 0),
-    });
-    match slot_read {
+    match thread.map(|t| (t, current_context(&t))) {
         // A thread in the kernel whose slot cannot be read is typically exiting: after
         // exit_mm it has no user memory left (32 threads ending at once showed such
         // failures). Its name counts it, like a thread without a slot. In user mode a
         // failed read is an anomaly, counted as such.
-        Some((t, false, _)) if user => {
+        Some((t, None)) if user => {
             key.stream = t.stream;
             key.kind = ctx_kind::READ_FAILED;
         }
-        Some((t, true, id)) => {
+        Some((t, Some(id))) => {
             key.stream = t.stream;
             key.id = u64::from(id);
             if user {

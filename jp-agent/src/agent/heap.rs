@@ -12,31 +12,28 @@
 //! JVMs publish in context slots.
 use super::{guard, AGENT};
 use crate::ffi::jni::{Env, JClass, JInt, JLong, JObject, RawEnv};
-use std::sync::OnceLock;
 
 /// Thread name prefixes (`comm`) of the collectors that move objects while threads run.
 const CONCURRENT_MOVERS: [&str; 3] = ["Shenandoah", "ZDirector", "ZDriver"];
 
 /// The name of the JVM's collector if it moves objects while threads run (found by its
-/// threads' names, which both have from VM start), None if it does not.
+/// threads' names, which both have from VM start), None if it does not. Asked once, at VM
+/// init, where `publish=true` becomes the heap or slots for the JVM's life.
 pub(super) fn concurrent_mover() -> Option<&'static str> {
-    static FOUND: OnceLock<Option<&'static str>> = OnceLock::new();
-    *FOUND.get_or_init(|| {
-        let tasks = std::fs::read_dir("/proc/self/task").ok()?;
-        for t in tasks.flatten() {
-            let Ok(comm) = std::fs::read_to_string(t.path().join("comm")) else {
-                continue;
-            };
-            if let Some(p) = CONCURRENT_MOVERS.iter().find(|p| comm.starts_with(**p)) {
-                return Some(if p.starts_with('Z') {
-                    "ZGC"
-                } else {
-                    "Shenandoah"
-                });
-            }
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    for t in tasks.flatten() {
+        let Ok(comm) = std::fs::read_to_string(t.path().join("comm")) else {
+            continue;
+        };
+        if let Some(p) = CONCURRENT_MOVERS.iter().find(|p| comm.starts_with(**p)) {
+            return Some(if p.starts_with('Z') {
+                "ZGC"
+            } else {
+                "Shenandoah"
+            });
         }
-        None
-    })
+    }
+    None
 }
 
 /// `Rt.heapCell(state, cookieOffset, cookie)`: see its Java comment. Runs on the thread
@@ -53,9 +50,6 @@ pub(super) unsafe extern "system" fn native_heap_cell(
         let (Some(env), Some(agent)) = (unsafe { Env::from_raw(raw) }, AGENT.get()) else {
             return 0;
         };
-        if concurrent_mover().is_some() {
-            return 0;
-        }
         let bound = agent.jvmti.thread_local(std::ptr::null_mut());
         if bound.is_null() || !env.is_same_object(bound, state) {
             return 0;

@@ -414,17 +414,18 @@ unsafe extern "system" fn on_vm_init(_jvmti: RawJvmti, raw: RawEnv, _thread: JOb
 
 /// Where threads publish their context: `publish=true` asks for the heap, which a
 /// collector that moves objects while threads run does not allow (see `heap`).
-fn publish_mode(opts: &crate::options::Options) -> Publish {
-    match (opts.publish, super::heap::concurrent_mover()) {
-        (Publish::Heap, Some(gc)) => {
-            if opts.verbose {
-                say!(
-                    "jp-agent: {gc} moves objects while threads run: threads publish their \
-                     context in native slots"
-                );
-            }
-            Publish::Slot
-        }
-        (p, _) => p,
+fn publish_mode(opts: &Options) -> Publish {
+    if opts.publish != Publish::Heap {
+        return opts.publish;
     }
+    let Some(gc) = super::heap::concurrent_mover() else {
+        return Publish::Heap;
+    };
+    if opts.verbose {
+        say!(
+            "jp-agent: {gc} moves objects while threads run: threads publish their context \
+             in native slots"
+        );
+    }
+    Publish::Slot
 }

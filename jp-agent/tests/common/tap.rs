@@ -187,17 +187,8 @@ impl Tap {
             }
             wire::KIND_THREAD => {
                 let t = wire::ThreadSlot::decode(r.body).map_err(|e| format!("thread: {e}"))?;
-                let aligned = match t.heap {
-                    None => t.slot % 4 == 0,
-                    Some(c) => {
-                        t.slot % 8 == 0
-                            && c.current_offset % 4 == 0
-                            && c.cookie_offset % 4 == 0
-                            && c.current_offset != c.cookie_offset
-                            && c.cookie & 1 == 1
-                    }
-                };
-                if t.os_tid == 0 || t.slot == 0 || !aligned {
+                // The agent's cookies are odd (never 0, whatever the random bits).
+                if !t.well_formed() || t.heap.is_some_and(|c| c.cookie & 1 == 0) {
                     return Err(format!("thread slot {t:?} of stream {}", h.stream));
                 }
                 if self.streams.get(&h.stream).is_some_and(|st| st.ended) {

@@ -666,8 +666,9 @@ public final class Rt {
     /**
      * The address of the cell of this thread's JNI global reference to {@code s} (its own
      * state, bound at attach), after checking that the object at the address the cell holds
-     * reads {@code cookie} at {@code cookieOffset}; 0 if it does not, or if the JVM's
-     * collector moves objects while threads run (then the cell may name a stale copy).
+     * reads {@code cookie} at {@code cookieOffset}; 0 if it does not. Called only where
+     * {@link #heapContexts} (the agent did not find a collector that moves objects while
+     * threads run, under which a cell may name a stale copy).
      */
     static native long heapCell(ThreadState s, int cookieOffset, int cookie);
 

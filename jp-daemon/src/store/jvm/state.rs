@@ -545,17 +545,7 @@ impl Jvm {
     /// cannot be an int's (or, on the heap, a cell's address and ints' offsets) is
     /// refused, as is a heap context whose current id would be read as its cookie.
     fn thread_slot(&mut self, h: &RecordHeader, slot: wire::ThreadSlot, out: &mut Outcome) {
-        let fits = match slot.heap {
-            None => slot.slot.is_multiple_of(4),
-            Some(c) => {
-                slot.slot.is_multiple_of(8)
-                    && c.current_offset != 0
-                    && c.current_offset.is_multiple_of(4)
-                    && c.cookie_offset.is_multiple_of(4)
-                    && c.cookie_offset != c.current_offset
-            }
-        };
-        if slot.slot == 0 || !fits || slot.os_tid == 0 {
+        if !slot.well_formed() {
             self.malformed_record(Malformed::BadSlot, out);
             return;
         }
