@@ -543,10 +543,16 @@ fn cost_run(out: &Deliverables, dir: &Path, op: &str, n: u32, p: Publish) -> Res
         Publish::Alone | Publish::Joined => "profiler=usdt",
         Publish::JoinedSlot => "profiler=usdt,publish=slot",
     };
-    let mut args = vec![format!(
-        "-agentpath:{}=bba=default,{options}",
-        out.agent_lib.display()
-    )];
+    // -Xbatch: each JVM compiles the same methods from the same profiles, so the arms'
+    // JVMs differ by the agent's option and not by what C2 happened to compile (without
+    // it the loop that publishes nothing scattered 0.80-1.23 between JVMs).
+    let mut args = vec![
+        "-Xbatch".to_string(),
+        format!(
+            "-agentpath:{}=bba=default,{options}",
+            out.agent_lib.display()
+        ),
+    ];
     args.extend(["-cp", ".", "CostModel", op].map(String::from));
     args.push(n.to_string());
     args.extend([rounds::WARMUP_ROUNDS, rounds::WARMUP_MS, AGENT_MEASURED].map(|v| v.to_string()));
@@ -666,7 +672,10 @@ fn agent(out: &Deliverables, dir: &Path) -> Result<String> {
     Ok(format!(
         "### The agent's cost with publishing (ns per operation, JDK 17, bba=default)\n\n\
 `CostModel` (the jvm bench's, `xtask/bench-inputs/jvm/`), one operation in a loop, in rounds \
-({} warm-up rounds and {} s at least, then {} measured; CPU time of the working thread). Each \
+({} warm-up rounds and {} s at least, then {} measured; CPU time of the working thread), each \
+JVM with `-Xbatch`, so that every JVM compiles the same methods from the same profiles and \
+the arms differ by the agent's option, not by what C2 happened to compile (without it the \
+control below scattered 0.80–1.23 between JVMs; with it 0.95–1.03 in its first run). Each \
 JVM's figure is its fastest measured round per operation: other processes on this shared \
 machine only slow rounds down, and the medians of a first run (5 rounds) scattered more than \
 the 5 % to be decided (a second run's fastest rounds scattered as widely, with an arm's four \
