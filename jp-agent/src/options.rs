@@ -104,6 +104,16 @@ pub struct Options {
     pub report_budget: u8,
     /// `publish=`: where threads publish their current context for jpd's sampler.
     pub publish: Publish,
+    /// `report_interval_ms=MS`: how often each thread reports to the profiler, paced by time:
+    /// a timer marks the threads due and each reports at its next entry or loop head. A
+    /// per-call countdown of bytecodes cost real programs 7-14 % (README-dev.md, "the
+    /// activation counter"), a flag read costs nothing measurable.
+    pub report_interval_ms: u32,
+    /// Whether `granularity=` was given: then threads report by bytecodes, as JP does,
+    /// unless `report_interval_ms=` is given too.
+    pub granularity_given: bool,
+    /// Whether `report_interval_ms=` was given.
+    pub interval_given: bool,
 }
 
 /// Where a thread publishes its current context for jpd's sampler (usdt profiler).
@@ -150,6 +160,9 @@ impl Default for Options {
             max_thread_contexts: 0,
             report_budget: 2,
             publish: Publish::Heap,
+            report_interval_ms: 10,
+            granularity_given: false,
+            interval_given: false,
         }
     }
 }
@@ -221,7 +234,15 @@ impl Options {
                     o.granularity = match value.parse::<i64>() {
                         Ok(g) if (1..=i64::from(i32::MAX)).contains(&g) => g as i32,
                         _ => return Err(bad("expected an integer from 1 to 2147483647")),
-                    }
+                    };
+                    o.granularity_given = true;
+                }
+                "report_interval_ms" => {
+                    o.report_interval_ms = match value.parse::<u32>() {
+                        Ok(ms) if (1..=60_000).contains(&ms) => ms,
+                        _ => return Err(bad("expected milliseconds from 1 to 60000")),
+                    };
+                    o.interval_given = true;
                 }
                 "profiler" => {
                     let ok = !value.is_empty()
@@ -288,7 +309,7 @@ impl Options {
                 }
                 _ => {
                     return Err(bad(
-                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, verbose, usdt_tap, max_contexts, max_thread_contexts, report_budget, publish)",
+                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, verbose, usdt_tap, max_contexts, max_thread_contexts, report_budget, publish, report_interval_ms)",
                     ))
                 }
             }
@@ -327,11 +348,38 @@ impl Options {
             Bba::Precise => "precise",
         }
     }
+
+    /// The interval at which threads report, in ms; 0: every `granularity` bytecodes
+    /// (when `granularity=` was given without `report_interval_ms=`).
+    pub fn report_pace_ms(&self) -> i32 {
+        if self.granularity_given && !self.interval_given {
+            0
+        } else {
+            i32::try_from(self.report_interval_ms).unwrap_or(i32::MAX)
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reports_are_paced_by_time_unless_only_a_granularity_is_given() {
+        assert_eq!(Options::parse("").unwrap().report_pace_ms(), 10);
+        assert_eq!(
+            Options::parse("report_interval_ms=250")
+                .unwrap()
+                .report_pace_ms(),
+            250
+        );
+        assert_eq!(
+            Options::parse("granularity=5000").unwrap().report_pace_ms(),
+            0
+        );
+        let both = Options::parse("granularity=5000,report_interval_ms=3").unwrap();
+        assert_eq!((both.granularity, both.report_pace_ms()), (5000, 3));
+    }
 
     #[test]
     fn defaults() {
@@ -441,6 +489,8 @@ mod tests {
             ("usdt_tap=", "usdt_tap="),
             ("max_contexts=-1", "max_contexts=-1"),
             ("report_budget=0", "report_budget=0"),
+            ("report_interval_ms=0", "report_interval_ms=0"),
+            ("report_interval_ms=60001", "report_interval_ms=60001"),
             ("report_budget=101", "report_budget=101"),
             ("report_budget=5%", "report_budget=5%"),
             ("publish=sometimes", "publish=sometimes"),

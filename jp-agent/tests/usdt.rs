@@ -459,6 +459,13 @@ fn bushy_classes() -> &'static Path {
 fn big_tree(jdk: Jdk) {
     let dir = scratch(&format!("usdt-bushy-{}", jdk.name()));
     for gran in [None, Some(100_000)] {
+        // Without a granularity, reports are paced by time: once a minute here, so that no
+        // thread reports before its end and every tree goes out whole.
+        let extra = if gran.is_none() {
+            ",report_interval_ms=60000"
+        } else {
+            ""
+        };
         let c = run_checked(
             jdk,
             Program {
@@ -471,7 +478,7 @@ fn big_tree(jdk: Jdk) {
             "default",
             gran,
             &dir,
-            "",
+            extra,
         );
         assert!(
             c.json.nodes.len() > 70_000,

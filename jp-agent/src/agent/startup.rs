@@ -259,7 +259,7 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
         return Err("RegisterNatives on jp.rt.Rt failed".into());
     }
     let init = env
-        .static_method(rt, "init", "(Ljava/lang/String;IIJJII)V")
+        .static_method(rt, "init", "(Ljava/lang/String;IIJJIII)V")
         .ok_or("jp.rt.Rt.init not found")?;
     let thread_ended = env
         .static_method(rt, "threadEnded", "(Ljava/lang/Object;)V")
@@ -331,6 +331,9 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
         },
         JValue {
             i: publish_mode(&agent.opts).java_value(),
+        },
+        JValue {
+            i: agent.opts.report_pace_ms(),
         },
     ];
     if !env.call_static_void(rt, init, &args) {

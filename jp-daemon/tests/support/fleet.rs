@@ -112,8 +112,16 @@ impl Java {
     /// Starts FleetPaper from `classes` with the agent `lib` and its `options`, and
     /// waits until jpd has attached to it.
     pub fn start(jpd: &Jpd, lib: &Path, classes: &Path, options: &str) -> Java {
+        // Reports paced by bytecodes (JP's way), not by time: the tests count each run's
+        // calls exactly (68, from the worker thread, whose tree reaches jpd when it ends),
+        // so the main thread, which waits on stdin between runs, must not report its own
+        // calls at a moment of its own; a spinning worker still reports (and publishes its
+        // context) every 10 M bytecodes.
         let mut child = Command::new(jdk17().join("bin/java"))
-            .arg(format!("-agentpath:{}={options}", lib.display()))
+            .arg(format!(
+                "-agentpath:{}={options},granularity=10000000",
+                lib.display()
+            ))
             .arg("-cp")
             .arg(classes)
             .arg("FleetPaper")

@@ -15,6 +15,12 @@ final class FileProfiler implements Profiler {
         return Rt.granularity;
     }
 
+    /** Its reports do nothing: the trees are merged when their threads end. */
+    @Override
+    public boolean wantsReports() {
+        return false;
+    }
+
     @Override
     public synchronized void threadEnded(Thread thread, Node root) {
         merge(global, root);

@@ -11,12 +11,23 @@ public interface Profiler {
     void register(Thread thread, Node root);
 
     /**
-     * The thread's activation counter ran out. {@code current} is its current context.
+     * The thread is due to report: an interval ({@code report_interval_ms}) passed, or, with
+     * reports paced by bytecodes ({@code granularity=} alone), its activation counter ran
+     * out. {@code current} is its current context. Called on the thread itself.
      *
-     * @return the next granularity (bytecodes until the next report; values <= 0 keep the
-     *     configured granularity)
+     * @return with reports paced by bytecodes, the next granularity (bytecodes until the
+     *     next report; values <= 0 keep the configured granularity); otherwise ignored
      */
     int report(Node root, Node current);
+
+    /**
+     * Whether {@link #report} would do anything now. With reports paced by time (the
+     * default), the agent marks threads due only while this is true, and checks ten times
+     * less often while it is not.
+     */
+    default boolean wantsReports() {
+        return true;
+    }
 
     /** The thread ended (or the VM is dying and it is still alive): its tree is final. */
     default void threadEnded(Thread thread, Node root) {}

@@ -29,6 +29,17 @@ public final class Rt {
 
     static Profiler profiler;
     static int granularity = 10_000_000;
+    /**
+     * True when threads report paced by time ({@code report_interval_ms}, the default): a
+     * timer ({@link Pacer}) marks them {@link ThreadState#due} and each reports at its next
+     * entry or loop head, a read of one flag. False when they report every {@link
+     * #granularity} bytecodes, as JP does ({@code granularity=} alone): every entry and loop
+     * head then counts down {@link ThreadState#counter}, a load and a store on every call that
+     * cost real programs 7-14 % (README-dev.md, "the activation counter"). Stable: once set
+     * at init, C2 folds it.
+     */
+    @jdk.internal.vm.annotation.Stable
+    static boolean paced;
     /** {@code report_budget}: the share of a thread's time, in %, the live view may send. */
     static int reportBudget = 2;
 
@@ -87,7 +98,7 @@ public final class Rt {
         if (cs != 0) {
             ContextSlot.set(cs, n.wid);
         }
-        if ((s.counter -= k) <= 0) {
+        if (paced ? s.due : (s.counter -= k) <= 0) {
             s.activate(n);
         }
         return n;
@@ -114,7 +125,7 @@ public final class Rt {
         if (cs != 0) {
             ContextSlot.set(cs, n.wid);
         }
-        if ((s.counter -= k) <= 0) {
+        if (paced ? s.due : (s.counter -= k) <= 0) {
             s.activate(n);
         }
         return n;
@@ -193,7 +204,7 @@ public final class Rt {
     /** Loop head or handler: {@code k} bytecodes at most until the next check. */
     public static void tick(Node ctx, int k) {
         ThreadState s = ctx.state;
-        if ((s.counter -= k) <= 0) {
+        if (paced ? s.due : (s.counter -= k) <= 0) {
             s.activate(ctx);
         }
     }
@@ -216,9 +227,10 @@ public final class Rt {
      */
     public static int tickPending(Node ctx, int n, int k) {
         ThreadState s = ctx.state;
-        if ((s.counter -= k) <= 0 || n >= PENDING_LIMIT) {
+        boolean due = paced ? s.due : (s.counter -= k) <= 0;
+        if (due || n >= PENDING_LIMIT) {
             ctx.bytecodes += n;
-            if (s.counter <= 0) {
+            if (due) {
                 s.activate(ctx);
             }
             return 0;
@@ -485,7 +497,8 @@ public final class Rt {
             long maxContexts,
             long maxThreadContexts,
             int reportBudgetPercent,
-            int publish)
+            int publish,
+            int paceMs)
             throws Throwable {
         granularity = gran;
         reportBudget = reportBudgetPercent;
@@ -514,6 +527,55 @@ public final class Rt {
         }
         profiler = p;
         states = new ThreadLocal<ThreadState>();
+        if (paceMs > 0) {
+            paced = true;
+            Thread pacer = new Thread(new Pacer(paceMs), "jp-report-pacer");
+            pacer.setDaemon(true);
+            pacer.start();
+        }
+    }
+
+    /**
+     * Marks every live thread due to report, every {@code ms} while the profiler wants
+     * reports, and looks ten times less often while it does not (no tracer listening, or the
+     * file profiler, which reports nothing until threads end): a JVM without jpd pays ten
+     * wake-ups a second. Runs only this package's code, so it never profiles itself.
+     */
+    private static final class Pacer implements Runnable {
+        private final long ms;
+
+        Pacer(long ms) {
+            this.ms = ms;
+        }
+
+        @Override
+        public void run() {
+            // Never attached: JDK code this thread runs (with jdk=true, Thread.sleep's
+            // event classes) profiles into the sink.
+            synchronized (LOCK) {
+                holdOff(Thread.currentThread());
+            }
+            for (;;) {
+                Profiler p = profiler;
+                boolean wanted = p != null && p.wantsReports();
+                try {
+                    Thread.sleep(wanted ? ms : ms * 10);
+                } catch (InterruptedException e) {
+                    return;
+                }
+                if (!wanted) {
+                    continue;
+                }
+                synchronized (LOCK) {
+                    if (closed) {
+                        return;
+                    }
+                    for (int i = 0; i < nLive; i++) {
+                        live[i].due = true;
+                    }
+                }
+            }
+        }
     }
 
     /** Whether threads publish their current context for jpd's sampler (usdt profiler). */

@@ -26,8 +26,17 @@ final class ThreadState {
      * (a thread's tree and the sink's; null in merged trees, which have no current context).
      */
     Node[] nodes;
-    /** Activation counter, runs down from the granularity; at <= 0 the profiler is called. */
+    /**
+     * Activation counter when reports are paced by bytecodes ({@link Rt#paced} false): runs
+     * down from the granularity; at <= 0 the profiler is called.
+     */
     int counter;
+    /**
+     * Set by {@link Rt}'s pacer when reports are paced by time: the thread reports at its
+     * next entry or loop head. Volatile, so that a loop that C2 compiled reads it again on
+     * every iteration.
+     */
+    volatile boolean due;
     /**
      * True while the thread runs profiler or runtime code (and forever once it has ended):
      * instrumented code then profiles into the sink, so the runtime never profiles itself and
@@ -136,6 +145,7 @@ final class ThreadState {
 
     /** The counter ran out: let the profiler look at this thread's tree. */
     void activate(Node at) {
+        due = false;
         if (busy || this == Rt.SINK_STATE) {
             counter = Integer.MAX_VALUE;
             return;

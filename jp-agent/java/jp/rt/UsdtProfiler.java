@@ -73,6 +73,12 @@ final class UsdtProfiler implements Profiler {
         return SEMAPHORE.getShort(0) != 0;
     }
 
+    /** Reports send only while a tracer listens (the file part merges at thread end). */
+    @Override
+    public boolean wantsReports() {
+        return listening();
+    }
+
     @Override
     public void register(Thread thread, Node root) {
         ThreadState st = root.state;
