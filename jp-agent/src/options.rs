@@ -108,12 +108,11 @@ pub struct Options {
     /// a timer marks the threads due and each reports at its next entry or loop head. A
     /// per-call countdown of bytecodes cost real programs 7-14 % (README-dev.md, "the
     /// activation counter"), a flag read costs nothing measurable.
-    pub report_interval_ms: u32,
+    /// None: not given (10 ms, unless `granularity=` alone asks for bytecodes).
+    pub report_interval_ms: Option<u32>,
     /// Whether `granularity=` was given: then threads report by bytecodes, as JP does,
     /// unless `report_interval_ms=` is given too.
     pub granularity_given: bool,
-    /// Whether `report_interval_ms=` was given.
-    pub interval_given: bool,
 }
 
 /// Where a thread publishes its current context for jpd's sampler (usdt profiler).
@@ -160,9 +159,8 @@ impl Default for Options {
             max_thread_contexts: 0,
             report_budget: 2,
             publish: Publish::Heap,
-            report_interval_ms: 10,
+            report_interval_ms: None,
             granularity_given: false,
-            interval_given: false,
         }
     }
 }
@@ -239,10 +237,9 @@ impl Options {
                 }
                 "report_interval_ms" => {
                     o.report_interval_ms = match value.parse::<u32>() {
-                        Ok(ms) if (1..=60_000).contains(&ms) => ms,
+                        Ok(ms) if (1..=60_000).contains(&ms) => Some(ms),
                         _ => return Err(bad("expected milliseconds from 1 to 60000")),
                     };
-                    o.interval_given = true;
                 }
                 "profiler" => {
                     let ok = !value.is_empty()
@@ -352,10 +349,10 @@ impl Options {
     /// The interval at which threads report, in ms; 0: every `granularity` bytecodes
     /// (when `granularity=` was given without `report_interval_ms=`).
     pub fn report_pace_ms(&self) -> i32 {
-        if self.granularity_given && !self.interval_given {
-            0
-        } else {
-            i32::try_from(self.report_interval_ms).unwrap_or(i32::MAX)
+        match self.report_interval_ms {
+            Some(ms) => i32::try_from(ms).unwrap_or(i32::MAX),
+            None if self.granularity_given => 0,
+            None => 10,
         }
     }
 }
