@@ -12,7 +12,9 @@ pub const LIBJVM: &str = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.s
 /// reference `PROVIDER_NAME_semaphore`). `tick` fires on every iteration; `wide` only
 /// while someone listens, and the program prints how often it saw the semaphore set.
 /// In iteration `i` (from 1) the arguments are: tick `i, -2, -5`; wide `-1000 i, -2,
-/// -3, -4, 250, &r.a, 1234567890123`; plain `i, i`; noargs none.
+/// -3, -4, 250, &r.a, 1234567890123`; plain `i, i`; noargs none. With a second
+/// argument `wait` the program reads a line from stdin after printing its semaphore's
+/// address and before the first iteration, so that a test can attach everything first.
 const MAIN_C: &str = r#"
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
@@ -43,6 +45,10 @@ int main(int argc, char **argv) {
     long seen = 0;
     printf("semaphore %p\n", (void *)&jp_test_tick_semaphore);
     fflush(stdout);
+    if (argc > 2) {
+        char go[16];
+        if (!fgets(go, sizeof go, stdin)) return 1;
+    }
     for (long i = 1; i <= n; i++) {
         r.a = -1000 * i;
         seen += fire(i, &r);
