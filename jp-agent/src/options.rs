@@ -70,7 +70,9 @@ impl Profiling {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Options {
     pub bba: Bba,
-    pub granularity: i32,
+    /// `granularity=N`: given, threads report every N bytecodes (JP's pacing) unless
+    /// `report_interval_ms=` is given too; see [`Options::granularity`].
+    pub granularity: Option<i32>,
     /// Resolved from `profiler=` and `out=` (see [`Profiling`]).
     pub profiler: Profiling,
     /// Explicit `out=`; see [`Options::out_path`].
@@ -110,9 +112,6 @@ pub struct Options {
     /// activation counter"), a flag read costs nothing measurable.
     /// None: not given (10 ms, unless `granularity=` alone asks for bytecodes).
     pub report_interval_ms: Option<u32>,
-    /// Whether `granularity=` was given: then threads report by bytecodes, as JP does,
-    /// unless `report_interval_ms=` is given too.
-    pub granularity_given: bool,
 }
 
 /// Where a thread publishes its current context for jpd's sampler (usdt profiler).
@@ -144,7 +143,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             bba: Bba::Default,
-            granularity: 10_000_000,
+            granularity: None,
             profiler: Profiling::Usdt,
             out: None,
             usdt_tap: None,
@@ -160,7 +159,6 @@ impl Default for Options {
             report_budget: 2,
             publish: Publish::Heap,
             report_interval_ms: None,
-            granularity_given: false,
         }
     }
 }
@@ -187,6 +185,9 @@ fn bool_value(v: &str) -> Option<bool> {
         _ => None,
     }
 }
+
+/// Bytecodes between two reports paced by bytecodes when `granularity=` is not given.
+const DEFAULT_GRANULARITY: i32 = 10_000_000;
 
 const COUNT: &str = "expected a number of contexts (0: no limit), such as 2000000";
 
@@ -230,10 +231,9 @@ impl Options {
                 }
                 "granularity" => {
                     o.granularity = match value.parse::<i64>() {
-                        Ok(g) if (1..=i64::from(i32::MAX)).contains(&g) => g as i32,
+                        Ok(g) if (1..=i64::from(i32::MAX)).contains(&g) => Some(g as i32),
                         _ => return Err(bad("expected an integer from 1 to 2147483647")),
                     };
-                    o.granularity_given = true;
                 }
                 "report_interval_ms" => {
                     o.report_interval_ms = match value.parse::<u32>() {
@@ -346,12 +346,18 @@ impl Options {
         }
     }
 
+    /// Bytecodes between two reports when they are paced by bytecodes (JP's default when
+    /// `granularity=` is not given).
+    pub fn granularity(&self) -> i32 {
+        self.granularity.unwrap_or(DEFAULT_GRANULARITY)
+    }
+
     /// The interval at which threads report, in ms; 0: every `granularity` bytecodes
     /// (when `granularity=` was given without `report_interval_ms=`).
     pub fn report_pace_ms(&self) -> i32 {
         match self.report_interval_ms {
             Some(ms) => i32::try_from(ms).unwrap_or(i32::MAX),
-            None if self.granularity_given => 0,
+            None if self.granularity.is_some() => 0,
             None => 10,
         }
     }
@@ -375,7 +381,7 @@ mod tests {
             0
         );
         let both = Options::parse("granularity=5000,report_interval_ms=3").unwrap();
-        assert_eq!((both.granularity, both.report_pace_ms()), (5000, 3));
+        assert_eq!((both.granularity(), both.report_pace_ms()), (5000, 3));
     }
 
     #[test]
@@ -383,7 +389,7 @@ mod tests {
         let o = Options::parse("").unwrap();
         assert_eq!(o, Options::default());
         assert_eq!(o.out_path(), "jp-profile.json");
-        assert_eq!(o.granularity, 10_000_000);
+        assert_eq!(o.granularity(), 10_000_000);
         // Without out= the agent writes no file: the live view only.
         assert_eq!(o.profiler, Profiling::Usdt);
         assert!(!o.profiler.writes_file() && o.profiler.usdt());
@@ -435,7 +441,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o.bba, Bba::Precise);
-        assert_eq!(o.granularity, 5000);
+        assert_eq!(o.granularity(), 5000);
         assert_eq!(o.profiler, Profiling::Custom("com.x.P".into()));
         assert_eq!(o.out_path(), "/tmp/p.txt");
         assert_eq!(o.format, Format::Tree);

@@ -182,7 +182,7 @@ fn banner(o: &Options) -> String {
     format!(
         "bba={} granularity={} jdk={} {target}",
         o.bba_name(),
-        o.granularity,
+        o.granularity(),
         o.jdk
     )
 }
@@ -293,7 +293,7 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         }),
-        granularity: u64::try_from(agent.opts.granularity).unwrap_or(0),
+        granularity: u64::try_from(agent.opts.granularity()).unwrap_or(0),
         bba: u64::from(agent.opts.bba_name() == "precise"),
         jdk_version: agent
             .jvmti
@@ -315,7 +315,7 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
     let args = [
         JValue { l: name },
         JValue {
-            i: agent.opts.granularity,
+            i: agent.opts.granularity(),
         },
         JValue {
             i: i32::try_from(overflow_mid).unwrap_or(i32::MAX),

@@ -36,7 +36,8 @@ public final class Rt {
      * #granularity} bytecodes, as JP does ({@code granularity=} alone): every entry and loop
      * head then counts down {@link ThreadState#counter}, a load and a store on every call that
      * cost real programs 7-14 % (README-dev.md, "the activation counter"). Stable: once set
-     * at init, C2 folds it.
+     * true at init, C2 folds it (a stable field's default value, false, is not folded, so
+     * pacing by bytecodes pays a load of it too).
      */
     @jdk.internal.vm.annotation.Stable
     static boolean paced;
