@@ -64,8 +64,7 @@ impl Arm {
     /// `4.21× [3.90–4.60]`: over `without`, the medians' ratio and the widest range the
     /// JVMs allow.
     fn ratio_cell(&self, without: &Arm) -> String {
-        let r = self.spread().over(&without.spread());
-        format!("{:.2}× [{:.2}–{:.2}]", r.median, r.min, r.max)
+        ratio(self.spread().over(&without.spread()))
     }
 
     /// The worst drift of its JVMs (see `Rounds::drift`).
@@ -90,14 +89,16 @@ impl Arm {
         format!("{warm:.0}{star}")
     }
 
-    /// C2's figures, medians over the JVMs (None if one JVM printed none).
-    fn c2(&self) -> Option<C2> {
+    /// C2's figures over the JVMs, (seconds, code bytes), each with its range: a JVM's
+    /// C2 work depends on what its profile happened to see, and one JVM of a mode can
+    /// compile several times what the others do (None if one JVM printed none).
+    fn c2(&self) -> Option<(Jvms, Jvms)> {
         let all: Option<Vec<C2>> = self.runs.iter().map(|r| r.c2).collect();
         let all = all?;
-        Some(C2 {
-            seconds: median(&mut all.iter().map(|c| c.seconds).collect::<Vec<_>>()),
-            code_bytes: median(&mut all.iter().map(|c| c.code_bytes).collect::<Vec<_>>()),
-        })
+        Some((
+            Jvms::of(&all.iter().map(|c| c.seconds).collect::<Vec<_>>()),
+            Jvms::of(&all.iter().map(|c| c.code_bytes).collect::<Vec<_>>()),
+        ))
     }
 
     /// Calls a round, median over the JVMs (None without the agent).
@@ -176,8 +177,10 @@ and what a call may cost for the 1.5× goal (0.5 / calls per ns): the slowdown i
 Goals (steady state):\n{verdict}\n\
 ### C2 compile time and code size\n\n\
 From the same JVMs, `-XX:+CITime` at exit: C2's compile time (standard + OSR) and the size \
-of the code it installed (`nmethods_code_size`), medians over each mode's JVMs, with the \
-agent against without. The \
+of the code it installed (`nmethods_code_size`): the median over each mode's JVMs [their range; \
+for a ratio, the widest range the JVMs allow], with the agent against without. A JVM's C2 \
+work depends on what its profile happened to see, and one JVM in a few can compile several \
+times what the others of its mode do, so a median over three can land on either side. The \
 JVMs ran until their JIT was quiet (their warm-up rounds differ), so each figure is what C2 \
 spent reaching the steady state; instrumented methods are bigger, and bigger methods inline \
 less.\n{c2_sections}\n\
@@ -349,7 +352,7 @@ fn c2_table(
     let mut s = format!(
         "\n#### {label}\n\n| program | C2 compile no agent (s) | default | precise | C2 code no agent (KB) | default | precise |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     );
-    let mut worst: Option<(f64, &str)> = None;
+    let mut worst: Option<(Jvms, &str)> = None;
     for (i, program) in programs.iter().enumerate() {
         let c2 = |m: Mode| runs.get(&(i, m)).and_then(Arm::c2);
         let (Some(off), Some(def), Some(pre)) =
@@ -362,29 +365,46 @@ fn c2_table(
             goals.push(format!("- {label}, {}: **not measured**.\n", program.name));
             continue;
         };
-        for r in [def.seconds / off.seconds, pre.seconds / off.seconds] {
-            if worst.is_none_or(|(w, _)| r > w) {
+        let (def_s, pre_s) = (def.0.over(&off.0), pre.0.over(&off.0));
+        for r in [def_s, pre_s] {
+            if worst.is_none_or(|(w, _)| r.median > w.median) {
                 worst = Some((r, program.name));
             }
         }
+        let kb = |j: Jvms| {
+            format!(
+                "{:.0} [{:.0}–{:.0}]",
+                j.median / 1024.0,
+                j.min / 1024.0,
+                j.max / 1024.0
+            )
+        };
         s.push_str(&format!(
-            "| {} | {:.2} | {:.2}× | {:.2}× | {:.0} | {:.2}× | {:.2}× |\n",
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
             program.name,
-            off.seconds,
-            def.seconds / off.seconds,
-            pre.seconds / off.seconds,
-            off.code_bytes / 1024.0,
-            def.code_bytes / off.code_bytes,
-            pre.code_bytes / off.code_bytes,
+            off.0.cell(),
+            ratio(def_s),
+            ratio(pre_s),
+            kb(off.1),
+            ratio(def.1.over(&off.1)),
+            ratio(pre.1.over(&off.1)),
         ));
     }
     if let Some((w, name)) = worst {
         goals.push(format!(
-            "- {label}: {} (worst {w:.2}×, {name}).\n",
-            met(w <= 1.5)
+            "- {label}: {} (worst median {:.2}× [{:.2}–{:.2}], {name}).\n",
+            met(w.median <= 1.5),
+            w.median,
+            w.min,
+            w.max
         ));
     }
     s
+}
+
+/// `1.37× [0.90–2.10]`: a ratio over the JVMs, with the widest range they allow.
+fn ratio(r: Jvms) -> String {
+    format!("{:.2}× [{:.2}–{:.2}]", r.median, r.min, r.max)
 }
 
 /// The geometric means (default, precise) per JDK that BENCHMARKS.md's steady-state
