@@ -26,6 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &RewriteOptions {
             bba,
             pass_context: true,
+            out_of_line_entry: false,
         },
         &mut Sequential(0),
     )? {

@@ -111,7 +111,14 @@ fn code<'a, 'b>(attrs: &'b [cafebabe::attributes::AttributeInfo<'a>]) -> Option<
 
 /// Checks one rewritten method against the original; returns the number of original
 /// instructions. `second`: Some(the slot of the caller's context) for a second body.
-fn check_method(name: &str, orig: &CodeData, new: &CodeData, second: Option<u16>) -> usize {
+/// `entry`: the helper a method entered the usual way calls (`enter` or `enterOutOfLine`).
+fn check_method(
+    name: &str,
+    orig: &CodeData,
+    new: &CodeData,
+    second: Option<u16>,
+    entry: &str,
+) -> usize {
     let ob = orig.bytecode.as_ref().expect("original bytecode");
     let nb = new.bytecode.as_ref().expect("rewritten bytecode parses");
     let ops: Vec<&Opcode> = nb.opcodes.iter().map(|(_, o)| o).collect();
@@ -159,9 +166,10 @@ fn check_method(name: &str, orig: &CodeData, new: &CodeData, second: Option<u16>
         let iload_acc = |j: usize| matches!(ops[j], Opcode::Iload(x) if *x == acc);
         let istore_acc = |j: usize| matches!(ops[j], Opcode::Istore(x) if *x == acc);
         match call.as_str() {
-            "enter" | "enterFrom" => {
+            "enter" | "enterOutOfLine" | "enterFrom" => {
                 let at = usize::from(second.is_some());
-                assert_eq!(call == "enterFrom", second.is_some(), "{name}: {call}");
+                let expected = if second.is_some() { "enterFrom" } else { entry };
+                assert_eq!(call, expected, "{name}");
                 if let Some(caller) = second {
                     assert!(
                         matches!(ops[0], Opcode::Aload(x) if *x == caller),
@@ -342,13 +350,23 @@ fn rewritten_classes_match_the_originals() {
         for f in files {
             let input = std::fs::read(&f).unwrap();
             let orig = cafebabe::parse_class(&input).expect("original parses");
-            for (bba, pass_context) in [
-                (Bba::Default, false),
-                (Bba::Precise, false),
-                (Bba::Default, true),
-                (Bba::Precise, true),
+            // Each way of entering twice, not four times: the entry is one call's name.
+            for (bba, pass_context, out_of_line_entry) in [
+                (Bba::Default, false, false),
+                (Bba::Precise, false, true),
+                (Bba::Default, true, true),
+                (Bba::Precise, true, false),
             ] {
-                let opts = RewriteOptions { bba, pass_context };
+                let opts = RewriteOptions {
+                    bba,
+                    pass_context,
+                    out_of_line_entry,
+                };
+                let entry = if out_of_line_entry {
+                    "enterOutOfLine"
+                } else {
+                    "enter"
+                };
                 let out = match rewrite_class(&input, &opts, &mut Ids(0)).unwrap() {
                     Rewritten::Changed { bytes, .. } => bytes,
                     Rewritten::Unchanged { .. } => continue,
@@ -420,7 +438,7 @@ fn rewritten_classes_match_the_originals() {
                         orig.this_class,
                         nm.name
                     );
-                    instructions += check_method(&label, oc, nc, Some(caller));
+                    instructions += check_method(&label, oc, nc, Some(caller), entry);
                     methods += 1;
                 }
                 for (om, nm) in orig.methods.iter().zip(&new.methods) {
@@ -442,7 +460,7 @@ fn rewritten_classes_match_the_originals() {
                     match (code(&om.attributes), code(&nm.attributes)) {
                         (Some(oc), Some(nc)) => {
                             let label = format!("{} {}.{}", f.display(), orig.this_class, om.name);
-                            instructions += check_method(&label, oc, nc, None);
+                            instructions += check_method(&label, oc, nc, None, entry);
                             methods += 1;
                         }
                         (None, None) => {}
@@ -516,6 +534,7 @@ fn corrupted_real_classes_never_panic() {
                 &RewriteOptions {
                     bba,
                     pass_context: false,
+                    out_of_line_entry: false,
                 },
                 &mut Ids(0),
             ) {
@@ -649,6 +668,7 @@ fn type_annotations_follow_their_instructions() {
             &RewriteOptions {
                 bba,
                 pass_context: false,
+                out_of_line_entry: false,
             },
             &mut Ids(0),
         )

@@ -123,6 +123,7 @@ pub(super) unsafe extern "system" fn on_class_file_load(
         let opts = RewriteOptions {
             bba: agent.opts.bba,
             pass_context: redefined.is_null() && crate::filter::may_pass_context(&agent.opts),
+            out_of_line_entry: agent.out_of_line_entry,
         };
         let t0 = Instant::now();
         let result = rewrite_class(bytes, &opts, &mut GlobalIds);

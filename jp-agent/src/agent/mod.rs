@@ -33,6 +33,8 @@ struct Agent {
     opts: Options,
     /// Whether the env holds can_retransform_classes (jdk=true or -javaagent).
     can_retransform: bool,
+    /// Enter methods through `Rt.enterOutOfLine` (decided by the JDK's version at start).
+    out_of_line_entry: bool,
 }
 
 /// What the agent needs of `jp.rt.Rt` once the VM is initialized.

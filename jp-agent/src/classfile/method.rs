@@ -43,6 +43,8 @@ pub(crate) struct MethodInput<'a> {
     pub desc: &'a [u8],
     pub label: &'a dyn Fn() -> String,
     pub bba: Bba,
+    /// Enter through `Rt.enterOutOfLine` (see `RewriteOptions`).
+    pub out_of_line_entry: bool,
     pub mid: u32,
     /// The second body: Some(the local slot of the caller's context, right after the
     /// arguments); None for the method's own body.
@@ -517,6 +519,8 @@ pub(crate) fn rewrite_code(
     let refs = Refs {
         enter: if second {
             cpa.rt_method("enterFrom", "(Ljp/rt/Node;II)Ljp/rt/Node;")?
+        } else if m.out_of_line_entry {
+            cpa.rt_method("enterOutOfLine", "(II)Ljp/rt/Node;")?
         } else {
             cpa.rt_method("enter", "(II)Ljp/rt/Node;")?
         },

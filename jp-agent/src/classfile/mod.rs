@@ -58,6 +58,11 @@ pub struct RewriteOptions {
     /// "Passed contexts"). Only for a class being loaded: a retransformation may not add
     /// methods.
     pub pass_context: bool,
+    /// Enter methods through `Rt.enterOutOfLine`, which C2 never inlines, rather than
+    /// `Rt.enter`: on JDK 17 C2 inlines `enter` only in the JVMs where its own compile came
+    /// out small, which run no faster and spend 2-4 times as long compiling (README-dev.md,
+    /// "C2's two ways with the entry").
+    pub out_of_line_entry: bool,
 }
 
 /// The agent's method table: one id per method, embedded as a constant in its code.
@@ -473,6 +478,7 @@ fn method_input<'a>(
         desc: class.cp.utf8_bytes(m.desc)?,
         label,
         bba: opts.bba,
+        out_of_line_entry: opts.out_of_line_entry,
         mid,
         second,
         passed,

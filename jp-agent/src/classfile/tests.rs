@@ -13,16 +13,18 @@ impl MethodIds for Ids {
 }
 
 fn rewrite(bytes: &[u8], bba: Bba) -> (Vec<u8>, ClassStats) {
-    match rewrite_class(
+    rewrite_with(
         bytes,
         &RewriteOptions {
             bba,
             pass_context: true,
+            out_of_line_entry: false,
         },
-        &mut Ids,
     )
-    .expect("rewrite")
-    {
+}
+
+fn rewrite_with(bytes: &[u8], opts: &RewriteOptions) -> (Vec<u8>, ClassStats) {
+    match rewrite_class(bytes, opts, &mut Ids).expect("rewrite") {
         Rewritten::Changed { bytes, stats } => (bytes, stats),
         Rewritten::Unchanged { reason } => panic!("unchanged: {reason}"),
     }
@@ -147,7 +149,7 @@ fn split(bytes: &[u8], method: &str) -> Split {
         if let Some(name) = is_rt(&insns[i]) {
             injected[i] = true;
             match name.as_str() {
-                "enter" => {
+                "enter" | "enterOutOfLine" => {
                     injected[i - 1] = true;
                     injected[i - 2] = true;
                     injected[i + 1] = true;
@@ -936,6 +938,7 @@ fn corrupt_inputs_never_panic() {
                     &RewriteOptions {
                         bba,
                         pass_context: true,
+                        out_of_line_entry: false,
                     },
                     &mut Ids,
                 ) {
@@ -979,6 +982,25 @@ fn undecidable_constructors_have_no_catch_all() {
         .map(|c| c.0)
         .collect();
     assert_eq!(calls, vec!["enter", "count", "exit"]);
+}
+
+#[test]
+fn the_out_of_line_entry_is_called_when_asked() {
+    // static void m() { return }: entered the usual way, never a second body.
+    let mut b = ClassBuilder::new(52);
+    b.method(0x0009, "m", "()V", 0, 0, &[0xb1], &[], None);
+    let input = b.build();
+    for (out_of_line_entry, entry) in [(false, "enter"), (true, "enterOutOfLine")] {
+        let opts = RewriteOptions {
+            bba: Bba::Default,
+            pass_context: true,
+            out_of_line_entry,
+        };
+        let (out, _) = rewrite_with(&input, &opts);
+        let calls: Vec<String> = split(&out, "m").calls.into_iter().map(|c| c.0).collect();
+        // The return's exit, then the catch-all's.
+        assert_eq!(calls, vec![entry, "count", "exit", "exit"]);
+    }
 }
 
 #[test]

@@ -159,6 +159,7 @@ pub fn rewrite_changed(input: &[u8], bba: Bba) -> (Vec<u8>, ClassStats) {
     let opts = RewriteOptions {
         bba,
         pass_context: true,
+        out_of_line_entry: false,
     };
     match rewrite_class(input, &opts, &mut Ids(0)) {
         Ok(Rewritten::Changed { bytes, stats }) => (bytes, stats),
@@ -222,9 +223,11 @@ pub fn rewrite_tree(src: &Path, dst: &Path, mode: Mode, keep: &dyn Fn(&Path) -> 
             t.unchanged += 1;
             bytes
         } else {
+            // Either entry verifies the same (one descriptor); the agent's JVM runs pick it.
             let opts = RewriteOptions {
                 bba,
                 pass_context: true,
+                out_of_line_entry: false,
             };
             let r = if widen_all {
                 rewrite_class_widening_all(&bytes, &opts, &mut ids)

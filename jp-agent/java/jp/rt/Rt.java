@@ -106,6 +106,52 @@ public final class Rt {
     }
 
     /**
+     * {@link #enter} for JVMs whose C2 should never inline it (JDK 17, chosen by the agent):
+     * there C2 compiles {@code enter} either with its child lookup inlined (about 8 KB of
+     * code, too big to inline anywhere) or, in one JVM in four to eight, as the profile at
+     * that moment had it, without (2.5 KB), which every caller then inlines. Such a JVM runs
+     * no faster and spends 2-4 times as long in C2 (rhino: 4.7-6.2 s against 1.2-1.9 s). On
+     * JDK 25 C2 always compiles it small and inlining it makes rhino 6 % faster, so that JDK
+     * calls {@code enter} (jp-agent/README-dev.md, "C2's two ways with the entry").
+     *
+     * <p>The body is {@code enter}'s, copied on purpose: one that called {@code enter} made
+     * two calls per entry (C2 compiled {@code enter} on its own, then would not inline code
+     * "already compiled into a big method"), 3-6 % slower. The two must stay the same; the
+     * agent's exactness tests run this one on JDK 17 and {@code enter} on JDK 25.
+     */
+    @jdk.internal.vm.annotation.DontInline
+    public static Node enterOutOfLine(int mid, int k) {
+        ThreadLocal<ThreadState> tl = states;
+        if (tl == null) {
+            return SINK;
+        }
+        Thread t = Thread.currentThread();
+        int slot = System.identityHashCode(t) & (BY_THREAD.length - 1);
+        ThreadState s = BY_THREAD[slot];
+        if (s == null || s.thread != t) {
+            s = tl.get();
+            if (s == null && (s = attach()) == null) {
+                return SINK;
+            }
+            BY_THREAD[slot] = s;
+        }
+        if (s.busy) {
+            return SINK;
+        }
+        Node n = s.nodes[s.current].childOnEntry(mid);
+        n.calls++;
+        s.current = n.wid;
+        long cs = s.ctxSlot;
+        if (cs != 0) {
+            ContextSlot.set(cs, n.wid);
+        }
+        if (paced ? s.due : (s.counter -= k) <= 0) {
+            s.activate(n);
+        }
+        return n;
+    }
+
+    /**
      * Entry of a method's second body (see jp-agent/README-dev.md, "Passed contexts"): its
      * caller, an instrumented method of the same class, passed its own context, so there is
      * no thread lookup and no current context to load. The thread's current context is not
