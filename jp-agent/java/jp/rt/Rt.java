@@ -108,9 +108,11 @@ public final class Rt {
     /**
      * {@link #enter} for JVMs whose C2 should never inline it (JDK 17, chosen by the agent):
      * there C2 compiles {@code enter} either with its child lookup inlined (about 8 KB of
-     * code, too big to inline anywhere) or, in one JVM in four to eight, as the profile at
+     * code, too big to inline anywhere) or, in about one rhino JVM in ten, as the profile at
      * that moment had it, without (2.5 KB), which every caller then inlines. Such a JVM runs
-     * no faster and spends 2-4 times as long in C2 (rhino: 4.7-6.2 s against 1.2-1.9 s). On
+     * no faster and spends 2-4 times as long in C2 (rhino: 4.7-6.2 s against 1.2-1.9 s). Only
+     * a program with one calling pattern (the cost model's loops) always got the small form,
+     * and its unpassed calls cost 0.5-2.3 ns more out of line. On
      * JDK 25 C2 always compiles it small and inlining it makes rhino 6 % faster, so that JDK
      * calls {@code enter} (jp-agent/README-dev.md, "C2's two ways with the entry").
      *
