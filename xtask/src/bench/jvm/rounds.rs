@@ -145,6 +145,11 @@ impl Jvms {
         format!("{:.2} [{:.2}–{:.2}]", self.median, self.min, self.max)
     }
 
+    /// `1.37× [0.90–2.10]`: a ratio (see [`Jvms::over`]).
+    pub fn cell_ratio(&self) -> String {
+        format!("{:.2}× [{:.2}–{:.2}]", self.median, self.min, self.max)
+    }
+
     pub fn cell_signed(&self) -> String {
         format!("{:+.2} [{:+.2}…{:+.2}]", self.median, self.min, self.max)
     }

@@ -64,7 +64,7 @@ impl Arm {
     /// `4.21× [3.90–4.60]`: over `without`, the medians' ratio and the widest range the
     /// JVMs allow.
     fn ratio_cell(&self, without: &Arm) -> String {
-        ratio(self.spread().over(&without.spread()))
+        self.spread().over(&without.spread()).cell_ratio()
     }
 
     /// The worst drift of its JVMs (see `Rounds::drift`).
@@ -383,28 +383,21 @@ fn c2_table(
             "| {} | {} | {} | {} | {} | {} | {} |\n",
             program.name,
             off.0.cell(),
-            ratio(def_s),
-            ratio(pre_s),
+            def_s.cell_ratio(),
+            pre_s.cell_ratio(),
             kb(off.1),
-            ratio(def.1.over(&off.1)),
-            ratio(pre.1.over(&off.1)),
+            def.1.over(&off.1).cell_ratio(),
+            pre.1.over(&off.1).cell_ratio(),
         ));
     }
     if let Some((w, name)) = worst {
         goals.push(format!(
-            "- {label}: {} (worst median {:.2}× [{:.2}–{:.2}], {name}).\n",
+            "- {label}: {} (worst median {}, {name}).\n",
             met(w.median <= 1.5),
-            w.median,
-            w.min,
-            w.max
+            w.cell_ratio()
         ));
     }
     s
-}
-
-/// `1.37× [0.90–2.10]`: a ratio over the JVMs, with the widest range they allow.
-fn ratio(r: Jvms) -> String {
-    format!("{:.2}× [{:.2}–{:.2}]", r.median, r.min, r.max)
 }
 
 /// The geometric means (default, precise) per JDK that BENCHMARKS.md's steady-state
