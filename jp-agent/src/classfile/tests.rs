@@ -1004,6 +1004,22 @@ fn the_out_of_line_entry_is_called_when_asked() {
 }
 
 #[test]
+fn the_out_of_line_entry_is_enter_copied() {
+    // Rt.enterOutOfLine is enter's body copied (a call of enter costs a second call where
+    // C2 compiled enter on its own): the two must run the same bytecode, or JDK 17 and
+    // JDK 25 would profile differently. Same class, same constant pool: same bytes.
+    let rt = std::fs::read(concat!(env!("OUT_DIR"), "/classes/jp/rt/Rt.class"))
+        .expect("build.rs compiles jp.rt into OUT_DIR/classes");
+    let (copy, original) = (code_of(&rt, "enterOutOfLine"), code_of(&rt, "enter"));
+    assert!(!original.code.is_empty());
+    assert_eq!(
+        copy.code, original.code,
+        "enterOutOfLine differs from enter"
+    );
+    assert_eq!(copy.exc, original.exc);
+}
+
+#[test]
 fn bad_descriptors_are_errors() {
     // A compressed frame makes the rewriter read the descriptor's types.
     for desc in ["([", "(L", "(Lx", "([[", "(I", "(Q)V"] {

@@ -118,8 +118,9 @@ public final class Rt {
      *
      * <p>The body is {@code enter}'s, copied on purpose: one that called {@code enter} made
      * two calls per entry (C2 compiled {@code enter} on its own, then would not inline code
-     * "already compiled into a big method"), 3-6 % slower. The two must stay the same; the
-     * agent's exactness tests run this one on JDK 17 and {@code enter} on JDK 25.
+     * "already compiled into a big method"), 3-6 % slower. The two must stay the same (a unit
+     * test compares their bytecode); the exactness tests run this one on JDK 17 and
+     * {@code enter} on JDK 25.
      */
     @jdk.internal.vm.annotation.DontInline
     public static Node enterOutOfLine(int mid, int k) {
