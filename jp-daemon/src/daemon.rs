@@ -437,6 +437,10 @@ fn life(
     // "without the join" arm, and a way out should the join misbehave on a host).
     if config.kernel.jvm_contexts {
         collector.set_context_join(Arc::new(JvmContexts(Arc::clone(&jvm_store))));
+        // Threads join the sampler as they announce themselves, not at its next pass.
+        if let Some(waker) = collector.join_waker() {
+            crate::lock::lock(&jvm_store).on_context_threads_change(Box::new(move || waker.wake()));
+        }
     }
     let socket = config.server.socket.clone();
     let (listener, socket_guard) = server::socket::bind(&socket)?;

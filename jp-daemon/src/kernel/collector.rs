@@ -4,13 +4,15 @@
 //! Life cycle: [`KernelCollector::start`] loads everything and starts a reader thread
 //! (no async runtime needed); [`KernelCollector::refresh`] reads the maps right now;
 //! [`KernelCollector::shutdown`] (or drop) stops the thread and detaches every link by
-//! closing the eBPF object.
+//! closing the eBPF object. Between passes, a [`JoinWaker`] has the thread tell the
+//! sampler about JVM threads as soon as they announce their context.
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsFd as _, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
 use aya::maps::{Map, MapData};
@@ -52,10 +54,22 @@ const IRQ_ENTRY_STUB: &str = "asm_common_interrupt";
 /// Whether the kernel's BPF run-time statistics are on (for anyone's reason).
 const BPF_STATS_SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 
+/// Spacing of the reader's join syncs between passes: a JVM starting hundreds of
+/// threads at once costs one sync per this much time, not one per thread.
+const JOIN_SYNC_SPACING: Duration = Duration::from_millis(10);
+
+/// What wakes the reader thread before its next pass.
+enum Wake {
+    Stop,
+    /// The announced JVM threads changed ([`JoinWaker`]).
+    Join,
+}
+
 /// Handle on the running collector.
 pub struct KernelCollector {
     state: Arc<Mutex<State>>,
-    stop: Option<mpsc::Sender<()>>,
+    wake: Option<mpsc::Sender<Wake>>,
+    join_wanted: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -78,22 +92,30 @@ impl KernelCollector {
         let state = Arc::new(Mutex::new(state));
         lock(&state).read_and_publish(Pass::Forced);
 
-        let (stop, stop_rx) = mpsc::channel::<()>();
+        let (wake, wake_rx) = mpsc::channel::<Wake>();
+        let join_wanted = Arc::new(AtomicBool::new(false));
         let reader = Arc::clone(&state);
+        let wanted = Arc::clone(&join_wanted);
         let interval = opts.read_interval;
         let thread = std::thread::Builder::new()
             .name("jp-kernel".into())
-            .spawn(move || {
-                // A message or a dropped sender both mean stop.
-                while let Err(RecvTimeoutError::Timeout) = stop_rx.recv_timeout(interval) {
-                    lock(&reader).read_and_publish(Pass::Periodic);
-                }
-            })
+            .spawn(move || read_until_stopped(&reader, &wake_rx, &wanted, interval))
             .context("cannot start the kernel reader thread")?;
         Ok(KernelCollector {
             state,
-            stop: Some(stop),
+            wake: Some(wake),
+            join_wanted,
             thread: Some(thread),
+        })
+    }
+
+    /// A handle that has the reader tell the sampler about the announced JVM threads now
+    /// rather than at its next pass: a thread that lives less than `read_interval` would
+    /// otherwise be counted by its name for most of its life. `None` once stopped.
+    pub fn join_waker(&self) -> Option<JoinWaker> {
+        Some(JoinWaker {
+            wake: self.wake.clone()?,
+            wanted: Arc::clone(&self.join_wanted),
         })
     }
 
@@ -148,7 +170,10 @@ impl KernelCollector {
     }
 
     fn stop_thread(&mut self) {
-        drop(self.stop.take());
+        // Wakers hold senders too: only the message stops the thread.
+        if let Some(wake) = self.wake.take() {
+            let _ = wake.send(Wake::Stop);
+        }
         if let Some(t) = self.thread.take() {
             if t.join().is_err() {
                 log::error!("kernel reader thread panicked");
@@ -162,6 +187,68 @@ impl KernelCollector {
 impl Drop for KernelCollector {
     fn drop(&mut self) {
         self.stop_thread();
+    }
+}
+
+/// Asks the reader thread to sync the join ([`KernelCollector::join_waker`]). Cheap and
+/// non-blocking (callers hold the JVM store's lock): wakes that come while one is
+/// pending are one sync.
+#[derive(Clone)]
+pub struct JoinWaker {
+    wake: mpsc::Sender<Wake>,
+    wanted: Arc<AtomicBool>,
+}
+
+impl JoinWaker {
+    pub fn wake(&self) {
+        if !self.wanted.swap(true, Ordering::AcqRel) {
+            // Fails only once the reader has stopped: nothing left to wake.
+            let _ = self.wake.send(Wake::Join);
+        }
+    }
+}
+
+/// The reader thread: a pass every `interval`, and between passes the join's syncs that
+/// a [`JoinWaker`] asks for, at most one per [`JOIN_SYNC_SPACING`].
+fn read_until_stopped(
+    state: &Mutex<State>,
+    wake: &mpsc::Receiver<Wake>,
+    join_wanted: &AtomicBool,
+    interval: Duration,
+) {
+    let mut next_pass = Instant::now() + interval;
+    let mut join_due: Option<Instant> = None;
+    let mut last_join = Instant::now();
+    loop {
+        let now = Instant::now();
+        if join_due.is_some_and(|t| t <= now) {
+            join_due = None;
+            last_join = now;
+            join_wanted.store(false, Ordering::Release);
+            lock(state).sync_join();
+            continue;
+        }
+        if next_pass <= now {
+            // A pass syncs the join too. Cleared before, so that a thread announced
+            // during the pass wakes the reader again.
+            join_due = None;
+            join_wanted.store(false, Ordering::Release);
+            lock(state).read_and_publish(Pass::Periodic);
+            next_pass += interval;
+            if next_pass <= Instant::now() {
+                // Behind (the machine was stopped or starved): no burst of passes.
+                next_pass = Instant::now() + interval;
+            }
+            continue;
+        }
+        let until = join_due.map_or(next_pass, |t| t.min(next_pass));
+        match wake.recv_timeout(until - now) {
+            Ok(Wake::Join) => {
+                join_due.get_or_insert(last_join + JOIN_SYNC_SPACING);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(Wake::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+        }
     }
 }
 
@@ -588,6 +675,18 @@ impl State {
                 self.read_errors += 1;
                 self.log_error(&e.context("joining samples to JVM contexts"));
             }
+        }
+    }
+
+    /// Only the second half of [`State::pass_join`]: the sampler learns the threads
+    /// announced since.
+    fn sync_join(&mut self) {
+        let (Some(join), Some(ebpf)) = (self.join.clone(), self.ebpf.as_mut()) else {
+            return;
+        };
+        if let Err(e) = self.join_state.sync_threads(ebpf, join.as_ref()) {
+            self.read_errors += 1;
+            self.log_error(&e.context("joining samples to JVM contexts"));
         }
     }
 
@@ -1059,6 +1158,26 @@ mod tests {
             Some((3, 7)),
             "a failed read keeps the last value and stamp"
         );
+    }
+
+    #[test]
+    fn join_wakes_pending_together_are_one_and_a_stopped_reader_is_no_error() {
+        let (tx, rx) = mpsc::channel();
+        let waker = JoinWaker {
+            wake: tx,
+            wanted: Arc::new(AtomicBool::new(false)),
+        };
+        waker.wake();
+        waker.clone().wake();
+        assert!(matches!(rx.try_recv(), Ok(Wake::Join)));
+        assert!(rx.try_recv().is_err(), "a second wake while one is pending");
+        // The reader clears the flag before it syncs: the next change wakes it again.
+        waker.wanted.store(false, Ordering::Release);
+        waker.wake();
+        assert!(matches!(rx.try_recv(), Ok(Wake::Join)));
+        drop(rx);
+        waker.wanted.store(false, Ordering::Release);
+        waker.wake();
     }
 
     #[test]

@@ -132,6 +132,10 @@ pub struct JoinState {
     version: Option<u64>,
     pids: HashSet<u32>,
     threads: HashMap<u64, JvmThread>,
+    /// Announced threads found to be their process's at an earlier sync, (tgid, announced
+    /// tid, stream) → the tid as jpd sees it: a sync looks in /proc only for new ones
+    /// (syncs follow every announcement, and a JVM may have thousands of threads).
+    owned: HashMap<(u32, u32, u64), u32>,
 }
 
 impl JoinState {
@@ -148,17 +152,23 @@ impl JoinState {
         };
         let mut want: HashMap<u64, JvmThread> = HashMap::new();
         let mut namespaced = NamespacedTids::default();
+        let mut owned = HashMap::with_capacity(announced.len());
         for t in &announced {
-            let tid = match thread_owner(t.tgid, t.tid, &mut namespaced) {
-                Owner::Own(tid) => tid,
-                Owner::Other => {
-                    join.refuse(t);
-                    continue;
-                }
-                // Ended since it announced itself (its end record is on its way):
-                // nothing to read any more, and nothing to hold against the JVM.
-                Owner::Gone => continue,
+            let id = (t.tgid, t.tid, t.stream);
+            let tid = match self.owned.get(&id) {
+                Some(&tid) => tid,
+                None => match thread_owner(t.tgid, t.tid, &mut namespaced) {
+                    Owner::Own(tid) => tid,
+                    Owner::Other => {
+                        join.refuse(t);
+                        continue;
+                    }
+                    // Ended since it announced itself (its end record is on its way):
+                    // nothing to read any more, and nothing to hold against the JVM.
+                    Owner::Gone => continue,
+                },
             };
+            owned.insert(id, tid);
             let key = (u64::from(t.tgid) << 32) | u64::from(tid);
             want.insert(
                 key,
@@ -214,6 +224,7 @@ impl JoinState {
             }
         }
         self.threads = want;
+        self.owned = owned;
         self.pids = pids;
         self.version = Some(version);
         Ok(())

@@ -34,7 +34,7 @@ mod mapping;
 mod online_cpus;
 mod text_counts;
 
-pub use collector::KernelCollector;
+pub use collector::{JoinWaker, KernelCollector};
 
 use std::time::Duration;
 

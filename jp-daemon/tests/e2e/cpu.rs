@@ -632,3 +632,51 @@ fn a_jvm_in_its_own_pid_namespace_is_joined() {
     jvm.finish();
     d.stop();
 }
+
+/// Threads that live a fraction of a second, one after another (6 × 300 ms of CPU each):
+/// jpd joins each as soon as it announces its context, so nearly all of their CPU, as
+/// the JVM measured it (`ThreadMXBean`), lands under `burst()`. Joining only at the
+/// collector's next pass (every second, the default) left such a thread counted by its
+/// name for most of its life: about 15 % of it on its context, on average.
+#[test]
+fn short_lived_threads_are_joined_as_they_announce() {
+    require_root();
+    let _one = crate::support::exclusive();
+    // The daemon's own pace of reading the kernel's maps, not the tests' 100 ms.
+    let d = Jpd::start(&format!("read_interval_ms = 1000\n{CONFIG}"));
+    for (tag, home) in jdks() {
+        let what = format!("{tag}, short-lived threads");
+        let dir = classes(&format!("{tag}-bursts"), &home);
+        let args = ["bursts".to_string(), "3".to_string(), "6".to_string()];
+        let mut jvm = Jvm::launch(&[], &home, &dir, "CpuSplit", &args);
+        jvm.expect_line("started");
+        let mut line = String::new();
+        jvm.stdout.read_line(&mut line).expect("read JVM stdout");
+        let used: u64 = line
+            .trim()
+            .strip_prefix("cpu ")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{what}: the JVM printed {line:?}, not its CPU"));
+        jvm.expect_line("done");
+        let pid = jvm.pid();
+        let j = wait_listed(&d, pid, "sampled", |j| {
+            j["threads"]["total"].as_u64() >= Some(6)
+                && cpu_of_kind(j, "app") > used / 2
+                && j["cpu"]["pending_ns"].as_u64() == Some(0)
+        });
+        // The collector hands samples over once a second: wait for the last ones.
+        std::thread::sleep(Duration::from_millis(2500));
+        let doc = export_json(&d, pid, &format!("{tag}-bursts"));
+        let on_burst = json_inclusive(&json_nodes(&doc), "CpuSplit.burst(");
+        let share = on_burst as f64 / used as f64;
+        eprintln!("{what}: {:.1} % of their CPU under burst()", 100.0 * share);
+        assert!(
+            (0.85..=1.10).contains(&share),
+            "{what}: {on_burst} ns under burst() of the {used} ns the threads used \
+             ({:.1} %): {j}",
+            100.0 * share
+        );
+        jvm.finish();
+    }
+    d.stop();
+}

@@ -6,6 +6,8 @@ import java.io.IOException;
 //   the same loop (work), so CPU(a) / CPU(b) is 2 up to sampling noise; readZero() reads
 //   /dev/zero, so the kernel's read_zero runs under it.
 // - alloc: each thread allocates short-lived arrays, so that the GC threads work.
+// - bursts: THREADS short-lived threads, one after another, each spinning in burst() for
+//   SECONDS * 100 ms of its own CPU time; prints "cpu NS", the CPU time they used in all.
 // Prints "started" once main runs, "done" when the work is over, then waits for a line on
 // stdin (so that jpd can be asked while the JVM is still alive) and exits.
 public class CpuSplit {
@@ -64,8 +66,43 @@ public class CpuSplit {
         }
     }
 
+    static void burst(long cpuNanos) {
+        java.lang.management.ThreadMXBean mx = java.lang.management.ManagementFactory.getThreadMXBean();
+        long end = mx.getCurrentThreadCpuTime() + cpuNanos;
+        while (mx.getCurrentThreadCpuTime() < end) {
+            sink += work(20_000);
+        }
+    }
+
+    /** Short-lived threads one after another; returns the CPU time they used (ns). */
+    static long bursts(int threads, long cpuNanos) throws InterruptedException {
+        long[] used = new long[1];
+        for (int t = 0; t < threads; t++) {
+            Thread th = new Thread(() -> {
+                burst(cpuNanos);
+                long mine = java.lang.management.ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
+                synchronized (used) {
+                    used[0] += mine;
+                }
+            }, "burst-" + t);
+            th.start();
+            th.join();
+        }
+        return used[0];
+    }
+
     public static void main(String[] args) throws Exception {
         String mode = args[0];
+        if (mode.equals("bursts")) {
+            System.out.println("started");
+            System.out.flush();
+            long used = bursts(Integer.parseInt(args[2]), Long.parseLong(args[1]) * 100_000_000L);
+            System.out.println("cpu " + used);
+            System.out.println("done");
+            System.out.flush();
+            System.in.read();
+            return;
+        }
         long end = System.nanoTime() + Long.parseLong(args[1]) * 1_000_000_000L;
         int threads = Integer.parseInt(args[2]);
         System.out.println("started");

@@ -51,10 +51,17 @@ impl Jpd {
         let socket = dir.path().join("jpd.sock");
         let config = dir.path().join("jpd.toml");
         let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        // Tests read the kernel's maps every 100 ms unless `extra` (which starts in the
+        // [kernel] table) sets its own interval.
+        let read_interval = if extra.contains("read_interval_ms") {
+            ""
+        } else {
+            "read_interval_ms = 100\n"
+        };
         std::fs::write(
             &config,
             format!(
-                "[server]\nsocket = {:?}\n{server_extra}\n[export]\nenabled = true\nlisten = \"{http}\"\nmax_profile_seconds = 60\n\n[kernel]\nread_interval_ms = 100\n{extra}",
+                "[server]\nsocket = {:?}\n{server_extra}\n[export]\nenabled = true\nlisten = \"{http}\"\nmax_profile_seconds = 60\n\n[kernel]\n{read_interval}{extra}",
                 socket.display().to_string()
             ),
         )

@@ -348,6 +348,9 @@ pub struct JvmStore {
     generation: u64,
     scratch: Vec<wire::TreeEntry>,
     context_version: u64,
+    /// Called whenever `context_version` changes, under the store's lock (see
+    /// [`JvmStore::on_context_threads_change`]).
+    context_watcher: Option<Box<dyn Fn() + Send>>,
 }
 
 impl JvmStore {
@@ -360,6 +363,21 @@ impl JvmStore {
             generation: 0,
             scratch: Vec::new(),
             context_version: 0,
+            context_watcher: None,
+        }
+    }
+
+    /// `watch` is called each time a thread's context slot or a running JVM comes or goes
+    /// ([`JvmStore::context_threads_version`] changes), with the store locked: it must
+    /// not block. The daemon has the kernel sampler join new threads at once with it.
+    pub fn on_context_threads_change(&mut self, watch: Box<dyn Fn() + Send>) {
+        self.context_watcher = Some(watch);
+    }
+
+    fn context_threads_changed(&mut self) {
+        self.context_version = self.context_version.wrapping_add(1);
+        if let Some(watch) = &self.context_watcher {
+            watch();
         }
     }
 
@@ -379,10 +397,10 @@ impl JvmStore {
                 }
                 _ => {
                     j.info = Some(info);
-                    if j.exited_at.take().is_some() {
-                        self.context_version += 1;
-                    }
                     j.change += 1;
+                    if j.exited_at.take().is_some() {
+                        self.context_threads_changed();
+                    }
                     return;
                 }
             }
@@ -450,7 +468,7 @@ impl JvmStore {
             jvm.cpu_retry(now);
         }
         if jvm.context_epoch != epoch {
-            self.context_version += 1;
+            self.context_threads_changed();
         }
         if scratch.capacity() > stream::SCRATCH_KEPT {
             // Sized on demand: a big record's buffer goes with it (the store keeps 8 KiB).
@@ -511,7 +529,7 @@ impl JvmStore {
         if let Some(j) = self.jvms.get_mut(&tgid) {
             if j.refuse_context_slot(stream) {
                 self.stats.malformed.add(Malformed::BadSlot);
-                self.context_version += 1;
+                self.context_threads_changed();
             }
         }
     }
@@ -538,7 +556,7 @@ impl JvmStore {
     /// The process exited (or vanished): keep its data for the retention time.
     pub fn process_gone(&mut self, tgid: u32, now: SystemTime) {
         self.generation += 1;
-        self.context_version += 1;
+        self.context_threads_changed();
         if let Some(j) = self.jvms.get_mut(&tgid) {
             if j.exited_at.is_none() {
                 j.exited_at = Some(now);
@@ -604,7 +622,7 @@ impl JvmStore {
         });
         if self.jvms.len() != before {
             self.generation += 1;
-            self.context_version += 1;
+            self.context_threads_changed();
         }
     }
 
@@ -721,7 +739,7 @@ impl JvmStore {
             }
             self.jvms.insert(tgid, Jvm::new(tgid, &self.limits, now));
             // The sampler counts a known JVM's threads by kind (see context_pids).
-            self.context_version += 1;
+            self.context_threads_changed();
         }
         self.jvms.get_mut(&tgid)
     }
