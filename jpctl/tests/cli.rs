@@ -376,6 +376,8 @@ fn joined_profile() -> pb::JvmProfile {
             kind("app", 48_000_000, 3_000_000),
             kind("jit", 9_000_000, 0),
         ],
+        cpu_contexts_ns: 50_700_000,
+        publishing_threads: 1,
         ..paper_jvm()
     });
     for (n, cpu) in p.nodes.iter_mut().zip([
@@ -738,7 +740,7 @@ fn jvm_tree_of_a_joined_jvm_shows_cpu_columns_and_json_fields() {
     let out = stdout_ok(&d.socket, &["jvm", "tree", "4343", "--depth", "2"]);
     let expected = concat!(
         "pid 4343 Paper (bba precise): 78 calls, 624 bytecodes; 6 nodes, 3 shown, 3 cut (depth 2)\n",
-        "cpu 0.06 s: app 85.0 %, jit 15.0 %\n",
+        "cpu 0.06 s: app 85.0 % (on contexts 84.5 %), jit 15.0 %\n",
         "    cpu ms    incl ms          calls       inclusive       exclusive  share  method\n",
         "       0.5       50.7              1             624               5 100.0%  Paper.main([Ljava/lang/String;)V\n",
         "       0.2        0.2              1               3               3   0.5%    Paper.<init>()V\n",

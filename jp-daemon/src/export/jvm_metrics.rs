@@ -384,6 +384,8 @@ mod tests {
             cpu_pending_ns: 0,
             cpu_unresolved_ns: 0,
             cpu_read_failed_ns: 0,
+            cpu_contexts_ns: 0,
+            publishing_threads: 0,
         }
     }
 

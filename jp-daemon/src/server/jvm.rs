@@ -53,6 +53,8 @@ pub fn summary(s: &JvmSummary) -> pb::JvmSummary {
         cpu_pending_ns: s.cpu_pending_ns,
         cpu_unresolved_ns: s.cpu_unresolved_ns,
         cpu_read_failed_ns: s.cpu_read_failed_ns,
+        cpu_contexts_ns: s.cpu_contexts_ns,
+        publishing_threads: s.publishing_threads,
     }
 }
 

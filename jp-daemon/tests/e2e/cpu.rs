@@ -524,6 +524,13 @@ fn a_jvm_that_does_not_publish_is_split_by_thread_kind_only() {
             in_contexts, 0,
             "{what}: CPU on contexts without publishing: {doc}"
         );
+        // The list says so too, and why.
+        let j = listed(&d, pid).expect("still listed");
+        assert_eq!(
+            (&j["cpu"]["contexts_ns"], &j["cpu"]["publishing_threads"]),
+            (&Value::from(0), &Value::from(0)),
+            "{what}: {j}"
+        );
         jvm.finish();
     }
     d.stop();
@@ -559,7 +566,10 @@ fn a_jpd_restarted_while_the_jvm_runs_joins_its_threads_again() {
         let mut jvm = Jvm::start(&home, &dir, "split", 7, 2);
         jvm.expect_line("started");
         let pid = jvm.pid();
-        wait_listed(&d, pid, "joined", |j| cpu_of_kind(j, "app") > 0);
+        // Both workers publish, and jpd says so.
+        wait_listed(&d, pid, "joined", |j| {
+            cpu_of_kind(j, "app") > 0 && j["cpu"]["publishing_threads"].as_u64() >= Some(2)
+        });
         d.kill9();
         let d = Jpd::start(CONFIG);
         jvm.expect_line("done");
@@ -668,6 +678,13 @@ fn short_lived_threads_are_joined_as_they_announce() {
         std::thread::sleep(Duration::from_millis(2500));
         let doc = export_json(&d, pid, &format!("{tag}-bursts"));
         let on_burst = json_inclusive(&json_nodes(&doc), "CpuSplit.burst(");
+        // What the list says is on contexts holds burst()'s, and is the app's.
+        let j = listed(&d, pid).expect("still listed");
+        let contexts = j["cpu"]["contexts_ns"].as_u64().unwrap_or(0);
+        assert!(
+            on_burst <= contexts && contexts <= cpu_of_kind(&j, "app"),
+            "{what}: {on_burst} ns under burst(), {contexts} ns on contexts: {j}"
+        );
         let share = on_burst as f64 / used as f64;
         eprintln!("{what}: {:.1} % of their CPU under burst()", 100.0 * share);
         assert!(

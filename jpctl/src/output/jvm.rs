@@ -50,6 +50,10 @@ pub struct CpuJson<'a> {
     pub pending_ns: u64,
     pub unresolved_ns: u64,
     pub read_failed_ns: u64,
+    /// Of the app kind: under the contexts received, what the views show per context.
+    pub contexts_ns: u64,
+    /// Live threads that publish their current context.
+    pub publishing_threads: u32,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
@@ -161,6 +165,8 @@ pub fn jvm_json(j: &JvmSummary) -> JvmJson<'_> {
             pending_ns: j.cpu_pending_ns,
             unresolved_ns: j.cpu_unresolved_ns,
             read_failed_ns: j.cpu_read_failed_ns,
+            contexts_ns: j.cpu_contexts_ns,
+            publishing_threads: j.publishing_threads,
         }),
     }
 }
@@ -169,23 +175,30 @@ fn cpu_total(j: &JvmSummary) -> u64 {
     j.cpu.iter().map(|k| k.user_ns + k.kernel_ns).sum()
 }
 
-/// `cpu 9.01 s: app 96.8 %, gc 0.4 %, jit 2.7 %` (kinds with CPU), or None when the
-/// kernel sampler is not joined to the JVM.
+/// `cpu 9.01 s: app 96.8 % (on contexts 96.5 %), gc 0.4 %, jit 2.7 %` (kinds with CPU),
+/// or None when the kernel sampler is not joined to the JVM. The app's part on contexts
+/// is what the per-context columns add up to; when it is none, the line says why if it
+/// can: no live thread publishes its context (the agent's `publish=false`, or no report
+/// yet).
 pub fn cpu_split(j: &JvmSummary) -> Option<String> {
     let total = cpu_total(j);
     if j.cpu.is_empty() {
         return None;
     }
+    let pct = |ns: u64| 100.0 * ns as f64 / total.max(1) as f64;
     let parts: Vec<String> = j
         .cpu
         .iter()
         .filter(|k| k.user_ns + k.kernel_ns > 0)
         .map(|k| {
-            format!(
-                "{} {:.1} %",
-                k.kind,
-                100.0 * (k.user_ns + k.kernel_ns) as f64 / total.max(1) as f64
-            )
+            let share = format!("{} {:.1} %", k.kind, pct(k.user_ns + k.kernel_ns));
+            if k.kind != "app" {
+                share
+            } else if j.cpu_contexts_ns == 0 && j.publishing_threads == 0 && j.threads_live > 0 {
+                format!("{share} (none on contexts: no thread publishes its context)")
+            } else {
+                format!("{share} (on contexts {:.1} %)", pct(j.cpu_contexts_ns))
+            }
         })
         .collect();
     Some(format!(
@@ -880,8 +893,36 @@ mod tests {
         };
         JvmSummary {
             cpu: vec![kind("app", 12_000_000, 300_000), kind("gc", 700_000, 0)],
+            cpu_contexts_ns: 12_000_000,
+            publishing_threads: 1,
             ..jvm(1, "17")
         }
+    }
+
+    #[test]
+    fn the_cpu_split_says_when_no_thread_publishes_its_context() {
+        let publishing = cpu_split(&joined_jvm());
+        assert_eq!(
+            publishing.as_deref(),
+            Some("cpu 0.01 s: app 94.6 % (on contexts 92.3 %), gc 5.4 %")
+        );
+        let silent = JvmSummary {
+            cpu_contexts_ns: 0,
+            publishing_threads: 0,
+            threads_live: 2,
+            ..joined_jvm()
+        };
+        assert_eq!(
+            cpu_split(&silent).as_deref(),
+            Some("cpu 0.01 s: app 94.6 % (none on contexts: no thread publishes its context), gc 5.4 %")
+        );
+        // Its threads ended: the CPU they had on contexts is still shown as such.
+        let ended = JvmSummary {
+            publishing_threads: 0,
+            threads_live: 0,
+            ..joined_jvm()
+        };
+        assert_eq!(cpu_split(&ended), publishing);
     }
 
     #[test]
@@ -917,7 +958,7 @@ mod tests {
         assert_eq!(
             &lines[1..],
             [
-                "cpu 0.01 s: app 94.6 %, gc 5.4 %",
+                "cpu 0.01 s: app 94.6 % (on contexts 92.3 %), gc 5.4 %",
                 "    cpu ms    incl ms          calls       inclusive       exclusive  share  method",
                 "       1.5       12.3              1              90               1  90.0%  a",
                 "       2.0        2.0              1              60               1  60.0%    b",

@@ -279,6 +279,10 @@ pub struct JvmSummary {
     pub cpu_pending_ns: u64,
     pub cpu_unresolved_ns: u64,
     pub cpu_read_failed_ns: u64,
+    /// CPU (ns) under resolved contexts: the part of the app's the views show per context.
+    pub cpu_contexts_ns: u64,
+    /// Live threads that announced where they publish their current context.
+    pub publishing_threads: u32,
     /// When jpd first heard of the JVM (process found or first record).
     pub attached_since: SystemTime,
     pub exited_at: Option<SystemTime>,
