@@ -669,7 +669,7 @@ fn short_lived_threads_are_joined_as_they_announce() {
             .unwrap_or_else(|| panic!("{what}: the JVM printed {line:?}, not its CPU"));
         jvm.expect_line("done");
         let pid = jvm.pid();
-        let j = wait_listed(&d, pid, "sampled", |j| {
+        wait_listed(&d, pid, "sampled", |j| {
             j["threads"]["total"].as_u64() >= Some(6)
                 && cpu_of_kind(j, "app") > used / 2
                 && j["cpu"]["pending_ns"].as_u64() == Some(0)
