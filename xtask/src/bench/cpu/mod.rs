@@ -24,7 +24,7 @@
 //! Sizes from the environment: `JP_CPU_ROUNDS` (sampler rounds, 6), `JP_CPU_WINDOW_S`
 //! (sampler window, 10), `JP_CPU_AGENT_ROUNDS` (8), `JP_CPU_JVMS` (20), `JP_CPU_THREADS`
 //! (50), `JP_CPU_JPD_WINDOW_S` (30), `JP_CPU_JPD_ROUNDS` (2 per arm), `JP_CPU_PROGRAM_PAIRS`
-//! (4 sets).
+//! (4 sets), `JP_CPU_PROGRAMS` (e.g. `jython,rhino`: only those; all four by default).
 mod programs;
 
 use std::io::{BufRead, BufReader};

@@ -80,6 +80,16 @@ pub(super) fn run(out: &Deliverables) -> Result<String> {
     if chosen.len() != PUBLISH_PROGRAMS.len() {
         bail!("the jvm bench no longer has all of {PUBLISH_PROGRAMS:?}");
     }
+    // `JP_CPU_PROGRAMS=jython,rhino`: only these (to look at one program again).
+    let only = std::env::var("JP_CPU_PROGRAMS").unwrap_or_default();
+    let only: Vec<&str> = only.split(',').filter(|k| !k.is_empty()).collect();
+    if let Some(k) = only.iter().find(|k| !PUBLISH_PROGRAMS.contains(k)) {
+        bail!("JP_CPU_PROGRAMS: {k:?} is not one of {PUBLISH_PROGRAMS:?}");
+    }
+    let chosen: Vec<_> = chosen
+        .into_iter()
+        .filter(|p| only.is_empty() || only.contains(&p.key))
+        .collect();
     let socket = dir.join("jpd-programs.sock");
     let config = jpd_config(&dir, true)?;
     let mut rows = String::new();
