@@ -108,9 +108,11 @@ fn disk_irq_and_softirq_counts_equal_the_kernels_exactly() {
         // One window in CI (a loaded host) once counted 2 more invocations than jp saw
         // (180 of 182), with no tracer or affinity change: a vCPU the host stalled
         // between the kernel's count and the handler, longer than the quiet window, is
-        // the explanation we could not rule out. A systematic loss shows in every
-        // window, so a mismatch is measured once more, and the second must be exact.
-        if undisturbed && (jp_irq == kernel_irq || mismatches == 1) {
+        // the explanation we could not rule out; a full local run once had two such
+        // windows in a row (117 of 118, 116 of 117) and none in six runs of this binary
+        // after. A systematic loss shows in every window, so a mismatch is measured
+        // again, up to three windows, and one of them must be exact.
+        if undisturbed && (jp_irq == kernel_irq || mismatches == 2) {
             break (
                 kernel_irq,
                 jp_irq,
