@@ -670,16 +670,11 @@ impl State {
                 self.log_error(&e);
             }
         }
-        if let Some(join) = self.join.clone() {
-            if let Err(e) = self.pass_join(join.as_ref()) {
-                self.read_errors += 1;
-                self.log_error(&e.context("joining samples to JVM contexts"));
-            }
-        }
+        self.pass_join();
     }
 
-    /// Only the second half of [`State::pass_join`]: the sampler learns the threads
-    /// announced since.
+    /// The sampler learns the threads announced since the last sync (every pass does it
+    /// too, after handing over the samples: [`State::pass_join`]).
     fn sync_join(&mut self) {
         let (Some(join), Some(ebpf)) = (self.join.clone(), self.ebpf.as_mut()) else {
             return;
@@ -690,9 +685,12 @@ impl State {
         }
     }
 
-    /// The samples under JVM contexts since the last pass go to `join` (read only when
+    /// The samples under JVM contexts since the last pass go to the join (read only when
     /// the sampler counted some), then the sampler learns the threads announced since.
-    fn pass_join(&mut self, join: &dyn ContextJoin) -> anyhow::Result<()> {
+    fn pass_join(&mut self) {
+        let Some(join) = self.join.clone() else {
+            return;
+        };
         let stamp = self.pass.jvm_samples;
         if self.pass.jvm_samples_read != Some(stamp) {
             let samples = self.ctx_log.drain(&self.cpu.modes);
@@ -701,8 +699,7 @@ impl State {
             }
             self.pass.jvm_samples_read = Some(stamp);
         }
-        let ebpf = self.ebpf.as_mut().context("not attached")?;
-        self.join_state.sync_threads(ebpf, join)
+        self.sync_join();
     }
 
     fn log_error(&mut self, e: &anyhow::Error) {

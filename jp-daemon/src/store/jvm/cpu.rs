@@ -194,15 +194,23 @@ impl ContextCpu {
         }
     }
 
+    /// Samples under resolved contexts, all nodes together: what the views show per
+    /// context.
+    pub fn on_contexts(&self) -> Samples {
+        let mut all = Samples::default();
+        for s in self.by_node.values() {
+            all.user += s.user;
+            all.kernel += s.kernel;
+        }
+        all
+    }
+
     /// Samples by kind of thread: application contexts (resolved or not) and the
     /// application's threads without a slot, GC, JIT, VM.
     pub fn by_kind(&self) -> Vec<(ThreadKind, Samples)> {
         let mut kinds: HashMap<ThreadKind, Samples> = HashMap::new();
         let app = kinds.entry(ThreadKind::App).or_default();
-        for s in self.by_node.values() {
-            app.user += s.user;
-            app.kernel += s.kernel;
-        }
+        *app = self.on_contexts();
         app.user += self.pending() + self.unresolved + self.read_failed;
         for (name, s) in &self.by_thread_name {
             let k = kinds.entry(ThreadKind::of_name(name)).or_default();

@@ -821,8 +821,7 @@ impl Jvm {
             cpu_pending_ns: self.cpu.pending() * self.cpu.period_ns,
             cpu_unresolved_ns: self.cpu.unresolved * self.cpu.period_ns,
             cpu_read_failed_ns: self.cpu.read_failed * self.cpu.period_ns,
-            cpu_contexts_ns: self.cpu.by_node.values().map(|s| s.total()).sum::<u64>()
-                * self.cpu.period_ns,
+            cpu_contexts_ns: self.cpu.on_contexts().total() * self.cpu.period_ns,
             publishing_threads: self
                 .threads
                 .values()
