@@ -69,11 +69,11 @@ pub fn decide(opts: &Options, name: &str, jdk_loader: bool) -> Decision {
 }
 
 /// Whether the rewriter may give methods second bodies that call sites call with their
-/// context (jp-agent/README-dev.md, "Passed contexts"). Such a body keeps the thread's current
-/// context up to date only before calls and instructions that resolve classes; Java code
-/// the JVM runs at any other instruction (an implicit exception's constructor, in
-/// `java/lang`) must therefore not be instrumented: not with jdk=true, nor with an
-/// include= that reaches into `java/` or `jdk/`.
+/// context (docs/agent-design.md, "Second bodies: passed contexts"). Such a body keeps the
+/// thread's current context up to date only before calls and instructions that resolve
+/// classes; Java code the JVM runs at any other instruction (an implicit exception's
+/// constructor, in `java/lang`) must therefore not be instrumented: not with jdk=true, nor
+/// with an include= that reaches into `java/` or `jdk/`.
 pub fn may_pass_context(opts: &Options) -> bool {
     let reaches_core = |p: &str| {
         ["java/", "jdk/"]

@@ -8,7 +8,8 @@
 //! - [`mct`]: the merged tree and its file formats, from the `jp-mct` crate (shared with jpd).
 //! - The Java runtime `jp.rt` lives in `java/` and is embedded by `build.rs`.
 //!
-//! See `README-dev.md` for building, options and formats.
+//! Its design (ways in, options, the rewrite, the runtime's helpers, the hot path, the
+//! threads): `docs/agent-design.md`.
 
 pub mod classfile;
 

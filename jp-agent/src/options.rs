@@ -1,4 +1,5 @@
-//! The agent's option string: comma-separated `key=value` (see docs/agent-contract.md).
+//! The agent's option string: comma-separated `key=value` (the table: docs/agent-design.md,
+//! "Options").
 
 use crate::classfile::Bba;
 use std::fmt;
@@ -108,8 +109,8 @@ pub struct Options {
     pub publish: Publish,
     /// `report_interval_ms=MS`: how often each thread reports to the profiler, paced by time:
     /// a timer marks the threads due and each reports at its next entry or loop head. A
-    /// per-call countdown of bytecodes cost real programs 7-14 % (README-dev.md, "the
-    /// activation counter"), a flag read costs nothing measurable.
+    /// per-call countdown of bytecodes cost real programs 7-14 %
+    /// (docs/journal/activation-counter-and-pacing.md), a flag read costs nothing measurable.
     /// None: not given (10 ms, unless `granularity=` alone asks for bytecodes).
     pub report_interval_ms: Option<u32>,
 }

@@ -984,8 +984,8 @@ fn defaults(jdk: Jdk) {
         "{}",
         r.stderr
     );
-    // The entry C2 must not inline on JDK 17, the inlinable one on 25 (README-dev.md, "C2's
-    // two ways with the entry"); the counts below are the same either way.
+    // The entry C2 must not inline on JDK 17, the inlinable one on 25 (docs/agent-design.md,
+    // "The runtime's helpers"); the counts below are the same either way.
     let entry = match jdk {
         Jdk::J17 => "entry=enterOutOfLine ",
         Jdk::J25 => "entry=enter ",

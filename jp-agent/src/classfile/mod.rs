@@ -1,4 +1,5 @@
-//! The bytecode rewriter of the jp agent (see `docs/agent-contract.md`).
+//! The bytecode rewriter of the jp agent (what it inserts, and the runtime helper each
+//! insertion calls: `docs/agent-design.md`, "The rewrite" and "The runtime's helpers").
 //!
 //! Our own code rather than a class-file crate: an agent must never damage what it does
 //! not touch, and the whole-class re-serializers available here silently corrupt some
@@ -54,14 +55,14 @@ pub enum Bba {
 pub struct RewriteOptions {
     pub bba: Bba,
     /// Give the class's static and private methods a second body that its own call sites
-    /// call with their context (no thread lookup on those calls; jp-agent/README-dev.md,
-    /// "Passed contexts"). Only for a class being loaded: a retransformation may not add
-    /// methods.
+    /// call with their context (no thread lookup on those calls; docs/agent-design.md,
+    /// "Second bodies: passed contexts"). Only for a class being loaded: a retransformation
+    /// may not add methods.
     pub pass_context: bool,
     /// Enter methods through `Rt.enterOutOfLine`, which C2 never inlines, rather than
     /// `Rt.enter`: on JDK 17 C2 inlines `enter` only in the JVMs where its own compile came
-    /// out small, which run no faster and spend 2-4 times as long compiling (README-dev.md,
-    /// "C2's two ways with the entry").
+    /// out small, which run no faster and spend 2-4 times as long compiling
+    /// (docs/journal/c2-inlining-of-the-entry.md).
     pub out_of_line_entry: bool,
 }
 

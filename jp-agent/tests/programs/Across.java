@@ -1,7 +1,7 @@
-// Static calls between classes, which pass their context through a stub of the calling class
-// (jp-agent/README-dev.md, "Passed contexts across classes"): to the callee's second body, or
-// to its original body when it has none; a method a superclass declares, one a subclass
-// declares again, exceptions thrown through the stub, a static initializer that fails.
+// Static calls between classes, which enter the usual way (passing them the context through a
+// stub of the calling class was built and reverted: docs/journal/passing-across-classes.md);
+// kept for what it covers: a method a superclass declares, one a subclass declares again,
+// exceptions thrown through such calls, a static initializer that fails.
 public class Across {
     static class Super {
         static int inherited(int x) { return x + 1; }

@@ -1,5 +1,5 @@
-// The thread's current context around calls that pass it (jp-agent/README-dev.md, "Passed
-// contexts"): a second body stores its context before what may run Java code on one path only
+// The thread's current context around calls that pass it (docs/agent-design.md, "Second
+// bodies"): a second body stores its context before what may run Java code on one path only
 // (paths merge after), a class initialized on a path that made no call before, and a method
 // entered the usual way whose callee the passed call returned from stored its own context.
 public class Stale {

@@ -1,5 +1,5 @@
-// Virtual calls of a class's own methods (jp-agent/README-dev.md, "Virtual calls of the
-// class's own methods, passed behind a guard: built, measured slower, reverted"): receivers of
+// Virtual calls of a class's own methods (passing them the context behind a guard was built
+// and reverted: docs/journal/passing-virtual-calls.md): receivers of
 // exactly the class and of subclasses that override the method or inherit it, final methods
 // and a final class, exceptions thrown through them, arguments of every kind, a synchronized
 // method and a synchronized final one, `super` calls and recursion through a virtual call.

@@ -5,7 +5,8 @@ import java.io.File;
 /**
  * {@code -javaagent:jp-agent.jar=OPTIONS}: loads {@code libjpagent.so} from next to this jar (or
  * from the system property {@code jp.agent.lib}) and starts the agent in the live phase. Classes
- * loaded before this point are retransformed; see jp-agent/README-dev.md for what that covers.
+ * loaded before this point are retransformed; see docs/agent-design.md, "The ways in", for what
+ * that covers.
  */
 public final class Premain {
     private Premain() {}

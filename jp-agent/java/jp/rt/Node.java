@@ -67,8 +67,8 @@ public final class Node {
      * The child made last, checked before the table (one dependent load less when a loop
      * calls the same method again), and the only child while there is no table. Not moved on
      * a table hit: that store (with G1's barrier) on every call that alternates between
-     * children cost more than the table probes it saved (README-dev.md, "The last child:
-     * made, not found").
+     * children cost more than the table probes it saved
+     * (docs/journal/last-child-made-not-found.md).
      */
     private Node hot;
 
@@ -85,7 +85,7 @@ public final class Node {
      * {@link #child} for the usual entry ({@link Rt#enter}): the last two children made, then
      * the table probed here. Forced inline into the entry: compiled on its own first it would
      * be too big for C2 to inline (InlineSmallCode), and every miss of the last child would be
-     * a call (README-dev.md, "Two children checked; what C2 inlines").
+     * a call (docs/journal/two-children-checked.md).
      */
     @ForceInline
     Node childOnEntry(int m) {
@@ -146,7 +146,7 @@ public final class Node {
     /**
      * Makes the child for {@code m}, which the caller did not find. Not kept out of line:
      * that makes the entry small enough to be inlined into instrumented methods, which pays
-     * in small programs and costs Xalan 8-10 % (README-dev.md, "Two children checked").
+     * in small programs and costs Xalan 8-10 % (docs/journal/two-children-checked.md).
      */
     private Node addChild(int m) {
         int o = Rt.overflowMid;

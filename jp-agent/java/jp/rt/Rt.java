@@ -3,7 +3,8 @@ package jp.rt;
 import java.nio.ByteBuffer;
 
 /**
- * The helpers that instrumented code calls (see docs/agent-contract.md). They must stay tiny so
+ * The helpers that instrumented code calls (docs/agent-design.md, "The runtime's helpers":
+ * where the rewriter emits each one, and why it exists). They must stay tiny so
  * that the JIT inlines them, and they must never call anything that could be instrumented:
  * only this package, {@link ThreadLocal} and {@link Thread} (which the agent never instruments)
  * and natives.
@@ -35,7 +36,7 @@ public final class Rt {
      * entry or loop head, a read of one flag. False when they report every {@link
      * #granularity} bytecodes, as JP does ({@code granularity=} alone): every entry and loop
      * head then counts down {@link ThreadState#counter}, a load and a store on every call that
-     * cost real programs 7-14 % (README-dev.md, "the activation counter"). Stable: once set
+     * cost real programs 7-14 % (docs/journal/activation-counter-and-pacing.md). Stable: once set
      * true at init, C2 folds it (a stable field's default value, false, is not folded, so
      * pacing by bytecodes pays a load of it too).
      */
@@ -114,7 +115,7 @@ public final class Rt {
      * a program with one calling pattern (the cost model's loops) always got the small form,
      * and its unpassed calls cost 0.5-2.3 ns more out of line. On
      * JDK 25 C2 always compiles it small and inlining it makes rhino 6 % faster, so that JDK
-     * calls {@code enter} (jp-agent/README-dev.md, "C2's two ways with the entry").
+     * calls {@code enter} (docs/journal/c2-inlining-of-the-entry.md).
      *
      * <p>The body is {@code enter}'s, copied on purpose: one that called {@code enter} made
      * two calls per entry (C2 compiled {@code enter} on its own, then would not inline code
@@ -155,7 +156,7 @@ public final class Rt {
     }
 
     /**
-     * Entry of a method's second body (see jp-agent/README-dev.md, "Passed contexts"): its
+     * Entry of a method's second body (docs/agent-design.md, "Second bodies: passed contexts"): its
      * caller, an instrumented method of the same class, passed its own context, so there is
      * no thread lookup and no current context to load. The thread's current context is not
      * set either: the body stores it ({@link #at}) before anything that could enter a method

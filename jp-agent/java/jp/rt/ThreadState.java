@@ -9,7 +9,7 @@ final class ThreadState {
      * method (0, the root, when none); {@link #nodes} gives the node. An int and not the
      * node: a reference stored into this long-lived object at every call and return paid
      * G1's post-write barrier, whose StoreLoad fence cost real programs up to a third of
-     * their time under the agent (README-dev.md, "The current context as an id").
+     * their time under the agent (docs/journal/current-context-as-id.md).
      */
     int current;
     /**

@@ -324,7 +324,7 @@ final class UsdtProfiler implements Profiler {
          * 43 % slower than without; 9-13 % with P = 5 and 0-5 % with P = 2, the default (a
          * send also leaves the caches colder than its own time says). Delta sends now visit
          * only what may have changed (see send), but a resync still walks it all
-         * (README-dev.md, "What the live view costs a big tree"). A report that does not send
+         * (docs/journal/report-budget.md). A report that does not send
          * loses nothing: the next send carries the counts since the last one, and a thread's
          * end always sends.
          */

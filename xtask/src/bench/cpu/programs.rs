@@ -173,8 +173,8 @@ the heap: the sampler reads the field each context change stores anyway, at 997 
 Checked for every run: `jpctl jvm list` shows the JVM's `cpu`, and jpd counted CPU on its \
 contexts in the publishing arms and none in the other. All with `-Xbatch`, so that the JVMs \
 of a set compile the same methods with the same profiles (without it, JVMs of the same agent \
-differ by up to 40 %; with it, by a few %: jp-agent/README-dev.md, \"The last child: made, \
-not found\"); {pairs} sets of three JVMs a program, the order rotating, a jpd started for each \
+differ by up to 40 %; with it, by a few %: docs/journal/last-child-made-not-found.md); \
+{pairs} sets of three JVMs a program, the order rotating, a jpd started for each \
 JVM. Cells: without / heap (the default) / slot, ms a round (ratios to without).\n\n\
 | program | sets: without / heap / slot (heap, slot ratios) | heap ratio, median [min–max] | slot ratio, median [min–max] |\n\
 | --- | --- | ---: | ---: |\n{rows}\n\

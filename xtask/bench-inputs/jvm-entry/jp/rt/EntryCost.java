@@ -7,7 +7,7 @@ import java.lang.management.ThreadMXBean;
 // handed the caller's context (CCCP's idea: Moret, Binder, Villazon, PEPM 2009), measured
 // side by side in one JVM so that the difference is not lost in the spread between JVMs.
 // The methods are instrumented by hand the way the rewriter instruments them with
-// bba=default (docs/agent-contract.md); jp.rt is never instrumented by the agent, so
+// bba=default (docs/agent-design.md); jp.rt is never instrumented by the agent, so
 // nothing is added twice. Usage (the class on the boot class path, beside the runtime):
 //   java -Xbootclasspath/a:DIR -agentpath:libjpagent.so=profiler=jp.rt.EntryCost$Quiet \
 //        jp.rt.EntryCost OP ROUNDS
