@@ -1,4 +1,4 @@
-//! Publishing the current context on the JVM's heap (issue 13): jpd's sampler reads a
+//! Publishing the current context on the JVM's heap (CPU per context): jpd's sampler reads a
 //! thread's `ThreadState.current` itself, so the entries and exits that store it anyway
 //! publish it without a store of their own (a context slot costs one `Unsafe.putInt` to
 //! native memory per context change).

@@ -22,8 +22,9 @@ use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 /// first writable mapping of its file offset. The RELRO segment's last page is the same
 /// file page as the start of the data segment, mapped again below it (and made read-only
 /// later): when the semaphore fell into that page, the kernel raised the copy in the RELRO
-/// mapping, and every JVM started after jpd stayed silent (seen in session 18 after a
-/// change elsewhere moved `.data` by 0x2d0 bytes; `usdt.rs` checks the layout).
+/// mapping, and every JVM started after jpd stayed silent (seen once a change elsewhere
+/// moved `.data` by 0x2d0 bytes: docs/journal/semaphore-page.md; `usdt.rs` checks the
+/// layout).
 #[no_mangle]
 #[used]
 #[allow(non_upper_case_globals)]

@@ -112,7 +112,8 @@ final class UsdtProfiler implements Profiler {
      * first record to a tracer (which announces the slot). Only on the thread itself: from
      * here on its entries and exits keep the slot up to date, so it must start right.
      * Threads that never report while a tracer listens never get one, and their calls and
-     * returns never store into one (issue 13: no cost beyond that without a tracer).
+     * returns never store into one (CPU per context costs nothing beyond that without a
+     * tracer).
      */
     private static void publish(ThreadState st, Node current) {
         if (st != null
