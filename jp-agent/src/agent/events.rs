@@ -1,6 +1,6 @@
 //! The JVMTI events the agent enables: VM init and death, thread end, class-file load.
 
-use super::{guard, is_jdk_loader, AGENT, JAVA, LIVE, STATS, VM_DEATH_MS};
+use super::{guard, is_jdk_loader, Agent, AGENT, JAVA, LIVE, STATS, VM_DEATH_MS};
 use crate::classfile::{rewrite_class, RewriteOptions, Rewritten};
 use crate::ffi::jni::{Env, JClass, JInt, JObject, JValue, RawEnv};
 use crate::ffi::jvmti::RawJvmti;
@@ -75,7 +75,22 @@ pub(super) unsafe extern "system" fn on_thread_end(_jvmti: RawJvmti, raw: RawEnv
     })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A class the JVM is about to define, as the ClassFileLoadHook hands it over.
+struct LoadedClass<'a> {
+    /// Internal name (`pkg/Class`).
+    name: &'a str,
+    bytes: &'a [u8],
+    loader: JObject,
+    /// Being retransformed rather than loaded.
+    retransformed: bool,
+}
+
+/// Where the hook hands a changed class file back to the JVM.
+struct NewClassData {
+    len: *mut JInt,
+    data: *mut *mut c_uchar,
+}
+
 pub(super) unsafe extern "system" fn on_class_file_load(
     _jvmti: RawJvmti,
     raw: RawEnv,
@@ -100,69 +115,93 @@ pub(super) unsafe extern "system" fn on_class_file_load(
             return;
         };
         STATS.classes_seen.fetch_add(1, Ordering::Relaxed);
+        let class = LoadedClass {
+            name,
+            // SAFETY: the JVM passes `len` readable bytes of class file at `data`.
+            bytes: unsafe { std::slice::from_raw_parts(data, len as usize) },
+            loader,
+            retransformed: !redefined.is_null(),
+        };
+        let out = NewClassData {
+            len: new_len,
+            data: new_data,
+        };
         // SAFETY: as in on_vm_init.
-        let env = unsafe { Env::from_raw(raw) };
-        let jdk_loader = match env {
-            Some(env) => is_jdk_loader(env, loader),
-            None => loader.is_null(),
-        };
-        let decision = decide(&agent.opts, name, jdk_loader);
-        let jdk_too_early = decision == Decision::Instrument
-            && (jdk_loader
-                || name.starts_with("java/")
-                || name.starts_with("jdk/")
-                || name.starts_with("sun/"))
-            && !LIVE.load(Ordering::Acquire);
-        if decision != Decision::Instrument || jdk_too_early {
-            STATS.classes_skipped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        // SAFETY: the JVM passes `len` readable bytes of class file at `data`.
-        let bytes = unsafe { std::slice::from_raw_parts(data, len as usize) };
-        // Second bodies are new methods: only when the class is loaded, not retransformed.
-        let opts = RewriteOptions {
-            bba: agent.opts.bba,
-            pass_context: redefined.is_null() && crate::filter::may_pass_context(&agent.opts),
-            out_of_line_entry: agent.out_of_line_entry,
-        };
-        let t0 = Instant::now();
-        let result = rewrite_class(bytes, &opts, &mut GlobalIds);
-        let nanos = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        STATS.rewrite_nanos.fetch_add(nanos, Ordering::Relaxed);
-        match result {
-            Ok(Rewritten::Changed { bytes: out, stats }) => {
-                let Ok(out_len) = JInt::try_from(out.len()) else {
-                    STATS.classes_failed.fetch_add(1, Ordering::Relaxed);
-                    return;
-                };
-                let Some(p) = agent.jvmti.allocate(out.len()) else {
-                    STATS.classes_failed.fetch_add(1, Ordering::Relaxed);
-                    if agent.opts.warn {
-                        say!("jp-agent: warning: {name} loaded unchanged: JVMTI Allocate failed");
-                    }
-                    return;
-                };
-                // SAFETY: p points at out.len() freshly allocated bytes; the JVM takes
-                // ownership of them through new_data (JVMTI ClassFileLoadHook contract).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(out.as_ptr(), p, out.len());
-                    *new_len = out_len;
-                    *new_data = p;
-                }
+        instrument_class(agent, unsafe { Env::from_raw(raw) }, &class, out);
+    })
+}
+
+/// Rewrites `class` if the options want it instrumented and hands the result to the JVM;
+/// a class that cannot be rewritten loads unchanged (counted, and warned about).
+fn instrument_class(agent: &Agent, env: Option<Env>, class: &LoadedClass, out: NewClassData) {
+    let name = class.name;
+    let jdk_loader = match env {
+        Some(env) => is_jdk_loader(env, class.loader),
+        None => class.loader.is_null(),
+    };
+    let decision = decide(&agent.opts, name, jdk_loader);
+    let jdk_too_early = decision == Decision::Instrument
+        && (jdk_loader
+            || name.starts_with("java/")
+            || name.starts_with("jdk/")
+            || name.starts_with("sun/"))
+        && !LIVE.load(Ordering::Acquire);
+    if decision != Decision::Instrument || jdk_too_early {
+        STATS.classes_skipped.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    // Second bodies are new methods: only when the class is loaded, not retransformed.
+    let opts = RewriteOptions {
+        bba: agent.opts.bba,
+        pass_context: !class.retransformed && crate::filter::may_pass_context(&agent.opts),
+        out_of_line_entry: agent.out_of_line_entry,
+    };
+    let t0 = Instant::now();
+    let result = rewrite_class(class.bytes, &opts, &mut GlobalIds);
+    let nanos = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    STATS.rewrite_nanos.fetch_add(nanos, Ordering::Relaxed);
+    match result {
+        Ok(Rewritten::Changed { bytes, stats }) => {
+            if hand_over(agent, name, &bytes, out) {
                 STATS.add_class(&stats);
-                if !redefined.is_null() {
+                if class.retransformed {
                     STATS.classes_retransformed.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            Ok(Rewritten::Unchanged { .. }) => {
-                STATS.classes_unchanged.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => {
-                STATS.classes_failed.fetch_add(1, Ordering::Relaxed);
-                if agent.opts.warn {
-                    say!("jp-agent: warning: {name} loaded unchanged: {e}");
-                }
+        }
+        Ok(Rewritten::Unchanged { .. }) => {
+            STATS.classes_unchanged.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => {
+            STATS.classes_failed.fetch_add(1, Ordering::Relaxed);
+            if agent.opts.warn {
+                say!("jp-agent: warning: {name} loaded unchanged: {e}");
             }
         }
-    })
+    }
+}
+
+/// Copies the rewritten class file into JVMTI memory and points the hook's out-parameters
+/// at it; false (counted as failed) if it could not, and the class loads unchanged.
+fn hand_over(agent: &Agent, name: &str, bytes: &[u8], out: NewClassData) -> bool {
+    let Ok(out_len) = JInt::try_from(bytes.len()) else {
+        STATS.classes_failed.fetch_add(1, Ordering::Relaxed);
+        return false;
+    };
+    let Some(p) = agent.jvmti.allocate(bytes.len()) else {
+        STATS.classes_failed.fetch_add(1, Ordering::Relaxed);
+        if agent.opts.warn {
+            say!("jp-agent: warning: {name} loaded unchanged: JVMTI Allocate failed");
+        }
+        return false;
+    };
+    // SAFETY: p points at bytes.len() freshly allocated bytes; the JVM takes ownership of
+    // them through the hook's new_class_data, and both out-pointers were checked non-null
+    // by the hook (JVMTI ClassFileLoadHook contract).
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
+        *out.len = out_len;
+        *out.data = p;
+    }
+    true
 }

@@ -9,7 +9,9 @@ use super::natives::{
 };
 use super::{guard, is_jdk_loader, Agent, JavaSide, AGENT, JAVA, LIVE};
 use crate::bootjar;
-use crate::ffi::jni::{self, Env, JClass, JInt, JObject, JString, JValue, RawEnv, RawVm};
+use crate::ffi::jni::{
+    self, Env, JClass, JInt, JMethodId, JObject, JString, JValue, RawEnv, RawVm,
+};
 use crate::ffi::jvmti::{self, Callbacks, Capabilities, Jvmti, RawJvmti};
 use crate::filter::{decide, Decision};
 use crate::log::say;
@@ -201,7 +203,25 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
     let rt = env
         .find_class("jp/rt/Rt")
         .ok_or("cannot load jp.rt.Rt from the runtime jar on the boot class path")?;
-    let natives: [(&CStr, &CStr, *mut c_void); 16] = [
+    let mut natives = profile_natives().to_vec();
+    natives.extend(usdt_natives());
+    if !env.register_natives(rt, &natives) {
+        return Err("RegisterNatives on jp.rt.Rt failed".into());
+    }
+    let init = bind_java_side(env, rt)?;
+    set_hello_info(agent);
+    start_runtime(env, rt, init, agent)?;
+    LIVE.store(true, Ordering::Release);
+    if agent.can_retransform {
+        retransform_loaded(env, agent);
+    }
+    Ok(())
+}
+
+/// The natives of `jp.rt.Rt` every profiler uses: thread binding, the method table, the
+/// statistics, the profile file and the context publishing.
+fn profile_natives() -> [(&'static CStr, &'static CStr, *mut c_void); 9] {
+    [
         (
             c"bind",
             c"(Ljp/rt/ThreadState;)V",
@@ -222,25 +242,6 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
             c"()Ljava/lang/String;",
             native_agent_stats as *mut c_void,
         ),
-        (
-            c"usdtSemaphore",
-            c"()Ljava/nio/ByteBuffer;",
-            native_usdt_semaphore as *mut c_void,
-        ),
-        (
-            c"usdtControl",
-            c"()Ljava/nio/ByteBuffer;",
-            native_usdt_control as *mut c_void,
-        ),
-        (
-            c"bufferAddress",
-            c"(Ljava/nio/ByteBuffer;)J",
-            native_buffer_address as *mut c_void,
-        ),
-        (c"fire", c"(JII)V", native_fire as *mut c_void),
-        (c"usdtHello", c"(JI)V", native_usdt_hello as *mut c_void),
-        (c"usdtEnd", c"(I)V", native_usdt_end as *mut c_void),
-        (c"usdtPid", c"()I", native_usdt_pid as *mut c_void),
         (c"osThreadId", c"()I", native_os_thread_id as *mut c_void),
         (
             c"heapCell",
@@ -262,10 +263,37 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
             c"(JJJ)V",
             native_count_contexts as *mut c_void,
         ),
-    ];
-    if !env.register_natives(rt, &natives) {
-        return Err("RegisterNatives on jp.rt.Rt failed".into());
-    }
+    ]
+}
+
+/// The natives of `jp.rt.Rt` the live view (`profiler=usdt`) fires records through.
+fn usdt_natives() -> [(&'static CStr, &'static CStr, *mut c_void); 7] {
+    [
+        (
+            c"usdtSemaphore",
+            c"()Ljava/nio/ByteBuffer;",
+            native_usdt_semaphore as *mut c_void,
+        ),
+        (
+            c"usdtControl",
+            c"()Ljava/nio/ByteBuffer;",
+            native_usdt_control as *mut c_void,
+        ),
+        (
+            c"bufferAddress",
+            c"(Ljava/nio/ByteBuffer;)J",
+            native_buffer_address as *mut c_void,
+        ),
+        (c"fire", c"(JII)V", native_fire as *mut c_void),
+        (c"usdtHello", c"(JI)V", native_usdt_hello as *mut c_void),
+        (c"usdtEnd", c"(I)V", native_usdt_end as *mut c_void),
+        (c"usdtPid", c"()I", native_usdt_pid as *mut c_void),
+    ]
+}
+
+/// Looks up what the agent calls in `jp.rt.Rt` later (thread end, VM death) and the platform
+/// loader, and keeps them in [`JAVA`]; returns `Rt.init`, which is called once.
+fn bind_java_side(env: Env, rt: JClass) -> Result<JMethodId, String> {
     let init = env
         .static_method(rt, "init", "(Ljava/lang/String;IIJJIII)V")
         .ok_or("jp.rt.Rt.init not found")?;
@@ -294,7 +322,11 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
         vm_death,
         platform_loader,
     });
+    Ok(init)
+}
 
+/// What the live view's HELLO record tells jpd about this JVM.
+fn set_hello_info(agent: &Agent) {
     usdt::set_hello_info(usdt::HelloInfo {
         start_time_ms: usdt::process_start_ms().unwrap_or_else(|| {
             std::time::SystemTime::now()
@@ -312,6 +344,10 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
             .system_property("sun.java.command")
             .unwrap_or_default(),
     });
+}
+
+/// Calls `Rt.init` with the options the runtime needs, which makes the profiler.
+fn start_runtime(env: Env, rt: JClass, init: JMethodId, agent: &Agent) -> Result<(), String> {
     let name = env.new_string(agent.opts.profiler.java_name());
     if name.is_null() {
         return Err("NewStringUTF failed".into());
@@ -352,10 +388,6 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
         ));
     }
     env.delete_local_ref(name);
-    LIVE.store(true, Ordering::Release);
-    if agent.can_retransform {
-        retransform_loaded(env, agent);
-    }
     Ok(())
 }
 
