@@ -26,6 +26,7 @@ use crate::notify::{self, Notifier};
 use crate::server::{self, auth, tls};
 use crate::store::jvm::JvmStore;
 use crate::store::kernel::Store;
+use crate::store::read::JvmJoin;
 
 /// The command-line settings that win over the configuration file, also after every
 /// reload.
@@ -439,7 +440,7 @@ fn life(
         collector.set_context_join(Arc::new(JvmContexts(Arc::clone(&jvm_store))));
         // Threads join the sampler as they announce themselves, not at its next pass.
         if let Some(waker) = collector.join_waker() {
-            crate::lock::lock(&jvm_store).on_context_threads_change(Box::new(move || waker.wake()));
+            jvm_store.on_context_threads_change(Box::new(move || waker.wake()));
         }
     }
     let socket = config.server.socket.clone();
@@ -596,21 +597,17 @@ fn announce_ready(socket: &Path, notifier: &Notifier, summary: &str) {
     ));
 }
 
-/// The kernel sampler's join (issue 13) connected to the JVM store: the threads the
-/// agents announced go to the sampler, its samples under their contexts come back.
-/// The daemon wires the two ([`crate::kernel::join::ContextJoin`]); neither knows the
-/// other.
+/// The kernel sampler's join (CPU per exact context) connected to the JVM store: the
+/// threads the agents announced go to the sampler, its samples under their contexts
+/// come back. The daemon wires the two ([`crate::kernel::join::ContextJoin`] and the
+/// store's [`JvmJoin`]); neither knows the other.
 pub struct JvmContexts(pub crate::store::jvm::SharedJvmStore);
 
 impl crate::kernel::join::ContextJoin for JvmContexts {
     fn joined(&self, version: Option<u64>) -> Option<crate::kernel::join::Joined> {
-        let store = crate::lock::lock(&self.0);
-        let now = store.context_threads_version();
-        if version == Some(now) {
-            return None;
-        }
-        let threads = store
-            .context_threads()
+        let announced = self.0.context_threads_since(version)?;
+        let threads = announced
+            .threads
             .into_iter()
             .map(|(tgid, slot, stream)| crate::kernel::join::SlotThread {
                 tgid,
@@ -621,9 +618,9 @@ impl crate::kernel::join::ContextJoin for JvmContexts {
             })
             .collect();
         Some(crate::kernel::join::Joined {
-            version: now,
+            version: announced.version,
             threads,
-            pids: store.context_pids(),
+            pids: announced.pids,
         })
     }
 
@@ -634,14 +631,10 @@ impl crate::kernel::join::ContextJoin for JvmContexts {
             t.stream,
             t.tid
         );
-        crate::lock::lock(&self.0).context_slot_refused(t.tgid, t.stream);
+        self.0.refuse_context_slot(t.tgid, t.stream);
     }
 
     fn samples(&self, period_ns: u64, samples: &[(jp_common::CtxKey, u64)]) {
-        crate::lock::lock(&self.0).add_cpu_samples(
-            period_ns,
-            samples,
-            std::time::SystemTime::now(),
-        );
+        self.0.add_cpu_samples(period_ns, samples);
     }
 }

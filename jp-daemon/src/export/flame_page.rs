@@ -6,8 +6,8 @@
 //!   every [`REFRESH_SECONDS`] (not while zoomed or searching);
 //! - `/flame/kernel`: the kernel profile since jpd started (module → function).
 //!
-//! Reads the stores only through their public queries (`JvmStore::list`/`snapshot`,
-//! `Store::kernel_totals`), as the other exporters do.
+//! Reads the stores only through their read side (`store::read::ReadJvm`'s list and
+//! snapshot, `Store::kernel_totals`), as the other exporters do.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -21,8 +21,8 @@ use axum::Router;
 use jp_mct::{FlameTree, FrameCounts};
 
 use super::ExportState;
-use crate::lock::lock;
 use crate::store::kernel::profile;
+use crate::store::read::ReadJvm;
 
 /// How often the JVM page reloads.
 pub const REFRESH_SECONDS: u32 = 5;
@@ -84,7 +84,7 @@ async fn index(State(sources): State<ExportState>) -> Response {
 }
 
 fn index_page(sources: &ExportState) -> Response {
-    let jvms = lock(&sources.stores.jvm).list();
+    let jvms = sources.stores.jvm.list();
     let mut s = String::from(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>jpd</title>\
          <meta http-equiv=\"refresh\" content=\"5\">\
@@ -155,12 +155,8 @@ fn jvm_page_for(sources: &ExportState, query: Option<&str>) -> Response {
         }
         Err(m) => return (StatusCode::BAD_REQUEST, m + "\n").into_response(),
     };
-    // The snapshot under the lock (cheap), the tree and the page after it.
-    let (summary, snapshot) = {
-        let mut store = lock(&sources.stores.jvm);
-        (store.summary(pid), store.snapshot(pid))
-    };
-    let (Some(summary), Some(snapshot)) = (summary, snapshot) else {
+    // The snapshot is frozen (cheap to take); the tree and the page are built from it.
+    let Ok((summary, snapshot)) = sources.stores.jvm.summary_and_snapshot(pid) else {
         return (
             StatusCode::NOT_FOUND,
             format!("jpd holds no JVM with pid {pid} (see /flame)\n"),

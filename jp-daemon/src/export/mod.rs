@@ -31,6 +31,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::lock::lock;
+use crate::store::read::{self, KernelSince, ReadJvm};
 use crate::store::Sources;
 use config::ExportConfig;
 
@@ -150,10 +151,7 @@ async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
             started: ctx.started,
         },
     );
-    let (list, stats) = {
-        let jvm = lock(&ctx.sources.stores.jvm);
-        (jvm.list(), jvm.stats())
-    };
+    let (list, stats) = ctx.sources.stores.jvm.list_and_stats();
     let per_main = lock(&ctx.sources.jvm_totals).update(&list);
     jvm_metrics::render(&mut text, &per_main, &stats);
     pyroscope::render(&mut text, &ctx.sources.pyroscope.stats);
@@ -182,16 +180,11 @@ async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Re
         let t = store.kernel_totals();
         (t.counts, t.symbols, t.status, ctx.started)
     } else {
-        let before = store.kernel_totals();
-        let start = SystemTime::now();
+        let before = KernelSince::open(store);
         tokio::time::sleep(Duration::from_secs(seconds)).await;
         let after = store.kernel_totals();
-        (
-            after.counts.since(&before.counts),
-            after.symbols,
-            after.status,
-            start,
-        )
+        let (window, start) = before.window(&after.counts);
+        (window, after.symbols, after.status, start)
     };
     let Some(symbols) = symbols else {
         return (
@@ -247,8 +240,8 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
         (Err(m), _) | (_, Err(m)) => return (StatusCode::BAD_REQUEST, m + "\n").into_response(),
     };
     let jvm = &ctx.sources.stores.jvm;
-    let held = || {
-        let pids: Vec<String> = lock(jvm).list().iter().map(|j| j.pid.to_string()).collect();
+    let held = |pids: Vec<u32>| {
+        let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
         if pids.is_empty() {
             "jpd holds no JVM".to_string()
         } else {
@@ -258,28 +251,29 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
     let Some(pid) = pid else {
         return (
             StatusCode::BAD_REQUEST,
-            format!("pid=P is required; {}\n", held()),
+            format!("pid=P is required; {}\n", held(jvm.pids())),
         )
             .into_response();
     };
-    // Snapshots under the lock (O(chunks)); the trees are built after it, off the
+    // Snapshots (frozen, see `store::read`); the trees are built from them off the
     // runtime (a frozen snapshot gives the same tree whenever it is built).
-    let snapshot = lock(jvm).snapshot(pid);
-    let Some(before) = snapshot else {
-        return (
-            StatusCode::NOT_FOUND,
-            format!("no JVM with pid {pid}; {}\n", held()),
-        )
-            .into_response();
+    let before = match jvm.snapshot(pid) {
+        Ok(before) => before,
+        Err(pids) => {
+            return (
+                StatusCode::NOT_FOUND,
+                format!("no JVM with pid {pid}; {}\n", held(pids)),
+            )
+                .into_response()
+        }
     };
     let after = if seconds == 0 {
         None
     } else {
         tokio::time::sleep(Duration::from_secs(seconds)).await;
-        let snapshot = lock(jvm).snapshot(pid);
-        match snapshot {
-            Some(after) => Some(after),
-            None => {
+        match jvm.snapshot(pid) {
+            Ok(after) => Some(after),
+            Err(_) => {
                 return (
                     StatusCode::NOT_FOUND,
                     format!("JVM {pid} left jpd's store during the profile\n"),
@@ -297,19 +291,8 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
                 (tree, cpu)
             }
             Some(after) => {
-                // CPU is indexed by the merged tree's nodes (`after`'s), the delta
-                // tree has them elsewhere.
-                let whole = after.mct();
-                let (delta, map) = jvm_pprof::mct_delta_mapped(&before.mct(), &whole);
-                let cpu = after.cpu().map(|a| {
-                    let window = match before.cpu() {
-                        Some(b) => a.since(b),
-                        None => a.clone(),
-                    };
-                    let c = window.mct_cpu(&whole, symbols.as_deref());
-                    c.remap(&map, delta.nodes.len())
-                });
-                (delta, cpu)
+                let before_tree = before.mct();
+                read::tree_since(Some(&before_tree), before.cpu(), after, symbols.as_deref())
             }
         };
         let mut out = Vec::new();

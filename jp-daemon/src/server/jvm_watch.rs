@@ -4,8 +4,13 @@
 //! id that every JVM shares; JVMs appearing, exiting, and removed (retention
 //! over, or the pid reused). One [`JvmWatch`] per stream.
 //!
+//! Deltas are "since my last read" as the stores' read side defines them
+//! ([`crate::store::read`]): saturating, and a JVM behind a reused pid (another
+//! `attached_since`) is removed and sent again as new.
+//!
 //! Costs: nothing is done when the store did not change (its generation). Per-method
-//! totals take time proportional to the JVM's tree and hold the store's lock, so a
+//! totals take time proportional to the JVM's methods and hold the store's lock
+//! (the service runs this on a blocking thread, `ReadJvm::with_store`), so a
 //! JVM's are computed again only after [`METHODS_BUDGET`] times as long as they took
 //! the last time: a big JVM gets method deltas less often than every message, never
 //! a stalled ingestion. Its totals travel in every message.
@@ -18,6 +23,7 @@ use jp_proto::v1 as pb;
 
 use super::jvm::summary;
 use crate::store::jvm::{JvmStore, JvmSummary};
+use crate::store::read::Since;
 
 /// Per-method totals may take at most 1/METHODS_BUDGET of a stream's time per JVM.
 pub const METHODS_BUDGET: u32 = 10;
@@ -27,17 +33,15 @@ struct Seen {
     /// Identity of the JVM behind the pid (a reused pid is another JVM).
     attached_since: SystemTime,
     exited: bool,
-    calls: u64,
-    bytecodes: u64,
-    /// CPU (ns) of every kind of thread.
-    cpu_ns: u64,
+    /// Calls, bytecodes, CPU (ns) of every kind of thread.
+    totals: Since<3>,
     /// The store's change counter of the JVM when its methods were last computed.
     methods_change: Option<u64>,
     /// When, and how long that took.
     methods_at: Option<Instant>,
     methods_cost: Duration,
     /// Per method id of the JVM (its agent's mid): calls, exclusive bytecodes, own CPU.
-    methods: HashMap<u32, [u64; 3]>,
+    methods: HashMap<u32, Since<3>>,
 }
 
 impl Seen {
@@ -90,9 +94,7 @@ impl JvmWatch {
                 Seen {
                     attached_since: s.attached_since,
                     exited: s.exited_at.is_some(),
-                    calls: 0,
-                    bytecodes: 0,
-                    cpu_ns: 0,
+                    totals: Since::default(),
                     methods_change: None,
                     methods_at: None,
                     methods_cost: Duration::ZERO,
@@ -103,16 +105,16 @@ impl JvmWatch {
                 seen.exited = true;
                 out.exited.push(s.pid);
             }
-            let cpu_ns = cpu_total(s);
+            let [calls, bytecodes, cpu_ns] =
+                seen.totals.advance([s.calls, s.bytecodes, cpu_total(s)]);
             let mut activity = pb::JvmActivity {
                 pid: s.pid,
-                calls: s.calls.saturating_sub(seen.calls),
-                bytecodes: s.bytecodes.saturating_sub(seen.bytecodes),
+                calls,
+                bytecodes,
                 methods: Vec::new(),
                 methods_elapsed_ns: 0,
-                cpu_ns: cpu_ns.saturating_sub(seen.cpu_ns),
+                cpu_ns,
             };
-            (seen.calls, seen.bytecodes, seen.cpu_ns) = (s.calls, s.bytecodes, cpu_ns);
             let change = store.jvm_generation(s.pid);
             let computed = seen.methods_due(change, now);
             if computed {
@@ -128,10 +130,11 @@ impl JvmWatch {
                 seen.methods_at = Some(now);
                 seen.methods_change = change;
                 for m in totals {
-                    let now = [m.calls, m.exclusive_bytecodes, m.cpu_ns];
-                    let prev = seen.methods.entry(m.mid).or_insert([0; 3]);
-                    let [dc, db, dcpu] = [0, 1, 2].map(|i| now[i].saturating_sub(prev[i]));
-                    *prev = now;
+                    let [dc, db, dcpu] = seen.methods.entry(m.mid).or_default().advance([
+                        m.calls,
+                        m.exclusive_bytecodes,
+                        m.cpu_ns,
+                    ]);
                     if dc == 0 && db == 0 && dcpu == 0 {
                         continue;
                     }

@@ -1,6 +1,10 @@
 //! Watch deltas, tokio-console style: a name is sent once with an id, in the first
 //! message that needs it; after that only ids and the change since the previous
 //! message travel. One [`WatchState`] per stream.
+//!
+//! The counts are since the last reset ([`crate::store::kernel::Store::kernel_view`]);
+//! deltas are "since my last read" as the stores' read side defines them
+//! ([`crate::store::read`]): saturating, and a reset restarts every reading from 0.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -10,6 +14,7 @@ use jp_proto::v1 as pb;
 use super::kernel::{handler_function, profile_of};
 use crate::store::kernel::softirq_name;
 use crate::store::kernel::{KernelView, ModeCounts};
+use crate::store::read::Since;
 
 /// Interval a client gets when it asks for 0.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1000);
@@ -24,12 +29,11 @@ pub fn interval(ms: u32) -> Duration {
     }
 }
 
+/// A name's id, and its counters at the previous message (since the last reset).
 #[derive(Default)]
-struct Seen {
+struct Seen<const N: usize> {
     id: u32,
-    /// Value at the previous message (since the last reset).
-    prev: u64,
-    prev_time: u64,
+    prev: Since<N>,
 }
 
 /// What one stream has sent so far.
@@ -39,14 +43,16 @@ pub struct WatchState {
     /// Where the first message's counts start: jpd's start or the last reset.
     origin: SystemTime,
     reset_at: Option<SystemTime>,
-    functions: HashMap<(String, Option<String>), Seen>,
-    irqs: HashMap<(u32, String), Seen>,
-    softirqs: HashMap<u32, (u64, u64)>,
+    /// Samples by function.
+    functions: HashMap<(String, Option<String>), Seen<1>>,
+    /// Count and time by (irq, handler), and by softirq vector.
+    irqs: HashMap<(u32, String), Seen<2>>,
+    softirqs: HashMap<u32, Since<2>>,
     modes: ModeCounts,
-    unknown: u64,
+    unknown: Since<1>,
 }
 
-fn next_id<K>(m: &HashMap<K, Seen>) -> u32 {
+fn next_id<K, const N: usize>(m: &HashMap<K, Seen<N>>) -> u32 {
     u32::try_from(m.len()).unwrap_or(u32::MAX)
 }
 
@@ -62,7 +68,7 @@ impl WatchState {
             irqs: HashMap::new(),
             softirqs: HashMap::new(),
             modes: ModeCounts::default(),
-            unknown: 0,
+            unknown: Since::default(),
         }
     }
 
@@ -73,11 +79,10 @@ impl WatchState {
         if first || reset {
             // Deltas from here count from the reset (or from the start).
             self.modes = ModeCounts::default();
-            self.unknown = 0;
-            for s in self.functions.values_mut().chain(self.irqs.values_mut()) {
-                (s.prev, s.prev_time) = (0, 0);
-            }
-            self.softirqs.values_mut().for_each(|v| *v = (0, 0));
+            self.unknown.restart();
+            self.functions.values_mut().for_each(|s| s.prev.restart());
+            self.irqs.values_mut().for_each(|s| s.prev.restart());
+            self.softirqs.values_mut().for_each(Since::restart);
         }
         let elapsed = match self.last {
             Some(last) if !reset => now.saturating_duration_since(last),
@@ -103,11 +108,7 @@ impl WatchState {
     fn kernel_delta(&mut self, view: &KernelView) -> pb::KernelDelta {
         let c = &view.counts;
         let m = &c.modes;
-        let dm = ModeCounts {
-            kernel: m.kernel.saturating_sub(self.modes.kernel),
-            user: m.user.saturating_sub(self.modes.user),
-            idle: m.idle.saturating_sub(self.modes.idle),
-        };
+        let dm = m.since(&self.modes);
         self.modes = *m;
         let mut out = pb::KernelDelta {
             samples: Some(super::kernel::modes(&dm)),
@@ -117,8 +118,7 @@ impl WatchState {
         };
 
         let profile = profile_of(view, pb::ProfileSource::Timer);
-        out.unknown_samples = profile.unknown.saturating_sub(self.unknown);
-        self.unknown = profile.unknown;
+        [out.unknown_samples] = self.unknown.advance([profile.unknown]);
         for f in &profile.functions {
             let key = (f.name.clone(), f.module.clone());
             let id = next_id(&self.functions);
@@ -135,8 +135,7 @@ impl WatchState {
                     ..Seen::default()
                 }
             });
-            let d = f.samples.saturating_sub(seen.prev);
-            seen.prev = f.samples;
+            let [d] = seen.prev.advance([f.samples]);
             if d > 0 {
                 out.functions.push(pb::FunctionDelta {
                     id: seen.id,
@@ -164,11 +163,7 @@ impl WatchState {
                     ..Seen::default()
                 }
             });
-            let (dc, dt) = (
-                h.count.saturating_sub(seen.prev),
-                h.time_ns.saturating_sub(seen.prev_time),
-            );
-            (seen.prev, seen.prev_time) = (h.count, h.time_ns);
+            let [dc, dt] = seen.prev.advance([h.count, h.time_ns]);
             if dc > 0 || dt > 0 {
                 out.irqs.push(pb::IrqHandlerDelta {
                     id: seen.id,
@@ -181,12 +176,11 @@ impl WatchState {
         let mut vectors: Vec<_> = c.softirqs.iter().collect();
         vectors.sort_by_key(|(v, _)| **v);
         for (&vector, s) in vectors {
-            let prev = self.softirqs.entry(vector).or_insert((0, 0));
-            let (dc, dt) = (
-                s.count.saturating_sub(prev.0),
-                s.time_ns.saturating_sub(prev.1),
-            );
-            *prev = (s.count, s.time_ns);
+            let [dc, dt] = self
+                .softirqs
+                .entry(vector)
+                .or_default()
+                .advance([s.count, s.time_ns]);
             if dc > 0 || dt > 0 {
                 out.softirqs.push(pb::Softirq {
                     name: softirq_name(vector),

@@ -15,9 +15,9 @@ use super::jvm as jvmconv;
 use super::jvm_watch::JvmWatch;
 use super::kernel;
 use super::kernel_watch::{interval, WatchState};
-use crate::lock::lock;
 use crate::store::jvm::{JvmSnapshot, JvmSummary, SharedJvmStore};
 use crate::store::kernel::Store;
+use crate::store::read::ReadJvm;
 use crate::store::Sources;
 
 pub struct JpService {
@@ -45,16 +45,11 @@ impl JpService {
 type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchUpdate, Status>> + Send>>;
 type ExportStream = Pin<Box<dyn Stream<Item = Result<pb::JvmExportChunk, Status>> + Send>>;
 
-/// The JVM's summary and merged tree, copied under the lock; NOT_FOUND if the
-/// store holds no such pid.
-/// The JVM's summary and snapshot, taken under one lock (O(chunks)); trees are built
-/// from the snapshot after the lock is released.
+/// The JVM's summary and snapshot at one moment; trees are built from the snapshot
+/// (frozen, see `store::read`). NOT_FOUND if the store holds no such pid.
 fn jvm_snapshot(jvm: &SharedJvmStore, pid: u32) -> Result<(JvmSummary, JvmSnapshot), Status> {
-    let mut store = lock(jvm);
-    match (store.summary(pid), store.snapshot(pid)) {
-        (Some(s), Some(t)) => Ok((s, t)),
-        _ => Err(not_found(&store, pid)),
-    }
+    jvm.summary_and_snapshot(pid)
+        .map_err(|held| jvmconv::not_found(pid, &held))
 }
 
 /// Runs `f` on tokio's blocking pool: a big JVM's tree takes long to copy and
@@ -67,11 +62,6 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| Status::internal(format!("the query failed: {e}")))?
 }
 
-fn not_found(store: &crate::store::jvm::JvmStore, pid: u32) -> Status {
-    let pids: Vec<u32> = store.list().iter().map(|s| s.pid).collect();
-    jvmconv::not_found(pid, &pids)
-}
-
 #[tonic::async_trait]
 impl Jp for JpService {
     async fn get_status(
@@ -80,7 +70,7 @@ impl Jp for JpService {
     ) -> Result<Response<pb::Status>, Status> {
         let view = self.store.kernel_view();
         let mut status = kernel::status(&view, env!("CARGO_PKG_VERSION"), self.started.elapsed());
-        status.jvm = Some(jvmconv::status(&lock(&self.jvm).stats()));
+        status.jvm = Some(jvmconv::status(&self.jvm.stats()));
         Ok(Response::new(status))
     }
 
@@ -148,7 +138,7 @@ impl Jp for JpService {
                 // Off the runtime's threads: a big JVM's method totals take a while.
                 let shared = Arc::clone(&jvm);
                 let (delta, back) = match tokio::task::spawn_blocking(move || {
-                    let d = jvm_state.next(&lock(&shared), Instant::now());
+                    let d = shared.with_store(|store| jvm_state.next(store, Instant::now()));
                     (d, jvm_state)
                 })
                 .await
@@ -174,7 +164,7 @@ impl Jp for JpService {
         &self,
         _: Request<pb::ListJvmsRequest>,
     ) -> Result<Response<pb::JvmList>, Status> {
-        let list = lock(&self.jvm).list();
+        let list = self.jvm.list();
         Ok(Response::new(jvmconv::list(&list)))
     }
 
@@ -231,13 +221,9 @@ impl Jp for JpService {
         let jvm = Arc::clone(&self.jvm);
         let symbols = self.store.symbols();
         let chunks = blocking(move || {
-            let snapshot = {
-                let mut store = lock(&jvm);
-                match store.snapshot(req.pid) {
-                    Some(t) => t,
-                    None => return Err(not_found(&store, req.pid)),
-                }
-            };
+            let snapshot = jvm
+                .snapshot(req.pid)
+                .map_err(|held| jvmconv::not_found(req.pid, &held))?;
             let tree = snapshot.mct();
             let cpu = snapshot.cpu().map(|c| c.mct_cpu(&tree, symbols.as_deref()));
             let data = jvmconv::export(&tree, cpu.as_ref(), format)

@@ -3,8 +3,11 @@
 //! [`kernel`] holds the kernel sampler's counters (with the kernel symbol table they
 //! are resolved against); [`jvm`] holds the JVMs' Method Call Trees. Neither knows the
 //! collector that feeds it: collectors import a store, never the other way round.
+//! [`read`] is how everything downstream reads them: snapshots, lists, windows over
+//! time, and the one rule for the JVM store's lock.
 pub mod jvm;
 pub mod kernel;
+pub mod read;
 
 use std::sync::{Arc, Mutex};
 

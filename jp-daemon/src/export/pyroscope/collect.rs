@@ -28,10 +28,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jp_mct::{Mct, MethodInfo};
 
 use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
-use crate::export::{jvm_pprof, kernel_pprof, ExportState};
-use crate::lock::lock;
+#[cfg(test)]
+use crate::export::jvm_pprof;
+use crate::export::{kernel_pprof, ExportState};
 use crate::store::jvm::CpuSnapshot;
-use crate::store::kernel::KernelCounts;
+use crate::store::read::{self, KernelSince, ReadJvm};
 
 pub const KERNEL_SERVICE: &str = "jp-kernel";
 pub const KERNEL_PROFILE_NAME: &str = "process_cpu";
@@ -43,7 +44,7 @@ pub const UNKNOWN_MAIN: &str = "unknown-jvm";
 pub struct Baselines {
     /// The pusher run these belong to (a disable starts a new one).
     pub epoch: u64,
-    kernel: Option<(KernelCounts, SystemTime)>,
+    kernel: Option<KernelSince>,
     jvms: HashMap<u32, JvmBase>,
     /// The previous collection (or the start of the run).
     prev: SystemTime,
@@ -75,7 +76,10 @@ impl Baselines {
     pub fn new(epoch: u64, sources: &ExportState, now: SystemTime) -> Baselines {
         Baselines {
             epoch,
-            kernel: Some((sources.stores.kernel.kernel_totals().counts, now)),
+            kernel: Some(KernelSince::at(
+                sources.stores.kernel.kernel_totals().counts,
+                now,
+            )),
             jvms: HashMap::new(),
             prev: now,
         }
@@ -148,7 +152,7 @@ fn kernel(
         return Ok(None);
     };
     let (window, start) = match &b.kernel {
-        Some((then, start)) => (view.counts.since(then), *start),
+        Some(since) => since.window(&view.counts),
         None => (view.counts.clone(), b.prev),
     };
     let w = kernel_pprof::KernelWindow {
@@ -161,7 +165,7 @@ fn kernel(
         duration_nanos: nanos(now.duration_since(start).unwrap_or_default()),
     };
     let gz = jp_mct::pprof::gzip(&kernel_pprof::kernel_profile(&w, &symbols))?;
-    b.kernel = Some((view.counts, now));
+    b.kernel = Some(KernelSince::at(view.counts, now));
     Ok(Some(gz))
 }
 
@@ -172,7 +176,7 @@ fn jvms(
     now: SystemTime,
     out: &mut Vec<RawProfileSeries>,
 ) {
-    let list = lock(&sources.stores.jvm).list();
+    let list = sources.stores.jvm.list();
     b.jvms.retain(|pid, _| list.iter().any(|s| s.pid == *pid));
     // Names the kernel frames of the JVMs' CPU per context.
     let symbols = sources.stores.kernel.symbols();
@@ -199,39 +203,24 @@ fn jvms(
                 until: jvm_start.max(b.prev),
             };
         }
-        // The generation and the tree under one lock: a change in between would be
-        // pushed with the next interval anyway, but never missed. (New CPU samples
-        // move the generation too.)
-        let (generation, snapshot) = {
-            let mut store = lock(&sources.stores.jvm);
-            let g = store.jvm_generation(s.pid);
-            if g.is_some() && g == base.generation {
-                continue;
-            }
-            (g, store.snapshot(s.pid))
+        // The change counter and the tree at one moment: a change in between would be
+        // pushed with the next interval anyway, but never missed.
+        let Some((generation, snapshot)) = sources
+            .stores
+            .jvm
+            .snapshot_if_changed(s.pid, base.generation)
+        else {
+            continue;
         };
-        let Some(snapshot) = snapshot else { continue };
-        let tree = snapshot.mct();
-        let empty;
-        let before = match &base.pushed {
-            Some(t) => t,
-            None => {
-                empty = Mct::new(&tree.bba);
-                &empty
-            }
-        };
-        let (whole_delta, map) = jvm_pprof::mct_delta_mapped(before, &tree);
-        let cpu = snapshot.cpu().map(|now_cpu| {
-            let window = match &base.cpu {
-                Some(pushed) => now_cpu.since(pushed),
-                None => now_cpu.clone(),
-            };
-            let c = window.mct_cpu(&tree, symbols.as_deref());
-            c.remap(&map, whole_delta.nodes.len())
-        });
+        let (whole_delta, cpu) = read::tree_since(
+            base.pushed.as_ref(),
+            base.cpu.as_ref(),
+            &snapshot,
+            symbols.as_deref(),
+        );
         let (delta, kept) = prune_mapped(&whole_delta, cpu.as_ref());
         let cpu = cpu.map(|c| c.remap(&kept, delta.nodes.len()));
-        base.generation = generation;
+        base.generation = Some(generation);
         if delta.nodes.len() <= 1 {
             continue;
         }

@@ -41,14 +41,14 @@ mod chunked;
 pub mod cpu;
 mod methods;
 mod nodes;
+mod one_jvm;
 mod query;
 pub mod sink;
-mod state;
 mod stream;
 mod totals;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,7 +61,7 @@ pub use query::{CpuSnapshot, JvmSnapshot, MethodCalls, MethodTotals, ThreadTree}
 /// The store as the daemon shares it between the USDT collector, the server and the
 /// exporters.
 pub type SharedJvmStore = std::sync::Arc<std::sync::Mutex<JvmStore>>;
-use state::Jvm;
+use one_jvm::Jvm;
 
 /// Bounds on what one JVM (and the store) may hold. Hitting one drops data, and the JVM
 /// says which limit it hit.

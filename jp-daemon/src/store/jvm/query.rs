@@ -21,7 +21,7 @@ use jp_mct::{Mct, MctCpu, MctNode, MethodInfo};
 use super::cpu::Samples;
 use super::methods::{info_in, NameMap};
 use super::nodes::{is_outer, unflag, FrozenTree};
-use super::state::Jvm;
+use super::one_jvm::Jvm;
 use super::stream::FrozenSlots;
 use super::totals::MethodCount;
 use super::Name;

@@ -27,7 +27,9 @@ impl ModeCounts {
     pub fn total(&self) -> u64 {
         self.kernel + self.user + self.idle
     }
-    fn saturating_sub(&self, base: &ModeCounts) -> ModeCounts {
+    /// What was counted since `base` (an earlier reading): a mode that went back
+    /// counts 0.
+    pub fn since(&self, base: &ModeCounts) -> ModeCounts {
         ModeCounts {
             kernel: self.kernel.saturating_sub(base.kernel),
             user: self.user.saturating_sub(base.user),
@@ -228,12 +230,12 @@ impl KernelCounts {
 
 fn subtract(now: &KernelCounts, base: &KernelCounts) -> KernelCounts {
     KernelCounts {
-        modes: now.modes.saturating_sub(&base.modes),
+        modes: now.modes.since(&base.modes),
         buckets: subtract_map(&now.buckets, &base.buckets),
         other_ips: subtract_map(&now.other_ips, &base.other_ips),
         irq_buckets: subtract_map(&now.irq_buckets, &base.irq_buckets),
         irq_other_ips: subtract_map(&now.irq_other_ips, &base.irq_other_ips),
-        irq_modes: now.irq_modes.saturating_sub(&base.irq_modes),
+        irq_modes: now.irq_modes.since(&base.irq_modes),
         irq_entries: now.irq_entries.saturating_sub(base.irq_entries),
         irq_ip_sampled: now.irq_ip_sampled.saturating_sub(base.irq_ip_sampled),
         irqs: now
