@@ -1,10 +1,12 @@
 //! jpctl: the command-line client of jpd, and its live `top` view.
+//!
+//! One layout per command: [`cmd`]`::<command>` holds its arguments, its calls to jpd and
+//! where its output goes; [`output`]`::<command>` renders (pure functions to strings);
+//! [`top`] is the live view (state and view apart); [`diff`] compares profile files.
 pub mod client;
+pub mod cmd;
 pub mod diff;
-pub mod diff_cmd;
 pub mod errors;
-pub mod jvm;
-pub mod kernel_flame;
 pub mod output;
 pub mod tls;
 pub mod top;

@@ -827,6 +827,58 @@ fn jvm_export_writes_the_streamed_file() {
     );
 }
 
+/// `jpctl kernel -o FILE` writes what stdout would show, in every format; `-o -` is stdout;
+/// a file that cannot be written is a clear error and leaves nothing behind.
+#[test]
+fn kernel_writes_to_the_file_of_o() {
+    let d = fake_jpd();
+    let dir = tempfile::tempdir().unwrap();
+    for (args, what) in [
+        (&["--format", "html"][..], "(HTML flame graph)"),
+        (&["--json"], "(kernel profile JSON)"),
+        (&["--format", "readprofile"], "(readprofile format)"),
+        (&[], "(kernel profile table)"),
+    ] {
+        let mut plain = vec!["kernel"];
+        plain.extend_from_slice(args);
+        let expected = stdout_ok(&d.socket, &plain);
+        let file = dir.path().join("kernel.out");
+        let file_arg = file.to_str().unwrap();
+        let mut to_file = plain.clone();
+        to_file.extend_from_slice(&["-o", file_arg]);
+        let out = stdout_ok(&d.socket, &to_file);
+        assert_eq!(
+            out,
+            format!("wrote {} bytes {what} to {file_arg}\n", expected.len())
+        );
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            expected,
+            "{args:?}"
+        );
+        let mut to_stdout = plain.clone();
+        to_stdout.extend_from_slice(&["--output", "-"]);
+        assert_eq!(stdout_ok(&d.socket, &to_stdout), expected, "{args:?}");
+    }
+    let bad = dir.path().join("no such dir").join("k.html");
+    let o = jpctl(
+        &d.socket,
+        &["kernel", "--format", "html", "-o", bad.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with(&format!("jpctl: cannot write {}: ", bad.display())),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temp file left"
+    );
+}
+
 #[test]
 fn jvm_tree_too_big_for_one_answer_says_how_to_cut_it() {
     let d = fake_jpd();

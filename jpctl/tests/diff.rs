@@ -384,6 +384,64 @@ fn kernel_profiles_compare_by_share() {
     assert_eq!(code, 0);
 }
 
+/// `-o FILE` writes what stdout would show, whole, in every format; stdout says what was
+/// written; the exit codes are the gate's, and a failing gate's causes reach stderr since
+/// the report does not reach the terminal.
+#[test]
+fn diff_writes_its_report_to_the_file_of_o() {
+    let (base, new) = kernel_pair();
+    let dir = tempfile::tempdir().unwrap();
+    for (format, what) in [
+        ("text", "(diff report)"),
+        ("json", "(diff JSON)"),
+        ("html", "(HTML differential flame graph)"),
+    ] {
+        let file = dir.path().join(format!("d.{format}"));
+        let file_arg = file.display().to_string();
+        let (code, expected, _) = diff(&[&base, &new, "--format", format]);
+        assert_eq!(code, 0);
+        let (code, out, err) = diff(&[&base, &new, "--format", format, "-o", &file_arg]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            expected,
+            "{format}"
+        );
+        assert_eq!(
+            out,
+            format!("wrote {} bytes {what} to {file_arg}\n", expected.len())
+        );
+        assert!(err.is_empty(), "{err}");
+        let (code, out, _) = diff(&[&base, &new, "--format", format, "-o", "-"]);
+        assert_eq!((code, out), (0, expected), "-o - is stdout");
+    }
+    let file = dir.path().join("gate.txt");
+    let file_arg = file.display().to_string();
+    let (code, out, err) = diff(&[&base, &new, "--fail-above", "20", "-o", &file_arg]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.starts_with("FAIL: c: share grew by 25.000 percentage points"),
+        "{err}"
+    );
+    let report = std::fs::read_to_string(&file).unwrap();
+    assert!(report.contains("\ngate: FAIL\n"), "{report}");
+    // A file that cannot be written is an unreadable-input kind of failure: exit 2, named.
+    let bad = dir.path().join("no such dir").join("d.html");
+    let bad_arg = bad.display().to_string();
+    let (code, out, err) = diff(&[&base, &new, "--format", "html", "-o", &bad_arg]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.starts_with(&format!("jpctl diff: cannot write {bad_arg}: ")),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        4,
+        "no temp file left"
+    );
+}
+
 #[test]
 fn the_agent_and_diff_write_flame_graph_pages() {
     let page = std::fs::read_to_string(p("a.html")).unwrap();

@@ -128,7 +128,7 @@ impl InterruptsState {
                 Some(&x) => x,
                 None => {
                     let function =
-                        crate::output::irq_function(&i.function, i.function_module.as_deref());
+                        crate::output::irq::irq_function(&i.function, i.function_module.as_deref());
                     let search = format!("{} {} {}", i.irq, i.handler, function).to_lowercase();
                     self.irqs.push(IrqRow {
                         irq: i.irq,

@@ -1,14 +1,15 @@
 //! `jpctl diff`'s command line and exit codes: 0 when the gate passes (or no gate was
 //! asked for), 1 when it fails, 2 when a profile cannot be read or compared.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use regex::Regex;
 
+use super::destination::Destination;
 use crate::diff::{self, DiffOptions, Profile};
+use crate::output::{self, diff as out};
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum DiffFormat {
@@ -53,6 +54,10 @@ pub struct DiffArgs {
     /// HTML: merge frames narrower than P percent of the graph.
     #[arg(long, value_name = "P", default_value_t = jp_mct::DEFAULT_MIN_SHARE * 100.0)]
     pub min_frame: f64,
+    /// Write the report or page to FILE (whole, or not at all) instead of stdout; `-` for
+    /// stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 fn parse_regex(s: &str) -> Result<Regex, String> {
@@ -67,16 +72,14 @@ fn parse_non_negative(s: &str) -> Result<f64, String> {
 }
 
 pub fn run(a: DiffArgs) -> ExitCode {
-    match compare(&a) {
-        Ok((out, passed)) => {
-            let _ = std::io::stdout().write_all(out.as_bytes());
-            if passed {
-                ExitCode::SUCCESS
-            } else {
-                // The causes go to stderr too, so that a CI log shows them whatever the format.
-                ExitCode::from(1)
-            }
-        }
+    let to = Destination::from_flag(a.output.as_deref());
+    let written = compare(&a, &to).and_then(|(report, passed)| {
+        to.write(report.text.as_bytes(), report.what)?;
+        Ok(passed)
+    });
+    match written {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
         Err(e) => {
             eprintln!("jpctl diff: {e:#}");
             ExitCode::from(2)
@@ -84,7 +87,25 @@ pub fn run(a: DiffArgs) -> ExitCode {
     }
 }
 
-fn compare(a: &DiffArgs) -> anyhow::Result<(String, bool)> {
+/// The rendered comparison, and how `-o` names it.
+struct Report {
+    text: String,
+    what: &'static str,
+}
+
+impl Report {
+    fn new(format: DiffFormat, text: String) -> Report {
+        let what = match format {
+            DiffFormat::Text => "(diff report)",
+            DiffFormat::Json => "(diff JSON)",
+            DiffFormat::Html => "(HTML differential flame graph)",
+        };
+        Report { text, what }
+    }
+}
+
+/// The report and whether the gate passed.
+fn compare(a: &DiffArgs, to: &Destination) -> anyhow::Result<(Report, bool)> {
     let o = DiffOptions {
         fail_above: a.fail_above,
         method: a.method.clone(),
@@ -97,34 +118,36 @@ fn compare(a: &DiffArgs) -> anyhow::Result<(String, bool)> {
     let base = diff::read_profile(&a.base, "BASE")?;
     let new = diff::read_profile(&a.new, "NEW")?;
     let min_share = a.min_frame / 100.0;
-    let (out, gate) = match (&base, &new) {
+    let (text, gate) = match (&base, &new) {
         (Profile::Jvm(b), Profile::Jvm(n)) => {
             diff::check_same_bba(b, n)?;
-            let d = diff::diff_jvm(b, n, &o);
-            let out = match format {
-                DiffFormat::Text => diff::jvm_text(&d, &o),
-                DiffFormat::Json => crate::output::to_json(&d),
-                DiffFormat::Html => html(&diff::jvm_flame(b, n, &o, &title(a)), min_share)?,
+            let d = diff::jvm::diff_jvm(b, n, &o);
+            let text = match format {
+                DiffFormat::Text => out::jvm_text(&d, &o),
+                DiffFormat::Json => output::to_json(&d),
+                DiffFormat::Html => out::html(&diff::jvm::jvm_flame(b, n, &o, &title(a)), min_share)?,
             };
-            (out, d.gate)
+            (text, d.gate)
         }
         (Profile::Kernel(b), Profile::Kernel(n)) => {
-            let d = diff::diff_kernel(b, n, &o);
-            let out = match format {
-                DiffFormat::Text => diff::kernel_text(&d, &o),
-                DiffFormat::Json => crate::output::to_json(&d),
-                DiffFormat::Html => html(&diff::kernel_flame_diff(b, n, &o), min_share)?,
+            let d = diff::kernel::diff_kernel(b, n, &o);
+            let text = match format {
+                DiffFormat::Text => out::kernel_text(&d, &o),
+                DiffFormat::Json => output::to_json(&d),
+                DiffFormat::Html => out::html(&out::kernel_flame_diff(b, n, &o), min_share)?,
             };
-            (out, d.gate)
+            (text, d.gate)
         }
         _ => anyhow::bail!("BASE and NEW are not the same kind of profile (one is a JVM's jp-mct/1 tree, the other a kernel profile)"),
     };
-    for c in &gate.causes {
-        if format != DiffFormat::Text {
+    // The causes go to stderr too when the report does not reach the terminal, so that a
+    // CI log shows them whatever the format.
+    if format != DiffFormat::Text || to.is_file() {
+        for c in &gate.causes {
             eprintln!("FAIL: {c}");
         }
     }
-    Ok((out, gate.passed))
+    Ok((Report::new(format, text), gate.passed))
 }
 
 fn title(a: &DiffArgs) -> String {
@@ -136,10 +159,4 @@ fn file_name(p: &std::path::Path) -> String {
         || p.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     )
-}
-
-fn html(t: &jp_mct::FlameTree, min_share: f64) -> anyhow::Result<String> {
-    let mut v = Vec::new();
-    jp_mct::write_flame_html(t, min_share, &mut v)?;
-    Ok(String::from_utf8_lossy(&v).into_owned())
 }

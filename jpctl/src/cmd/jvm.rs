@@ -1,17 +1,60 @@
-//! `jpctl jvm list|top|tree|export`: the RPCs, and where their answers go.
+//! `jpctl jvm list|top|tree|export`: the arguments, the RPCs, and where their answers go.
 
-use std::io::Write as _;
-use std::path::Path;
+use std::path::PathBuf;
 
-use anyhow::Context;
-use clap::ValueEnum;
+use clap::{Subcommand, ValueEnum};
 use jp_proto::v1::{
     ExportJvmProfileRequest, GetJvmProfileRequest, GetJvmTopRequest, JvmExportFormat, JvmTopOrder,
     ListJvmsRequest,
 };
 
+use super::destination::Destination;
+use super::rpc;
 use crate::client::{status_message, Client};
 use crate::output::{self, jvm as out};
+
+#[derive(Subcommand, Debug)]
+pub enum JvmCommand {
+    /// JVMs jpd profiles (running, and exited ones it still keeps).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// A JVM's methods by exclusive bytecodes, calls or inclusive bytecodes.
+    Top {
+        /// The JVM's pid (as `jpctl jvm list` shows it).
+        pid: u32,
+        #[arg(long, value_enum, default_value_t = TopBy::Bytecodes)]
+        by: TopBy,
+        /// Show only the first N methods (0 = all).
+        #[arg(short = 'n', long = "limit", default_value_t = 20, value_name = "N")]
+        n: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A JVM's merged method call tree, cut by depth and share.
+    Tree {
+        pid: u32,
+        /// Show calling contexts down to depth N (1 = top-level only; 0 = no limit).
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        depth: u32,
+        /// Leave out subtrees with less than P percent of the JVM's bytecodes.
+        #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_percent)]
+        min_share: f64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a JVM's whole tree to a file: json (jp-mct/1, as the agent's out=),
+    /// pprof, folded stacks or an indented tree.
+    Export {
+        pid: u32,
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// Output file; `-` for stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+    },
+}
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum TopBy {
@@ -63,8 +106,23 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
     }
 }
 
-fn rpc(s: tonic::Status) -> anyhow::Error {
-    anyhow::anyhow!(status_message(&s))
+pub async fn run(c: &mut Client, command: JvmCommand) -> anyhow::Result<()> {
+    let text = match command {
+        JvmCommand::List { json } => list(c, json).await?,
+        JvmCommand::Top { pid, by, n, json } => top(c, pid, by, n, json).await?,
+        JvmCommand::Tree {
+            pid,
+            depth,
+            min_share,
+            json,
+        } => tree(c, pid, depth, min_share / 100.0, json).await?,
+        JvmCommand::Export {
+            pid,
+            format,
+            output,
+        } => return export(c, pid, format, &Destination::from_flag(Some(&output))).await,
+    };
+    Destination::Stdout.write(text.as_bytes(), "")
 }
 
 fn now_ms() -> u64 {
@@ -73,20 +131,20 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-pub async fn list(c: &mut Client, json: bool) -> anyhow::Result<String> {
+async fn list(c: &mut Client, json: bool) -> anyhow::Result<String> {
     let l = c
         .list_jvms(ListJvmsRequest {})
         .await
         .map_err(rpc)?
         .into_inner();
     Ok(if json {
-        output::to_json(&out::jvm_list_json(&l))
+        output::to_json(&out::list::jvm_list_json(&l))
     } else {
-        out::jvm_list_text(&l, now_ms())
+        out::list::jvm_list_text(&l, now_ms())
     })
 }
 
-pub async fn top(
+async fn top(
     c: &mut Client,
     pid: u32,
     by: TopBy,
@@ -109,14 +167,14 @@ pub async fn top(
         .map_err(rpc)?
         .into_inner();
     Ok(if json {
-        output::to_json(&out::jvm_top_json(&t))
+        output::to_json(&out::top::jvm_top_json(&t))
     } else {
-        out::jvm_top_text(&t)
+        out::top::jvm_top_text(&t)
     })
 }
 
 /// `min_share` as a fraction (the flag's percentage / 100).
-pub async fn tree(
+async fn tree(
     c: &mut Client,
     pid: u32,
     max_depth: u32,
@@ -142,20 +200,19 @@ pub async fn tree(
         })?
         .into_inner();
     Ok(if json {
-        output::to_json(&out::jvm_tree_json(&p))
+        output::to_json(&out::tree::jvm_tree_json(&p))
     } else {
-        out::jvm_tree_text(&p)
+        out::tree::jvm_tree_text(&p)
     })
 }
 
-/// Streams the file into `path` (`-`: stdout). A failed or short transfer leaves
-/// no file behind.
-pub async fn export(
+/// Streams the file to `to`. A failed or short transfer writes nothing.
+async fn export(
     c: &mut Client,
     pid: u32,
     format: ExportFormat,
-    path: &Path,
-) -> anyhow::Result<String> {
+    to: &Destination,
+) -> anyhow::Result<()> {
     let f = match format {
         ExportFormat::Json => JvmExportFormat::Json,
         ExportFormat::Pprof => JvmExportFormat::Pprof,
@@ -189,48 +246,7 @@ pub async fn export(
         None => anyhow::bail!("jpd ended the export before its last chunk; nothing written"),
     }
     if format == ExportFormat::Html {
-        data = flame_page(&data, pid)?;
+        data = out::export::flame_page(&data, pid)?;
     }
-    if path == Path::new("-") {
-        let mut stdout = std::io::stdout().lock();
-        stdout
-            .write_all(&data)
-            .and_then(|()| stdout.flush())
-            .context("cannot write to stdout")?;
-        return Ok(String::new());
-    }
-    write_file(path, &data)?;
-    Ok(format!(
-        "wrote {} bytes ({}) of pid {pid} to {}\n",
-        data.len(),
-        format.describe(),
-        path.display()
-    ))
-}
-
-/// The flame graph of a jp-mct/1 export.
-fn flame_page(json: &[u8], pid: u32) -> anyhow::Result<Vec<u8>> {
-    let t = jp_mct::read_json(json).context("jpd's json export")?;
-    let mut g = jp_mct::FlameTree::from_mct(&t, &format!("jp method call tree of pid {pid}"));
-    g.subtitle.push_str(" · from jpd");
-    let mut page = Vec::new();
-    jp_mct::write_flame_html(&g, jp_mct::DEFAULT_MIN_SHARE, &mut page)?;
-    Ok(page)
-}
-
-/// Writes through a temporary file in the same directory, renamed into place.
-fn write_file(path: &Path, data: &[u8]) -> anyhow::Result<()> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} is not a file name", path.display()))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(".jpctl-tmp");
-    let tmp = path.with_file_name(tmp_name);
-    let written = std::fs::write(&tmp, data).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("cannot write {}", path.display()));
-    }
-    Ok(())
+    to.write(&data, &format!("({}) of pid {pid}", format.describe()))
 }

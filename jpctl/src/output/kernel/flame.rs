@@ -7,16 +7,10 @@ use std::sync::Arc;
 use jp_mct::{FlameTree, FrameCounts};
 use jp_proto::v1::KernelProfile;
 
+use crate::diff::kernel::KernelFunction;
+
 /// The name of the kernel image's "module".
 const KERNEL_IMAGE: &str = "vmlinux";
-
-/// A sampled kernel function, from jpd's answer or a `jpctl kernel --json` file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelFunction {
-    pub name: String,
-    pub module: Option<String>,
-    pub samples: u64,
-}
 
 pub fn functions(p: &KernelProfile) -> Vec<KernelFunction> {
     p.functions

@@ -1,0 +1,132 @@
+//! `jpctl jvm top`: a JVM's methods in the order asked for, as a table or `--json`.
+
+use std::fmt::Write as _;
+
+use jp_proto::v1::{JvmTop, JvmTopOrder};
+use serde::Serialize;
+
+use super::summary::{cpu_split, incomplete, joined, jvm_json, jvm_name, JvmJson};
+use crate::output::percent;
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct MethodTotalsJson<'a> {
+    pub method: &'a str,
+    pub file: Option<&'a str>,
+    pub calls: u64,
+    pub bytecodes: u64,
+    pub inclusive_bytecodes: u64,
+    /// Absent when jpd's sampler is not joined to the JVM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_cpu_ns: Option<u64>,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct JvmTopJson<'a> {
+    pub jvm: Option<JvmJson<'a>>,
+    /// "bytecodes", "calls" or "inclusive".
+    pub order: &'static str,
+    pub total_methods: u32,
+    pub methods: Vec<MethodTotalsJson<'a>>,
+}
+
+pub fn order_label(order: i32) -> &'static str {
+    match JvmTopOrder::try_from(order) {
+        Ok(JvmTopOrder::Calls) => "calls",
+        Ok(JvmTopOrder::Inclusive) => "inclusive",
+        Ok(JvmTopOrder::Cpu) => "cpu",
+        _ => "bytecodes",
+    }
+}
+
+pub fn jvm_top_json(t: &JvmTop) -> JvmTopJson<'_> {
+    JvmTopJson {
+        jvm: t.jvm.as_ref().map(jvm_json),
+        order: order_label(t.order),
+        total_methods: t.total_methods,
+        methods: t
+            .methods
+            .iter()
+            .map(|m| MethodTotalsJson {
+                method: &m.name,
+                file: m.file.as_deref(),
+                calls: m.calls,
+                bytecodes: m.bytecodes,
+                inclusive_bytecodes: m.inclusive_bytecodes,
+                cpu_ns: joined(t.jvm.as_ref()).then_some(m.cpu_ns),
+                inclusive_cpu_ns: joined(t.jvm.as_ref()).then_some(m.inclusive_cpu_ns),
+            })
+            .collect(),
+    }
+}
+
+/// `jpctl jvm top`: methods by the requested order, with their share of the
+/// JVM's bytecodes.
+pub fn jvm_top_text(t: &JvmTop) -> String {
+    let j = t.jvm.clone().unwrap_or_default();
+    let mut out = format!(
+        "{} ({}, bba {}): {} calls, {} bytecodes\n",
+        jvm_name(&j),
+        if j.jdk_version.is_empty() {
+            "jdk ?".to_string()
+        } else {
+            format!("jdk {}", j.jdk_version)
+        },
+        if j.bba.is_empty() { "?" } else { &j.bba },
+        j.calls,
+        j.bytecodes
+    );
+    let note = incomplete(&j);
+    if !note.is_empty() {
+        let _ = writeln!(out, "{note}");
+    }
+    let cpu = cpu_split(&j);
+    if let Some(c) = &cpu {
+        let _ = writeln!(out, "{c}");
+    }
+    let by = match JvmTopOrder::try_from(t.order) {
+        Ok(JvmTopOrder::Calls) => "calls",
+        Ok(JvmTopOrder::Inclusive) => "inclusive bytecodes",
+        Ok(JvmTopOrder::Cpu) => "CPU time",
+        _ => "exclusive bytecodes",
+    };
+    let _ = writeln!(
+        out,
+        "{} of {} methods by {by}",
+        t.methods.len(),
+        t.total_methods
+    );
+    let cpu_head = if cpu.is_some() {
+        format!("{:>10} {:>10} ", "cpu ms", "incl ms")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "{cpu_head}{:>15} {:>6} {:>12} {:>15} {:>6}  method",
+        "bytecodes", "share", "calls", "inclusive", "incl%"
+    );
+    for m in &t.methods {
+        let cpu_cols = if cpu.is_some() {
+            format!(
+                "{:>10.1} {:>10.1} ",
+                m.cpu_ns as f64 / 1e6,
+                m.inclusive_cpu_ns as f64 / 1e6
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{cpu_cols}{:>15} {:>5.1}% {:>12} {:>15} {:>5.1}%  {}",
+            m.bytecodes,
+            percent(m.bytecodes, j.bytecodes),
+            m.calls,
+            m.inclusive_bytecodes,
+            percent(m.inclusive_bytecodes, j.bytecodes),
+            m.name
+        );
+    }
+    out
+}
