@@ -131,7 +131,7 @@ pub(crate) struct CodeView {
 pub(crate) fn code_of(bytes: &[u8], name: &str) -> CodeView {
     use super::reader::Reader;
     cafebabe::parse_class(bytes).expect("cafebabe parses the class");
-    let class = super::ClassInfo::parse(bytes).expect("class parses");
+    let class = super::class::ClassInfo::parse(bytes).expect("class parses");
     let m = class
         .methods
         .iter()
