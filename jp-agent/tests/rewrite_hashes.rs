@@ -153,8 +153,14 @@ fn outcome_hashes(input: &[u8]) -> Vec<(&'static str, [u8; 32])> {
         .iter()
         .map(|m| (m.name, sha256(&outcome(input, m))))
         .collect();
-    v.push(("blocks-default", sha256(&blocks_outcome(input, Bba::Default))));
-    v.push(("blocks-precise", sha256(&blocks_outcome(input, Bba::Precise))));
+    v.push((
+        "blocks-default",
+        sha256(&blocks_outcome(input, Bba::Default)),
+    ));
+    v.push((
+        "blocks-precise",
+        sha256(&blocks_outcome(input, Bba::Precise)),
+    ));
     v
 }
 
@@ -257,8 +263,12 @@ fn fixture_path() -> PathBuf {
 
 fn read_fixture() -> BTreeMap<String, String> {
     let path = fixture_path();
-    let file = std::fs::File::open(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}: regenerate it (see this file's header)", path.display()));
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: regenerate it (see this file's header)",
+            path.display()
+        )
+    });
     let mut text = String::new();
     flate2::read::GzDecoder::new(file)
         .read_to_string(&mut text)
