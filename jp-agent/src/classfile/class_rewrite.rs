@@ -34,6 +34,12 @@ enum Attempt {
     Without(usize),
 }
 
+/// The bodies of one kind made, or a method that can have no second body.
+enum Made<T> {
+    Bodies(T),
+    Without(usize),
+}
+
 /// Rewrites the class's methods, with second bodies where possible.
 pub(crate) fn rewrite_methods(
     c: &ClassRewrite,
@@ -167,8 +173,8 @@ fn rewrite_once(
         });
     }
     let replaced = match own_bodies(&mut once, candidates, scratch)? {
-        Ok(replaced) => replaced,
-        Err(without) => return Ok(without),
+        Made::Bodies(replaced) => replaced,
+        Made::Without(i) => return Ok(Attempt::Without(i)),
     };
     if replaced.is_empty() {
         let reason = if once.stats.methods_too_large + once.stats.methods_unwidenable > 0 {
@@ -181,8 +187,8 @@ fn rewrite_once(
         }));
     }
     let seconds = match second_bodies(&mut once, candidates, scratch)? {
-        Ok(seconds) => seconds,
-        Err(without) => return Ok(without),
+        Made::Bodies(seconds) => seconds,
+        Made::Without(i) => return Ok(Attempt::Without(i)),
     };
     let code_name = match (c.class.code_name, seconds.is_empty()) {
         (_, true) => 0,
@@ -196,12 +202,13 @@ fn rewrite_once(
     }))
 }
 
-/// Every method's own body rewritten; Err(attempt) to start over without a second body.
+/// Every method's own body rewritten, or a candidate whose own body cannot be (so it
+/// can have no second body).
 fn own_bodies(
     once: &mut Once,
     candidates: &[usize],
     scratch: &mut Scratch,
-) -> Result<Result<Vec<Replaced>, Attempt>, RewriteError> {
+) -> Result<Made<Vec<Replaced>>, RewriteError> {
     let (bytes, class) = (once.shared.c.bytes, once.shared.c.class);
     let cp = &class.cp;
     let mut replaced = Vec::new();
@@ -220,21 +227,21 @@ fn own_bodies(
                 replaced.push((start, end, body));
                 continue;
             }
-            _ if candidates.contains(&i) => return Ok(Err(Attempt::Without(i))),
+            _ if candidates.contains(&i) => return Ok(Made::Without(i)),
             Outcome::TooLarge => once.stats.methods_too_large += 1,
             Outcome::Unwidenable => once.stats.methods_unwidenable += 1,
             Outcome::NoSecondBody => {}
         }
     }
-    Ok(Ok(replaced))
+    Ok(Made::Bodies(replaced))
 }
 
-/// The second bodies of the candidates; Err(attempt) to start over without one.
+/// The second bodies of the candidates, or one that cannot be made.
 fn second_bodies(
     once: &mut Once,
     candidates: &[usize],
     scratch: &mut Scratch,
-) -> Result<Result<Vec<SecondBody>, Attempt>, RewriteError> {
+) -> Result<Made<Vec<SecondBody>>, RewriteError> {
     let (bytes, class) = (once.shared.c.bytes, once.shared.c.class);
     let cp = &class.cp;
     let mut seconds = Vec::with_capacity(candidates.len());
@@ -249,7 +256,7 @@ fn second_bodies(
         let Outcome::Rewritten(body) =
             once.rewrite_code(i, &bytes[start + 6..end], Some(caller), &label, scratch)?
         else {
-            return Ok(Err(Attempt::Without(i)));
+            return Ok(Made::Without(i));
         };
         let (second_name, second_desc) =
             second_signature(cp.utf8_bytes(m.name)?, cp.utf8_bytes(m.desc)?);
@@ -263,7 +270,7 @@ fn second_bodies(
         ));
         once.stats.methods_passed += 1;
     }
-    Ok(Ok(seconds))
+    Ok(Made::Bodies(seconds))
 }
 
 /// The class file: the original bytes with the appended pool entries, the new Code

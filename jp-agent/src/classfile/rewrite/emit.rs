@@ -5,8 +5,8 @@
 use super::super::insn::{self, Insn};
 use super::super::reader::{put_u16, put_u32};
 use super::super::RewriteError;
-use super::inject::Injected;
-use super::ops::{aload, iload, invert, invokestatic};
+use super::inject::{exit_call, Injected};
+use super::ops::invert;
 use super::Parts;
 
 /// Appends the `Code` attribute's header and code to `out` (which starts empty).
@@ -112,13 +112,7 @@ fn branch(op: u8, wide: bool, d: i64, out: &mut Vec<u8>) {
 
 /// `aload ctx [iload acc] Rt.thrown* athrow`: the exit on an exception.
 fn catch_all_handler(p: &Parts, out: &mut Vec<u8>) {
-    let plan = p.plan;
-    aload(out, plan.ctx);
-    if plan.pending {
-        iload(out, plan.acc);
-        invokestatic(out, plan.helpers.thrown_pending);
-    } else {
-        invokestatic(out, plan.helpers.thrown);
-    }
+    let h = &p.plan.helpers;
+    exit_call(p.plan, h.thrown, h.thrown_pending, out);
     out.push(insn::ATHROW);
 }

@@ -150,11 +150,17 @@ fn block_start(
 
 /// The exit before a return instruction.
 fn before_return(plan: &Plan, p: &mut Vec<u8>) {
+    exit_call(plan, plan.helpers.exit, plan.helpers.exit_pending, p);
+}
+
+/// `aload ctx [iload acc] invokestatic` of an exit helper: `helper`, or with a pending
+/// count `pending_helper`, which also adds it.
+pub(super) fn exit_call(plan: &Plan, helper: u16, pending_helper: u16, p: &mut Vec<u8>) {
     aload(p, plan.ctx);
     if plan.pending {
         iload(p, plan.acc);
-        invokestatic(p, plan.helpers.exit_pending);
+        invokestatic(p, pending_helper);
     } else {
-        invokestatic(p, plan.helpers.exit);
+        invokestatic(p, helper);
     }
 }
