@@ -2,9 +2,10 @@
 //! activation ticks: the longest path, in original bytecodes, from a checkpoint (or the
 //! method entry) to the next checkpoint or the method's exit.
 
+use super::api::Bba;
 use super::cpool::{ConstPool, CLASS, DYNAMIC, METHOD_HANDLE, METHOD_TYPE};
+use super::error::RewriteError;
 use super::insn::{Code, Flow, Insn};
-use super::{Bba, RewriteError};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Block {

@@ -3,8 +3,8 @@
 //! and ends, and the source file's name.
 
 use super::cpool::ConstPool;
+use super::error::RewriteError;
 use super::reader::{u16_at, Reader};
-use super::RewriteError;
 
 pub(crate) const ACC_PRIVATE: u16 = 0x0002;
 pub(crate) const ACC_STATIC: u16 = 0x0008;

@@ -2,16 +2,17 @@
 //! bodies added, and the class file written around them — every other byte copied, the
 //! constant pool only appended to.
 
+use super::api::{ClassStats, MethodIds, RewriteOptions, Rewritten};
 use super::class::{
     is_empty_finalizer, ClassInfo, ACC_INTERFACE, ACC_PRIVATE, ACC_STATIC, ACC_STRICT,
     ACC_SYNCHRONIZED, ACC_SYNTHETIC,
 };
 use super::cpool::CpAppender;
+use super::error::RewriteError;
 use super::frames::Signature;
 use super::reader::put_u16;
 use super::rewrite::{self, MethodInput, Outcome, Passed, Scratch};
 use super::second::{arg_slots, may_have_second_body, second_signature};
-use super::{ClassStats, MethodIds, RewriteError, RewriteOptions, Rewritten};
 
 /// The class-level inputs every method's rewrite shares.
 pub(crate) struct ClassRewrite<'a> {

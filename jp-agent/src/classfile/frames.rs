@@ -2,8 +2,8 @@
 //! re-emitted as a `full_frame` at its new offset, with the context local appended.
 
 use super::cpool::CpAppender;
+use super::error::RewriteError;
 use super::reader::{put_u16, Reader};
-use super::RewriteError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum VType {

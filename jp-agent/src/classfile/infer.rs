@@ -7,10 +7,10 @@
 //! which then needs a frame of its own.
 
 use super::cpool::{ConstPool, CpAppender, CLASS, DYNAMIC, INTEGER, METHOD_HANDLE, METHOD_TYPE};
+use super::error::RewriteError;
 use super::frames::VType;
 use super::insn::{dup_or_swap, Flow, Insn};
 use super::reader::{u16_at, u8_at};
-use super::RewriteError;
 
 /// Everything the simulation reads.
 pub(crate) struct Ctx<'a, 'c> {

@@ -5,9 +5,9 @@
 
 use super::blocks::BlockMap;
 use super::cpool::ConstPool;
+use super::error::RewriteError;
 use super::insn::{dup_or_swap, Code, Flow, Insn, INVOKESPECIAL};
 use super::reader::{u16_at, u8_at};
-use super::RewriteError;
 
 /// Per instruction: 0 = unreached, 1 = `this` initialized, 2 = `this` uninitialized.
 pub(crate) const REACHED_INIT: u8 = 1;

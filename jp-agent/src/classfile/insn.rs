@@ -1,8 +1,8 @@
 //! Decoding of the instruction stream of a `Code` attribute.
 
 use super::cpool::ConstPool;
+use super::error::RewriteError;
 use super::reader::{i32_at, u8_at};
-use super::RewriteError;
 
 pub(crate) const ICONST_0: u8 = 0x03;
 pub(crate) const ILOAD: u8 = 0x15;

@@ -5,7 +5,7 @@
 use super::class::{
     is_empty_finalizer, ClassInfo, MethodInfo, ACC_BRIDGE, ACC_PRIVATE, ACC_STATIC,
 };
-use super::RewriteError;
+use super::error::RewriteError;
 
 /// Static and private methods (not constructors, not bridges) may be called with their
 /// caller's context from the class's own code, where the call's target is exactly known.

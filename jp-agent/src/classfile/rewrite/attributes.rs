@@ -3,13 +3,14 @@
 //! original did not), the type annotations remapped (dropped if unreadable), anything
 //! else copied as it is.
 
+use super::super::api::ClassStats;
 use super::super::cpool::CpAppender;
+use super::super::error::RewriteError;
 use super::super::frames::Frames;
 use super::super::reader::{put_u16, put_u32, Reader};
 use super::super::typeann;
-use super::super::{ClassStats, RewriteError};
+use super::layout::Parts;
 use super::stackmap::{write_frames, Extra};
-use super::Parts;
 
 /// What the attributes need besides the plan and the layout.
 pub(super) struct AttrInputs<'a> {

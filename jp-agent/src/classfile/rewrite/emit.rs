@@ -2,12 +2,12 @@
 //! sequence, every original instruction after its prefix with its branch offsets
 //! remapped (widened where the layout says), the catch-all handler and the stubs.
 
+use super::super::error::RewriteError;
 use super::super::insn::{self, Insn};
 use super::super::reader::{put_u16, put_u32};
-use super::super::RewriteError;
 use super::inject::{exit_call, Injected};
+use super::layout::Parts;
 use super::ops::invert;
-use super::Parts;
 
 /// Appends the `Code` attribute's header and code to `out` (which starts empty).
 pub(super) fn emit(p: &Parts, injected: &Injected, out: &mut Vec<u8>) -> Result<(), RewriteError> {

@@ -4,7 +4,7 @@
 
 use super::super::initthis;
 use super::super::reader::put_u16;
-use super::Parts;
+use super::layout::Parts;
 
 /// The exception table being written: its entries and their count.
 struct Table<'o> {

@@ -7,11 +7,11 @@
 
 use super::super::blocks::Block;
 use super::super::cpool::CpAppender;
+use super::super::error::RewriteError;
 use super::super::insn::{self, Flow};
-use super::super::RewriteError;
+use super::method::Method;
 use super::ops::{aload, astore, iinc, iload, invokestatic, istore, push_int};
 use super::plan::{Plan, Sites};
-use super::Method;
 
 /// The injected code of one method (buffers reused across methods).
 #[derive(Default)]

@@ -4,10 +4,10 @@
 
 use super::super::insn::{self, Flow};
 use super::inject::Injected;
+use super::method::Method;
 use super::ops::local_op_len;
 use super::parse::CodeAttr;
-use super::plan::Plan;
-use super::Method;
+use super::plan::{Plan, Sites};
 
 /// Where everything goes in the new code (buffers reused across methods).
 #[derive(Default)]
@@ -132,4 +132,12 @@ fn self_covering_handlers(attr: &CodeAttr, handlers: &[(u32, u32, u32)], out: &m
             out.push(hp);
         }
     }
+}
+
+/// What the output phases read: the method, its plan and its layout.
+pub(super) struct Parts<'a> {
+    pub method: &'a Method<'a>,
+    pub plan: &'a Plan,
+    pub sites: &'a Sites,
+    pub layout: &'a Layout,
 }

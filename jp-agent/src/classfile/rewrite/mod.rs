@@ -6,30 +6,34 @@
 //! catch-all, pending count, runtime helpers), `inject` the code each site gets, `layout`
 //! the new code widening far branches, `emit` it, write the exception table (`handlers`)
 //! and the attributes (`attributes`, the frames in `stackmap`). Each phase reads the
-//! values the earlier ones made: [`Method`], [`plan::Plan`], [`inject::Injected`],
-//! [`layout::Layout`].
+//! values the earlier ones made: [`Method`] (`method`: the parsed method and its blocks),
+//! [`plan::Plan`], [`inject::Injected`], [`layout::Layout`], and the output phases
+//! [`Parts`] (all of them together).
 
 mod attributes;
 mod emit;
 mod handlers;
 mod inject;
 mod layout;
+mod method;
 mod ops;
 mod parse;
 mod plan;
 mod stackmap;
 
+use super::api::{Bba, BlockInfo, ClassStats};
 use super::blocks::{self, BlockMap};
 use super::cpool::{ConstPool, CpAppender};
-use super::frames::{Frames, Signature};
-use super::insn::Code;
+use super::error::RewriteError;
+use super::frames::Frames;
 use super::reader::Reader;
-use super::{Bba, ClassStats, RewriteError};
 use attributes::AttrInputs;
 use inject::Injected;
-use layout::Layout;
+use layout::{Layout, Parts};
+use method::Method;
+pub(crate) use method::{MethodInput, Passed};
 use parse::{CodeAttr, Decoded};
-use plan::{Plan, Sites};
+use plan::Sites;
 
 /// What one method became.
 pub(crate) enum Outcome {
@@ -40,38 +44,6 @@ pub(crate) enum Outcome {
     /// A second body is not possible: the first instruction is a branch target, whose
     /// frame may type the slot the passed context arrives in.
     NoSecondBody,
-}
-
-/// A method of the class with a second body `NAME$jp(ARGS, jp/rt/Node)`, which the class's
-/// own call sites to it call instead, passing their context.
-pub(crate) struct Passed {
-    pub name: Vec<u8>,
-    pub desc: Vec<u8>,
-    pub is_static: bool,
-    /// The Methodref of the second body.
-    pub methodref: u16,
-}
-
-/// The class-level facts a method rewrite needs.
-pub(crate) struct MethodInput<'a> {
-    pub cp: &'a ConstPool<'a>,
-    pub major: u16,
-    /// The method's descriptor and what its implicit first frame depends on.
-    pub sig: Signature<'a>,
-    pub label: &'a dyn Fn() -> String,
-    pub bba: Bba,
-    /// Enter through `Rt.enterOutOfLine` (see `RewriteOptions`).
-    pub out_of_line_entry: bool,
-    pub mid: u32,
-    /// The second body: Some(the local slot of the caller's context, right after the
-    /// arguments); None for the method's own body.
-    pub second: Option<u32>,
-    /// The class's methods that have a second body (their call sites pass the context).
-    pub passed: &'a [Passed],
-    /// The class's name (the owner of the call sites that may pass the context).
-    pub class_name: &'a [u8],
-    /// Test only: widen every branch (exercises goto_w and the inferred frames everywhere).
-    pub force_wide: bool,
 }
 
 /// Buffers reused across methods (no allocation per instruction).
@@ -85,36 +57,6 @@ pub(crate) struct Scratch {
     frames: Frames,
 }
 
-/// The parsed and analysed method, as the phases after parsing read it.
-struct Method<'a> {
-    pub input: &'a MethodInput<'a>,
-    pub attr: &'a CodeAttr<'a>,
-    pub code: Code<'a>,
-    /// Per original offset: the instruction there (see [`Decoded::map`]).
-    pub map: &'a [u32],
-    pub blocks: &'a BlockMap,
-    /// Activation ticks passed to `Rt.enter`.
-    pub entry_ticks: u32,
-}
-
-impl Method<'_> {
-    /// The instruction starting at an original offset, if one does.
-    pub fn insn_at(&self, off: usize) -> Option<usize> {
-        match self.map.get(off) {
-            Some(&i) if (i as usize) < self.code.insns.len() => Some(i as usize),
-            _ => None,
-        }
-    }
-}
-
-/// What the output phases read: the method, its plan and its layout.
-struct Parts<'a> {
-    pub method: &'a Method<'a>,
-    pub plan: &'a Plan,
-    pub sites: &'a Sites,
-    pub layout: &'a Layout,
-}
-
 /// Block structure of a `Code` attribute body: (entry ticks, blocks).
 pub(crate) fn describe(
     body: &[u8],
@@ -122,7 +64,7 @@ pub(crate) fn describe(
     bba: Bba,
     label: &dyn Fn() -> String,
     s: &mut Scratch,
-) -> Result<(u32, Vec<super::BlockInfo>), RewriteError> {
+) -> Result<(u32, Vec<BlockInfo>), RewriteError> {
     let mut r = Reader::new(body, 4);
     let code_len = r.u32()? as usize;
     let code = r.bytes(code_len)?;
@@ -135,7 +77,7 @@ pub(crate) fn describe(
         .blocks
         .blocks
         .iter()
-        .map(|b| super::BlockInfo {
+        .map(|b| BlockInfo {
             offset: insns[b.start as usize].off,
             instructions: b.count(),
             loop_head: b.loop_head,

@@ -1,9 +1,9 @@
 //! Writers of the few instructions the rewriter injects (shortest encodings).
 
 use super::super::cpool::CpAppender;
+use super::super::error::RewriteError;
 use super::super::insn;
 use super::super::reader::put_u16;
-use super::super::RewriteError;
 
 /// Pushes an int constant: `iconst`, `bipush`, `sipush`, else `ldc`/`ldc_w` of an
 /// appended Integer entry.

@@ -2,9 +2,9 @@
 //! exception table resolved to instruction indices.
 
 use super::super::cpool::ConstPool;
+use super::super::error::RewriteError;
 use super::super::insn::{self, Code, Insn};
 use super::super::reader::Reader;
-use super::super::RewriteError;
 
 /// The parts of one `Code` attribute body (everything after attribute_length).
 pub(super) struct CodeAttr<'a> {

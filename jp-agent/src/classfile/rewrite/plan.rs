@@ -3,12 +3,13 @@
 //! context, whether a catch-all handler exists and what it covers, whether a pending count
 //! is kept, and which runtime helpers the injected code calls.
 
+use super::super::api::{Bba, ClassStats};
 use super::super::blocks::BlockMap;
 use super::super::cpool::{self, ConstPool, CpAppender};
+use super::super::error::RewriteError;
 use super::super::initthis;
 use super::super::insn::{self, Code, Flow, Insn};
-use super::super::{Bba, ClassStats, RewriteError};
-use super::{Method, MethodInput};
+use super::method::{Method, MethodInput};
 
 /// The Methodrefs of the runtime helpers (`jp/rt/Rt`) the injected code calls.
 pub(super) struct Helpers {

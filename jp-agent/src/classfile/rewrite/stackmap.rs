@@ -3,12 +3,13 @@
 //! (inferred by `infer`), the catch-all handler's frame and the stubs' frames.
 
 use super::super::cpool::CpAppender;
+use super::super::error::RewriteError;
 use super::super::frames::{self, Frames, FullFrames, VType};
 use super::super::infer;
 use super::super::insn::Flow;
-use super::super::RewriteError;
 use super::layout::Layout;
-use super::{Method, Parts};
+use super::layout::Parts;
+use super::method::Method;
 
 /// A frame to add: (new offset, locals, stack).
 pub(super) type Extra = (u32, Vec<VType>, Vec<VType>);
