@@ -122,6 +122,7 @@ pub(crate) fn rewrite_code(
         Some(extra) => extra,
         None => return Ok(Outcome::Unwidenable),
     };
+    // The code's offsets (exception table, frames, debug tables) are 16-bit.
     if s.layout.total > 65535 {
         return Ok(Outcome::TooLarge);
     }
