@@ -2,9 +2,10 @@
 //! activation ticks: the longest path, in original bytecodes, from a checkpoint (or the
 //! method entry) to the next checkpoint or the method's exit.
 
+use super::api::Bba;
 use super::cpool::{ConstPool, CLASS, DYNAMIC, METHOD_HANDLE, METHOD_TYPE};
-use super::insn::{Flow, Insn};
-use super::{Bba, RewriteError};
+use super::error::RewriteError;
+use super::insn::{Code, Flow, Insn};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Block {
@@ -56,120 +57,132 @@ pub(crate) fn may_throw(insn: &Insn, code: &[u8], cp: &ConstPool) -> bool {
     }
 }
 
-/// Splits the method into blocks and computes the checkpoints' ticks.
-/// `handlers` are (start, end, handler) instruction indices of the exception table.
-/// Returns the entry's ticks.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn split(
-    insns: &[Insn],
-    targets: &[u32],
-    handlers: &[(u32, u32, u32)],
-    code: &[u8],
-    cp: &ConstPool,
-    bba: Bba,
-    leader: &mut Vec<bool>,
-    blocks: &mut Vec<Block>,
-    block_of: &mut Vec<u32>,
-    longest: &mut Vec<u32>,
-) -> Result<u32, RewriteError> {
-    let n = insns.len();
-    leader.clear();
-    leader.resize(n, false);
+/// The blocks of one method (buffers reused across methods).
+#[derive(Default)]
+pub(crate) struct BlockMap {
+    /// Per instruction: it starts a block.
+    pub leader: Vec<bool>,
+    pub blocks: Vec<Block>,
+    /// Per instruction: the index of its block.
+    pub block_of: Vec<u32>,
+    /// Per block: the longest path from it to the next checkpoint, in bytecodes.
+    longest: Vec<u32>,
+}
+
+/// Splits the method into blocks and computes the checkpoints' ticks. Returns the
+/// entry's ticks.
+pub(crate) fn split(code: &Code, bba: Bba, out: &mut BlockMap) -> Result<u32, RewriteError> {
+    let n = code.insns.len();
+    out.leader.clear();
+    out.leader.resize(n, false);
     if n == 0 {
-        blocks.clear();
+        out.blocks.clear();
         return Ok(0);
     }
+    mark_leaders(code, bba, &mut out.leader);
+    out.blocks.clear();
+    out.block_of.clear();
+    out.block_of.resize(n, 0);
+    for i in 0..n {
+        if out.leader[i] {
+            if let Some(b) = out.blocks.last_mut() {
+                b.end = i as u32;
+            }
+            out.blocks.push(Block {
+                start: i as u32,
+                end: n as u32,
+                ..Block::default()
+            });
+        }
+        out.block_of[i] = out.blocks.len() as u32 - 1;
+    }
+    for &(_, _, h) in code.handlers {
+        out.blocks[out.block_of[h as usize] as usize].handler = true;
+    }
+    // Instructions a `ret` may return to (conservatively: after every jsr).
+    let ret_targets: Vec<u32> = (0..n)
+        .filter(|&i| code.insns[i].flow == Flow::Jsr && i + 1 < n)
+        .map(|i| i as u32 + 1)
+        .collect();
+    mark_loop_heads(code, &ret_targets, out);
+    longest_paths(code, &ret_targets, out);
+    Ok(if out.blocks[0].checkpoint() {
+        0
+    } else {
+        out.longest[0]
+    })
+}
+
+/// The first instruction, branch targets, what follows a block's end (a jump, or under
+/// the precise BBA an instruction that may throw) and handlers start blocks.
+fn mark_leaders(code: &Code, bba: Bba, leader: &mut [bool]) {
+    let n = code.insns.len();
     leader[0] = true;
-    for (i, ins) in insns.iter().enumerate() {
-        for &t in &targets[ins.t0 as usize..(ins.t0 + ins.tn) as usize] {
+    for (i, ins) in code.insns.iter().enumerate() {
+        for &t in code.targets_of(ins) {
             leader[t as usize] = true;
         }
         let ends = match ins.flow {
-            Flow::Next => bba == Bba::Precise && may_throw(ins, code, cp),
+            Flow::Next => bba == Bba::Precise && may_throw(ins, code.bytes, code.cp),
             _ => true,
         };
         if ends && i + 1 < n {
             leader[i + 1] = true;
         }
     }
-    for &(_, _, h) in handlers {
+    for &(_, _, h) in code.handlers {
         leader[h as usize] = true;
     }
-    blocks.clear();
-    block_of.clear();
-    block_of.resize(n, 0);
-    for i in 0..n {
-        if leader[i] {
-            if let Some(b) = blocks.last_mut() {
-                b.end = i as u32;
-            }
-            blocks.push(Block {
-                start: i as u32,
-                end: n as u32,
-                ..Block::default()
-            });
-        }
-        block_of[i] = blocks.len() as u32 - 1;
-    }
-    for &(_, _, h) in handlers {
-        blocks[block_of[h as usize] as usize].handler = true;
-    }
-    // Instructions a `ret` may return to (conservatively: after every jsr).
-    let mut ret_targets: Vec<u32> = Vec::new();
-    for (i, ins) in insns.iter().enumerate() {
-        if ins.flow == Flow::Jsr && i + 1 < n {
-            ret_targets.push(i as u32 + 1);
-        }
-    }
-    // Loop heads: targets of backward edges (branches, switches, jsr, ret).
-    for (i, ins) in insns.iter().enumerate() {
+}
+
+/// Loop heads: targets of backward edges (branches, switches, jsr, ret).
+fn mark_loop_heads(code: &Code, ret_targets: &[u32], out: &mut BlockMap) {
+    for (i, ins) in code.insns.iter().enumerate() {
         let ts: &[u32] = if ins.flow == Flow::Ret {
-            &ret_targets
+            ret_targets
         } else {
-            &targets[ins.t0 as usize..(ins.t0 + ins.tn) as usize]
+            code.targets_of(ins)
         };
         for &t in ts {
             if t as usize <= i {
-                blocks[block_of[t as usize] as usize].loop_head = true;
+                out.blocks[out.block_of[t as usize] as usize].loop_head = true;
             }
         }
     }
-    // Longest path to the next checkpoint: every edge into a non-checkpoint goes forward
-    // (backward edges end at loop heads, exception edges at handlers), so one pass from the
-    // last block to the first sees every successor before its predecessors.
-    let nb = blocks.len();
-    longest.clear();
-    longest.resize(nb, 0);
+}
+
+/// Longest path to the next checkpoint: every edge into a non-checkpoint goes forward
+/// (backward edges end at loop heads, exception edges at handlers), so one pass from the
+/// last block to the first sees every successor before its predecessors.
+fn longest_paths(code: &Code, ret_targets: &[u32], out: &mut BlockMap) {
+    let n = code.insns.len();
+    let nb = out.blocks.len();
+    out.longest.clear();
+    out.longest.resize(nb, 0);
     for b in (0..nb).rev() {
-        let blk = blocks[b];
-        let last = &insns[blk.end as usize - 1];
+        let blk = out.blocks[b];
+        let last = &code.insns[blk.end as usize - 1];
         let mut best = 0u32;
         let consider = |t: u32, best: &mut u32| {
-            let tb = block_of[t as usize] as usize;
-            if tb > b && !blocks[tb].checkpoint() {
-                *best = (*best).max(longest[tb]);
+            let tb = out.block_of[t as usize] as usize;
+            if tb > b && !out.blocks[tb].checkpoint() {
+                *best = (*best).max(out.longest[tb]);
             }
         };
         if matches!(last.flow, Flow::Next | Flow::Cond) && (blk.end as usize) < n {
             consider(blk.end, &mut best);
         }
-        if last.flow == Flow::Ret {
-            for &t in &ret_targets {
-                consider(t, &mut best);
-            }
+        let successors = if last.flow == Flow::Ret {
+            ret_targets
         } else {
-            for &t in &targets[last.t0 as usize..(last.t0 + last.tn) as usize] {
-                consider(t, &mut best);
-            }
+            code.targets_of(last)
+        };
+        for &t in successors {
+            consider(t, &mut best);
         }
-        longest[b] = blk.count().saturating_add(best);
+        out.longest[b] = blk.count().saturating_add(best);
     }
-    for (b, blk) in blocks.iter_mut().enumerate() {
-        blk.k = longest[b];
+    for (b, blk) in out.blocks.iter_mut().enumerate() {
+        blk.k = out.longest[b];
     }
-    Ok(if blocks[0].checkpoint() {
-        0
-    } else {
-        longest[0]
-    })
 }

@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 
+use super::error::RewriteError;
 use super::reader::{u16_at, Reader};
-use super::RewriteError;
 
 pub(crate) const UTF8: u8 = 1;
 pub(crate) const INTEGER: u8 = 3;

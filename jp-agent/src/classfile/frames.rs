@@ -2,8 +2,8 @@
 //! re-emitted as a `full_frame` at its new offset, with the context local appended.
 
 use super::cpool::CpAppender;
+use super::error::RewriteError;
 use super::reader::{put_u16, Reader};
-use super::RewriteError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum VType {
@@ -82,16 +82,33 @@ fn read_vtype(r: &mut Reader) -> Result<VType, RewriteError> {
     })
 }
 
+/// What a method's implicit first frame depends on (JVMS 4.10.1.6).
+#[derive(Clone, Copy)]
+pub(crate) struct Signature<'a> {
+    /// The method descriptor.
+    pub desc: &'a [u8],
+    pub is_static: bool,
+    /// The method is a constructor (`<init>`).
+    pub is_init: bool,
+    /// The class's Class entry.
+    pub this_class: u16,
+    /// The class is `java/lang/Object` (whose constructor starts with `this` initialized).
+    pub this_is_object: bool,
+}
+
 /// Initial locals of a method from its descriptor (JVMS 4.10.1.6).
 pub(crate) fn initial_locals(
-    desc: &[u8],
-    is_static: bool,
-    is_init: bool,
-    this_class: u16,
-    this_is_object: bool,
+    sig: &Signature,
     cp: &mut CpAppender,
     out: &mut Vec<VType>,
 ) -> Result<(), RewriteError> {
+    let Signature {
+        desc,
+        is_static,
+        is_init,
+        this_class,
+        this_is_object,
+    } = *sig;
     let bad = || RewriteError::BadDescriptor(String::from_utf8_lossy(desc).into_owned());
     if !is_static {
         out.push(if is_init && !this_is_object {
@@ -144,109 +161,28 @@ pub(crate) fn initial_locals(
 }
 
 impl Frames {
+    /// The types of a range of `types`.
+    pub fn span(&self, s: Span) -> &[VType] {
+        &self.types[s.0 as usize..s.1 as usize]
+    }
+
     /// Expands a StackMapTable. `initial` gives the implicit frame's locals (called once,
     /// only if a compressed frame needs them).
-    pub fn parse(
-        &mut self,
-        data: &[u8],
-        initial: &mut dyn FnMut(&mut Vec<VType>) -> Result<(), RewriteError>,
-    ) -> Result<(), RewriteError> {
+    pub fn parse(&mut self, data: &[u8], initial: &mut Initial) -> Result<(), RewriteError> {
         self.frames.clear();
         self.types.clear();
         let mut r = Reader::new(data, 0);
         let n = r.u16()?;
-        let mut prev_locals: Option<(u32, u32)> = None;
+        let mut prev_locals: Option<Span> = None;
         let mut off: i64 = -1;
         let mut scratch: Vec<VType> = Vec::new();
         for _ in 0..n {
             let ft = r.u8()?;
-            let get_prev =
-                |prev: &mut Option<(u32, u32)>,
-                 types: &mut Vec<VType>,
-                 initial: &mut dyn FnMut(&mut Vec<VType>) -> Result<(), RewriteError>|
-                 -> Result<(u32, u32), RewriteError> {
-                    if let Some(p) = *prev {
-                        return Ok(p);
-                    }
-                    let s = types.len() as u32;
-                    initial(types)?;
-                    let p = (s, types.len() as u32);
-                    *prev = Some(p);
-                    Ok(p)
-                };
-            let (delta, locals, stack);
-            match ft {
-                0..=63 => {
-                    delta = ft as i64;
-                    locals = get_prev(&mut prev_locals, &mut self.types, initial)?;
-                    let s = self.types.len() as u32;
-                    stack = (s, s);
-                }
-                64..=127 | 247 => {
-                    delta = if ft == 247 {
-                        r.u16()? as i64
-                    } else {
-                        ft as i64 - 64
-                    };
-                    locals = get_prev(&mut prev_locals, &mut self.types, initial)?;
-                    let s = self.types.len() as u32;
-                    self.types.push(read_vtype(&mut r)?);
-                    stack = (s, s + 1);
-                }
-                248..=250 => {
-                    delta = r.u16()? as i64;
-                    let p = get_prev(&mut prev_locals, &mut self.types, initial)?;
-                    let k = 251 - ft as u32;
-                    if p.1 - p.0 < k {
-                        return Err(RewriteError::Malformed(
-                            "chop_frame removes too many locals".into(),
-                        ));
-                    }
-                    locals = (p.0, p.1 - k);
-                    let s = self.types.len() as u32;
-                    stack = (s, s);
-                }
-                251 => {
-                    delta = r.u16()? as i64;
-                    locals = get_prev(&mut prev_locals, &mut self.types, initial)?;
-                    let s = self.types.len() as u32;
-                    stack = (s, s);
-                }
-                252..=254 => {
-                    delta = r.u16()? as i64;
-                    let p = get_prev(&mut prev_locals, &mut self.types, initial)?;
-                    scratch.clear();
-                    scratch.extend_from_slice(&self.types[p.0 as usize..p.1 as usize]);
-                    for _ in 0..(ft - 251) {
-                        scratch.push(read_vtype(&mut r)?);
-                    }
-                    let s = self.types.len() as u32;
-                    self.types.extend_from_slice(&scratch);
-                    locals = (s, self.types.len() as u32);
-                    let e = self.types.len() as u32;
-                    stack = (e, e);
-                }
-                255 => {
-                    delta = r.u16()? as i64;
-                    let nl = r.u16()?;
-                    let s = self.types.len() as u32;
-                    for _ in 0..nl {
-                        self.types.push(read_vtype(&mut r)?);
-                    }
-                    locals = (s, self.types.len() as u32);
-                    let ns = r.u16()?;
-                    let s2 = self.types.len() as u32;
-                    for _ in 0..ns {
-                        self.types.push(read_vtype(&mut r)?);
-                    }
-                    stack = (s2, self.types.len() as u32);
-                }
-                _ => {
-                    return Err(RewriteError::Malformed(format!(
-                        "bad stack map frame type {ft}"
-                    )))
-                }
-            }
+            let mut prev = Previous {
+                locals: &mut prev_locals,
+                initial: &mut *initial,
+            };
+            let (delta, locals, stack) = self.frame(&mut r, ft, &mut prev, &mut scratch)?;
             off = off + delta + 1;
             if off > u16::MAX as i64 {
                 return Err(RewriteError::Malformed(
@@ -258,53 +194,199 @@ impl Frames {
         }
         Ok(())
     }
+
+    /// One frame of type `ft`: (offset delta, locals, stack).
+    fn frame(
+        &mut self,
+        r: &mut Reader,
+        ft: u8,
+        prev: &mut Previous,
+        scratch: &mut Vec<VType>,
+    ) -> Result<(i64, Span, Span), RewriteError> {
+        let empty = |types: &Vec<VType>| (types.len() as u32, types.len() as u32);
+        Ok(match ft {
+            0..=63 => {
+                let locals = prev.get(&mut self.types)?;
+                (ft as i64, locals, empty(&self.types))
+            }
+            64..=127 | 247 => {
+                let delta = if ft == 247 {
+                    r.u16()? as i64
+                } else {
+                    ft as i64 - 64
+                };
+                let locals = prev.get(&mut self.types)?;
+                let s = self.types.len() as u32;
+                self.types.push(read_vtype(r)?);
+                (delta, locals, (s, s + 1))
+            }
+            248..=250 => {
+                let delta = r.u16()? as i64;
+                let p = prev.get(&mut self.types)?;
+                let k = 251 - ft as u32;
+                if p.1 - p.0 < k {
+                    return Err(RewriteError::Malformed(
+                        "chop_frame removes too many locals".into(),
+                    ));
+                }
+                (delta, (p.0, p.1 - k), empty(&self.types))
+            }
+            251 => {
+                let delta = r.u16()? as i64;
+                let locals = prev.get(&mut self.types)?;
+                (delta, locals, empty(&self.types))
+            }
+            252..=254 => {
+                let delta = r.u16()? as i64;
+                let p = prev.get(&mut self.types)?;
+                scratch.clear();
+                scratch.extend_from_slice(&self.types[p.0 as usize..p.1 as usize]);
+                for _ in 0..(ft - 251) {
+                    scratch.push(read_vtype(r)?);
+                }
+                let s = self.types.len() as u32;
+                self.types.extend_from_slice(scratch);
+                (delta, (s, self.types.len() as u32), empty(&self.types))
+            }
+            255 => self.full_frame(r)?,
+            _ => {
+                return Err(RewriteError::Malformed(format!(
+                    "bad stack map frame type {ft}"
+                )))
+            }
+        })
+    }
+
+    /// A full_frame: (offset delta, locals, stack).
+    fn full_frame(&mut self, r: &mut Reader) -> Result<(i64, Span, Span), RewriteError> {
+        let delta = r.u16()? as i64;
+        let nl = r.u16()?;
+        let s = self.types.len() as u32;
+        for _ in 0..nl {
+            self.types.push(read_vtype(r)?);
+        }
+        let locals = (s, self.types.len() as u32);
+        let ns = r.u16()?;
+        let s2 = self.types.len() as u32;
+        for _ in 0..ns {
+            self.types.push(read_vtype(r)?);
+        }
+        Ok((delta, locals, (s2, self.types.len() as u32)))
+    }
 }
 
-/// Writes one full_frame: `locals` padded with Top up to slot `l`, then `added` (the
-/// rewrite's own locals).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn write_full_frame(
-    out: &mut Vec<u8>,
-    delta: u16,
-    locals: &[VType],
-    stack: &[VType],
-    l: u32,
-    added: &[VType],
-    remap: &dyn Fn(u32) -> Result<u32, RewriteError>,
-) -> Result<(), RewriteError> {
-    out.push(255);
-    put_u16(out, delta);
-    let slots: u32 = locals.iter().map(|t| t.slots()).sum();
-    // Trailing Tops may be implicit padding; a frame with more slots than max_locals is invalid.
-    let mut locals = locals;
-    let mut slots = slots;
-    while slots > l {
-        match locals.split_last() {
-            Some((VType::Top, rest)) => {
-                locals = rest;
-                slots -= 1;
-            }
-            _ => {
-                return Err(RewriteError::Malformed(
-                    "stack map frame has more locals than max_locals".into(),
-                ))
-            }
+/// Gives the implicit initial frame's locals.
+pub(crate) type Initial<'i> = dyn FnMut(&mut Vec<VType>) -> Result<(), RewriteError> + 'i;
+
+/// The previous frame's locals, for the compressed frames.
+struct Previous<'p, 'i> {
+    locals: &'p mut Option<Span>,
+    initial: &'p mut Initial<'i>,
+}
+
+impl Previous<'_, '_> {
+    /// The previous frame's locals; at the first frame, the implicit frame's (appended
+    /// to `types` then).
+    fn get(&mut self, types: &mut Vec<VType>) -> Result<Span, RewriteError> {
+        if let Some(p) = *self.locals {
+            return Ok(p);
+        }
+        let s = types.len() as u32;
+        (self.initial)(types)?;
+        let p = (s, types.len() as u32);
+        *self.locals = Some(p);
+        Ok(p)
+    }
+}
+
+/// Writes frames as `full_frame`s in offset order, each with the rewrite's own locals
+/// appended after the method's.
+pub(crate) struct FullFrames<'a> {
+    /// The offset of the previous frame written (-1: none yet).
+    prev: i64,
+    /// The original max_locals: the frame's locals are padded with Top up to it.
+    max_locals: u32,
+    /// The rewrite's own locals.
+    added: &'a [VType],
+    /// New offset of an `Uninitialized` type's original `new`.
+    remap: &'a dyn Fn(u32) -> Result<u32, RewriteError>,
+}
+
+impl<'a> FullFrames<'a> {
+    pub fn new(
+        max_locals: u32,
+        added: &'a [VType],
+        remap: &'a dyn Fn(u32) -> Result<u32, RewriteError>,
+    ) -> Self {
+        FullFrames {
+            prev: -1,
+            max_locals,
+            added,
+            remap,
         }
     }
-    let n = locals.len() as u32 + (l - slots) + added.len() as u32;
-    put_u16(out, n as u16);
-    for t in locals {
-        t.write(out, remap)?;
+
+    /// The offset of the last frame written (-1: none yet).
+    pub fn prev(&self) -> i64 {
+        self.prev
     }
-    for _ in slots..l {
-        out.push(0);
+
+    /// Writes the frame at new offset `at`.
+    pub fn write(
+        &mut self,
+        out: &mut Vec<u8>,
+        at: i64,
+        locals: &[VType],
+        stack: &[VType],
+    ) -> Result<(), RewriteError> {
+        let delta = if self.prev < 0 {
+            at
+        } else {
+            at - self.prev - 1
+        };
+        self.prev = at;
+        out.push(255);
+        put_u16(out, delta as u16);
+        self.write_locals(out, locals)?;
+        put_u16(out, stack.len() as u16);
+        for t in stack {
+            t.write(out, self.remap)?;
+        }
+        Ok(())
     }
-    for t in added {
-        t.write(out, remap)?;
+
+    /// `locals` padded with Top up to `max_locals`, then the added ones (count first).
+    fn write_locals(&self, out: &mut Vec<u8>, locals: &[VType]) -> Result<(), RewriteError> {
+        let l = self.max_locals;
+        let slots: u32 = locals.iter().map(|t| t.slots()).sum();
+        // Trailing Tops may be implicit padding; a frame with more slots than max_locals
+        // is invalid.
+        let mut locals = locals;
+        let mut slots = slots;
+        while slots > l {
+            match locals.split_last() {
+                Some((VType::Top, rest)) => {
+                    locals = rest;
+                    slots -= 1;
+                }
+                _ => {
+                    return Err(RewriteError::Malformed(
+                        "stack map frame has more locals than max_locals".into(),
+                    ))
+                }
+            }
+        }
+        let n = locals.len() as u32 + (l - slots) + self.added.len() as u32;
+        put_u16(out, n as u16);
+        for t in locals {
+            t.write(out, self.remap)?;
+        }
+        for _ in slots..l {
+            out.push(0);
+        }
+        for t in self.added {
+            t.write(out, self.remap)?;
+        }
+        Ok(())
     }
-    put_u16(out, stack.len() as u16);
-    for t in stack {
-        t.write(out, remap)?;
-    }
-    Ok(())
 }

@@ -3,10 +3,11 @@
 //! instructions a catch-all handler may cover (JVMS 4.10.1.4: not those where the
 //! frame's flagThisUninit is set).
 
+use super::blocks::BlockMap;
 use super::cpool::ConstPool;
-use super::insn::{dup_or_swap, Flow, Insn, INVOKESPECIAL};
+use super::error::RewriteError;
+use super::insn::{dup_or_swap, Code, Flow, Insn, INVOKESPECIAL};
 use super::reader::{u16_at, u8_at};
-use super::RewriteError;
 
 /// Per instruction: 0 = unreached, 1 = `this` initialized, 2 = `this` uninitialized.
 pub(crate) const REACHED_INIT: u8 = 1;
@@ -161,208 +162,267 @@ fn effect(ins: &Insn, code: &[u8], cp: &ConstPool) -> Result<Option<(u32, u32)>,
     }))
 }
 
+impl State {
+    /// `aload l`.
+    fn load(&mut self, l: u32) {
+        self.stack.push(if l == 0 && self.local0_this {
+            THIS
+        } else {
+            OTHER
+        });
+    }
+
+    /// `astore l`; false if undecidable (`this` stored elsewhere than local 0).
+    fn store(&mut self, l: u32) -> bool {
+        let Some(v) = self.stack.pop() else {
+            return false;
+        };
+        if v == THIS && l != 0 {
+            return false;
+        }
+        if l == 0 {
+            self.local0_this = v == THIS;
+        }
+        true
+    }
+}
+
+/// The block entry states found so far, and the blocks still to walk.
+struct Entries {
+    entry: Vec<Option<State>>,
+    work: Vec<u32>,
+}
+
+impl Entries {
+    /// Merges `s` into the entry of block `b`; false if it differs from the one there.
+    fn merge(&mut self, b: usize, s: &State) -> bool {
+        match &self.entry[b] {
+            Some(e) => e == s,
+            None => {
+                self.entry[b] = Some(s.clone());
+                self.work.push(b as u32);
+                true
+            }
+        }
+    }
+}
+
+/// The walk over one constructor's code.
+struct Walk<'a> {
+    code: &'a Code<'a>,
+    blocks: &'a BlockMap,
+    /// Instructions a `ret` may return to (conservatively: after every jsr).
+    ret_targets: Vec<u32>,
+    entries: Entries,
+}
+
 /// Fills `flags` per instruction. Returns false if the analysis cannot decide (the
 /// catch-all is then omitted).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn analyze(
-    insns: &[Insn],
-    targets: &[u32],
-    handlers: &[(u32, u32, u32)],
-    block_starts: &[u32],
-    block_of: &[u32],
-    code: &[u8],
-    cp: &ConstPool,
+    code: &Code,
+    blocks: &BlockMap,
     this_is_object: bool,
     flags: &mut Vec<u8>,
 ) -> Result<bool, RewriteError> {
-    let n = insns.len();
+    let n = code.insns.len();
     flags.clear();
     flags.resize(n, 0);
     if n == 0 {
         return Ok(true);
     }
-    let nb = block_starts.len();
-    let mut entry: Vec<Option<State>> = vec![None; nb];
-    let mut work: Vec<u32> = vec![0];
-    entry[0] = Some(State {
+    let mut walk = Walk {
+        code,
+        blocks,
+        ret_targets: (0..n)
+            .filter(|&i| code.insns[i].flow == Flow::Jsr && i + 1 < n)
+            .map(|i| i as u32 + 1)
+            .collect(),
+        entries: Entries {
+            entry: vec![None; blocks.blocks.len()],
+            work: vec![0],
+        },
+    };
+    walk.entries.entry[0] = Some(State {
         uninit: !this_is_object,
         local0_this: !this_is_object,
         stack: Vec::new(),
     });
-    let ret_targets: Vec<u32> = (0..n)
-        .filter(|&i| insns[i].flow == Flow::Jsr && i + 1 < n)
-        .map(|i| i as u32 + 1)
-        .collect();
-    // Merge `s` into the entry of the block starting at instruction `t`.
-    fn merge(entry: &mut [Option<State>], work: &mut Vec<u32>, b: usize, s: &State) -> bool {
-        match &entry[b] {
-            Some(e) => e == s,
-            None => {
-                entry[b] = Some(s.clone());
-                work.push(b as u32);
-                true
-            }
-        }
-    }
-    while let Some(b) = work.pop() {
+    while let Some(b) = walk.entries.work.pop() {
         let b = b as usize;
-        let Some(mut st) = entry[b].clone() else {
+        let Some(st) = walk.entries.entry[b].clone() else {
             continue;
         };
-        let end = if b + 1 < nb {
-            block_starts[b + 1] as usize
-        } else {
-            n
-        };
-        for i in block_starts[b] as usize..end {
-            let ins = &insns[i];
-            flags[i] = if st.uninit { 2 } else { REACHED_INIT };
-            for &(s, e, h) in handlers {
-                if (s as usize) <= i && i < e as usize {
-                    let hs = State {
-                        uninit: st.uninit,
-                        local0_this: st.local0_this,
-                        stack: vec![OTHER],
-                    };
-                    if !merge(&mut entry, &mut work, block_of[h as usize] as usize, &hs) {
-                        return Ok(false);
-                    }
-                }
-            }
-            let op = ins.op;
-            let local_of = |op: u8| -> Option<u32> {
-                match op {
-                    0x19 | 0x3a => code.get(ins.off as usize + 1).map(|&v| v as u32),
-                    0x2a..=0x2d => Some((op - 0x2a) as u32),
-                    0x4b..=0x4e => Some((op - 0x4b) as u32),
-                    _ => None,
-                }
-            };
-            let wide_local = || u16_at(code, ins.off as usize + 2).map(|v| v as u32);
-            match op {
-                0x19 | 0x2a..=0x2d => {
-                    let l = local_of(op).unwrap_or(u32::MAX);
-                    st.stack.push(if l == 0 && st.local0_this {
-                        THIS
-                    } else {
-                        OTHER
-                    });
-                }
-                0x3a | 0x4b..=0x4e => {
-                    let l = local_of(op).unwrap_or(u32::MAX);
-                    let Some(v) = st.stack.pop() else {
-                        return Ok(false);
-                    };
-                    if v == THIS && l != 0 {
-                        return Ok(false);
-                    }
-                    if l == 0 {
-                        st.local0_this = v == THIS;
-                    }
-                }
-                0xc4 if matches!(u8_at(code, ins.off as usize + 1)?, 0x19 | 0x3a) => {
-                    let l = wide_local()?;
-                    if u8_at(code, ins.off as usize + 1)? == 0x19 {
-                        st.stack.push(if l == 0 && st.local0_this {
-                            THIS
-                        } else {
-                            OTHER
-                        });
-                    } else {
-                        let Some(v) = st.stack.pop() else {
-                            return Ok(false);
-                        };
-                        if v == THIS && l != 0 {
-                            return Ok(false);
-                        }
-                        if l == 0 {
-                            st.local0_this = v == THIS;
-                        }
-                    }
-                }
-                0x59..=0x5f => {
-                    if !dup_or_swap(op, &mut st.stack) {
-                        return Ok(false);
-                    }
-                }
-                INVOKESPECIAL => {
-                    let (_, name, d) = cp.member(u16_at(code, ins.off as usize + 1)?)?;
-                    let Some((a, r)) = method_slots(d) else {
-                        return Ok(false);
-                    };
-                    let len = st.stack.len();
-                    if len < a as usize + 1 {
-                        return Ok(false);
-                    }
-                    let recv = st.stack[len - a as usize - 1];
-                    st.stack.truncate(len - a as usize - 1);
-                    if name == b"<init>" && recv == THIS {
-                        st.uninit = false;
-                        st.local0_this = false;
-                        for v in st.stack.iter_mut() {
-                            *v = OTHER;
-                        }
-                    }
-                    st.stack.extend(std::iter::repeat_n(OTHER, r as usize));
-                }
-                _ => {
-                    let Some((pop, push)) = effect(ins, code, cp)? else {
-                        return Ok(false);
-                    };
-                    let len = st.stack.len();
-                    if len < pop as usize {
-                        return Ok(false);
-                    }
-                    st.stack.truncate(len - pop as usize);
-                    // Stores into local 0 of a non-reference overwrite `this`.
-                    if matches!(op, 0x36..=0x39 | 0x3b | 0x3f | 0x43 | 0x47)
-                        && (local_of(0x3a).is_some_and(|l| l == 0) && matches!(op, 0x36..=0x39)
-                            || matches!(op, 0x3b | 0x3f | 0x43 | 0x47))
-                    {
-                        st.local0_this = false;
-                    }
-                    if op == 0xc4
-                        && wide_local()? == 0
-                        && matches!(u8_at(code, ins.off as usize + 1)?, 0x36..=0x39)
-                    {
-                        st.local0_this = false;
-                    }
-                    st.stack.extend(std::iter::repeat_n(OTHER, push as usize));
-                }
+        if !walk.block(b, st, flags)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+impl Walk<'_> {
+    /// Walks block `b` from its entry state `st`; false if undecidable.
+    fn block(&mut self, b: usize, mut st: State, flags: &mut [u8]) -> Result<bool, RewriteError> {
+        let blk = self.blocks.blocks[b];
+        let (start, end) = (blk.start as usize, blk.end as usize);
+        for (i, flag) in flags.iter_mut().enumerate().take(end).skip(start) {
+            let ins = &self.code.insns[i];
+            *flag = if st.uninit { 2 } else { REACHED_INIT };
+            if !self.merge_into_handlers(i, &st) || !step(self.code, ins, &mut st)? {
+                return Ok(false);
             }
             if st.stack.len() > 0xFFFF {
                 return Ok(false);
             }
-            let ts = &targets[ins.t0 as usize..(ins.t0 + ins.tn) as usize];
-            let fall = match ins.flow {
-                Flow::Next | Flow::Cond => true,
-                Flow::Goto | Flow::Switch | Flow::Return | Flow::Athrow => false,
-                Flow::Jsr => false,
-                Flow::Ret => {
-                    for &t in &ret_targets {
-                        if !merge(&mut entry, &mut work, block_of[t as usize] as usize, &st) {
-                            return Ok(false);
-                        }
-                    }
-                    false
-                }
-            };
-            for &t in ts {
-                if !merge(&mut entry, &mut work, block_of[t as usize] as usize, &st) {
-                    return Ok(false);
-                }
-            }
-            if ins.flow == Flow::Jsr {
-                // The return address is consumed by the subroutine's astore.
-                st.stack.pop();
-            }
-            if i + 1 == end && fall && end < n && !merge(&mut entry, &mut work, b + 1, &st) {
+            let Some(fall) = self.merge_into_successors(b, i, ins, &mut st) else {
                 return Ok(false);
-            }
+            };
             if !fall {
                 break;
             }
         }
+        Ok(true)
     }
+
+    /// The handlers covering instruction `i` are entered with the exception alone on
+    /// the stack.
+    fn merge_into_handlers(&mut self, i: usize, st: &State) -> bool {
+        for &(s, e, h) in self.code.handlers {
+            if (s as usize) <= i && i < e as usize {
+                let hs = State {
+                    uninit: st.uninit,
+                    local0_this: st.local0_this,
+                    stack: vec![OTHER],
+                };
+                if !self
+                    .entries
+                    .merge(self.blocks.block_of[h as usize] as usize, &hs)
+                {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Passes the state after instruction `i` (the last of block `b` or not) to where
+    /// control goes. Some(whether it falls through to the next instruction), None if a
+    /// merge disagrees.
+    fn merge_into_successors(
+        &mut self,
+        b: usize,
+        i: usize,
+        ins: &Insn,
+        st: &mut State,
+    ) -> Option<bool> {
+        let block_of = &self.blocks.block_of;
+        let fall = match ins.flow {
+            Flow::Next | Flow::Cond => true,
+            Flow::Goto | Flow::Switch | Flow::Return | Flow::Athrow => false,
+            Flow::Jsr => false,
+            Flow::Ret => {
+                for &t in &self.ret_targets {
+                    if !self.entries.merge(block_of[t as usize] as usize, st) {
+                        return None;
+                    }
+                }
+                false
+            }
+        };
+        for &t in self.code.targets_of(ins) {
+            if !self.entries.merge(block_of[t as usize] as usize, st) {
+                return None;
+            }
+        }
+        if ins.flow == Flow::Jsr {
+            // The return address is consumed by the subroutine's astore.
+            st.stack.pop();
+        }
+        let end = self.blocks.blocks[b].end as usize;
+        if i + 1 == end && fall && end < self.code.insns.len() && !self.entries.merge(b + 1, st) {
+            return None;
+        }
+        Some(fall)
+    }
+}
+
+/// The local an `aload`/`astore` (short or byte-index form) names.
+fn local_of(code: &[u8], ins: &Insn) -> Option<u32> {
+    match ins.op {
+        0x19 | 0x3a => code.get(ins.off as usize + 1).map(|&v| v as u32),
+        0x2a..=0x2d => Some((ins.op - 0x2a) as u32),
+        0x4b..=0x4e => Some((ins.op - 0x4b) as u32),
+        _ => None,
+    }
+}
+
+/// One instruction's effect on the state; false if undecidable.
+fn step(code: &Code, ins: &Insn, st: &mut State) -> Result<bool, RewriteError> {
+    let bytes = code.bytes;
+    let off = ins.off as usize;
+    Ok(match ins.op {
+        0x19 | 0x2a..=0x2d => {
+            st.load(local_of(bytes, ins).unwrap_or(u32::MAX));
+            true
+        }
+        0x3a | 0x4b..=0x4e => st.store(local_of(bytes, ins).unwrap_or(u32::MAX)),
+        0xc4 if matches!(u8_at(bytes, off + 1)?, 0x19 | 0x3a) => {
+            let l = u16_at(bytes, off + 2)? as u32;
+            if u8_at(bytes, off + 1)? == 0x19 {
+                st.load(l);
+                true
+            } else {
+                st.store(l)
+            }
+        }
+        0x59..=0x5f => dup_or_swap(ins.op, &mut st.stack),
+        INVOKESPECIAL => invokespecial(code, ins, st)?,
+        _ => other_instruction(code, ins, st)?,
+    })
+}
+
+/// `invokespecial`: a `<init>` on `this` initializes it.
+fn invokespecial(code: &Code, ins: &Insn, st: &mut State) -> Result<bool, RewriteError> {
+    let (_, name, d) = code.cp.member(u16_at(code.bytes, ins.off as usize + 1)?)?;
+    let Some((a, r)) = method_slots(d) else {
+        return Ok(false);
+    };
+    let len = st.stack.len();
+    if len < a as usize + 1 {
+        return Ok(false);
+    }
+    let recv = st.stack[len - a as usize - 1];
+    st.stack.truncate(len - a as usize - 1);
+    if name == b"<init>" && recv == THIS {
+        st.uninit = false;
+        st.local0_this = false;
+        for v in st.stack.iter_mut() {
+            *v = OTHER;
+        }
+    }
+    st.stack.extend(std::iter::repeat_n(OTHER, r as usize));
+    Ok(true)
+}
+
+/// Any other instruction: its pops and pushes; a store of a non-reference into local 0
+/// overwrites `this`.
+fn other_instruction(code: &Code, ins: &Insn, st: &mut State) -> Result<bool, RewriteError> {
+    let (bytes, op, off) = (code.bytes, ins.op, ins.off as usize);
+    let Some((pop, push)) = effect(ins, bytes, code.cp)? else {
+        return Ok(false);
+    };
+    let len = st.stack.len();
+    if len < pop as usize {
+        return Ok(false);
+    }
+    st.stack.truncate(len - pop as usize);
+    if (matches!(op, 0x36..=0x39) && bytes.get(off + 1) == Some(&0))
+        || matches!(op, 0x3b | 0x3f | 0x43 | 0x47)
+    {
+        st.local0_this = false;
+    }
+    if op == 0xc4 && u16_at(bytes, off + 2)? == 0 && matches!(u8_at(bytes, off + 1)?, 0x36..=0x39) {
+        st.local0_this = false;
+    }
+    st.stack.extend(std::iter::repeat_n(OTHER, push as usize));
     Ok(true)
 }

@@ -1,7 +1,8 @@
 //! Decoding of the instruction stream of a `Code` attribute.
 
+use super::cpool::ConstPool;
+use super::error::RewriteError;
 use super::reader::{i32_at, u8_at};
-use super::RewriteError;
 
 pub(crate) const ICONST_0: u8 = 0x03;
 pub(crate) const ILOAD: u8 = 0x15;
@@ -71,6 +72,26 @@ pub(crate) struct Insn {
     pub flow: Flow,
     pub t0: u32,
     pub tn: u32,
+}
+
+/// One method's decoded code, as the analyses (`blocks`, `initthis`, the rewrite) read it.
+#[derive(Clone, Copy)]
+pub(crate) struct Code<'a> {
+    /// The original code.
+    pub bytes: &'a [u8],
+    pub insns: &'a [Insn],
+    /// Branch targets as instruction indices ([`Code::targets_of`]).
+    pub targets: &'a [u32],
+    /// The exception table as (start, end, handler) instruction indices.
+    pub handlers: &'a [(u32, u32, u32)],
+    pub cp: &'a ConstPool<'a>,
+}
+
+impl<'a> Code<'a> {
+    /// The branch targets of `ins` (instruction indices).
+    pub fn targets_of(&self, ins: &Insn) -> &'a [u32] {
+        &self.targets[ins.t0 as usize..(ins.t0 + ins.tn) as usize]
+    }
 }
 
 /// Length of an instruction with a fixed length, 0 for variable-length ones, None if
@@ -157,94 +178,17 @@ pub(crate) fn decode(
     targets.clear();
     map.clear();
     map.resize(code.len() + 1, u32::MAX);
-    let bad = |what: String| RewriteError::BadCode {
-        method: method(),
-        what,
-    };
-    let n = code.len() as i64;
     let mut off = 0usize;
     while off < code.len() {
         let op = code[off];
-        let o32 = off as u32;
         let t0 = targets.len() as u32;
-        let push_target = |rel: i64, targets: &mut Vec<u32>| -> Result<(), RewriteError> {
-            let t = off as i64 + rel;
-            if t < 0 || t >= n {
-                return Err(bad(format!("branch at {off} to {t} outside the code")));
-            }
-            targets.push(t as u32);
-            Ok(())
+        let mut at = At {
+            code,
+            off,
+            method,
+            targets,
         };
-        let (len, flow) = match op {
-            0x99..=0xa6 | 0xc6 | 0xc7 => {
-                let rel = i16::from_be_bytes([u8_at(code, off + 1)?, u8_at(code, off + 2)?]);
-                push_target(rel as i64, targets)?;
-                (3, Flow::Cond)
-            }
-            GOTO | JSR => {
-                let rel = i16::from_be_bytes([u8_at(code, off + 1)?, u8_at(code, off + 2)?]);
-                push_target(rel as i64, targets)?;
-                (3, if op == GOTO { Flow::Goto } else { Flow::Jsr })
-            }
-            GOTO_W | JSR_W => {
-                let rel = i32_at(code, off + 1)?;
-                push_target(rel as i64, targets)?;
-                (5, if op == GOTO_W { Flow::Goto } else { Flow::Jsr })
-            }
-            TABLESWITCH => {
-                let base = off + 1 + switch_pad(o32) as usize;
-                let def = i32_at(code, base)?;
-                let low = i32_at(code, base + 4)?;
-                let high = i32_at(code, base + 8)?;
-                if high < low {
-                    return Err(bad(format!("tableswitch at {off}: high < low")));
-                }
-                let count = (high as i64 - low as i64 + 1) as usize;
-                if count > code.len() {
-                    return Err(bad(format!("tableswitch at {off}: too many entries")));
-                }
-                push_target(def as i64, targets)?;
-                for k in 0..count {
-                    push_target(i32_at(code, base + 12 + 4 * k)? as i64, targets)?;
-                }
-                ((base + 12 + 4 * count - off) as u32, Flow::Switch)
-            }
-            LOOKUPSWITCH => {
-                let base = off + 1 + switch_pad(o32) as usize;
-                let def = i32_at(code, base)?;
-                let npairs = i32_at(code, base + 4)?;
-                if npairs < 0 || npairs as usize > code.len() {
-                    return Err(bad(format!("lookupswitch at {off}: bad npairs {npairs}")));
-                }
-                push_target(def as i64, targets)?;
-                for k in 0..npairs as usize {
-                    push_target(i32_at(code, base + 12 + 8 * k)? as i64, targets)?;
-                }
-                ((base + 8 + 8 * npairs as usize - off) as u32, Flow::Switch)
-            }
-            WIDE => {
-                let inner = u8_at(code, off + 1)?;
-                match inner {
-                    0x84 => (6, Flow::Next),
-                    0x15..=0x19 | 0x36..=0x3a => (4, Flow::Next),
-                    RET => (4, Flow::Ret),
-                    _ => return Err(bad(format!("wide with opcode {inner:#04x} at {off}"))),
-                }
-            }
-            IRETURN..=RETURN => (1, Flow::Return),
-            ATHROW => (1, Flow::Athrow),
-            RET => (2, Flow::Ret),
-            _ => match fixed_len(op) {
-                Some(l) if l > 0 => (l, Flow::Next),
-                _ => {
-                    return Err(RewriteError::UnknownOpcode {
-                        method: method(),
-                        opcode: op,
-                        offset: o32,
-                    })
-                }
-            },
-        };
+        let (len, flow) = at.decode()?;
         if off + len as usize > code.len() {
             return Err(RewriteError::Truncated {
                 offset: off,
@@ -253,7 +197,7 @@ pub(crate) fn decode(
         }
         map[off] = insns.len() as u32;
         insns.push(Insn {
-            off: o32,
+            off: off as u32,
             len,
             op,
             flow,
@@ -267,9 +211,129 @@ pub(crate) fn decode(
     for t in targets.iter_mut() {
         let i = map[*t as usize];
         if i == u32::MAX || i as usize >= insns.len() {
-            return Err(bad(format!("branch target {t} is not an instruction")));
+            return Err(RewriteError::BadCode {
+                method: method(),
+                what: format!("branch target {t} is not an instruction"),
+            });
         }
         *t = i;
     }
     Ok(())
+}
+
+/// The instruction being decoded, at `off`; its raw branch targets go to `targets`.
+struct At<'a> {
+    code: &'a [u8],
+    off: usize,
+    method: &'a dyn Fn() -> String,
+    targets: &'a mut Vec<u32>,
+}
+
+impl At<'_> {
+    fn bad(&self, what: String) -> RewriteError {
+        RewriteError::BadCode {
+            method: (self.method)(),
+            what,
+        }
+    }
+
+    /// A branch target at `rel` from the instruction.
+    fn push_target(&mut self, rel: i64) -> Result<(), RewriteError> {
+        let off = self.off;
+        let t = off as i64 + rel;
+        if t < 0 || t >= self.code.len() as i64 {
+            return Err(self.bad(format!("branch at {off} to {t} outside the code")));
+        }
+        self.targets.push(t as u32);
+        Ok(())
+    }
+
+    /// A 16-bit branch offset at `off + 1`.
+    fn branch16(&mut self) -> Result<(), RewriteError> {
+        let (code, off) = (self.code, self.off);
+        let rel = i16::from_be_bytes([u8_at(code, off + 1)?, u8_at(code, off + 2)?]);
+        self.push_target(rel as i64)
+    }
+
+    /// (length, flow) of the instruction.
+    fn decode(&mut self) -> Result<(u32, Flow), RewriteError> {
+        let (code, off) = (self.code, self.off);
+        let op = code[off];
+        Ok(match op {
+            0x99..=0xa6 | 0xc6 | 0xc7 => {
+                self.branch16()?;
+                (3, Flow::Cond)
+            }
+            GOTO | JSR => {
+                self.branch16()?;
+                (3, if op == GOTO { Flow::Goto } else { Flow::Jsr })
+            }
+            GOTO_W | JSR_W => {
+                let rel = i32_at(code, off + 1)?;
+                self.push_target(rel as i64)?;
+                (5, if op == GOTO_W { Flow::Goto } else { Flow::Jsr })
+            }
+            TABLESWITCH => (self.tableswitch()?, Flow::Switch),
+            LOOKUPSWITCH => (self.lookupswitch()?, Flow::Switch),
+            WIDE => {
+                let inner = u8_at(code, off + 1)?;
+                match inner {
+                    0x84 => (6, Flow::Next),
+                    0x15..=0x19 | 0x36..=0x3a => (4, Flow::Next),
+                    RET => (4, Flow::Ret),
+                    _ => return Err(self.bad(format!("wide with opcode {inner:#04x} at {off}"))),
+                }
+            }
+            IRETURN..=RETURN => (1, Flow::Return),
+            ATHROW => (1, Flow::Athrow),
+            RET => (2, Flow::Ret),
+            _ => match fixed_len(op) {
+                Some(l) if l > 0 => (l, Flow::Next),
+                _ => {
+                    return Err(RewriteError::UnknownOpcode {
+                        method: (self.method)(),
+                        opcode: op,
+                        offset: off as u32,
+                    })
+                }
+            },
+        })
+    }
+
+    /// A tableswitch's targets; its length.
+    fn tableswitch(&mut self) -> Result<u32, RewriteError> {
+        let (code, off) = (self.code, self.off);
+        let base = off + 1 + switch_pad(off as u32) as usize;
+        let def = i32_at(code, base)?;
+        let low = i32_at(code, base + 4)?;
+        let high = i32_at(code, base + 8)?;
+        if high < low {
+            return Err(self.bad(format!("tableswitch at {off}: high < low")));
+        }
+        let count = (high as i64 - low as i64 + 1) as usize;
+        if count > code.len() {
+            return Err(self.bad(format!("tableswitch at {off}: too many entries")));
+        }
+        self.push_target(def as i64)?;
+        for k in 0..count {
+            self.push_target(i32_at(code, base + 12 + 4 * k)? as i64)?;
+        }
+        Ok((base + 12 + 4 * count - off) as u32)
+    }
+
+    /// A lookupswitch's targets; its length.
+    fn lookupswitch(&mut self) -> Result<u32, RewriteError> {
+        let (code, off) = (self.code, self.off);
+        let base = off + 1 + switch_pad(off as u32) as usize;
+        let def = i32_at(code, base)?;
+        let npairs = i32_at(code, base + 4)?;
+        if npairs < 0 || npairs as usize > code.len() {
+            return Err(self.bad(format!("lookupswitch at {off}: bad npairs {npairs}")));
+        }
+        self.push_target(def as i64)?;
+        for k in 0..npairs as usize {
+            self.push_target(i32_at(code, base + 12 + 8 * k)? as i64)?;
+        }
+        Ok((base + 8 + 8 * npairs as usize - off) as u32)
+    }
 }

@@ -1,7 +1,7 @@
 //! Bounds-checked big-endian reads: every read of class-file bytes goes through here,
 //! so malformed input becomes `RewriteError::Truncated`, never a panic.
 
-use super::RewriteError;
+use super::error::RewriteError;
 
 pub(crate) fn u8_at(data: &[u8], off: usize) -> Result<u8, RewriteError> {
     data.get(off).copied().ok_or(RewriteError::Truncated {

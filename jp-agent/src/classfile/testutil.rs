@@ -12,6 +12,16 @@ pub(crate) struct ClassBuilder {
 /// One exception table entry: (start, end, handler, catch type index).
 pub(crate) type Exc = (u16, u16, u16, u16);
 
+/// The Code attribute of a method for [`ClassBuilder::method`].
+pub(crate) struct Body<'a> {
+    pub max_stack: u16,
+    pub max_locals: u16,
+    pub code: &'a [u8],
+    pub exc: &'a [Exc],
+    /// The raw body of a StackMapTable attribute.
+    pub frames: Option<&'a [u8]>,
+}
+
 impl ClassBuilder {
     pub fn new(major: u16) -> Self {
         let mut b = ClassBuilder {
@@ -57,19 +67,15 @@ impl ClassBuilder {
         self.count - 1
     }
 
-    /// Adds a method; `frames` is the raw body of a StackMapTable attribute.
-    #[allow(clippy::too_many_arguments)]
-    pub fn method(
-        &mut self,
-        access: u16,
-        name: &str,
-        desc: &str,
-        max_stack: u16,
-        max_locals: u16,
-        code: &[u8],
-        exc: &[Exc],
-        frames: Option<&[u8]>,
-    ) {
+    /// Adds a method with a Code attribute.
+    pub fn method(&mut self, access: u16, name: &str, desc: &str, body: Body) {
+        let Body {
+            max_stack,
+            max_locals,
+            code,
+            exc,
+            frames,
+        } = body;
         let n = self.utf8(name);
         let d = self.utf8(desc);
         let code_name = self.utf8("Code");
@@ -131,7 +137,7 @@ pub(crate) struct CodeView {
 pub(crate) fn code_of(bytes: &[u8], name: &str) -> CodeView {
     use super::reader::Reader;
     cafebabe::parse_class(bytes).expect("cafebabe parses the class");
-    let class = super::ClassInfo::parse(bytes).expect("class parses");
+    let class = super::class::ClassInfo::parse(bytes).expect("class parses");
     let m = class
         .methods
         .iter()

@@ -1,8 +1,8 @@
 //! Runtime(In)VisibleTypeAnnotations of a `Code` attribute: the same bytes, with the
 //! code offsets in their targets moved to the new code.
 
+use super::error::RewriteError;
 use super::reader::{put_u16, Reader};
-use super::RewriteError;
 
 fn bad(what: &str) -> RewriteError {
     RewriteError::Malformed(format!("type annotation: {what}"))
