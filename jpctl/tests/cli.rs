@@ -1,6 +1,6 @@
 //! The jpctl binary against a stand-in jpd (a fake `jp.v1.Jp` on a temp socket):
-//! exact outputs of every command, `--socket` and `JP_SOCKET`, and the error when
-//! nothing listens; the flame graph pages of `jpctl kernel` and `jpctl jvm export` in a
+//! exact outputs of every command, `-o FILE` where a command writes a file, `--socket`
+//! and `JP_SOCKET`, and the error when nothing listens; the flame graph pages of `jpctl kernel` and `jpctl jvm export` in a
 //! real browser.
 
 use std::path::{Path, PathBuf};
