@@ -22,7 +22,8 @@ use aya::programs::perf_event::{
 use aya::programs::{PerfEvent, RawTracePoint};
 use aya::{Ebpf, Pod};
 use jp_common::{
-    mode, CpuModes, CpuSoftirqs, IrqKey, IrqLine, IrqStart, IrqStats, ProbeConfig, NR_SOFTIRQS,
+    maps, mode, CpuModes, CpuSoftirqs, IrqKey, IrqLine, IrqStart, IrqStats, ProbeConfig,
+    NR_SOFTIRQS,
 };
 
 use super::batch::read_percpu;
@@ -34,15 +35,22 @@ use super::online_cpus::{parse_cpu_list, OnlineCpus};
 use super::text_counts::{TextCounts, TextLayout};
 use super::KernelOptions;
 use crate::lock::lock;
-use crate::probes::{
-    self, CTX_LOG, IRQ_LINES, IRQ_MODES, IRQ_START, IRQ_TEXT_COUNTS, IRQ_TEXT_DIRTY, MODES,
-    SIRQ_STATS, TEXT_COUNTS, TEXT_DIRTY,
-};
+use crate::probes;
 use crate::store::kernel::symbols::{Symbols, SymbolsStamp};
 use crate::store::kernel::{
     CollectorStatus, IrqHandlerCounts, KernelCounts, ModeCounts, ProgramStats, SoftirqCounts, Store,
 };
 
+const CTX_LOG: &str = maps::CTX_LOG.name;
+const IRQ_LINES: &str = maps::IRQ_LINES.name;
+const IRQ_MODES: &str = maps::IRQ_MODES.name;
+const IRQ_START: &str = maps::IRQ_START.name;
+const IRQ_TEXT_COUNTS: &str = maps::IRQ_TEXT_COUNTS.name;
+const IRQ_TEXT_DIRTY: &str = maps::IRQ_TEXT_DIRTY.name;
+const MODES: &str = maps::MODES.name;
+const SIRQ_STATS: &str = maps::SIRQ_STATS.name;
+const TEXT_COUNTS: &str = maps::TEXT_COUNTS.name;
+const TEXT_DIRTY: &str = maps::TEXT_DIRTY.name;
 const SAMPLER: &str = "jp_sample";
 const IRQ_ENTRY: &str = "jp_irq_entry";
 const IRQ_EXIT: &str = "jp_irq_exit";
@@ -775,7 +783,7 @@ impl State {
             // The hash map of high lines and shared lines' further handlers, only when
             // an exit was recorded there (counted before `exits`): most hosts never use it.
             handlers.extend(read_if_moved(hashed_irqs, in_hash, || {
-                maps.entries::<IrqKey, IrqStats>("JP_IRQ_STATS")
+                maps.entries::<IrqKey, IrqStats>(maps::IRQ_STATS.name)
             })?);
             for (key, per_cpu) in handlers {
                 let merged = merge_irq(&per_cpu);
@@ -792,12 +800,12 @@ impl State {
         let other_ips = read_if_moved(
             &mut self.pass.other_ips,
             at(&modes, mode::OTHER_IPS),
-            || maps.sum_hash::<u64>("JP_OTHER_IPS"),
+            || maps.sum_hash::<u64>(maps::OTHER_IPS.name),
         )?;
         let irq_other_ips = read_if_moved(
             &mut self.pass.irq_other_ips,
             at(&irq_modes, mode::OTHER_IPS),
-            || maps.sum_hash::<u64>("JP_IRQ_OTHERS"),
+            || maps.sum_hash::<u64>(maps::IRQ_OTHERS.name),
         )?;
 
         let sirq = self.cpu.softirqs.read();

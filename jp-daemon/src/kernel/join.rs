@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
 use jp_common::wire::HeapContext;
-use jp_common::{CtxKey, JvmThread, MAX_JOINED_JVMS};
+use jp_common::{maps, CtxKey, JvmThread, MAX_JOINED_JVMS};
 
 /// A thread that announced its context slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,8 +44,8 @@ pub trait ContextJoin: Send + Sync {
     fn samples(&self, period_ns: u64, samples: &[(CtxKey, u64)]);
 }
 
-pub const JVM_PIDS: &str = "JP_JVM_PIDS";
-pub const JVM_THREADS: &str = "JP_JVM_THREADS";
+const JVM_PIDS: &str = maps::JVM_PIDS.name;
+const JVM_THREADS: &str = maps::JVM_THREADS.name;
 
 /// Whose thread an announced thread id is.
 #[derive(Debug, PartialEq, Eq)]
