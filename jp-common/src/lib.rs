@@ -8,6 +8,7 @@
 #[cfg(any(test, feature = "alloc"))]
 extern crate alloc;
 
+pub mod maps;
 pub mod usdt;
 pub mod wire;
 

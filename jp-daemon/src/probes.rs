@@ -9,42 +9,24 @@
 //! an instance holds for the other collector is only maps, and those are shrunk here to
 //! their smallest valid size.
 use aya::{Ebpf, EbpfLoader};
-use jp_common::{ProbeConfig, CONFIG_GLOBAL};
+use jp_common::{maps, ProbeConfig, CONFIG_GLOBAL};
 
 /// The object, aligned as aya needs it.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/jp-probes"));
 
-/// readprofile's arrays for core text and their dirty-page flags (the kernel
-/// collector's `text_counts`), sized at load for the running kernel's text.
-pub const TEXT_COUNTS: &str = "JP_TEXT_COUNTS";
-pub const TEXT_DIRTY: &str = "JP_TEXT_DIRTY";
-pub const IRQ_TEXT_COUNTS: &str = "JP_IRQ_TEXT_COUNTS";
-pub const IRQ_TEXT_DIRTY: &str = "JP_IRQ_TEXT_DIRTY";
-/// Arrays with one value per CPU (`jp_common::CpuModes`), sized at load to the
-/// possible CPUs and mapped by the kernel collector.
-pub const MODES: &str = "JP_MODES";
-pub const IRQ_MODES: &str = "JP_IRQ_MODES";
-pub const IRQ_START: &str = "JP_IRQ_START";
-pub const SIRQ_STATS: &str = "JP_SIRQ_STATS";
-/// The IRQ lines' slots, `jp_common::IRQ_LINES` per possible CPU (`jp_common::IrqLine`),
-/// mapped by the kernel collector.
-pub const IRQ_LINES: &str = "JP_IRQ_LINES";
-/// The JVM samples' log, `ProbeConfig::ctx_log_mask + 1` slots per possible CPU, mapped
-/// by the kernel collector (`kernel::ctx_log`).
-pub const CTX_LOG: &str = "JP_CTX_LOG";
-/// The USDT ring buffer, sized at load from `[usdt] ring_buffer_kib`.
-pub const USDT_EVENTS: &str = "JP_USDT_EVENTS";
+/// aya-log's ring buffer, declared by aya-log-ebpf: only the kernel collector reads it.
+const AYA_LOGS: &str = "AYA_LOGS";
 
 /// Maps only the kernel collector uses, with the smallest size the kernel accepts: the
 /// USDT instance creates them too, and never reads them.
 const KERNEL_ONLY_MAPS: [(&str, u32); 7] = [
-    (TEXT_COUNTS, 1),
-    ("JP_OTHER_IPS", 1),
-    (IRQ_TEXT_COUNTS, 1),
-    ("JP_IRQ_OTHERS", 1),
-    ("JP_IRQ_STATS", 1),
-    (IRQ_LINES, 1),
-    ("AYA_LOGS", 4096),
+    (maps::TEXT_COUNTS.name, 1),
+    (maps::OTHER_IPS.name, 1),
+    (maps::IRQ_TEXT_COUNTS.name, 1),
+    (maps::IRQ_OTHERS.name, 1),
+    (maps::IRQ_STATS.name, 1),
+    (maps::IRQ_LINES.name, 1),
+    (AYA_LOGS, 4096),
 ];
 
 /// Which collector an instance is for, with what it sets at load.
@@ -76,22 +58,31 @@ pub fn load(instance: Instance<'_>) -> anyhow::Result<Ebpf> {
         } => {
             loader
                 .override_global(CONFIG_GLOBAL, config, true)
-                .map_max_entries(TEXT_COUNTS, text_blocks)
-                .map_max_entries(TEXT_DIRTY, text_pages)
-                .map_max_entries(IRQ_TEXT_COUNTS, text_blocks)
-                .map_max_entries(IRQ_TEXT_DIRTY, text_pages);
-            for name in [MODES, IRQ_MODES, IRQ_START, SIRQ_STATS] {
-                loader.map_max_entries(name, cpu_slots);
+                .map_max_entries(maps::TEXT_COUNTS.name, text_blocks)
+                .map_max_entries(maps::TEXT_DIRTY.name, text_pages)
+                .map_max_entries(maps::IRQ_TEXT_COUNTS.name, text_blocks)
+                .map_max_entries(maps::IRQ_TEXT_DIRTY.name, text_pages);
+            // The arrays with one value per CPU number (`jp_common::CpuModes` says why).
+            for map in [
+                maps::MODES,
+                maps::IRQ_MODES,
+                maps::IRQ_START,
+                maps::SIRQ_STATS,
+            ] {
+                loader.map_max_entries(map.name, cpu_slots);
             }
-            loader.map_max_entries(IRQ_LINES, cpu_slots.saturating_mul(jp_common::IRQ_LINES));
             loader.map_max_entries(
-                CTX_LOG,
+                maps::IRQ_LINES.name,
+                cpu_slots.saturating_mul(jp_common::IRQ_LINES),
+            );
+            loader.map_max_entries(
+                maps::CTX_LOG.name,
                 cpu_slots.saturating_mul(config.ctx_log_mask.saturating_add(1)),
             );
             ""
         }
         Instance::Usdt { ring_bytes } => {
-            loader.map_max_entries(USDT_EVENTS, ring_bytes);
+            loader.map_max_entries(maps::USDT_EVENTS.name, ring_bytes);
             for (name, size) in KERNEL_ONLY_MAPS {
                 loader.map_max_entries(name, size);
             }

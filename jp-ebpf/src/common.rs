@@ -12,6 +12,36 @@ use jp_common::{mode, CpuModes, ProbeConfig, TextBlock, TEXT_BLOCK_BUCKETS, TEXT
 /// `BPF_F_MMAPABLE`: jpd maps the core-text counters instead of reading them by syscall.
 pub const MMAPABLE: u32 = 1 << 10;
 
+/// Declares one of jp's maps as its `jp_common::maps` spec says, with the spec's size
+/// and under the spec's name. aya's `#[map]` exports a static under its identifier (its
+/// `name = "…"` takes only a literal, not a constant), so the identifier is checked
+/// against the spec's name at compile time: a map jpd would not find does not build.
+///
+/// `jp_map!(/// doc… JP_NAME: Type = maps::SPEC, flags);` for maps sized in entries,
+/// `jp_map!(/// doc… ring JP_NAME = maps::SPEC, flags);` for a ring buffer (in bytes).
+macro_rules! jp_map {
+    ($(#[$attr:meta])* $name:ident: $ty:ty = $spec:expr, $flags:expr) => {
+        const _: () = assert!(
+            $spec.is_named(stringify!($name)),
+            "the static's identifier differs from its jp_common::maps name"
+        );
+        $(#[$attr])*
+        #[aya_ebpf::macros::map]
+        static $name: $ty = <$ty>::with_max_entries($spec.max_entries, $flags);
+    };
+    ($(#[$attr:meta])* ring $name:ident = $spec:expr, $flags:expr) => {
+        const _: () = assert!(
+            $spec.is_named(stringify!($name)),
+            "the static's identifier differs from its jp_common::maps name"
+        );
+        $(#[$attr])*
+        #[aya_ebpf::macros::map]
+        static $name: aya_ebpf::maps::RingBuf =
+            aya_ebpf::maps::RingBuf::with_byte_size($spec.max_entries, $flags);
+    };
+}
+pub(crate) use jp_map;
+
 /// Set by jpd at load time (`EbpfLoader::override_global`); see `ProbeConfig`.
 #[unsafe(no_mangle)]
 pub static JP_CONFIG: Global<ProbeConfig> = Global::new(ProbeConfig::ZERO);

@@ -1,4 +1,4 @@
-//! Hard-IRQ handlers (seed 002's improvement): timer sampling never lands inside a
+//! Hard-IRQ handlers, counted where they run: timer sampling never lands inside a
 //! hard-IRQ handler (interrupts are off there), so handler hits are counted directly,
 //! and the interrupted IP is sampled at handler entry.
 //!
@@ -13,63 +13,71 @@
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_stack, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
-    macros::{map, raw_tracepoint},
+    macros::raw_tracepoint,
     maps::{Array, PerCpuArray, PerCpuHashMap},
     programs::RawTracePointContext,
     EbpfContext as _,
 };
 use aya_log_ebpf::warn;
 use jp_common::{
-    mode, CpuModes, IrqKey, IrqLine, IrqStart, IrqStats, ProbeConfig, TextBlock, IRQ_LINES,
+    maps, mode, CpuModes, IrqKey, IrqLine, IrqStart, IrqStats, ProbeConfig, TextBlock, IRQ_LINES,
     IRQ_NAME_LEN, IRQ_STACK_DEPTH,
 };
 
 use crate::common::{
-    config, count_mode, cpu_slot, in_idle_task, now_ns, power_of_two, record_kernel_ip, row_slot,
-    this_cpu, TextCounters, MMAPABLE,
+    config, count_mode, cpu_slot, in_idle_task, jp_map, now_ns, power_of_two, record_kernel_ip,
+    row_slot, this_cpu, TextCounters, MMAPABLE,
 };
 
-/// Scratch space for the kernel stack at handler entry (too big for the BPF stack).
-#[map]
-static JP_IRQ_TRACE: PerCpuArray<[u64; IRQ_STACK_DEPTH]> = PerCpuArray::with_max_entries(1, 0);
+jp_map!(
+    /// Scratch space for the kernel stack at handler entry (too big for the BPF stack).
+    JP_IRQ_TRACE: PerCpuArray<[u64; IRQ_STACK_DEPTH]> = maps::IRQ_TRACE, 0
+);
 
-/// Interrupted-IP samples by mode, plus the IRQ-side loss counters (`jp_common::mode`),
-/// one value per CPU; jpd sizes it at load.
-#[map]
-static JP_IRQ_MODES: Array<CpuModes> = Array::with_max_entries(1, MMAPABLE);
+jp_map!(
+    /// Interrupted-IP samples by mode, plus the IRQ-side loss counters (`jp_common::mode`),
+    /// one value per CPU; jpd sizes it at load.
+    JP_IRQ_MODES: Array<CpuModes> = maps::IRQ_MODES, MMAPABLE
+);
 
-/// Interrupted kernel IP at hard-IRQ handler entry, in core text: as `JP_TEXT_COUNTS`.
-#[map]
-static JP_IRQ_TEXT_COUNTS: Array<TextBlock> = Array::with_max_entries(1, MMAPABLE);
+jp_map!(
+    /// Interrupted kernel IP at hard-IRQ handler entry, in core text: as `JP_TEXT_COUNTS`.
+    JP_IRQ_TEXT_COUNTS: Array<TextBlock> = maps::IRQ_TEXT_COUNTS, MMAPABLE
+);
 
-/// Dirty flag per page of `JP_IRQ_TEXT_COUNTS`.
-#[map]
-static JP_IRQ_TEXT_DIRTY: Array<u64> = Array::with_max_entries(1, MMAPABLE);
+jp_map!(
+    /// Dirty flag per page of `JP_IRQ_TEXT_COUNTS`.
+    JP_IRQ_TEXT_DIRTY: Array<u64> = maps::IRQ_TEXT_DIRTY, MMAPABLE
+);
 
 static IRQ_TEXT: TextCounters = TextCounters {
     counts: &JP_IRQ_TEXT_COUNTS,
     dirty: &JP_IRQ_TEXT_DIRTY,
 };
 
-/// As `JP_OTHER_IPS`, for the interrupted IP.
-#[map]
-static JP_IRQ_OTHERS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(1 << 11, 0);
+jp_map!(
+    /// As `JP_OTHER_IPS`, for the interrupted IP.
+    JP_IRQ_OTHERS: PerCpuHashMap<u64, u64> = maps::IRQ_OTHERS, 0
+);
 
-/// Handler entry time, one value per CPU; jpd sizes it at load.
-#[map]
-static JP_IRQ_START: Array<IrqStart> = Array::with_max_entries(1, MMAPABLE);
+jp_map!(
+    /// Handler entry time, one value per CPU; jpd sizes it at load.
+    JP_IRQ_START: Array<IrqStart> = maps::IRQ_START, MMAPABLE
+);
 
-/// (CPU, IRQ number) → the first handler that exited on the line on that CPU and its
-/// hits, time, handler address and name (see `IrqLine` for the layout): an array
-/// lookup, where the hash map below costs a hash of the key and a bucket walk on every
-/// exit. jpd sizes it at load (`IRQ_LINES` per possible CPU) and maps it.
-#[map]
-static JP_IRQ_LINES: Array<IrqLine> = Array::with_max_entries(1, MMAPABLE);
+jp_map!(
+    /// (CPU, IRQ number) → the first handler that exited on the line on that CPU and its
+    /// hits, time, handler address and name (see `IrqLine` for the layout): an array
+    /// lookup, where the hash map below costs a hash of the key and a bucket walk on every
+    /// exit. jpd sizes it at load (`IRQ_LINES` per possible CPU) and maps it.
+    JP_IRQ_LINES: Array<IrqLine> = maps::IRQ_LINES, MMAPABLE
+);
 
-/// (irq, irqaction) → as `JP_IRQ_LINES`, for lines from `IRQ_LINES` up and for the
-/// second and further handlers of a shared line.
-#[map]
-static JP_IRQ_STATS: PerCpuHashMap<IrqKey, IrqStats> = PerCpuHashMap::with_max_entries(512, 0);
+jp_map!(
+    /// (irq, irqaction) → as `JP_IRQ_LINES`, for lines from `IRQ_LINES` up and for the
+    /// second and further handlers of a shared line.
+    JP_IRQ_STATS: PerCpuHashMap<IrqKey, IrqStats> = maps::IRQ_STATS, 0
+);
 
 // TP_PROTO(int irq, struct irqaction *action)
 #[raw_tracepoint(tracepoint = "irq_handler_entry")]

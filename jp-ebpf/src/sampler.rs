@@ -1,61 +1,66 @@
-//! Kernel IP sampling on the `cpu-clock` software event (readprofile, seed 002).
+//! Kernel IP sampling on the `cpu-clock` software event (readprofile-style buckets of core text).
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, generated::bpf_probe_read_user},
-    macros::{map, perf_event},
+    macros::perf_event,
     maps::{Array, HashMap, PerCpuHashMap},
     programs::PerfEventContext,
 };
 use aya_log_ebpf::warn;
-use jp_common::{
-    ctx_kind, mode, CpuModes, CtxKey, JvmThread, ProbeConfig, TextBlock, MAX_JOINED_JVMS,
-};
+use jp_common::{ctx_kind, maps, mode, CpuModes, CtxKey, JvmThread, ProbeConfig, TextBlock};
 
 use crate::common::{
-    config, count_mode, power_of_two, record_kernel_ip, row_slot, this_cpu, user_mode,
+    config, count_mode, jp_map, power_of_two, record_kernel_ip, row_slot, this_cpu, user_mode,
     TextCounters, MMAPABLE,
 };
 
-/// Samples by mode (`jp_common::mode`), one value per CPU; jpd sizes it at load.
-#[map]
-static JP_MODES: Array<CpuModes> = Array::with_max_entries(1, MMAPABLE);
+jp_map!(
+    /// Samples by mode (`jp_common::mode`), one value per CPU; jpd sizes it at load.
+    JP_MODES: Array<CpuModes> = maps::MODES, MMAPABLE
+);
 
-/// readprofile's array: bucket `(ip - _stext) >> shift` → samples, all CPUs (see
-/// `TextCounters`). jpd sets the sizes from the running kernel before loading.
-#[map]
-static JP_TEXT_COUNTS: Array<TextBlock> = Array::with_max_entries(1, MMAPABLE);
+jp_map!(
+    /// readprofile's array: bucket `(ip - _stext) >> shift` → samples, all CPUs (see
+    /// `TextCounters`). jpd sets the sizes from the running kernel before loading.
+    JP_TEXT_COUNTS: Array<TextBlock> = maps::TEXT_COUNTS, MMAPABLE
+);
 
-/// Dirty flag per page of `JP_TEXT_COUNTS`.
-#[map]
-static JP_TEXT_DIRTY: Array<u64> = Array::with_max_entries(1, MMAPABLE);
+jp_map!(
+    /// Dirty flag per page of `JP_TEXT_COUNTS`.
+    JP_TEXT_DIRTY: Array<u64> = maps::TEXT_DIRTY, MMAPABLE
+);
 
 static TEXT: TextCounters = TextCounters {
     counts: &JP_TEXT_COUNTS,
     dirty: &JP_TEXT_DIRTY,
 };
 
-/// Kernel IPs outside `[_stext, _etext)` → samples, by exact address. A full map is
-/// counted as lost, never silent.
-#[map]
-static JP_OTHER_IPS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(1 << 13, 0);
+jp_map!(
+    /// Kernel IPs outside `[_stext, _etext)` → samples, by exact address. A full map is
+    /// counted as lost, never silent.
+    JP_OTHER_IPS: PerCpuHashMap<u64, u64> = maps::OTHER_IPS, 0
+);
 
-/// JVMs whose threads the sampler counts (tgid → 1), written by jpd: the one lookup that
-/// every non-idle sample pays for the join.
-#[map]
-static JP_JVM_PIDS: HashMap<u32, u32> = HashMap::with_max_entries(MAX_JOINED_JVMS, 0);
+jp_map!(
+    /// JVMs whose threads the sampler counts (tgid → 1), written by jpd: the one lookup that
+    /// every non-idle sample pays for the join.
+    JP_JVM_PIDS: HashMap<u32, u32> = maps::JVM_PIDS, 0
+);
 
-/// Threads with a context slot, by `pid_tgid`, written by jpd from the agents'
-/// `KIND_THREAD` records.
-#[map]
-static JP_JVM_THREADS: HashMap<u64, JvmThread> = HashMap::with_max_entries(1 << 14, 0);
+jp_map!(
+    /// Threads with a context slot, by `pid_tgid`, written by jpd from the agents'
+    /// `KIND_THREAD` records.
+    JP_JVM_THREADS: HashMap<u64, JvmThread> = maps::JVM_THREADS, 0
+);
 
-/// Samples of registered JVMs by context (or by thread name), see `jp_common::ctx_kind`:
-/// a log per CPU, `ctx_log_mask + 1` slots each, CPU after CPU, that jpd maps and drains
-/// every pass. One slot written per sample, where a hash map of counts took a hash of the
-/// 32-byte key and a bucket walk over cold lines, and filled up for good with the
-/// contexts of a long-running JVM. jpd sizes it at load so that a pass never finds its
-/// slots overwritten, and counts those it would.
-#[map]
-static JP_CTX_LOG: Array<CtxKey> = Array::with_max_entries(1, MMAPABLE);
+jp_map!(
+    /// Samples of registered JVMs by context (or by thread name), see `jp_common::ctx_kind`:
+    /// a log per CPU, `ctx_log_mask + 1` slots each, CPU after CPU, that jpd maps and drains
+    /// every pass. One slot written per sample, where a hash map of counts took a hash of the
+    /// 32-byte key and a bucket walk over cold lines, and filled up for good with the
+    /// contexts of a long-running JVM. jpd sizes it at load so that a pass never finds its
+    /// slots overwritten, and counts those it would.
+    JP_CTX_LOG: Array<CtxKey> = maps::CTX_LOG, MMAPABLE
+);
 
 #[perf_event]
 pub fn jp_sample(ctx: PerfEventContext) -> u32 {

@@ -1,18 +1,15 @@
 //! Softirq count and time per vector (`softirq_entry`/`softirq_exit` raw tracepoints).
-use aya_ebpf::{
-    macros::{map, raw_tracepoint},
-    maps::Array,
-    programs::RawTracePointContext,
-};
-use jp_common::{CpuSoftirqs, SoftirqStats, NR_SOFTIRQS, SOFTIRQ_SLOTS};
+use aya_ebpf::{macros::raw_tracepoint, maps::Array, programs::RawTracePointContext};
+use jp_common::{maps, CpuSoftirqs, SoftirqStats, NR_SOFTIRQS, SOFTIRQ_SLOTS};
 
-use crate::common::{cpu_slot, now_ns, MMAPABLE};
+use crate::common::{cpu_slot, jp_map, now_ns, MMAPABLE};
 
-/// Per CPU, per vector, with the entry time of the run in progress; slot `NR_SOFTIRQS`
-/// counts vector numbers out of range. Entry and exit touch one vector's slot only (one
-/// map lookup each). One value per CPU; jpd sizes it at load.
-#[map]
-static JP_SIRQ_STATS: Array<CpuSoftirqs> = Array::with_max_entries(1, MMAPABLE);
+jp_map!(
+    /// Per CPU, per vector, with the entry time of the run in progress; slot `NR_SOFTIRQS`
+    /// counts vector numbers out of range. Entry and exit touch one vector's slot only (one
+    /// map lookup each). One value per CPU; jpd sizes it at load.
+    JP_SIRQ_STATS: Array<CpuSoftirqs> = maps::SIRQ_STATS, MMAPABLE
+);
 
 /// This CPU's slot of vector `slot` (`slot <= NR_SOFTIRQS`).
 #[inline(always)]

@@ -1,4 +1,4 @@
-//! The USDT record probe `jp:record(addr, len)` of `libjpagent.so` (issue 4).
+//! The USDT record probe `jp:record(addr, len)` of `libjpagent.so`, the JVM agent's record stream.
 //!
 //! jpd attaches `jp_usdt_record` to every copy of the probe with an attach cookie that
 //! selects the probe site's argument spec in `JP_USDT_SPECS` (the compiler chooses the
@@ -13,31 +13,35 @@ use aya_ebpf::{
         bpf_get_attach_cookie, bpf_get_current_pid_tgid,
         generated::{bpf_probe_read_kernel, bpf_probe_read_user, bpf_ringbuf_output},
     },
-    macros::{map, uprobe},
-    maps::{HashMap, PerCpuArray, RingBuf},
+    macros::uprobe,
+    maps::{HashMap, PerCpuArray},
     programs::ProbeContext,
     EbpfContext,
 };
+use jp_common::maps;
 use jp_common::usdt::{x86_64_reg, UnknownArgKind, UsdtSpec};
 use jp_common::wire::{
     usdt_stat, EventHeader, EVENT_FAULT, EVENT_HEADER_LEN, EVENT_OK, EVENT_TOO_LONG, MAX_RECORD,
 };
 
-use crate::common::{bump, now_ns};
+use crate::common::{bump, jp_map, now_ns};
 
-/// Attach cookie → argument spec of that probe site (written by jpd before attaching).
-#[map]
-static JP_USDT_SPECS: HashMap<u64, UsdtSpec> = HashMap::with_max_entries(1024, 0);
+jp_map!(
+    /// Attach cookie → argument spec of that probe site (written by jpd before attaching).
+    JP_USDT_SPECS: HashMap<u64, UsdtSpec> = maps::USDT_SPECS, 0
+);
 
-/// `jp_common::wire::usdt_stat` counters.
-#[map]
-static JP_USDT_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(usdt_stat::COUNT, 0);
+jp_map!(
+    /// `jp_common::wire::usdt_stat` counters.
+    JP_USDT_STATS: PerCpuArray<u64> = maps::USDT_STATS, 0
+);
 
-/// Header + record, to user space. One page here: jpd sets the real size at load
-/// (`[usdt] ring_buffer_kib`), so that loading the object for the kernel collector
-/// does not pin megabytes nobody reads.
-#[map]
-static JP_USDT_EVENTS: RingBuf = RingBuf::with_byte_size(4096, 0);
+jp_map!(
+    /// Header + record, to user space. One page here: jpd sets the real size at load
+    /// (`[usdt] ring_buffer_kib`), so that loading the object for the kernel collector
+    /// does not pin megabytes nobody reads.
+    ring JP_USDT_EVENTS = maps::USDT_EVENTS, 0
+);
 
 const SCRATCH_LEN: usize = EVENT_HEADER_LEN + MAX_RECORD;
 
@@ -49,8 +53,7 @@ pub struct Scratch {
     buf: [u8; SCRATCH_LEN],
 }
 
-#[map]
-static JP_USDT_SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
+jp_map!(JP_USDT_SCRATCH: PerCpuArray<Scratch> = maps::USDT_SCRATCH, 0);
 
 /// Why an argument could not be fetched (reported as a fault).
 struct Fault;

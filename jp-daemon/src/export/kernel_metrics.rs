@@ -10,17 +10,22 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use jp_common::maps::{self, MapSpec};
+
 use crate::store::kernel::softirq_name;
 use crate::store::kernel::KernelView;
 
-/// The eBPF maps' sizes (`with_max_entries` in jp-ebpf), for the fill gauges; a test
-/// reads jp-ebpf's sources to keep them equal.
+/// The eBPF hash maps' sizes, for the fill gauges.
 /// (The core-text counters are arrays sized from the kernel's text: never full.)
 pub const MAP_CAPACITY: [(&str, u64); 3] = [
-    ("JP_OTHER_IPS", 1 << 13),
-    ("JP_IRQ_OTHERS", 1 << 11),
-    ("JP_IRQ_STATS", 512),
+    capacity(maps::OTHER_IPS),
+    capacity(maps::IRQ_OTHERS),
+    capacity(maps::IRQ_STATS),
 ];
+
+const fn capacity(map: MapSpec) -> (&'static str, u64) {
+    (map.name, map.max_entries as u64)
+}
 
 /// What is not in the store: the daemon's identity.
 pub struct Process {
@@ -397,33 +402,6 @@ jp_kernel_map_max_entries{map="JP_IRQ_OTHERS"} 2048
 jp_kernel_map_max_entries{map="JP_IRQ_STATS"} 512
 "#;
         assert_eq!(text, expected);
-    }
-
-    #[test]
-    fn map_capacities_match_the_ebpf_sources() {
-        let sources = [
-            include_str!("../../../jp-ebpf/src/sampler.rs"),
-            include_str!("../../../jp-ebpf/src/irq.rs"),
-        ]
-        .concat();
-        for (map, cap) in MAP_CAPACITY {
-            let line = sources
-                .lines()
-                .find(|l| l.contains(&format!("static {map}:")))
-                .unwrap_or_else(|| panic!("{map} is not declared in jp-ebpf"));
-            let expr = line
-                .split("with_max_entries(")
-                .nth(1)
-                .and_then(|r| r.split(',').next())
-                .unwrap();
-            let value = match expr.split_once("<<") {
-                Some((a, b)) => {
-                    a.trim().parse::<u64>().unwrap() << b.trim().parse::<u32>().unwrap()
-                }
-                None => expr.trim().parse().unwrap(),
-            };
-            assert_eq!(value, cap, "{map}");
-        }
     }
 
     #[test]

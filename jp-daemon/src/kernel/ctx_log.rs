@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::os::fd::BorrowedFd;
 
-use jp_common::{mode, CpuModes, CtxKey};
+use jp_common::{maps, mode, CpuModes, CtxKey};
 
 use super::mapping::CpuSlots;
 
@@ -29,7 +29,7 @@ impl CtxLog {
     /// Maps the log of `cpus` CPUs, `per_cpu` slots each (as sized at load).
     pub(super) fn map(fd: BorrowedFd<'_>, cpus: usize, per_cpu: u32) -> anyhow::Result<CtxLog> {
         Ok(CtxLog {
-            slots: CpuSlots::map_rows(fd, cpus, per_cpu as usize, "JP_CTX_LOG")?,
+            slots: CpuSlots::map_rows(fd, cpus, per_cpu as usize, maps::CTX_LOG.name)?,
             per_cpu: u64::from(per_cpu),
             drained: vec![0; cpus],
             lost: 0,

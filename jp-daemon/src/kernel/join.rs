@@ -1,4 +1,4 @@
-//! CPU per exact JVM context (issue 13), the kernel side: tells `jp_sample` which
+//! CPU per exact JVM context, the kernel side: tells `jp_sample` which
 //! threads publish a context slot (`JP_JVM_PIDS`, `JP_JVM_THREADS`); the collector hands
 //! the samples it logged under them (`ctx_log`) to whoever resolves contexts.
 //!
@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
 use jp_common::wire::HeapContext;
-use jp_common::{CtxKey, JvmThread, MAX_JOINED_JVMS};
+use jp_common::{maps, CtxKey, JvmThread};
 
 /// A thread that announced its context slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,9 +44,6 @@ pub trait ContextJoin: Send + Sync {
     fn samples(&self, period_ns: u64, samples: &[(CtxKey, u64)]);
 }
 
-pub const JVM_PIDS: &str = "JP_JVM_PIDS";
-pub const JVM_THREADS: &str = "JP_JVM_THREADS";
-
 /// Whose thread an announced thread id is.
 #[derive(Debug, PartialEq, Eq)]
 enum Owner {
@@ -65,15 +62,30 @@ struct NamespacedTids {
     by_process: HashMap<u32, Option<HashMap<u32, u32>>>,
 }
 
+/// An announced thread id translated to jpd's pid namespace.
+#[derive(Debug, PartialEq, Eq)]
+enum HostTid {
+    /// The process shares jpd's pid namespace: the id is jpd's already.
+    SameNamespace,
+    /// The process is in another pid namespace, where this thread has jpd's id.
+    Translated(u32),
+    /// The process is in another pid namespace and has no thread of this id now.
+    NotInNamespace,
+}
+
 impl NamespacedTids {
-    /// `tid` of `tgid` as jpd sees it; `None` when the process shares jpd's pid
-    /// namespace (the id is jpd's already).
-    fn host_tid(&mut self, tgid: u32, tid: u32) -> Option<Option<u32>> {
+    /// `tid` of `tgid` as jpd sees it.
+    fn host_tid(&mut self, tgid: u32, tid: u32) -> HostTid {
         let map = self
             .by_process
             .entry(tgid)
             .or_insert_with(|| namespaced_threads(tgid));
-        map.as_ref().map(|m| m.get(&tid).copied())
+        match map.as_ref() {
+            None => HostTid::SameNamespace,
+            Some(m) => m
+                .get(&tid)
+                .map_or(HostTid::NotInNamespace, |&host| HostTid::Translated(host)),
+        }
     }
 }
 
@@ -110,11 +122,11 @@ fn namespaced_threads(tgid: u32) -> Option<HashMap<u32, u32>> {
 
 fn thread_owner(tgid: u32, tid: u32, namespaced: &mut NamespacedTids) -> Owner {
     match namespaced.host_tid(tgid, tid) {
-        Some(Some(host)) => return Owner::Own(host),
+        HostTid::Translated(host) => return Owner::Own(host),
         // In a container: not one of its threads now (another process's id space is
         // not visible from here, so this cannot be told from a thread that ended).
-        Some(None) => return Owner::Gone,
-        None => {}
+        HostTid::NotInNamespace => return Owner::Gone,
+        HostTid::SameNamespace => {}
     }
     if Path::new(&format!("/proc/{tgid}/task/{tid}")).exists() {
         Owner::Own(tid)
@@ -126,16 +138,22 @@ fn thread_owner(tgid: u32, tid: u32, namespaced: &mut NamespacedTids) -> Owner {
     }
 }
 
+/// The sampler's `JP_JVM_THREADS`: `pid_tgid` (as jpd sees it) → the thread's slot.
+type SampledThreads = HashMap<u64, JvmThread>;
+
+/// (tgid, announced tid, stream) → the tid as jpd sees it.
+type OwnedThreads = HashMap<(u32, u32, u64), u32>;
+
 /// What the collector keeps between passes for the join.
 #[derive(Default)]
 pub struct JoinState {
     version: Option<u64>,
     pids: HashSet<u32>,
-    threads: HashMap<u64, JvmThread>,
+    threads: SampledThreads,
     /// Announced threads found to be their process's at an earlier sync, (tgid, announced
     /// tid, stream) → the tid as jpd sees it: a sync looks in /proc only for new ones
     /// (syncs follow every announcement, and a JVM may have thousands of threads).
-    owned: HashMap<(u32, u32, u64), u32>,
+    owned: OwnedThreads,
 }
 
 impl JoinState {
@@ -150,10 +168,28 @@ impl JoinState {
         else {
             return Ok(());
         };
-        let mut want: HashMap<u64, JvmThread> = HashMap::new();
+        let (want, owned) = self.owned_threads(&announced, join);
+        let pids = joined_pids(&want, jvms);
+        self.write_threads(ebpf, &want)?;
+        self.write_pids(ebpf, &pids)?;
+        self.threads = want;
+        self.owned = owned;
+        self.pids = pids;
+        self.version = Some(version);
+        Ok(())
+    }
+
+    /// The announced threads that are their process's, as the sampler's map wants them
+    /// (by `pid_tgid` as jpd sees it), and the ownership found, for the next sync.
+    fn owned_threads(
+        &self,
+        announced: &[SlotThread],
+        join: &dyn ContextJoin,
+    ) -> (SampledThreads, OwnedThreads) {
+        let mut want = SampledThreads::new();
         let mut namespaced = NamespacedTids::default();
         let mut owned = HashMap::with_capacity(announced.len());
-        for t in &announced {
+        for t in announced {
             let id = (t.tgid, t.tid, t.stream);
             let tid = match self.owned.get(&id) {
                 Some(&tid) => tid,
@@ -182,53 +218,63 @@ impl JoinState {
                 },
             );
         }
-        // JVMs with announced threads first (their samples need the join to find a
-        // context), then the other running JVMs (counted by thread kind) while room is left.
-        let mut pids: HashSet<u32> = want.keys().map(|k| (k >> 32) as u32).collect();
-        let room = MAX_JOINED_JVMS as usize;
-        let mut left_out = 0usize;
-        for p in jvms {
-            if pids.len() < room {
-                pids.insert(p);
-            } else if !pids.contains(&p) {
-                left_out += 1;
+        (want, owned)
+    }
+
+    /// Brings `JP_JVM_THREADS` from what the last sync wrote to `want`: only the threads
+    /// gone, new or changed are written.
+    fn write_threads(&self, ebpf: &mut Ebpf, want: &SampledThreads) -> anyhow::Result<()> {
+        let name = maps::JVM_THREADS.name;
+        let mut map: BpfHashMap<&mut MapData, u64, JvmThread> =
+            BpfHashMap::try_from(ebpf.map_mut(name).with_context(|| format!("no {name}"))?)?;
+        for k in self.threads.keys().filter(|k| !want.contains_key(k)) {
+            let _ = map.remove(k);
+        }
+        for (k, v) in want {
+            if self.threads.get(k) != Some(v) {
+                map.insert(k, v, 0)
+                    .with_context(|| format!("{name} is full ({} threads)", want.len()))?;
             }
         }
-        if left_out > 0 {
-            log::warn!(
-                "the sampler counts at most {room} JVMs: {left_out} running JVM(s) get no CPU split"
-            );
-        }
-        {
-            let mut map: BpfHashMap<&mut MapData, u64, JvmThread> =
-                BpfHashMap::try_from(ebpf.map_mut(JVM_THREADS).context("no JP_JVM_THREADS")?)?;
-            for k in self.threads.keys().filter(|k| !want.contains_key(k)) {
-                let _ = map.remove(k);
-            }
-            for (k, v) in &want {
-                if self.threads.get(k) != Some(v) {
-                    map.insert(k, v, 0).with_context(|| {
-                        format!("JP_JVM_THREADS is full ({} threads)", want.len())
-                    })?;
-                }
-            }
-        }
-        {
-            let mut map: BpfHashMap<&mut MapData, u32, u32> =
-                BpfHashMap::try_from(ebpf.map_mut(JVM_PIDS).context("no JP_JVM_PIDS")?)?;
-            for p in self.pids.difference(&pids) {
-                let _ = map.remove(p);
-            }
-            for p in pids.difference(&self.pids) {
-                map.insert(p, 1, 0).context("JP_JVM_PIDS is full")?;
-            }
-        }
-        self.threads = want;
-        self.owned = owned;
-        self.pids = pids;
-        self.version = Some(version);
         Ok(())
     }
+
+    /// Brings `JP_JVM_PIDS` from what the last sync wrote to `pids`.
+    fn write_pids(&self, ebpf: &mut Ebpf, pids: &HashSet<u32>) -> anyhow::Result<()> {
+        let name = maps::JVM_PIDS.name;
+        let mut map: BpfHashMap<&mut MapData, u32, u32> =
+            BpfHashMap::try_from(ebpf.map_mut(name).with_context(|| format!("no {name}"))?)?;
+        for p in self.pids.difference(pids) {
+            let _ = map.remove(p);
+        }
+        for p in pids.difference(&self.pids) {
+            map.insert(p, 1, 0)
+                .with_context(|| format!("{name} is full"))?;
+        }
+        Ok(())
+    }
+}
+
+/// The JVMs the sampler counts: those with announced threads first (their samples need
+/// the join to find a context), then the other running JVMs (counted by thread kind)
+/// while `JP_JVM_PIDS` has room.
+fn joined_pids(want: &SampledThreads, jvms: Vec<u32>) -> HashSet<u32> {
+    let mut pids: HashSet<u32> = want.keys().map(|k| (k >> 32) as u32).collect();
+    let room = maps::JVM_PIDS.max_entries as usize;
+    let mut left_out = 0usize;
+    for p in jvms {
+        if pids.len() < room {
+            pids.insert(p);
+        } else if !pids.contains(&p) {
+            left_out += 1;
+        }
+    }
+    if left_out > 0 {
+        log::warn!(
+            "the sampler counts at most {room} JVMs: {left_out} running JVM(s) get no CPU split"
+        );
+    }
+    pids
 }
 
 #[cfg(test)]

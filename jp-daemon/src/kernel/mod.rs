@@ -1,9 +1,18 @@
 //! Kernel hotspots: the eBPF samplers' user-space half.
 //!
-//! `collector` loads and attaches the programs and copies their maps into the
-//! [`Store`](crate::store::kernel::Store) every `read_interval`; `symbols` reads
-//! `/proc/kallsyms`; `profile` turns buckets into readprofile-style per-function
-//! counts and loads.
+//! [`KernelCollector`] loads and attaches the programs and copies their maps into the
+//! [`Store`](crate::store::kernel::Store) every `read_interval`. Its files, by job:
+//! - `collector`: the public handle (start, refresh, frequency, status, shutdown);
+//! - `reader`: the reader thread and its schedule, a pass, the join's wakes
+//!   ([`JoinWaker`]) and the kernel symbols' reload;
+//! - `attach`: the probe configuration, the object's load, the programs' attach, CPU
+//!   hotplug and the sampling frequency;
+//! - `read`: the maps read and merged into [`KernelCounts`](crate::store::kernel::KernelCounts),
+//!   with `text_counts`, `ctx_log`, `mapping` and `batch` underneath;
+//! - `status`: the published status, BPF run-time statistics and the errors counted;
+//! - `join`: the JVM threads the sampler joins to their contexts ([`join::ContextJoin`]).
+//!
+//! The maps' names and sizes are `jp_common::maps`, shared with jp-ebpf.
 //!
 //! # Use from the daemon (`daemon.rs`)
 //! ```no_run
@@ -21,102 +30,25 @@
 //! Dropping the collector also detaches. `refresh()` reads the maps immediately
 //! (useful before answering a request that must be current, and in tests).
 //!
-//! Symbolizing: `store.symbols()` is the current [`symbols::Symbols`];
-//! [`profile::aggregate`] turns `buckets`/`other_ips` (or `irq_buckets`/`irq_other_ips`)
-//! into per-function samples and loads; `Symbols::name_of(function_addr)` names an IRQ
-//! handler function.
+//! Symbolizing: `store.symbols()` is the current
+//! [`Symbols`](crate::store::kernel::symbols::Symbols);
+//! [`aggregate`](crate::store::kernel::profile::aggregate) turns `buckets`/`other_ips`
+//! (or `irq_buckets`/`irq_other_ips`) into per-function samples and loads;
+//! `Symbols::name_of(function_addr)` names an IRQ handler function.
+mod attach;
 mod batch;
 mod btf;
-pub mod collector;
+mod collector;
 mod ctx_log;
 pub mod join;
 mod mapping;
 mod online_cpus;
+mod options;
+mod read;
+mod reader;
+mod status;
 mod text_counts;
 
-pub use collector::{JoinWaker, KernelCollector};
-
-use std::time::Duration;
-
-/// What the kernel collector needs from the configuration.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelOptions {
-    /// `cpu-clock` sampling frequency per CPU (Hz). Default 997.
-    pub frequency_hz: u64,
-    /// readprofile bucket size is `2^shift` bytes. Default 4.
-    pub shift: u32,
-    /// How often the maps are copied into the store. Default 1 s.
-    pub read_interval: Duration,
-    /// The interrupted IP is sampled at 1 in this many hard-IRQ handler entries per CPU.
-    /// Default 1 (every one).
-    pub irq_ip_sample_every: u32,
-    /// Time budget of the interrupted-IP stack walk (10–20 µs each): at most this many
-    /// walks per second per CPU; 0 turns the interrupted-IP sample off; above 10^9, no
-    /// time bound (tests). Default 100.
-    pub irq_ip_samples_per_second: u32,
-    /// Keep the kernel's BPF run-time statistics on while jpd runs (every BPF program on
-    /// the host then pays two clock reads per run). Default off.
-    pub bpf_stats: bool,
-    /// Join samples to the JVMs' published contexts (CPU per exact context, issue 13).
-    /// Off, jpd never registers a JVM with the sampler: every non-idle sample then pays
-    /// only the one lookup that misses. Default on.
-    pub jvm_contexts: bool,
-}
-
-impl KernelOptions {
-    /// `ProbeConfig::irq_ip_min_interval_ns` for `irq_ip_samples_per_second`.
-    pub fn irq_ip_min_interval_ns(&self) -> u64 {
-        match self.irq_ip_samples_per_second {
-            0 => u64::MAX,
-            n => 1_000_000_000 / u64::from(n),
-        }
-    }
-
-    /// Slots per CPU of the JVM samples' log (`ctx_log`): room for two read intervals
-    /// of samples at the sampling frequency, a power of two, 2048–65536 (64 KiB–2 MiB
-    /// per CPU). A frequency raised later without a restart may outrun it: the samples
-    /// overwritten before a pass read them are counted as lost.
-    pub fn ctx_log_slots(&self) -> u32 {
-        let per_interval = self
-            .frequency_hz
-            .saturating_mul(u64::try_from(self.read_interval.as_millis()).unwrap_or(u64::MAX))
-            / 1000;
-        let wanted = per_interval.saturating_mul(2).clamp(2048, 1 << 16);
-        u32::try_from(wanted.next_power_of_two()).unwrap_or(1 << 16)
-    }
-}
-
-impl Default for KernelOptions {
-    fn default() -> Self {
-        KernelOptions {
-            frequency_hz: 997,
-            shift: 4,
-            read_interval: Duration::from_secs(1),
-            irq_ip_sample_every: 1,
-            irq_ip_samples_per_second: 100,
-            bpf_stats: false,
-            jvm_contexts: true,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_samples_log_holds_two_read_intervals_as_a_power_of_two() {
-        let at = |hz, ms| {
-            KernelOptions {
-                frequency_hz: hz,
-                read_interval: Duration::from_millis(ms),
-                ..KernelOptions::default()
-            }
-            .ctx_log_slots()
-        };
-        assert_eq!(KernelOptions::default().ctx_log_slots(), 2048);
-        assert_eq!(at(4999, 1000), 16384);
-        assert_eq!(at(1, 10), 2048, "at least 2048");
-        assert_eq!(at(u64::MAX, 60_000), 1 << 16, "at most 65536");
-    }
-}
+pub use collector::KernelCollector;
+pub use options::KernelOptions;
+pub use reader::JoinWaker;

@@ -7,17 +7,19 @@ use anyhow::{bail, Context as _};
 use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::UProbe;
 use aya::Ebpf;
+use jp_common::maps;
 use jp_common::usdt::UsdtSpec;
 use jp_common::wire::usdt_stat;
 
-use crate::probes::{self, USDT_EVENTS};
+use crate::probes;
 use crate::store::jvm::UsdtKernelCounters;
 
 pub const PROGRAM: &str = "jp_usdt_record";
-const SPECS: &str = "JP_USDT_SPECS";
-const STATS: &str = "JP_USDT_STATS";
-/// Capacity of `JP_USDT_SPECS` (as declared in jp-ebpf): probe sites attached at once.
-pub const MAX_SITES: usize = 1024;
+const SPECS: &str = maps::USDT_SPECS.name;
+const STATS: &str = maps::USDT_STATS.name;
+const USDT_EVENTS: &str = maps::USDT_EVENTS.name;
+/// Capacity of `JP_USDT_SPECS`: probe sites attached at once.
+pub const MAX_SITES: usize = maps::USDT_SPECS.max_entries as usize;
 
 /// Smallest and largest ring buffer accepted (the kernel needs a power of two times
 /// the page size; the largest keeps a typo from pinning gigabytes).

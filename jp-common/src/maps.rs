@@ -1,0 +1,148 @@
+//! jp's eBPF maps, each named and sized once: jp-ebpf declares every map with its
+//! [`MapSpec`] (the size in the declaration, the name checked at compile time against
+//! the static's identifier, which is what aya's `#[map]` exports), and jpd looks the
+//! maps up, resizes them at load and reports their capacity through the same constants.
+//!
+//! A map whose size depends on the host (CPUs, kernel text, configuration) is declared
+//! with [`SIZED_AT_LOAD`] entries; jpd sets the real size with `map_max_entries` before
+//! it creates the maps.
+
+/// One eBPF map of jp's object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapSpec {
+    /// The name in the object (the declaring static's identifier).
+    pub name: &'static str,
+    /// `max_entries` as declared in the object (for the ring buffer: its bytes).
+    pub max_entries: u32,
+}
+
+impl MapSpec {
+    /// Whether `name` is this map's name; usable in constants, so that jp-ebpf checks
+    /// its declarations at compile time.
+    pub const fn is_named(&self, name: &str) -> bool {
+        let (a, b) = (self.name.as_bytes(), name.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < a.len() {
+            if a[i] != b[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+}
+
+/// The declared size of a map jpd sizes at load: a placeholder the object must still
+/// hold valid.
+pub const SIZED_AT_LOAD: u32 = 1;
+
+const fn map(name: &'static str, max_entries: u32) -> MapSpec {
+    MapSpec { name, max_entries }
+}
+
+// The `cpu-clock` sampler (jp-ebpf's `sampler.rs`).
+
+/// Samples by mode (`crate::mode`), one `CpuModes` per CPU number, mapped by jpd.
+pub const MODES: MapSpec = map("JP_MODES", SIZED_AT_LOAD);
+/// readprofile's core-text counters (`crate::TextBlock`s), mapped by jpd; sized from the
+/// running kernel's text.
+pub const TEXT_COUNTS: MapSpec = map("JP_TEXT_COUNTS", SIZED_AT_LOAD);
+/// Dirty flag per page of `TEXT_COUNTS`.
+pub const TEXT_DIRTY: MapSpec = map("JP_TEXT_DIRTY", SIZED_AT_LOAD);
+/// Kernel IPs outside core text → samples (per-CPU hash map); a full map counts as lost.
+pub const OTHER_IPS: MapSpec = map("JP_OTHER_IPS", 1 << 13);
+/// JVMs whose threads the sampler counts (tgid → 1), written by jpd.
+pub const JVM_PIDS: MapSpec = map("JP_JVM_PIDS", crate::MAX_JOINED_JVMS);
+/// Threads with a context slot, by `pid_tgid` (`crate::JvmThread`), written by jpd.
+pub const JVM_THREADS: MapSpec = map("JP_JVM_THREADS", 1 << 14);
+/// The JVM samples' log (`crate::CtxKey`), `ProbeConfig::ctx_log_mask + 1` slots per CPU
+/// number, mapped by jpd.
+pub const CTX_LOG: MapSpec = map("JP_CTX_LOG", SIZED_AT_LOAD);
+
+// Hard-IRQ handlers (jp-ebpf's `irq.rs`).
+
+/// Scratch space for the kernel stack at handler entry (eBPF side only).
+pub const IRQ_TRACE: MapSpec = map("JP_IRQ_TRACE", 1);
+/// Interrupted-IP samples by mode, as `MODES`.
+pub const IRQ_MODES: MapSpec = map("JP_IRQ_MODES", SIZED_AT_LOAD);
+/// Interrupted kernel IPs in core text, as `TEXT_COUNTS`.
+pub const IRQ_TEXT_COUNTS: MapSpec = map("JP_IRQ_TEXT_COUNTS", SIZED_AT_LOAD);
+/// Dirty flag per page of `IRQ_TEXT_COUNTS`.
+pub const IRQ_TEXT_DIRTY: MapSpec = map("JP_IRQ_TEXT_DIRTY", SIZED_AT_LOAD);
+/// Interrupted kernel IPs outside core text, as `OTHER_IPS`.
+pub const IRQ_OTHERS: MapSpec = map("JP_IRQ_OTHERS", 1 << 11);
+/// Handler entry time and counters (`crate::IrqStart`), one per CPU number, mapped.
+pub const IRQ_START: MapSpec = map("JP_IRQ_START", SIZED_AT_LOAD);
+/// The IRQ lines' slots (`crate::IrqLine`), `crate::IRQ_LINES` per CPU number, mapped.
+pub const IRQ_LINES: MapSpec = map("JP_IRQ_LINES", SIZED_AT_LOAD);
+/// (irq, irqaction) → per-CPU `crate::IrqStats`, for high lines and shared lines'
+/// further handlers.
+pub const IRQ_STATS: MapSpec = map("JP_IRQ_STATS", 512);
+
+// Softirqs (jp-ebpf's `softirq.rs`).
+
+/// Softirq statistics by vector (`crate::CpuSoftirqs`), one per CPU number, mapped.
+pub const SIRQ_STATS: MapSpec = map("JP_SIRQ_STATS", SIZED_AT_LOAD);
+
+// The USDT record probe (jp-ebpf's `usdt.rs`).
+
+/// Attach cookie → argument spec of that probe site: probe sites attached at once.
+pub const USDT_SPECS: MapSpec = map("JP_USDT_SPECS", 1024);
+/// `crate::wire::usdt_stat` counters (per-CPU array).
+pub const USDT_STATS: MapSpec = map("JP_USDT_STATS", crate::wire::usdt_stat::COUNT);
+/// The records' ring buffer: one page in the object; jpd sizes it at load from
+/// `[usdt] ring_buffer_kib`.
+pub const USDT_EVENTS: MapSpec = map("JP_USDT_EVENTS", 4096);
+/// The per-CPU copy buffer (eBPF side only).
+pub const USDT_SCRATCH: MapSpec = map("JP_USDT_SCRATCH", 1);
+
+/// Every map of the object.
+pub const ALL: [MapSpec; 20] = [
+    MODES,
+    TEXT_COUNTS,
+    TEXT_DIRTY,
+    OTHER_IPS,
+    JVM_PIDS,
+    JVM_THREADS,
+    CTX_LOG,
+    IRQ_TRACE,
+    IRQ_MODES,
+    IRQ_TEXT_COUNTS,
+    IRQ_TEXT_DIRTY,
+    IRQ_OTHERS,
+    IRQ_START,
+    IRQ_LINES,
+    IRQ_STATS,
+    SIRQ_STATS,
+    USDT_SPECS,
+    USDT_STATS,
+    USDT_EVENTS,
+    USDT_SCRATCH,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_compared_whole() {
+        assert!(MODES.is_named("JP_MODES"));
+        assert!(!MODES.is_named("JP_MODE"));
+        assert!(!MODES.is_named("JP_MODES_"));
+        assert!(!MODES.is_named("JP_MODEX"));
+    }
+
+    #[test]
+    fn every_map_has_its_own_name() {
+        for (i, a) in ALL.iter().enumerate() {
+            assert!(a.max_entries > 0, "{}", a.name);
+            assert!(a.name.starts_with("JP_"), "{}", a.name);
+            for b in &ALL[i + 1..] {
+                assert!(!a.is_named(b.name), "{} twice", a.name);
+            }
+        }
+    }
+}
