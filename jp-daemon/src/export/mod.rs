@@ -14,6 +14,7 @@ pub mod jvm_metrics;
 pub mod jvm_pprof;
 pub mod kernel_metrics;
 pub mod kernel_pprof;
+mod prometheus;
 pub mod pyroscope;
 mod query;
 
