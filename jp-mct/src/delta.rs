@@ -1,8 +1,8 @@
-//! A JVM's Method Call Tree over a time window: the difference of two snapshots of the
-//! merged tree, context by context (a context is its path of methods from the root),
-//! written by `jp_mct::write_pprof` (sample types calls and bytecodes).
+//! The difference of two trees, context by context (a context is its path of methods
+//! from the root): a JVM's Method Call Tree over a time window is its merged tree at the
+//! window's end less the one at its start.
 
-use jp_mct::{Mct, MethodInfo};
+use super::{Mct, MethodInfo};
 
 /// `after - before` per calling context; contexts new in `after` keep their counts.
 /// Counts never go below zero (a re-send may briefly show less than before).
@@ -12,7 +12,7 @@ pub fn mct_delta(before: &Mct, after: &Mct) -> Mct {
 
 /// [`mct_delta`], and where each node of `after` went in it (every one is there, at
 /// another index: the delta is built depth first). CPU per context, which is indexed by
-/// `after`'s nodes, follows with [`jp_mct::MctCpu::remap`].
+/// `after`'s nodes, follows with [`MctCpu::remap`](super::MctCpu::remap).
 pub fn mct_delta_mapped(before: &Mct, after: &Mct) -> (Mct, Vec<Option<usize>>) {
     let mut map = vec![None; after.nodes.len()];
     if let Some(root) = map.first_mut() {
@@ -59,11 +59,11 @@ pub fn mct_delta_mapped(before: &Mct, after: &Mct) -> (Mct, Vec<Option<usize>>) 
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use std::sync::Arc;
 
-    pub(crate) fn info(name: &str) -> MethodInfo {
+    fn info(name: &str) -> MethodInfo {
         MethodInfo {
             name: Arc::from(name),
             file: None,
@@ -71,7 +71,7 @@ pub(crate) mod tests {
     }
 
     /// (path, calls, bytecodes) of every node but the root, sorted.
-    pub(crate) fn rows(t: &Mct) -> Vec<(String, u64, u64)> {
+    fn rows(t: &Mct) -> Vec<(String, u64, u64)> {
         let mut out = Vec::new();
         for (i, n) in t.nodes.iter().enumerate().skip(1) {
             let mut path = vec![n.method.to_string()];
