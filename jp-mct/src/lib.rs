@@ -1,8 +1,10 @@
-//! jp-mct: a merged Method Call Tree with resolved method names, and its file formats.
+//! jp-mct: a merged Method Call Tree with resolved method names, its file formats, and
+//! the difference of two trees (a time window's tree).
 //!
 //! Built from the flat arrays the Java runtime hands over at VM death (pre-order: a node's
 //! parent comes before it), independent of JNI so that `jpd` can reuse it.
 
+mod delta;
 mod folded;
 mod html;
 mod json;
@@ -10,10 +12,11 @@ pub mod pprof;
 mod read;
 mod tree;
 
+pub use delta::{mct_delta, mct_delta_mapped};
 pub use folded::write_folded;
 pub use html::{write_flame_html, write_html, FlameTree, FrameCounts, DEFAULT_MIN_SHARE};
 pub use json::{write_json, write_json_cpu};
-pub use pprof::{write_pprof, write_pprof_cpu, write_pprof_timed, write_pprof_timed_cpu, MctCpu};
+pub use pprof::{write_pprof, MctCpu, PprofOptions, TimeRange};
 pub use read::read_json;
 pub use tree::write_tree;
 

@@ -5,6 +5,8 @@
 //!
 //! The tree's profile: sample types `calls/count` and `bytecodes/count`; one sample per
 //! context, its stack the chain of methods (leaf first); one location per method.
+//! [`write_pprof`] is its one writer; what else a profile carries (CPU per context, a
+//! time window) is said by one [`PprofOptions`].
 //! Check a file with `go tool pprof -top -sample_index=bytecodes FILE`.
 
 use super::Mct;
@@ -150,7 +152,7 @@ pub fn gzip(p: &Profile) -> io::Result<Vec<u8>> {
     gz.finish()
 }
 
-/// CPU time per context (jpd's kernel sampler joined to the tree, issue 13): a third
+/// CPU time per context (jpd's kernel sampler joined to the tree): a third
 /// sample type `cpu/nanoseconds`. A context's own sample carries its user-mode CPU; its
 /// kernel-mode CPU goes to samples one frame deeper, the kernel function that ran, as
 /// mixed stacks look in async-profiler.
@@ -204,132 +206,53 @@ impl MctCpu {
 /// File name of kernel functions' pprof entries (perf's name for the kernel image).
 pub const KERNEL_FILE: &str = "[kernel.kallsyms]";
 
-/// As [`write_pprof`], with CPU per context when `cpu` is given.
-pub fn write_pprof_cpu(t: &Mct, cpu: Option<&MctCpu>, w: &mut dyn Write) -> io::Result<()> {
-    w.write_all(&gzip(&mct_profile_cpu(t, cpu))?)
+/// A profile's time window, as Pyroscope reads it: its start (Unix ns) and length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeRange {
+    pub time_nanos: i64,
+    pub duration_nanos: i64,
+}
+
+/// What a tree's profile carries besides the tree's counts;
+/// `PprofOptions::default()` is the tree alone.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PprofOptions<'a> {
+    /// CPU per context: a third sample type, `cpu/nanoseconds`.
+    pub cpu: Option<&'a MctCpu>,
+    /// The profile's `time_nanos` and `duration_nanos`: a profile of a time window.
+    pub time: Option<TimeRange>,
+}
+
+/// Writes the tree's profile, gzipped: every pprof of a Method Call Tree is written here.
+pub fn write_pprof(t: &Mct, options: PprofOptions<'_>, w: &mut dyn Write) -> io::Result<()> {
+    w.write_all(&gzip(&mct_profile(t, options))?)
 }
 
 /// The tree's profile message (not yet encoded).
-pub fn mct_profile(t: &Mct) -> Profile {
-    mct_profile_cpu(t, None)
-}
-
-/// The tree's profile message, with CPU per context when `cpu` is given.
-pub fn mct_profile_cpu(t: &Mct, cpu: Option<&MctCpu>) -> Profile {
+fn mct_profile(t: &Mct, options: PprofOptions<'_>) -> Profile {
     let mut strings = Strings::default();
-    let count = strings.get("count");
-    let mut sample_type: Vec<ValueType> = ["calls", "bytecodes"]
-        .into_iter()
-        .map(|ty| ValueType {
-            r#type: strings.get(ty),
-            unit: count,
-        })
-        .collect();
-    if cpu.is_some() {
-        sample_type.push(ValueType {
-            r#type: strings.get("cpu"),
-            unit: strings.get("nanoseconds"),
-        });
-    }
-    let bytecodes = strings.get("bytecodes");
-
-    // One function and one location per distinct method, ids from 1 in first-seen order.
-    let mut loc_of: HashMap<&str, u64> = HashMap::new();
-    let mut functions: Vec<(u64, usize)> = Vec::new();
-    let mut node_loc = vec![0u64; t.nodes.len()];
-    t.walk(|i, _| {
-        let m: &str = &t.nodes[i].method;
-        let next = loc_of.len() as u64 + 1;
-        let id = *loc_of.entry(m).or_insert_with(|| {
-            functions.push((next, i));
-            next
-        });
-        node_loc[i] = id;
-    });
-
-    let mut sample = Vec::new();
-    t.walk(|i, _| {
-        let mut stack = Vec::new();
-        let mut at = Some(i);
-        while let Some(j) = at.filter(|&j| j != 0) {
-            stack.push(node_loc[j]);
-            at = t.nodes[j].parent;
-        }
-        let n = &t.nodes[i];
-        let mut values = vec![value(n.calls), value(n.bytecodes)];
-        if let Some(c) = cpu {
-            values.push(value(c.user_ns.get(i).copied().unwrap_or(0)));
-        }
-        sample.push(Sample {
-            location_id: stack,
-            value: values,
-        });
-    });
-    // Kernel functions under contexts: one location each, after the methods'.
-    let mut kernel_loc: HashMap<&str, u64> = HashMap::new();
-    let mut kernel_functions: Vec<(u64, &str)> = Vec::new();
-    if let Some(c) = cpu {
-        let base = loc_of.len() as u64;
-        for (node, name, ns) in &c.kernel {
-            if *node >= t.nodes.len() {
-                continue;
-            }
-            let next = base + kernel_loc.len() as u64 + 1;
-            let id = *kernel_loc.entry(name).or_insert_with(|| {
-                kernel_functions.push((next, name));
-                next
-            });
-            let mut stack = vec![id];
-            let mut at = Some(*node);
-            while let Some(j) = at.filter(|&j| j != 0) {
-                stack.push(node_loc[j]);
-                at = t.nodes[j].parent;
-            }
-            sample.push(Sample {
-                location_id: stack,
-                value: vec![0, 0, value(*ns)],
-            });
-        }
-    }
-
-    let location = functions
+    let sample_type = sample_types(&mut strings, options.cpu.is_some());
+    // Both are in the table already (the sample types').
+    let (count, bytecodes) = (strings.get("count"), strings.get("bytecodes"));
+    let methods = MethodLocations::of(t);
+    let mut sample = context_samples(t, &methods, options.cpu);
+    let kernel = match options.cpu {
+        Some(c) => kernel_samples(t, c, &methods, &mut sample),
+        None => Vec::new(),
+    };
+    let location = methods
+        .first_node
         .iter()
         .map(|&(id, _)| id)
-        .chain(kernel_functions.iter().map(|&(id, _)| id))
+        .chain(kernel.iter().map(|&(id, _)| id))
         .map(|id| Location {
             id,
             line: vec![Line { function_id: id }],
             ..Location::default()
         })
         .collect();
-    let mut function: Vec<Function> = functions
-        .iter()
-        .map(|&(id, node)| {
-            let n = &t.nodes[node];
-            Function {
-                id,
-                // name: readable Java form (pprof shortens it further); system_name: the
-                // exact JVM name as in the JSON format.
-                name: strings.get(&super::java_signature(&n.method)),
-                system_name: strings.get(&n.method),
-                filename: n.file.as_deref().map_or(0, |f| strings.get(f)),
-            }
-        })
-        .collect();
-    let kernel_file = if kernel_functions.is_empty() {
-        0
-    } else {
-        strings.get(KERNEL_FILE)
-    };
-    for &(id, name) in &kernel_functions {
-        let n = strings.get(name);
-        function.push(Function {
-            id,
-            name: n,
-            system_name: n,
-            filename: kernel_file,
-        });
-    }
+    let function = functions(t, &methods, &kernel, &mut strings);
+    let time = options.time.unwrap_or_default();
     Profile {
         sample_type,
         sample,
@@ -343,41 +266,157 @@ pub fn mct_profile_cpu(t: &Mct, cpu: Option<&MctCpu>) -> Profile {
         period: 1,
         default_sample_type: bytecodes,
         string_table: strings.into_table(),
+        time_nanos: time.time_nanos,
+        duration_nanos: time.duration_nanos,
         ..Profile::default()
     }
 }
 
-pub fn write_pprof(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
-    w.write_all(&gzip(&mct_profile(t))?)
+/// `calls/count`, `bytecodes/count`, and `cpu/nanoseconds` when the profile has CPU.
+fn sample_types(strings: &mut Strings, with_cpu: bool) -> Vec<ValueType> {
+    let count = strings.get("count");
+    let mut types: Vec<ValueType> = ["calls", "bytecodes"]
+        .into_iter()
+        .map(|ty| ValueType {
+            r#type: strings.get(ty),
+            unit: count,
+        })
+        .collect();
+    if with_cpu {
+        types.push(ValueType {
+            r#type: strings.get("cpu"),
+            unit: strings.get("nanoseconds"),
+        });
+    }
+    types
 }
 
-/// As [`write_pprof`], with the profile's `time_nanos` (Unix ns) and `duration_nanos`
-/// set: a profile of a time window, as Pyroscope reads it.
-pub fn write_pprof_timed(
-    t: &Mct,
-    time_nanos: i64,
-    duration_nanos: i64,
-    w: &mut dyn Write,
-) -> io::Result<()> {
-    write_pprof_timed_cpu(t, None, time_nanos, duration_nanos, w)
+/// One function and one location per distinct method, ids from 1 in walk order (the
+/// same id for both).
+struct MethodLocations {
+    /// The location of each node's method (the root's: 0).
+    of_node: Vec<u64>,
+    /// (location id, the first node of its method), in id order.
+    first_node: Vec<(u64, usize)>,
 }
 
-/// As [`write_pprof_timed`], with CPU per context when `cpu` is given.
-pub fn write_pprof_timed_cpu(
+impl MethodLocations {
+    fn of(t: &Mct) -> MethodLocations {
+        let mut id_of: HashMap<&str, u64> = HashMap::new();
+        let mut first_node: Vec<(u64, usize)> = Vec::new();
+        let mut of_node = vec![0u64; t.nodes.len()];
+        t.walk(|i, _| {
+            let next = id_of.len() as u64 + 1;
+            let id = *id_of.entry(&t.nodes[i].method).or_insert_with(|| {
+                first_node.push((next, i));
+                next
+            });
+            of_node[i] = id;
+        });
+        MethodLocations {
+            of_node,
+            first_node,
+        }
+    }
+
+    /// The locations of the context `node`, leaf first (the root is none).
+    fn stack(&self, t: &Mct, node: usize) -> Vec<u64> {
+        let mut stack = Vec::new();
+        let mut at = Some(node);
+        while let Some(j) = at.filter(|&j| j != 0) {
+            stack.push(self.of_node[j]);
+            at = t.nodes[j].parent;
+        }
+        stack
+    }
+}
+
+/// One sample per context, in walk order: its counts, and its user-mode CPU when given.
+fn context_samples(t: &Mct, methods: &MethodLocations, cpu: Option<&MctCpu>) -> Vec<Sample> {
+    let mut sample = Vec::new();
+    t.walk(|i, _| {
+        let n = &t.nodes[i];
+        let mut values = vec![value(n.calls), value(n.bytecodes)];
+        if let Some(c) = cpu {
+            values.push(value(c.user_ns.get(i).copied().unwrap_or(0)));
+        }
+        sample.push(Sample {
+            location_id: methods.stack(t, i),
+            value: values,
+        });
+    });
+    sample
+}
+
+/// The kernel-mode CPU under contexts: one sample per (context, kernel function), its
+/// stack the kernel function's location over the context's. Returns the kernel
+/// functions' (location id, name), their ids following the methods'.
+fn kernel_samples<'c>(
     t: &Mct,
-    cpu: Option<&MctCpu>,
-    time_nanos: i64,
-    duration_nanos: i64,
-    w: &mut dyn Write,
-) -> io::Result<()> {
-    let p = Profile {
-        time_nanos,
-        duration_nanos,
-        ..mct_profile_cpu(t, cpu)
+    cpu: &'c MctCpu,
+    methods: &MethodLocations,
+    sample: &mut Vec<Sample>,
+) -> Vec<(u64, &'c str)> {
+    let base = methods.first_node.len() as u64;
+    let mut id_of: HashMap<&str, u64> = HashMap::new();
+    let mut kernel: Vec<(u64, &str)> = Vec::new();
+    for (node, name, ns) in &cpu.kernel {
+        if *node >= t.nodes.len() {
+            continue;
+        }
+        let next = base + id_of.len() as u64 + 1;
+        let id = *id_of.entry(name).or_insert_with(|| {
+            kernel.push((next, name));
+            next
+        });
+        let mut stack = vec![id];
+        stack.extend(methods.stack(t, *node));
+        sample.push(Sample {
+            location_id: stack,
+            value: vec![0, 0, value(*ns)],
+        });
+    }
+    kernel
+}
+
+/// The methods' functions, then the kernel functions' (in [`KERNEL_FILE`]).
+fn functions(
+    t: &Mct,
+    methods: &MethodLocations,
+    kernel: &[(u64, &str)],
+    strings: &mut Strings,
+) -> Vec<Function> {
+    let mut function: Vec<Function> = methods
+        .first_node
+        .iter()
+        .map(|&(id, node)| {
+            let n = &t.nodes[node];
+            Function {
+                id,
+                // name: readable Java form (pprof shortens it further); system_name: the
+                // exact JVM name as in the JSON format.
+                name: strings.get(&super::java_signature(&n.method)),
+                system_name: strings.get(&n.method),
+                filename: n.file.as_deref().map_or(0, |f| strings.get(f)),
+            }
+        })
+        .collect();
+    let kernel_file = if kernel.is_empty() {
+        0
+    } else {
+        strings.get(KERNEL_FILE)
     };
-    w.write_all(&gzip(&p)?)
+    for &(id, name) in kernel {
+        let n = strings.get(name);
+        function.push(Function {
+            id,
+            name: n,
+            system_name: n,
+            filename: kernel_file,
+        });
+    }
+    function
 }
-
 #[cfg(test)]
 mod tests {
     use super::super::tests::paper_tree;
@@ -389,11 +428,11 @@ mod tests {
     #[test]
     fn paper_example_decodes() {
         let mut gz = Vec::new();
-        write_pprof(&paper_tree(), &mut gz).unwrap();
+        write_pprof(&paper_tree(), PprofOptions::default(), &mut gz).unwrap();
         let mut raw = Vec::new();
         GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
         let p = Profile::decode(raw.as_slice()).unwrap();
-        assert_eq!(p, mct_profile(&paper_tree()));
+        assert_eq!(p, mct_profile(&paper_tree(), PprofOptions::default()));
         assert_eq!(p.string_table[0], "");
         let s = |i: i64| p.string_table[i as usize].clone();
         let types: Vec<(String, String)> = p
@@ -442,11 +481,22 @@ mod tests {
     #[test]
     fn timed_profile_carries_its_window() {
         let mut gz = Vec::new();
-        write_pprof_timed(&paper_tree(), -5, 15_000_000_000, &mut gz).unwrap();
+        let time = TimeRange {
+            time_nanos: -5,
+            duration_nanos: 15_000_000_000,
+        };
+        let options = PprofOptions {
+            time: Some(time),
+            ..PprofOptions::default()
+        };
+        write_pprof(&paper_tree(), options, &mut gz).unwrap();
         let mut raw = Vec::new();
         GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
         let p = Profile::decode(raw.as_slice()).unwrap();
         assert_eq!((p.time_nanos, p.duration_nanos), (-5, 15_000_000_000));
-        assert_eq!(p.sample, mct_profile(&paper_tree()).sample);
+        assert_eq!(
+            p.sample,
+            mct_profile(&paper_tree(), PprofOptions::default()).sample
+        );
     }
 }

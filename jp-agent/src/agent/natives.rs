@@ -74,7 +74,7 @@ pub fn write_file(t: &Mct, format: Format, path: &str) -> std::io::Result<()> {
     let mut buf = Vec::new();
     match format {
         Format::Json => mct::write_json(t, &mut buf)?,
-        Format::Pprof => mct::write_pprof(t, &mut buf)?,
+        Format::Pprof => mct::write_pprof(t, mct::PprofOptions::default(), &mut buf)?,
         Format::Folded => mct::write_folded(t, &mut buf)?,
         Format::Tree => mct::write_tree(t, &mut buf)?,
         Format::Html => mct::write_html(t, &mut buf)?,

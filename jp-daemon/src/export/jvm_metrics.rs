@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
-use super::kernel_metrics::Family;
+use super::prometheus::Family;
 use crate::store::jvm::{IngestStats, JvmSummary};
 
 /// Distinct `main` label values before new ones become "other".

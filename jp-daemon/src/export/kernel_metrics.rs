@@ -1,19 +1,21 @@
-//! `/metrics`: the Prometheus text exposition format (version 0.0.4), named by
-//! Prometheus conventions — `jp_` prefix, `_total` counters, seconds — with bounded
-//! labels only. IRQ handlers (`irq`, `handler`) and softirq vectors are sets the
-//! hardware and kernel fix; functions, methods, threads and pids are never labels
-//! (they are what the pprof endpoints are for).
+//! The kernel half of `/metrics` and jpd's own identity, written as Prometheus text
+//! (`prometheus.rs`), named by Prometheus conventions — `jp_` prefix, `_total`
+//! counters, seconds — with bounded labels only. IRQ handlers (`irq`, `handler`) and
+//! softirq vectors are sets the hardware and kernel fix; functions, methods, threads
+//! and pids are never labels (they are what the pprof endpoints are for).
 //!
 //! Counters come from the store's cumulative totals, so a `jpctl reset` never makes
 //! them go backwards.
 
-use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jp_common::maps::{self, MapSpec};
 
+use super::prometheus::Family;
 use crate::store::kernel::softirq_name;
-use crate::store::kernel::KernelView;
+use crate::store::kernel::{
+    CollectorStatus, IrqHandlerCounts, KernelCounts, KernelView, ModeCounts,
+};
 
 /// The eBPF hash maps' sizes, for the fill gauges.
 /// (The core-text counters are arrays sized from the kernel's text: never full.)
@@ -33,61 +35,6 @@ pub struct Process {
     pub started: SystemTime,
 }
 
-/// Writes one metric family: HELP, TYPE, then its samples.
-pub(super) struct Family<'a> {
-    out: &'a mut String,
-}
-
-impl Family<'_> {
-    pub(super) fn header<'o>(
-        out: &'o mut String,
-        name: &str,
-        kind: &str,
-        help: &str,
-    ) -> Family<'o> {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        Family { out }
-    }
-
-    pub(super) fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
-        self.out.push_str(name);
-        if !labels.is_empty() {
-            self.out.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.out.push(',');
-                }
-                let _ = write!(self.out, "{k}=\"{}\"", escape(v));
-            }
-            self.out.push('}');
-        }
-        let _ = writeln!(self.out, " {}", number(value));
-    }
-}
-
-fn escape(v: &str) -> String {
-    let mut s = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => s.push_str("\\\\"),
-            '"' => s.push_str("\\\""),
-            '\n' => s.push_str("\\n"),
-            c => s.push(c),
-        }
-    }
-    s
-}
-
-/// Integers print without a fraction (Prometheus parses both, people read these).
-fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
-}
-
 fn seconds_since_epoch(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -103,58 +50,73 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
     let mut out = String::with_capacity(8 * 1024);
     let c = &totals.counts;
     let s = &totals.status;
+    process_metrics(&mut out, process);
+    sampler_metrics(&mut out, &c.modes, s);
+    irq_metrics(&mut out, c);
+    softirq_metrics(&mut out, c);
+    collector_health(&mut out, s);
+    program_metrics(&mut out, s);
+    map_fill(&mut out, c);
+    out
+}
 
+/// jpd's version and start.
+fn process_metrics(out: &mut String, process: &Process) {
     let name = "jp_build_info";
-    Family::header(&mut out, name, "gauge", "jpd's version; always 1.").sample(
+    Family::header(out, name, "gauge", "jpd's version; always 1.").sample(
         name,
         &[("version", process.version)],
         1.0,
     );
     let name = "jp_start_time_seconds";
     Family::header(
-        &mut out,
+        out,
         name,
         "gauge",
         "When jpd started, seconds since the epoch.",
     )
     .sample(name, &[], seconds_since_epoch(process.started));
+}
 
+/// The cpu-clock samples by mode, and how the sampler runs.
+fn sampler_metrics(out: &mut String, modes: &ModeCounts, s: &CollectorStatus) {
     let name = "jp_kernel_samples_total";
     let mut f = Family::header(
-        &mut out,
+        out,
         name,
         "counter",
         "cpu-clock samples by the mode the CPU was in (idle: the idle task).",
     );
     for (mode, n) in [
-        ("kernel", c.modes.kernel),
-        ("user", c.modes.user),
-        ("idle", c.modes.idle),
+        ("kernel", modes.kernel),
+        ("user", modes.user),
+        ("idle", modes.idle),
     ] {
         f.sample(name, &[("mode", mode)], n as f64);
     }
     let name = "jp_kernel_sampling_frequency_hertz";
-    Family::header(
-        &mut out,
+    Family::header(out, name, "gauge", "cpu-clock samples per second per CPU.").sample(
         name,
-        "gauge",
-        "cpu-clock samples per second per CPU.",
-    )
-    .sample(name, &[], s.frequency_hz as f64);
+        &[],
+        s.frequency_hz as f64,
+    );
     let name = "jp_kernel_cpus";
-    Family::header(&mut out, name, "gauge", "CPUs the sampler is attached to.").sample(
+    Family::header(out, name, "gauge", "CPUs the sampler is attached to.").sample(
         name,
         &[],
         s.cpus.len() as f64,
     );
+}
 
+/// Hard-IRQ handlers, by IRQ line and handler name.
+fn irq_metrics(out: &mut String, c: &KernelCounts) {
     let mut irqs: Vec<_> = c.irqs.iter().collect();
     irqs.sort_by(|a, b| a.0.cmp(b.0));
     for (name, help, value) in [
         (
             "jp_irq_handled_total",
             "Hard-IRQ handler invocations that handled the interrupt.",
-            (|h: &crate::store::kernel::IrqHandlerCounts| h.count as f64) as fn(&_) -> f64,
+            (|h: &IrqHandlerCounts| h.count as f64) as fn(&_) -> f64,
         ),
         (
             "jp_irq_unhandled_total",
@@ -167,7 +129,7 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
             |h| ns_to_s(h.time_ns),
         ),
     ] {
-        let mut f = Family::header(&mut out, name, "counter", help);
+        let mut f = Family::header(out, name, "counter", help);
         for ((irq, handler), h) in &irqs {
             f.sample(
                 name,
@@ -176,28 +138,29 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
             );
         }
     }
+}
 
+/// Softirqs, by vector.
+fn softirq_metrics(out: &mut String, c: &KernelCounts) {
     let mut vectors: Vec<_> = c.softirqs.iter().collect();
     vectors.sort_by_key(|(v, _)| **v);
     let name = "jp_softirqs_total";
-    let mut f = Family::header(&mut out, name, "counter", "Softirqs run, by vector.");
+    let mut f = Family::header(out, name, "counter", "Softirqs run, by vector.");
     for (v, sc) in &vectors {
         f.sample(name, &[("vector", &softirq_name(**v))], sc.count as f64);
     }
     let name = "jp_softirq_seconds_total";
-    let mut f = Family::header(
-        &mut out,
-        name,
-        "counter",
-        "Time spent in softirqs, by vector.",
-    );
+    let mut f = Family::header(out, name, "counter", "Time spent in softirqs, by vector.");
     for (v, sc) in &vectors {
         f.sample(name, &[("vector", &softirq_name(**v))], ns_to_s(sc.time_ns));
     }
+}
 
+/// Whether the collector keeps up: lost events, its last read, the kernel's switches.
+fn collector_health(out: &mut String, s: &CollectorStatus) {
     let name = "jp_kernel_events_lost_total";
     Family::header(
-        &mut out,
+        out,
         name,
         "counter",
         "Kernel events jp could not record (full maps, failed reads).",
@@ -205,7 +168,7 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
     .sample(name, &[], s.events_lost as f64);
     let name = "jp_kernel_last_read_timestamp_seconds";
     Family::header(
-        &mut out,
+        out,
         name,
         "gauge",
         "When jpd last read the eBPF maps, seconds since the epoch.",
@@ -214,7 +177,7 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
 
     let name = "jp_kernel_bpf_stats_enabled";
     Family::header(
-        &mut out,
+        out,
         name,
         "gauge",
         "1 while the kernel's BPF run-time statistics are on (the run-time series move only then; every BPF program on the host pays for them).",
@@ -222,21 +185,24 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
     .sample(name, &[], f64::from(u8::from(s.bpf_stats_enabled)));
     let name = "jp_kernel_irq_ip_samples_per_second_max";
     Family::header(
-        &mut out,
+        out,
         name,
         "gauge",
         "Bound on the interrupted-IP stack walks at hard-IRQ entry, per CPU (0: off).",
     )
     .sample(name, &[], f64::from(s.irq_ip_samples_per_second));
+}
 
+/// Runs and run time of jp's eBPF programs, by program.
+fn program_metrics(out: &mut String, s: &CollectorStatus) {
     let name = "jp_bpf_program_runs_total";
-    let mut f = Family::header(&mut out, name, "counter", "Runs of jp's eBPF programs.");
+    let mut f = Family::header(out, name, "counter", "Runs of jp's eBPF programs.");
     for p in &s.programs {
         f.sample(name, &[("program", &p.name)], p.run_count as f64);
     }
     let name = "jp_bpf_program_run_seconds_total";
     let mut f = Family::header(
-        &mut out,
+        out,
         name,
         "counter",
         "Run time the kernel accounted to jp's eBPF programs.",
@@ -244,7 +210,10 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
     for p in &s.programs {
         f.sample(name, &[("program", &p.name)], ns_to_s(p.run_time_ns));
     }
+}
 
+/// How full jp's eBPF hash maps are, against [`MAP_CAPACITY`].
+fn map_fill(out: &mut String, c: &KernelCounts) {
     let entries = [
         c.other_ips.len(),
         c.irq_other_ips.len(),
@@ -252,16 +221,15 @@ pub fn render(totals: &KernelView, process: &Process) -> String {
         c.irqs.len(),
     ];
     let name = "jp_kernel_map_entries";
-    let mut f = Family::header(&mut out, name, "gauge", "Keys in jp's eBPF hash maps.");
+    let mut f = Family::header(out, name, "gauge", "Keys in jp's eBPF hash maps.");
     for ((map, _), n) in MAP_CAPACITY.iter().zip(entries) {
         f.sample(name, &[("map", map)], n as f64);
     }
     let name = "jp_kernel_map_max_entries";
-    let mut f = Family::header(&mut out, name, "gauge", "Capacity of jp's eBPF hash maps.");
+    let mut f = Family::header(out, name, "gauge", "Capacity of jp's eBPF hash maps.");
     for (map, cap) in MAP_CAPACITY {
         f.sample(name, &[("map", map)], cap as f64);
     }
-    out
 }
 
 #[cfg(test)]
@@ -402,10 +370,5 @@ jp_kernel_map_max_entries{map="JP_IRQ_OTHERS"} 2048
 jp_kernel_map_max_entries{map="JP_IRQ_STATS"} 512
 "#;
         assert_eq!(text, expected);
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
     }
 }

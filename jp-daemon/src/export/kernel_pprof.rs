@@ -35,7 +35,7 @@ pub struct KernelWindow<'a> {
 }
 
 /// Builds the profile message (not yet encoded).
-pub fn kernel_profile(w: &KernelWindow<'_>, symbols: &Symbols) -> Profile {
+pub fn kernel_pprof(w: &KernelWindow<'_>, symbols: &Symbols) -> Profile {
     let mut strings = Strings::default();
     let samples_t = strings.get("samples");
     let count_u = strings.get("count");
@@ -214,7 +214,7 @@ mod tests {
             time_nanos: 1,
             duration_nanos: 5_000_000_000,
         };
-        let p = kernel_profile(&w, &symbols);
+        let p = kernel_pprof(&w, &symbols);
         let mut raw = Vec::new();
         flate2::read::GzDecoder::new(&gzip(&p).unwrap()[..])
             .read_to_end(&mut raw)

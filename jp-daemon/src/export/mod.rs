@@ -11,9 +11,9 @@ mod blocking;
 pub mod config;
 pub mod flame_page;
 pub mod jvm_metrics;
-pub mod jvm_pprof;
 pub mod kernel_metrics;
 pub mod kernel_pprof;
+mod prometheus;
 pub mod pyroscope;
 mod query;
 
@@ -133,8 +133,8 @@ fn router(ctx: Ctx) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/metrics", get(metrics_handler))
-        .route("/debug/pprof/profile", get(kernel_profile))
-        .route("/debug/pprof/jvm", get(jvm_profile))
+        .route("/debug/pprof/profile", get(serve_kernel_pprof))
+        .route("/debug/pprof/jvm", get(serve_jvm_pprof))
         .with_state(ctx)
         .merge(flame)
 }
@@ -170,7 +170,7 @@ fn unix_nanos(t: SystemTime) -> i64 {
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
-async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Response {
+async fn serve_kernel_pprof(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Response {
     let seconds = match query::seconds(query.as_deref(), DEFAULT_PROFILE_SECONDS, ctx.max_seconds) {
         Ok(s) => s,
         Err(msg) => return (StatusCode::BAD_REQUEST, msg + "\n").into_response(),
@@ -205,7 +205,7 @@ async fn kernel_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Re
             duration_nanos: i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX),
         };
         gzipped_profile(
-            jp_mct::pprof::gzip(&kernel_pprof::kernel_profile(&w, &symbols)),
+            jp_mct::pprof::gzip(&kernel_pprof::kernel_pprof(&w, &symbols)),
             "kernel.pb.gz",
         )
     })
@@ -230,7 +230,7 @@ fn gzipped_profile(body: std::io::Result<Vec<u8>>, filename: &str) -> Response {
 }
 
 /// A JVM's Method Call Tree, whole (`seconds=0`) or over the next N seconds.
-async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Response {
+async fn serve_jvm_pprof(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Response {
     let q = query.as_deref();
     let (pid, seconds) = match (
         query::pid(q),
@@ -295,8 +295,12 @@ async fn jvm_profile(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> Respo
                 read::tree_since(Some(&before_tree), before.cpu(), after, symbols.as_deref())
             }
         };
+        let options = jp_mct::PprofOptions {
+            cpu: cpu.as_ref(),
+            time: None,
+        };
         let mut out = Vec::new();
-        let written = jp_mct::write_pprof_cpu(&tree, cpu.as_ref(), &mut out).map(|()| out);
+        let written = jp_mct::write_pprof(&tree, options, &mut out).map(|()| out);
         gzipped_profile(written, &format!("jvm-{pid}.pb.gz"))
     })
     .await

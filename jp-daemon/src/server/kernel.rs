@@ -80,7 +80,10 @@ fn sorted_pairs(m: &std::collections::HashMap<u64, u64>) -> Vec<(u64, u64)> {
     v
 }
 
-pub fn kernel_profile(view: &KernelView, req: &pb::GetKernelProfileRequest) -> pb::KernelProfile {
+pub fn kernel_profile_message(
+    view: &KernelView,
+    req: &pb::GetKernelProfileRequest,
+) -> pb::KernelProfile {
     let source = pb::ProfileSource::try_from(req.source).unwrap_or(pb::ProfileSource::Timer);
     let p = profile_of(view, source);
     let top = if req.top_n == 0 {

@@ -86,7 +86,7 @@ impl Jp for JpService {
             )));
         }
         let view = self.store.kernel_view();
-        Ok(Response::new(kernel::kernel_profile(&view, &req)))
+        Ok(Response::new(kernel::kernel_profile_message(&view, &req)))
     }
 
     async fn get_irq_stats(

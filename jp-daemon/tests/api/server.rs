@@ -1081,7 +1081,9 @@ async fn jvm_list_profile_top_export_and_status() {
             pb::JvmExportFormat::Json,
             jp_mct::write_json as fn(&Mct, &mut dyn std::io::Write) -> std::io::Result<()>,
         ),
-        (pb::JvmExportFormat::Pprof, jp_mct::write_pprof),
+        (pb::JvmExportFormat::Pprof, |t, w| {
+            jp_mct::write_pprof(t, jp_mct::PprofOptions::default(), w)
+        }),
         (pb::JvmExportFormat::Folded, jp_mct::write_folded),
         (pb::JvmExportFormat::Tree, jp_mct::write_tree),
     ] {

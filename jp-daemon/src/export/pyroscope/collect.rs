@@ -25,11 +25,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use jp_mct::{Mct, MethodInfo};
+use jp_mct::{Mct, MethodInfo, PprofOptions, TimeRange};
 
 use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
-#[cfg(test)]
-use crate::export::jvm_pprof;
 use crate::export::{kernel_pprof, ExportState};
 use crate::store::jvm::CpuSnapshot;
 use crate::store::read::{self, KernelSince, ReadJvm};
@@ -164,7 +162,7 @@ fn kernel(
         time_nanos: unix_nanos(start),
         duration_nanos: nanos(now.duration_since(start).unwrap_or_default()),
     };
-    let gz = jp_mct::pprof::gzip(&kernel_pprof::kernel_profile(&w, &symbols))?;
+    let gz = jp_mct::pprof::gzip(&kernel_pprof::kernel_pprof(&w, &symbols))?;
     b.kernel = Some(KernelSince::at(view.counts, now));
     Ok(Some(gz))
 }
@@ -225,19 +223,20 @@ fn jvms(
             continue;
         }
         let start = base.until;
-        let profile = match timed_pprof(
-            &delta,
-            cpu.as_ref(),
-            unix_nanos(start),
-            nanos(now.duration_since(start).unwrap_or_default()),
-        ) {
-            Ok(p) => p,
-            Err(e) => {
-                log::warn!("pyroscope: cannot encode JVM {}'s tree: {e}", s.pid);
-                base.generation = None;
-                continue;
-            }
+        // The profile's time and duration: Pyroscope takes them as its timestamp.
+        let options = PprofOptions {
+            cpu: cpu.as_ref(),
+            time: Some(TimeRange {
+                time_nanos: unix_nanos(start),
+                duration_nanos: nanos(now.duration_since(start).unwrap_or_default()),
+            }),
         };
+        let mut profile = Vec::new();
+        if let Err(e) = jp_mct::write_pprof(&delta, options, &mut profile) {
+            log::warn!("pyroscope: cannot encode JVM {}'s tree: {e}", s.pid);
+            base.generation = None;
+            continue;
+        }
         match &mut base.pushed {
             Some(t) => add_into(t, &delta),
             None => base.pushed = Some(delta),
@@ -347,26 +346,36 @@ pub fn add_into(base: &mut Mct, delta: &Mct) {
     }
 }
 
-/// `t` as gzipped pprof with the profile's time and duration set, which Pyroscope takes
-/// as the profile's timestamp.
-pub fn timed_pprof(
-    t: &Mct,
-    cpu: Option<&jp_mct::MctCpu>,
-    time_nanos: i64,
-    duration_nanos: i64,
-) -> std::io::Result<Vec<u8>> {
-    let mut gz = Vec::new();
-    jp_mct::write_pprof_timed_cpu(t, cpu, time_nanos, duration_nanos, &mut gz)?;
-    Ok(gz)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::export::jvm_pprof::tests::{info, rows};
     use flate2::read::GzDecoder;
     use prost::Message;
     use std::io::Read as _;
+
+    fn info(name: &str) -> MethodInfo {
+        MethodInfo {
+            name: Arc::from(name),
+            file: None,
+        }
+    }
+
+    /// (path, calls, bytecodes) of every node but the root, sorted.
+    fn rows(t: &Mct) -> Vec<(String, u64, u64)> {
+        let mut out = Vec::new();
+        for (i, n) in t.nodes.iter().enumerate().skip(1) {
+            let mut path = vec![n.method.to_string()];
+            let mut at = n.parent;
+            while let Some(p) = at.filter(|&p| p != 0) {
+                path.push(t.nodes[p].method.to_string());
+                at = t.nodes[p].parent;
+            }
+            path.reverse();
+            out.push((path.join(">"), t.nodes[i].calls, t.nodes[i].bytecodes));
+        }
+        out.sort();
+        out
+    }
 
     #[test]
     fn prune_keeps_paths_to_counts() {
@@ -408,7 +417,7 @@ mod tests {
             user_ns,
             kernel: vec![(read, Arc::from("read_zero"), 5_000)],
         };
-        let (whole, map) = jvm_pprof::mct_delta_mapped(&before, &after);
+        let (whole, map) = jp_mct::mct_delta_mapped(&before, &after);
         let cpu = cpu.remap(&map, whole.nodes.len());
         let (delta, kept) = prune_mapped(&whole, Some(&cpu));
         let cpu = cpu.remap(&kept, delta.nodes.len());
@@ -452,7 +461,7 @@ mod tests {
         let mut total = Mct::new("precise");
         for t in [tree(2, 0), tree(1, 5), tree(4, 5), tree(4, 7)] {
             let before = pushed.clone().unwrap_or_else(|| Mct::new("precise"));
-            let d = prune(&jvm_pprof::mct_delta(&before, &t));
+            let d = prune(&jp_mct::mct_delta(&before, &t));
             add_into(&mut total, &d);
             match &mut pushed {
                 Some(p) => add_into(p, &d),
@@ -478,9 +487,9 @@ mod tests {
             );
             t
         };
-        let first = prune(&jvm_pprof::mct_delta(&Mct::new("precise"), &tree(1, None)));
+        let first = prune(&jp_mct::mct_delta(&Mct::new("precise"), &tree(1, None)));
         let mut pushed = first.clone();
-        let second = prune(&jvm_pprof::mct_delta(&pushed, &tree(3, Some("M.java"))));
+        let second = prune(&jp_mct::mct_delta(&pushed, &tree(3, Some("M.java"))));
         assert_eq!(rows(&second), [("M.main".to_string(), 2, 2)]);
         add_into(&mut pushed, &second);
         assert_eq!(rows(&pushed), [("M.main".to_string(), 3, 3)]);
@@ -491,7 +500,15 @@ mod tests {
     fn timed_pprof_sets_time_and_duration() {
         let mut t = Mct::new("precise");
         t.add(0, info("main"), 1, 2);
-        let gz = timed_pprof(&t, None, 1_700_000_000_000_000_000, 15_000_000_000).unwrap();
+        let options = PprofOptions {
+            cpu: None,
+            time: Some(TimeRange {
+                time_nanos: 1_700_000_000_000_000_000,
+                duration_nanos: 15_000_000_000,
+            }),
+        };
+        let mut gz = Vec::new();
+        jp_mct::write_pprof(&t, options, &mut gz).unwrap();
         let mut raw = Vec::new();
         GzDecoder::new(gz.as_slice()).read_to_end(&mut raw).unwrap();
         let p = jp_mct::pprof::Profile::decode(raw.as_slice()).unwrap();

@@ -31,7 +31,7 @@ use tokio::task::JoinHandle;
 use self::collect::{Baselines, Labeling};
 use self::config::PyroscopeConfig;
 use self::wire::{Client, PushError, PushRequest};
-use super::kernel_metrics::Family;
+use super::prometheus::Family;
 use super::ExportState;
 use crate::lock::lock;
 

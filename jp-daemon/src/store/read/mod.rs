@@ -46,8 +46,6 @@
 //! (a context is its path of method names), and the CPU of each context over the same
 //! window, carried onto the difference's nodes.
 
-mod tree_delta;
-
 use std::sync::Mutex;
 use std::time::SystemTime;
 
@@ -57,7 +55,7 @@ use super::jvm::{CpuSnapshot, IngestStats, JvmSnapshot, JvmStore, JvmSummary};
 use super::kernel::{self, symbols::Symbols, KernelCounts};
 use crate::lock::lock;
 
-pub use tree_delta::{mct_delta, mct_delta_mapped};
+pub use jp_mct::{mct_delta, mct_delta_mapped};
 
 /// How every reader reads the JVM store as jpd shares it (see the lock rule above):
 /// each call takes the lock once and returns what was read, with the lock released.

@@ -1,19 +1,69 @@
-//! A JVM's Method Call Tree over a time window, as the pprof exporters write it
-//! (`jp_mct::write_pprof`, sample types calls and bytecodes): the difference of two
-//! snapshots of the merged tree, computed by the stores' read side
-//! ([`crate::store::read`]), which owns what a window means.
+//! The difference of two trees, context by context (a context is its path of methods
+//! from the root): a JVM's Method Call Tree over a time window is its merged tree at the
+//! window's end less the one at its start.
 
-pub use crate::store::read::{mct_delta, mct_delta_mapped};
+use super::{Mct, MethodInfo};
+
+/// `after - before` per calling context; contexts new in `after` keep their counts.
+/// Counts never go below zero (a re-send may briefly show less than before).
+pub fn mct_delta(before: &Mct, after: &Mct) -> Mct {
+    mct_delta_mapped(before, after).0
+}
+
+/// [`mct_delta`], and where each node of `after` went in it (every one is there, at
+/// another index: the delta is built depth first). CPU per context, which is indexed by
+/// `after`'s nodes, follows with [`MctCpu::remap`](super::MctCpu::remap).
+pub fn mct_delta_mapped(before: &Mct, after: &Mct) -> (Mct, Vec<Option<usize>>) {
+    let mut map = vec![None; after.nodes.len()];
+    if let Some(root) = map.first_mut() {
+        *root = Some(0);
+    }
+    let mut out = Mct::new(&after.bba);
+    // (node in `after`, same context in `before` if any, node in `out`)
+    let mut stack: Vec<(usize, Option<usize>, usize)> = vec![(0, Some(0), 0)];
+    while let Some((a, b, o)) = stack.pop() {
+        let Some(node) = after.nodes.get(a) else {
+            continue;
+        };
+        for &c in &node.children {
+            let Some(cn) = after.nodes.get(c) else {
+                continue;
+            };
+            // A context is its path of method names: a method's source file may only be
+            // known later (its class's details arrive after the first counts).
+            let bc = b.and_then(|b| before.nodes.get(b)).and_then(|bn| {
+                bn.children
+                    .iter()
+                    .copied()
+                    .find(|&x| before.nodes.get(x).is_some_and(|x| x.method == cn.method))
+            });
+            let (pc, pb) = bc
+                .and_then(|x| before.nodes.get(x))
+                .map_or((0, 0), |x| (x.calls, x.bytecodes));
+            let oc = out.add(
+                o,
+                MethodInfo {
+                    name: cn.method.clone(),
+                    file: cn.file.clone(),
+                },
+                cn.calls.saturating_sub(pc),
+                cn.bytecodes.saturating_sub(pb),
+            );
+            if let Some(m) = map.get_mut(c) {
+                *m = Some(oc);
+            }
+            stack.push((c, bc, oc));
+        }
+    }
+    (out, map)
+}
 
 #[cfg(test)]
-use jp_mct::{Mct, MethodInfo};
-
-#[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use std::sync::Arc;
 
-    pub(crate) fn info(name: &str) -> MethodInfo {
+    fn info(name: &str) -> MethodInfo {
         MethodInfo {
             name: Arc::from(name),
             file: None,
@@ -21,7 +71,7 @@ pub(crate) mod tests {
     }
 
     /// (path, calls, bytecodes) of every node but the root, sorted.
-    pub(crate) fn rows(t: &Mct) -> Vec<(String, u64, u64)> {
+    fn rows(t: &Mct) -> Vec<(String, u64, u64)> {
         let mut out = Vec::new();
         for (i, n) in t.nodes.iter().enumerate().skip(1) {
             let mut path = vec![n.method.to_string()];
