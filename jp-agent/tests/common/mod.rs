@@ -166,62 +166,15 @@ pub fn oracle_lib(jdk: Jdk) -> PathBuf {
     lib
 }
 
-/// The agent library, built by `cargo xtask build` (this test never builds it).
-/// Order: `$JP_AGENT_LIB`, `<workspace>/target/jp/libjpagent.so`,
-/// `$CARGO_TARGET_DIR/release/libjpagent.so`.
+/// The agent library, built by `cargo xtask build` (this test never builds it): found by
+/// `jp_testkit`'s rule (`$JP_AGENT_LIB`, else `target/jp/libjpagent.so`).
 pub fn agent_lib() -> PathBuf {
-    find_artifact("JP_AGENT_LIB", "libjpagent.so")
+    jp_testkit::agent_lib()
 }
 
 /// `jp-agent.jar` (for `-javaagent:`), found like [`agent_lib`] with `$JP_AGENT_JAR`.
 pub fn agent_jar() -> PathBuf {
-    find_artifact("JP_AGENT_JAR", "jp-agent.jar")
-}
-
-fn find_artifact(var: &str, file: &str) -> PathBuf {
-    let p = locate_artifact(var, file);
-    // Once per artifact and process: which build the tests ran against.
-    static SHOWN: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-    let mut shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
-    if !shown.contains(&p) {
-        let age = std::fs::metadata(&p)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .map_or("?".to_string(), |d| format!("{}s", d.as_secs()));
-        eprintln!("jp-agent tests: using {} (built {age} ago)", p.display());
-        shown.push(p.clone());
-    }
-    p
-}
-
-fn locate_artifact(var: &str, file: &str) -> PathBuf {
-    let mut tried = Vec::new();
-    if let Some(p) = std::env::var_os(var) {
-        let p = PathBuf::from(p);
-        assert!(
-            p.exists(),
-            "\n\n*** ${var} = {} does not exist. Run `cargo xtask build`. ***\n",
-            p.display()
-        );
-        return p;
-    }
-    tried.push(format!("${var} (unset)"));
-    let mut candidates = vec![crate_dir().join("../target/jp").join(file)];
-    if let Some(t) = std::env::var_os("CARGO_TARGET_DIR") {
-        candidates.push(PathBuf::from(&t).join("release").join(file));
-    }
-    candidates.push(crate_dir().join("../target/release").join(file));
-    for c in candidates {
-        if c.exists() {
-            return c;
-        }
-        tried.push(c.display().to_string());
-    }
-    panic!(
-        "\n\n*** {file} not found: run `cargo xtask build` first (or set ${var}).\n    Looked at: {} ***\n",
-        tried.join(", ")
-    );
+    jp_testkit::agent_jar()
 }
 
 /// The result of one JVM run.

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::binary;
 use crate::support::jpd::Jpd;
 use serde_json::Value;
 
@@ -177,7 +176,7 @@ fn read_json(path: &Path) -> Value {
 }
 
 fn agent_lib() -> PathBuf {
-    binary("JP_AGENT_LIB")
+    jp_testkit::agent_lib()
 }
 
 /// `jpctl jvm list --json`'s entry for `pid`, if listed.
