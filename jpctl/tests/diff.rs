@@ -67,7 +67,7 @@ fn make_profiles(jdk: Jdk) -> Profiles {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let home = jdk.home();
     let agent = jp_testkit::agent_lib();
-    let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/diff_programs");
+    let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diff_programs");
     for version in ["base", "variant"] {
         let classes = dir.path().join(version);
         let out = run(Command::new(home.join("bin/javac"))
@@ -550,7 +550,7 @@ fn junit_console() -> PathBuf {
 }
 
 /// The README's "catch a regression in CI" recipe, command for command, on a JUnit 5 suite
-/// (tests/ci_recipe): two runs of the unchanged code pass the gate with a zero diff; the
+/// (tests/fixtures/ci_recipe): two runs of the unchanged code pass the gate with a zero diff; the
 /// change (6 more bytecodes in each of Price.of's 1003 calls) fails it, one line per cause.
 #[test]
 fn the_readmes_ci_recipe_passes_the_same_suite_and_fails_a_slower_change() {
@@ -558,7 +558,7 @@ fn the_readmes_ci_recipe_passes_the_same_suite_and_fails_a_slower_change() {
     let home = Jdk::J17.home();
     let junit = junit_console();
     let agent = jp_testkit::agent_lib();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ci_recipe");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ci_recipe");
     let javac = |classes: &str, class_path: &str, source: &str| {
         let out = run(Command::new(home.join("bin/javac"))
             .current_dir(dir.path())

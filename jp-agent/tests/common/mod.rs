@@ -109,15 +109,15 @@ fn run_checked(cmd: &mut Command, what: &str) {
     );
 }
 
-/// `tests/programs/*.java` compiled once per test process by javac 17 with
+/// `tests/fixtures/programs/*.java` compiled once per test process by javac 17 with
 /// `--release 17`, so that both JDKs run the same class files.
 pub fn programs() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = scratch("programs-classes");
-        let src = crate_dir().join("tests/programs");
+        let src = crate_dir().join("tests/fixtures/programs");
         let mut files: Vec<PathBuf> = std::fs::read_dir(&src)
-            .expect("read tests/programs")
+            .expect("read tests/fixtures/programs")
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "java"))
             .collect();
@@ -128,7 +128,7 @@ pub fn programs() -> &'static Path {
                 .args(["--release", "17", "-encoding", "UTF-8", "-d"])
                 .arg(&out)
                 .args(&files),
-            "javac of tests/programs",
+            "javac of tests/fixtures/programs",
         );
         out
     })

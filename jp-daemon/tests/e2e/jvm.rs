@@ -51,7 +51,7 @@ fn classes(jdk: Jdk) -> PathBuf {
     }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jvm/Phases.java");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jvm/Phases.java");
     let status = Command::new(jdk.home().join("bin/javac"))
         .arg("-d")
         .arg(&dir)
