@@ -30,8 +30,6 @@ pub(crate) mod rounds;
 mod steady;
 mod whole;
 
-pub(crate) use whole::children_cpu_seconds;
-
 const SHARE: &str = "/usr/share/java";
 const MODES: [Mode; 3] = [Mode::Off, Mode::Default, Mode::Precise];
 
