@@ -1,4 +1,4 @@
-//! Every test program (`tests/programs/`) profiled by the agent and by the
+//! Every test program (`tests/fixtures/programs/`) profiled by the agent and by the
 //! independent C oracle (`oracle/jporacle.c`), compared node by node, on both JDKs,
 //! under `bba=precise` (exact) and `bba=default` (exact where no exception crossed
 //! a context, never under-counting elsewhere), with `-Xverify:all`, with the default

@@ -1,4 +1,4 @@
-//! The JP paper's example (`tests/programs/Paper.java`) with hand-derived numbers.
+//! The JP paper's example (`tests/fixtures/programs/Paper.java`) with hand-derived numbers.
 //!
 //! Derivation from `javap -c Paper` (javac 17, `--release 17`); bytecodes are counted
 //! as executed by the unmodified program, callees excluded:

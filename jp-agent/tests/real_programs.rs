@@ -6,23 +6,23 @@
 //! methods whose call counts the input fixes exactly appear with exactly those
 //! counts (summed over their calling contexts):
 //!
-//! - rhino runs `tests/real/fib.js` (compiled to JVM classes by rhino's optimizer):
+//! - rhino runs `tests/fixtures/real/fib.js` (compiled to JVM classes by rhino's optimizer):
 //!   the JS function fib is called Σ_{n=0..14} (2·F(n+1) − 1) = 2·(F(17) − 1) − 15
 //!   = 3177 times, the forEach callback 9 times (9 words), the map callback 8 times
 //!   (8 distinct words);
-//! - jython runs `tests/real/fact.py`: fact is called Σ_{i=0..9} max(i, 1) = 46 times;
-//! - H2 (RunScript) runs `tests/real/h2.sql`: our SQL function JpH2Fn.twice is
+//! - jython runs `tests/fixtures/real/fact.py`: fact is called Σ_{i=0..9} max(i, 1) = 46 times;
+//! - H2 (RunScript) runs `tests/fixtures/real/h2.sql`: our SQL function JpH2Fn.twice is
 //!   called once per row of `WHERE ID <= 7`: 7 calls, 4 bytecodes each
 //!   (iconst_2 iload_0 imul ireturn);
-//! - Xalan (org.apache.xalan.xslt.Process) runs `tests/real/items.xsl`: the Java
+//! - Xalan (org.apache.xalan.xslt.Process) runs `tests/fixtures/real/items.xsl`: the Java
 //!   extension JpXalanFn.shout is called once per <item>: 6 calls, 4 bytecodes each
 //!   (aload_0 invokevirtual invokedynamic areturn);
-//! - Lucene (8.7, our `tests/real/LuceneDemo.java`) indexes 5 documents: our
+//! - Lucene (8.7, our `tests/fixtures/real/LuceneDemo.java`) indexes 5 documents: our
 //!   LowerFilter.incrementToken is called once per token (33) plus once per field
 //!   value at its end (5) = 38 calls; from `javap -c`, a call at the end runs 6
 //!   bytecodes, a call for a token of L chars 17 + 14·L; the documents have 140
 //!   chars in 33 tokens: 5·6 + 33·17 + 14·140 = 2551 bytecodes;
-//! - javac (module jdk.compiler) compiles `tests/programs/*.java` with our
+//! - javac (module jdk.compiler) compiles `tests/fixtures/programs/*.java` with our
 //!   annotation processor JpProcessor: process() is called once per round, 2 rounds
 //!   (sources, then the final round); JpProcessor.<init> 1 call, 3 bytecodes. With
 //!   jdk=false javac itself is JDK code: only the processor is in the profile.
@@ -52,13 +52,13 @@ fn jar(name: &str, package: &str) -> String {
     p.display().to_string()
 }
 
-/// `tests/real/*.java` (our helper classes for H2, Xalan, Lucene and javac),
+/// `tests/fixtures/real/*.java` (our helper classes for H2, Xalan, Lucene and javac),
 /// compiled once per test process by javac 17 `--release 17`.
 fn helpers() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = scratch("real-helpers");
-        let src = crate_dir().join("tests/real");
+        let src = crate_dir().join("tests/fixtures/real");
         let files: Vec<String> = [
             "JpH2Fn.java",
             "JpXalanFn.java",
@@ -99,7 +99,7 @@ struct Program {
     name: &'static str,
     /// JVM arguments after the agent (classpath, main class, program arguments).
     args: fn(&Path) -> Vec<String>,
-    /// Files of `tests/real` copied into the run directory (relative names in the output).
+    /// Files of `tests/fixtures/real` copied into the run directory (relative names in the output).
     files: &'static [&'static str],
     /// Must be a child of the root with jdk=false (None: the main method is JDK code).
     main: Option<&'static str>,
@@ -169,8 +169,8 @@ fn lucene_args(_: &Path) -> Vec<String> {
 }
 
 fn javac_args(dir: &Path) -> Vec<String> {
-    let mut srcs: Vec<String> = std::fs::read_dir(crate_dir().join("tests/programs"))
-        .expect("tests/programs")
+    let mut srcs: Vec<String> = std::fs::read_dir(crate_dir().join("tests/fixtures/programs"))
+        .expect("tests/fixtures/programs")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "java"))
         .map(|p| p.display().to_string())
@@ -384,7 +384,8 @@ fn check_profile(prog: &Program, doc: &Doc, bba: &str, jdk_true: bool) -> Vec<St
 fn run(prog: &Program, jdk: Jdk) {
     let dir = scratch(&format!("real-{}-{}", prog.name, jdk.name()));
     for f in prog.files {
-        std::fs::copy(crate_dir().join("tests/real").join(f), dir.join(f)).expect("copy input");
+        std::fs::copy(crate_dir().join("tests/fixtures/real").join(f), dir.join(f))
+            .expect("copy input");
     }
     let limit = Duration::from_secs(300);
     let mut timings = Vec::new();

@@ -439,7 +439,7 @@ fn programs_jdk25() {
     programs_(Jdk::J25);
 }
 
-/// `tests/usdt/Bushy.java` compiled once per test process.
+/// `tests/fixtures/usdt/Bushy.java` compiled once per test process.
 fn bushy_classes() -> &'static Path {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
@@ -447,10 +447,13 @@ fn bushy_classes() -> &'static Path {
         let st = Command::new(Jdk::J17.home().join("bin/javac"))
             .args(["--release", "17", "-d"])
             .arg(&out)
-            .arg(crate_dir().join("tests/usdt/Bushy.java"))
+            .arg(crate_dir().join("tests/fixtures/usdt/Bushy.java"))
             .status()
             .expect("javac");
-        assert!(st.success(), "javac of tests/usdt/Bushy.java failed");
+        assert!(
+            st.success(),
+            "javac of tests/fixtures/usdt/Bushy.java failed"
+        );
         out
     })
 }
@@ -857,7 +860,7 @@ fn library_has_the_probe_semaphore_and_control() {
 
 // ---------------------------------------------------------------- cost
 
-/// Runs `tests/usdt/jp/rt/UsdtBench.java` (the runtime's report path: Rt.tick with the
+/// Runs `tests/fixtures/usdt/jp/rt/UsdtBench.java` (the runtime's report path: Rt.tick with the
 /// counter run out → activate → report) under `opts`; returns (listening, min ns, median ns).
 fn bench(jdk: Jdk, dir: &Path, opts: &str, args: &[&str]) -> (bool, f64, f64) {
     static CLASSES: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
@@ -868,7 +871,7 @@ fn bench(jdk: Jdk, dir: &Path, opts: &str, args: &[&str]) -> (bool, f64, f64) {
             .arg(agent_jar())
             .arg("-d")
             .arg(&out)
-            .arg(crate_dir().join("tests/usdt/jp/rt/UsdtBench.java"))
+            .arg(crate_dir().join("tests/fixtures/usdt/jp/rt/UsdtBench.java"))
             .status()
             .expect("javac");
         assert!(st.success(), "javac of UsdtBench failed");

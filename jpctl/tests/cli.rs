@@ -1,6 +1,7 @@
-//! The jpctl binary against a stand-in jpd (a fake `jp.v1.Jp` on a temp socket):
-//! exact outputs of every command, `-o FILE` where a command writes a file, `--socket`
-//! and `JP_SOCKET`, and the error when nothing listens; the flame graph pages of `jpctl kernel` and `jpctl jvm export` in a
+//! The jpctl binary (`cargo xtask build`'s: `$JPCTL`, else `target/jp/jpctl`) against a
+//! stand-in jpd (a fake `jp.v1.Jp` on a temp socket): exact outputs of every command,
+//! `-o FILE` where a command writes a file, `--socket` and `JP_SOCKET`, and the error when
+//! nothing listens; the flame graph pages of `jpctl kernel` and `jpctl jvm export` in a
 //! real browser.
 
 use std::path::{Path, PathBuf};
@@ -461,7 +462,7 @@ fn fake_jpd() -> FakeJpd {
 }
 
 fn jpctl(socket: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_jpctl"))
+    Command::new(jp_testkit::jpctl())
         .arg("--socket")
         .arg(socket)
         .args(args)
@@ -578,7 +579,7 @@ fn kernel_table_irq_status_and_reset() {
 #[test]
 fn jp_socket_environment_variable() {
     let d = fake_jpd();
-    let o = Command::new(env!("CARGO_BIN_EXE_jpctl"))
+    let o = Command::new(jp_testkit::jpctl())
         .args(["kernel", "--json"])
         .env("JP_SOCKET", &d.socket)
         .output()

@@ -2,28 +2,12 @@
 //! with one extra call per loop iteration; the gate's exit codes; bad input. The profiles
 //! are made on JDK 17 and on JDK 25 (the deterministic-diff tests run on both).
 //!
-//! Needs the agent and jpctl (`cargo xtask build`; $JP_AGENT_LIB, $JPCTL) and both JDKs
+//! Needs the agent and jpctl (`cargo xtask build`; $JP_AGENT_LIB, $JPCTL, else target/jp/) and both JDKs
 //! ($JP_JDK17, $JP_JDK25); fails, never skips, when they are missing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn artifact(var: &str, file: &str) -> PathBuf {
-    let p = std::env::var_os(var)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/jp").join(file));
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo xtask build` (or set ${var})",
-        p.display()
-    );
-    p
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Jdk {
@@ -82,8 +66,8 @@ fn profiles(jdk: Jdk) -> &'static Profiles {
 fn make_profiles(jdk: Jdk) -> Profiles {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let home = jdk.home();
-    let agent = artifact("JP_AGENT_LIB", "libjpagent.so");
-    let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/diff_programs");
+    let agent = jp_testkit::agent_lib();
+    let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diff_programs");
     for version in ["base", "variant"] {
         let classes = dir.path().join(version);
         let out = run(Command::new(home.join("bin/javac"))
@@ -128,7 +112,7 @@ fn make_profiles(jdk: Jdk) -> Profiles {
 }
 
 fn jpctl(args: &[&str]) -> Output {
-    run(Command::new(artifact("JPCTL", "jpctl")).args(args))
+    run(Command::new(jp_testkit::jpctl()).args(args))
 }
 
 fn diff(args: &[&str]) -> (i32, String, String) {
@@ -624,15 +608,15 @@ fn junit_console() -> PathBuf {
 }
 
 /// The README's "catch a regression in CI" recipe, command for command, on a JUnit 5 suite
-/// (tests/ci_recipe): two runs of the unchanged code pass the gate with a zero diff; the
+/// (tests/fixtures/ci_recipe): two runs of the unchanged code pass the gate with a zero diff; the
 /// change (6 more bytecodes in each of Price.of's 1003 calls) fails it, one line per cause.
 #[test]
 fn the_readmes_ci_recipe_passes_the_same_suite_and_fails_a_slower_change() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let home = Jdk::J17.home();
     let junit = junit_console();
-    let agent = artifact("JP_AGENT_LIB", "libjpagent.so");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ci_recipe");
+    let agent = jp_testkit::agent_lib();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ci_recipe");
     let javac = |classes: &str, class_path: &str, source: &str| {
         let out = run(Command::new(home.join("bin/javac"))
             .current_dir(dir.path())

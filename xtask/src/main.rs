@@ -1,6 +1,6 @@
 //! `cargo xtask`: the project's only entry points. `setup` installs what is missing,
 //! `build` puts the deliverables in `target/jp/`, `test` does both and runs every
-//! test, `run` starts jpd in the foreground, `bench` measures and writes BENCHMARKS.md.
+//! test (or one suite), `run` starts jpd in the foreground, `bench` measures and writes BENCHMARKS.md.
 mod bench;
 mod build;
 mod cmd;
@@ -23,9 +23,17 @@ enum Task {
     Setup,
     /// Build everything in release mode into target/jp/.
     Build,
-    /// setup, build, then run every test (eBPF and JVM tests need root).
+    /// setup, build, then run every test (eBPF and JVM tests need root); with --suite,
+    /// build only what that suite runs and run only it.
+    ///
+    /// Without --suite: formatting check, the whole build, every test binary, the unit
+    /// tests again in debug, clippy. Every test binary belongs to one suite.
     Test {
-        /// Extra arguments passed to `cargo test` after `--` (e.g. a test name filter).
+        /// Only this suite: its deliverables are built, its tests run (no fmt, no clippy).
+        #[arg(long, value_enum)]
+        suite: Option<test::Suite>,
+        /// Extra arguments passed to `cargo test` after `--` (e.g. a test name filter);
+        /// --suite goes before them.
         #[arg(trailing_var_arg = true)]
         args: Vec<String>,
     },
@@ -60,7 +68,7 @@ fn main() -> anyhow::Result<()> {
             setup::run()?;
             build::run().map(|_| ())
         }
-        Task::Test { args } => test::run(&args),
+        Task::Test { suite, args } => test::run(suite, &args),
         Task::Run { args } => {
             setup::run()?;
             let out = build::run()?;
@@ -102,5 +110,35 @@ mod tests {
             Task::Run { args } => assert_eq!(args, ["--frequency", "99"]),
             _ => panic!("not the run task"),
         }
+    }
+
+    #[test]
+    fn test_takes_a_suite_and_a_filter() {
+        let cli = Cli::try_parse_from(["xtask", "test", "--suite", "api", "limits"]).unwrap();
+        match cli.task {
+            Task::Test { suite, args } => {
+                assert_eq!(suite, Some(test::Suite::Api));
+                assert_eq!(args, ["limits"]);
+            }
+            _ => panic!("not the test task"),
+        }
+        let cli =
+            Cli::try_parse_from(["xtask", "test", "--suite", "e2e", "--", "--nocapture"]).unwrap();
+        match cli.task {
+            Task::Test { suite, args } => {
+                assert_eq!(suite, Some(test::Suite::E2e));
+                assert_eq!(args, ["--nocapture"]);
+            }
+            _ => panic!("not the test task"),
+        }
+        let cli = Cli::try_parse_from(["xtask", "test", "limits"]).unwrap();
+        match cli.task {
+            Task::Test { suite, args } => {
+                assert_eq!(suite, None);
+                assert_eq!(args, ["limits"]);
+            }
+            _ => panic!("not the test task"),
+        }
+        assert!(Cli::try_parse_from(["xtask", "test", "--suite", "nope"]).is_err());
     }
 }

@@ -109,15 +109,15 @@ fn run_checked(cmd: &mut Command, what: &str) {
     );
 }
 
-/// `tests/programs/*.java` compiled once per test process by javac 17 with
+/// `tests/fixtures/programs/*.java` compiled once per test process by javac 17 with
 /// `--release 17`, so that both JDKs run the same class files.
 pub fn programs() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = scratch("programs-classes");
-        let src = crate_dir().join("tests/programs");
+        let src = crate_dir().join("tests/fixtures/programs");
         let mut files: Vec<PathBuf> = std::fs::read_dir(&src)
-            .expect("read tests/programs")
+            .expect("read tests/fixtures/programs")
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "java"))
             .collect();
@@ -128,7 +128,7 @@ pub fn programs() -> &'static Path {
                 .args(["--release", "17", "-encoding", "UTF-8", "-d"])
                 .arg(&out)
                 .args(&files),
-            "javac of tests/programs",
+            "javac of tests/fixtures/programs",
         );
         out
     })
@@ -166,62 +166,15 @@ pub fn oracle_lib(jdk: Jdk) -> PathBuf {
     lib
 }
 
-/// The agent library, built by `cargo xtask build` (this test never builds it).
-/// Order: `$JP_AGENT_LIB`, `<workspace>/target/jp/libjpagent.so`,
-/// `$CARGO_TARGET_DIR/release/libjpagent.so`.
+/// The agent library, built by `cargo xtask build` (this test never builds it): found by
+/// `jp_testkit`'s rule (`$JP_AGENT_LIB`, else `target/jp/libjpagent.so`).
 pub fn agent_lib() -> PathBuf {
-    find_artifact("JP_AGENT_LIB", "libjpagent.so")
+    jp_testkit::agent_lib()
 }
 
 /// `jp-agent.jar` (for `-javaagent:`), found like [`agent_lib`] with `$JP_AGENT_JAR`.
 pub fn agent_jar() -> PathBuf {
-    find_artifact("JP_AGENT_JAR", "jp-agent.jar")
-}
-
-fn find_artifact(var: &str, file: &str) -> PathBuf {
-    let p = locate_artifact(var, file);
-    // Once per artifact and process: which build the tests ran against.
-    static SHOWN: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-    let mut shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
-    if !shown.contains(&p) {
-        let age = std::fs::metadata(&p)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .map_or("?".to_string(), |d| format!("{}s", d.as_secs()));
-        eprintln!("jp-agent tests: using {} (built {age} ago)", p.display());
-        shown.push(p.clone());
-    }
-    p
-}
-
-fn locate_artifact(var: &str, file: &str) -> PathBuf {
-    let mut tried = Vec::new();
-    if let Some(p) = std::env::var_os(var) {
-        let p = PathBuf::from(p);
-        assert!(
-            p.exists(),
-            "\n\n*** ${var} = {} does not exist. Run `cargo xtask build`. ***\n",
-            p.display()
-        );
-        return p;
-    }
-    tried.push(format!("${var} (unset)"));
-    let mut candidates = vec![crate_dir().join("../target/jp").join(file)];
-    if let Some(t) = std::env::var_os("CARGO_TARGET_DIR") {
-        candidates.push(PathBuf::from(&t).join("release").join(file));
-    }
-    candidates.push(crate_dir().join("../target/release").join(file));
-    for c in candidates {
-        if c.exists() {
-            return c;
-        }
-        tried.push(c.display().to_string());
-    }
-    panic!(
-        "\n\n*** {file} not found: run `cargo xtask build` first (or set ${var}).\n    Looked at: {} ***\n",
-        tried.join(", ")
-    );
+    jp_testkit::agent_jar()
 }
 
 /// The result of one JVM run.

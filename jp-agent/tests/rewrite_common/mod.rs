@@ -81,7 +81,7 @@ pub fn scratch(name: &str) -> ScratchDir {
 }
 
 pub fn verify_src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/verify")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/verify")
 }
 
 /// Runs a command, panicking with its output if it fails; returns stdout.

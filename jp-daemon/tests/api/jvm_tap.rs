@@ -5,7 +5,8 @@
 //! JSON is byte for byte the file the agent wrote with `out=` in the same run.
 //!
 //! Needs JDK 17 and 25 (`JP_JDK17`, `JP_JDK25`, else their Debian/Temurin paths) and the
-//! agent library (`JP_AGENT_LIB`, else `target/jp/libjpagent.so` from `cargo xtask build`).
+//! agent library (`JP_AGENT_LIB`, else `target/jp/libjpagent.so` from `cargo xtask build`:
+//! `jp_testkit`'s rule).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,19 +52,6 @@ fn jdk(var: &str, default: &str) -> PathBuf {
     home
 }
 
-fn agent_library() -> PathBuf {
-    let path = std::env::var_os("JP_AGENT_LIB").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/jp/libjpagent.so"),
-        PathBuf::from,
-    );
-    assert!(
-        path.exists(),
-        "no agent library at {}: build it (cargo xtask build) or set JP_AGENT_LIB",
-        path.display()
-    );
-    path
-}
-
 /// Runs Main with `out=` and `usdt_tap=`; returns (the agent's JSON bytes, the tap bytes).
 fn run(home: &Path, dir: &Path, granularity: u64) -> (Vec<u8>, Vec<u8>) {
     std::fs::write(dir.join("Main.java"), MAIN_JAVA).unwrap();
@@ -82,7 +70,10 @@ fn run(home: &Path, dir: &Path, granularity: u64) -> (Vec<u8>, Vec<u8>) {
         tap.display()
     );
     let java = Command::new(home.join("bin/java"))
-        .arg(format!("-agentpath:{}={opts}", agent_library().display()))
+        .arg(format!(
+            "-agentpath:{}={opts}",
+            jp_testkit::agent_lib().display()
+        ))
         .arg("-cp")
         .arg(dir)
         .arg("Main")

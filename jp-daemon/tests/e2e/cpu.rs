@@ -1,6 +1,6 @@
 //! CPU per exact context (issue 13), for real: jpd's kernel sampler joined to the
 //! contexts that JVMs running the agent (`profiler=usdt`) publish, on JDK 17 and 25.
-//! `tests/jvm/CpuSplit.java` spins in `a()` for twice the iterations of `b()` (the same
+//! `tests/fixtures/jvm/CpuSplit.java` spins in `a()` for twice the iterations of `b()` (the same
 //! loop), reads `/dev/zero` in `readZero()`, or allocates for the GC. What jpd says is
 //! read as users read it: `go tool pprof` on the exported profile and `jpctl jvm list`.
 
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::fleet::tool;
 use crate::support::jpd::Jpd;
-use crate::support::{binary, require_root};
+use crate::support::require_root;
 use serde_json::Value;
 
 pub(crate) const CONFIG: &str = "[usdt]\nscan_interval_ms = 100\n";
@@ -45,12 +45,13 @@ fn classes(tag: &str, home: &Path) -> PathBuf {
     compile("CpuSplit", tag, home)
 }
 
-/// `tests/jvm/PROGRAM.java` for one JDK, compiled fresh in this test process.
+/// `tests/fixtures/jvm/PROGRAM.java` for one JDK, compiled fresh in this test process.
 pub(crate) fn compile(program: &str, tag: &str, home: &Path) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-{program}-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/jvm/{program}.java"));
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/jvm/{program}.java"));
     let status = Command::new(home.join("bin/javac"))
         .arg("-d")
         .arg(&dir)
@@ -120,7 +121,7 @@ impl Jvm {
                 // A small granularity: even the allocating threads (few bytecodes)
                 // report soon, and so announce their context slot.
                 "-agentpath:{}=profiler=usdt,granularity=100000{extra}",
-                binary("JP_AGENT_LIB").display()
+                jp_testkit::agent_lib().display()
             ))
             .arg("-XX:-UsePerfData")
             .arg("-cp")

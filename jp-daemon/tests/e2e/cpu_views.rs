@@ -1,5 +1,5 @@
 //! CPU in jpctl's views, for real: jpd's kernel sampler joined to a JVM running
-//! `tests/jvm/CpuViews.java` (a() spins in its own body for twice the iterations of b(),
+//! `tests/fixtures/jvm/CpuViews.java` (a() spins in its own body for twice the iterations of b(),
 //! both called by spin()), on JDK 17 and 25. `jpctl jvm tree --json` gives each
 //! context's CPU (a's twice b's, the sums add up along the tree and into a cut), and
 //! `jpctl top` in tmux shows a `cpu%` column with a's CPU, and sorts by it.

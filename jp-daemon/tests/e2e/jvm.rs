@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::binary;
 use crate::support::jpd::Jpd;
 use serde_json::Value;
 
@@ -52,7 +51,7 @@ fn classes(jdk: Jdk) -> PathBuf {
     }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jvm/Phases.java");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jvm/Phases.java");
     let status = Command::new(jdk.home().join("bin/javac"))
         .arg("-d")
         .arg(&dir)
@@ -177,7 +176,7 @@ fn read_json(path: &Path) -> Value {
 }
 
 fn agent_lib() -> PathBuf {
-    binary("JP_AGENT_LIB")
+    jp_testkit::agent_lib()
 }
 
 /// `jpctl jvm list --json`'s entry for `pid`, if listed.

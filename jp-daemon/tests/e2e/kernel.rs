@@ -2,7 +2,8 @@
 //! on this kernel, as root. From a known workload to what `jpctl` prints.
 //!
 //! Run through `cargo xtask test`, which builds the binaries and passes their paths
-//! in `JPD` and `JPCTL`. Without root or those variables the tests fail and say why.
+//! in `JPD` and `JPCTL` (else `target/jp/`). Without root or the binaries the tests fail
+//! and say why.
 
 use std::io::Write;
 use std::path::Path;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::fleet::{compile_fleet_paper, Java};
 use crate::support::jpd::Jpd;
-use crate::support::{binary, read_dev_zero};
+use crate::support::read_dev_zero;
 use serde_json::json;
 
 /// jp_daemon::export::flame_page::REFRESH_SECONDS, as the page says it.
@@ -28,7 +28,7 @@ const F_CALLS: &str = "(() => { if (document.readyState !== 'complete') return f
 
 #[test]
 fn live_pages_list_draw_search_zoom_and_refresh_in_a_real_browser() {
-    let lib = binary("JP_AGENT_LIB");
+    let lib = jp_testkit::agent_lib();
     let scratch = tempfile::tempdir().expect("temp dir");
     compile_fleet_paper(scratch.path());
     let _one = crate::support::exclusive();
@@ -36,7 +36,7 @@ fn live_pages_list_draw_search_zoom_and_refresh_in_a_real_browser() {
     let mut java = Java::start(&jpd, &lib, scratch.path(), "profiler=usdt");
     let pid = java.child.id();
     java.run_once();
-    // 68 calls per run (see fleet_jvm.rs).
+    // 68 calls per run (see fleet/jvm.rs).
     jpd.wait_metric("jp_jvm_calls_total{main=\"FleetPaper\"}", 68);
     read_dev_zero(Duration::from_millis(1500));
 

@@ -13,7 +13,10 @@ use crate::support::jpd::Jpd;
 use serde_json::Value;
 
 const PROTO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto");
-const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fleet_grpc/client.py");
+const CLIENT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/fleet_grpc/client.py"
+);
 
 fn run(c: &mut Command, what: &str) {
     let out = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));

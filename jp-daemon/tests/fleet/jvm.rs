@@ -11,7 +11,6 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::binary;
 use crate::support::fleet::{compile_fleet_paper, go_pprof_top, Java};
 use crate::support::jpd::{http_get, metric, Jpd};
 use serde_json::Value;
@@ -63,7 +62,7 @@ fn agent_totals(file: &Path) -> BTreeMap<String, (u64, u64)> {
 
 #[test]
 fn go_pprof_and_prometheus_see_a_jvms_exact_counts() {
-    let lib = binary("JP_AGENT_LIB");
+    let lib = jp_testkit::agent_lib();
     let scratch = tempfile::tempdir().expect("temp dir");
     compile_fleet_paper(scratch.path());
     let _one = crate::support::exclusive();

@@ -10,7 +10,6 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::binary;
 use crate::support::fleet::{compile_fleet_paper, tool, urlencode, Java};
 use crate::support::jpd::{free_port, http_get, Jpd};
 use serde_json::Value;
@@ -157,7 +156,7 @@ fn promtool_accepts_the_exposition() {
 
 #[test]
 fn prometheus_scrapes_jpd_and_every_dashboard_query_has_data() {
-    let lib = binary("JP_AGENT_LIB");
+    let lib = jp_testkit::agent_lib();
     let classes = tempfile::tempdir().expect("temp dir");
     compile_fleet_paper(classes.path());
     let _one = crate::support::exclusive();

@@ -28,7 +28,6 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::support::binary;
 use crate::support::fleet::{compile_fleet_paper, tool, Java};
 use crate::support::jpd::Jpd;
 use axum::body::Bytes;
@@ -605,7 +604,7 @@ const NO_USDT: &str = "[usdt]\nenabled = false\n\n";
 
 #[test]
 fn pushed_jvm_deltas_add_up_to_the_agents_tree() {
-    let lib = binary("JP_AGENT_LIB");
+    let lib = jp_testkit::agent_lib();
     let scratch = tempfile::tempdir().expect("temp dir");
     compile_fleet_paper(scratch.path());
     let recv = Receiver::start();
@@ -1038,7 +1037,7 @@ fn check_config_names_the_pyroscope_key() {
     let run = |name: &str, text: &str| {
         let f = dir.path().join(name);
         std::fs::write(&f, text).unwrap();
-        let out = Command::new(binary("JPD"))
+        let out = Command::new(jp_testkit::jpd())
             .arg("--check-config")
             .arg(&f)
             .output()

@@ -9,7 +9,6 @@ use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::binary;
 use crate::support::fleet::tool;
 use crate::support::jpd::Jpd;
 
@@ -38,7 +37,7 @@ fn check_config_validates_and_names_file_line_and_key() {
         "[kernel]\nfrequency_hz = 499\n[export]\nenabled = true\n",
     )
     .unwrap();
-    let out = Command::new(binary("JPD"))
+    let out = Command::new(jp_testkit::jpd())
         .arg("--check-config")
         .arg(&good)
         .output()
@@ -55,7 +54,7 @@ fn check_config_validates_and_names_file_line_and_key() {
         "[server]\ngroup = \"jp\"\n\n[export]\nlisten = \"everywhere\"\n",
     )
     .unwrap();
-    let out = Command::new(binary("JPD"))
+    let out = Command::new(jp_testkit::jpd())
         .arg("--check-config")
         .arg(&bad)
         .output()
@@ -68,7 +67,7 @@ fn check_config_validates_and_names_file_line_and_key() {
             bad.display()
         )
     );
-    let out = Command::new(binary("JPD"))
+    let out = Command::new(jp_testkit::jpd())
         .arg("--check-config")
         .arg(dir.path().join("missing.toml"))
         .output()
@@ -232,7 +231,7 @@ fn jpctl_as_nobody(jpd: &Jpd, groups: &str) -> std::process::Output {
         } else {
             format!("--groups={groups}")
         })
-        .arg(binary("JPCTL"))
+        .arg(jp_testkit::jpctl())
         .arg("--socket")
         .arg(&jpd.socket)
         .arg("status")
@@ -360,7 +359,7 @@ fn the_units_capabilities_are_enough_and_without_syslog_jpd_refuses_to_start() {
     let without: Vec<String> = caps.iter().filter(|c| *c != "+syslog").cloned().collect();
     let out = Command::new(&setpriv(&without)[0])
         .args(&setpriv(&without)[1..])
-        .arg(binary("JPD"))
+        .arg(jp_testkit::jpd())
         .args(["--socket", "/nonexistent-dir-for-jp-test/x.sock"])
         .output()
         .expect("run jpd");

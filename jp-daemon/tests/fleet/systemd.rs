@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::fleet::{compile_fleet_paper, jdk17};
 use crate::support::jpd::{free_port, http_get};
+use crate::support::read_dev_zero;
 use crate::support::systemd_container::{Bind, Container};
-use crate::support::{binary, read_dev_zero};
 use serde_json::Value;
 
 const UNIT: &str = include_str!("../../../deploy/systemd/jpd.service");
@@ -55,10 +55,10 @@ impl Staged {
             .expect("temp dir");
         let local = dir.path().join("usr-local");
         for (from, to, mode) in [
-            (binary("JPD"), "bin/jpd", 0o755),
-            (binary("JPCTL"), "bin/jpctl", 0o755),
-            (binary("JP_AGENT_LIB"), "lib/jp/libjpagent.so", 0o755),
-            (binary("JP_AGENT_JAR"), "lib/jp/jp-agent.jar", 0o644),
+            (jp_testkit::jpd(), "bin/jpd", 0o755),
+            (jp_testkit::jpctl(), "bin/jpctl", 0o755),
+            (jp_testkit::agent_lib(), "lib/jp/libjpagent.so", 0o755),
+            (jp_testkit::agent_jar(), "lib/jp/jp-agent.jar", 0o644),
         ] {
             let to = local.join(to);
             std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
@@ -452,7 +452,7 @@ impl<'a> JvmService<'a> {
         let home = ct.host_path("/root");
         std::fs::create_dir_all(home.join("jp")).expect("mkdir /root/jp");
         chmod(&home, 0o700);
-        std::fs::copy(binary("JP_AGENT_LIB"), home.join("jp/libjpagent.so"))
+        std::fs::copy(jp_testkit::agent_lib(), home.join("jp/libjpagent.so"))
             .expect("copy the agent into /root/jp");
         let java = format!("{}/bin/java", jdk17().display());
         ct.ok(&[

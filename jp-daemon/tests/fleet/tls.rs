@@ -14,8 +14,8 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use crate::support::jpd::{free_port, Jpd};
+use crate::support::read_dev_zero;
 use crate::support::tls::{served_certificate, try_tls_connection, write_atomically, Ca, Leaf};
-use crate::support::{binary, read_dev_zero};
 use serde_json::Value;
 
 /// jpd's TLS files, in their own directory (the test rewrites them).
@@ -61,7 +61,7 @@ fn loopback() -> SocketAddr {
 
 /// jpctl over TLS to `addr`, trusting `ca`, with `extra` flags then `args`.
 fn jpctl_tls(addr: SocketAddr, ca: &Path, extra: &[&str], args: &[&str]) -> Output {
-    Command::new(binary("JPCTL"))
+    Command::new(jp_testkit::jpctl())
         .arg("--connect")
         .arg(format!("https://{addr}"))
         .arg("--ca")
@@ -217,7 +217,7 @@ fn tls_serves_the_api_and_refuses_plain_text_and_untrusted_clients() {
     });
     assert!(h2c.is_err(), "a plain-text gRPC call over TCP succeeded");
     refused(
-        Command::new(binary("JPCTL"))
+        Command::new(jp_testkit::jpctl())
             .args(["--connect", &format!("http://{addr}"), "status"])
             .output()
             .expect("jpctl"),
@@ -236,7 +236,7 @@ fn tls_serves_the_api_and_refuses_plain_text_and_untrusted_clients() {
     );
     // Without --ca: the system's CAs (Debian's ca-certificates), which do not know ours.
     refused(
-        Command::new(binary("JPCTL"))
+        Command::new(jp_testkit::jpctl())
             .args(["--connect", &format!("https://{addr}"), "status"])
             .output()
             .expect("jpctl"),
@@ -410,7 +410,7 @@ fn check_config(dir: &Path, server: &str) -> (i32, String, String) {
     let path = dir.join("check.toml");
     // group = "": this host may have no group jp, which would add a warning.
     std::fs::write(&path, format!("[server]\ngroup = \"\"\n{server}")).expect("write config");
-    let out = Command::new(binary("JPD"))
+    let out = Command::new(jp_testkit::jpd())
         .arg("--check-config")
         .arg(&path)
         .output()
@@ -514,7 +514,7 @@ fn check_config_loads_the_tls_files() {
         ),
     )
     .expect("write config");
-    let out = Command::new(binary("JPD"))
+    let out = Command::new(jp_testkit::jpd())
         .arg("--config")
         .arg(dir.join("start.toml"))
         .output()

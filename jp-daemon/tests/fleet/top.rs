@@ -3,7 +3,6 @@
 //! JVM panes), presses q, and checks that the terminal is given back
 //! (alternate screen off, the shell in the foreground again, the view gone).
 
-use crate::support::binary;
 use crate::support::fleet::{compile_fleet_paper, tool, Java};
 use crate::support::jpd::Jpd;
 use crate::support::tmux::Tmux;
@@ -11,7 +10,7 @@ use crate::support::tmux::Tmux;
 #[test]
 fn jpctl_top_shows_its_panes_in_tmux_and_q_gives_the_terminal_back() {
     let bin = tool("tmux", "tmux");
-    let lib = binary("JP_AGENT_LIB");
+    let lib = jp_testkit::agent_lib();
     let classes = tempfile::tempdir().expect("temp dir");
     compile_fleet_paper(classes.path());
     let _one = crate::support::exclusive();

@@ -90,9 +90,10 @@ pub fn jdk17() -> PathBuf {
     home
 }
 
-/// FleetPaper.class (tests/fleet_jvm/FleetPaper.java) into `dir`.
+/// FleetPaper.class (tests/fixtures/fleet_jvm/FleetPaper.java) into `dir`.
 pub fn compile_fleet_paper(dir: &Path) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fleet_jvm/FleetPaper.java");
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fleet_jvm/FleetPaper.java");
     let st = Command::new(jdk17().join("bin/javac"))
         .arg("-d")
         .arg(dir)

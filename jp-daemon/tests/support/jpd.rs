@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{binary, require_root};
+use super::require_root;
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -70,10 +70,10 @@ impl Jpd {
         let mut c = match wrapper.split_first() {
             Some((w, args)) => {
                 let mut c = Command::new(w);
-                c.args(args).arg(binary("JPD"));
+                c.args(args).arg(jp_testkit::jpd());
                 c
             }
-            None => Command::new(binary("JPD")),
+            None => Command::new(jp_testkit::jpd()),
         };
         c.arg("--config")
             .arg(&config)
@@ -148,7 +148,7 @@ impl Jpd {
     }
 
     pub fn jpctl(&self) -> Command {
-        let mut c = Command::new(binary("JPCTL"));
+        let mut c = Command::new(jp_testkit::jpctl());
         c.arg("--socket").arg(&self.socket);
         c
     }

@@ -1,5 +1,5 @@
 //! The one support module of jpd's test suites (`api`, `kernel`, `usdt`, `e2e`,
-//! `fleet`): the deliverables' paths, the root check, the lock that makes heavy tests
+//! `fleet`): the root check, the lock that makes heavy tests
 //! take turns and a kernel workload here; each family's scaffolding in its submodule.
 #![allow(dead_code)] // each suite uses a different part
 
@@ -12,20 +12,7 @@ pub mod tmux;
 pub mod usdt;
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// A deliverable's path from the environment `cargo xtask test` sets (`JPD`, `JPCTL`,
-/// `JP_AGENT_LIB`, …); a failure saying so without it.
-pub fn binary(var: &str) -> PathBuf {
-    match std::env::var_os(var) {
-        Some(p) => PathBuf::from(p),
-        None => panic!(
-            "{var} is not set: run these tests through `cargo xtask test`, which builds jpd, \
-             jpctl and the agent and passes their paths"
-        ),
-    }
-}
 
 /// Fails (never skips) unless root: these tests load eBPF programs (themselves or
 /// through jpd), attach uprobes and read other processes' memory.

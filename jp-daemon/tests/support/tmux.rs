@@ -40,7 +40,7 @@ impl Tmux {
     pub fn jpctl_top(&self, socket: &Path) {
         let line = format!(
             "TERM=xterm-256color {} --socket {} top",
-            super::binary("JPCTL").display(),
+            jp_testkit::jpctl().display(),
             socket.display()
         );
         self.cmd(&["send-keys", "-t", "top", &line, "Enter"]);

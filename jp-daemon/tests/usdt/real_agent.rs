@@ -49,17 +49,8 @@ public class Main {
 /// collector here watches for its name only, so that it writes no generation into JVMs of other tests
 /// (or a jpd) running on the host, which would make them re-send.
 fn agent_library(dir: &std::path::Path, name: &str) -> PathBuf {
-    let path = std::env::var_os("JP_AGENT_LIB").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/jp/libjpagent.so"),
-        PathBuf::from,
-    );
-    assert!(
-        path.exists(),
-        "no agent library at {}: build it (cargo xtask build) or set JP_AGENT_LIB",
-        path.display()
-    );
     let copy = dir.join(name);
-    std::fs::copy(&path, &copy).unwrap();
+    std::fs::copy(jp_testkit::agent_lib(), &copy).unwrap();
     copy
 }
 

@@ -14,7 +14,7 @@
 //! `JP_FLEET_SECONDS` (180).
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
 use super::cgroups::FleetGroups;
-use super::kernel::{task_cpu_ns, Jpd};
+use super::harness::{env_num, jpctl, jpctl_json, rss_kib, task_cpu_ns, Jpd};
 use super::report::{median, write_section};
 use crate::build::Deliverables;
 use crate::cmd::root;
@@ -31,11 +31,59 @@ use crate::setup::JDK17;
 const WINDOW: Duration = Duration::from_secs(10);
 const EXPORT: &str = "127.0.0.1:9477";
 
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+/// The fleet's size, from the environment.
+struct Sizes {
+    jvms: usize,
+    threads: u64,
+    seconds: u64,
+}
+
+impl Sizes {
+    fn from_env() -> Sizes {
+        Sizes {
+            jvms: env_num("JP_FLEET_JVMS", 20) as usize,
+            threads: env_num("JP_FLEET_THREADS", 50),
+            seconds: env_num("JP_FLEET_SECONDS", 180),
+        }
+    }
+}
+
+/// The scratch directory's files: FleetWork's classes, jpd's configuration and socket,
+/// and the file whose creation tells every JVM to stop.
+struct Files {
+    dir: PathBuf,
+    config: PathBuf,
+    socket: PathBuf,
+    stop: PathBuf,
+}
+
+impl Files {
+    fn prepare() -> Result<Files> {
+        let dir = std::env::temp_dir().join(format!("jp-bench-fleet-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let javac = Path::new(JDK17).join("bin/javac");
+        crate::cmd::run(
+            Command::new(javac)
+                .arg("-d")
+                .arg(&dir)
+                .arg(root().join("xtask/bench-inputs/fleet/FleetWork.java")),
+        )?;
+        let config = dir.join("jpd.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[export]\nenabled = true\nlisten = \"{EXPORT}\"\n[usdt]\nscan_interval_ms = 500\n"
+            ),
+        )?;
+        let stop = dir.join("stop");
+        let _ = std::fs::remove_file(&stop);
+        Ok(Files {
+            socket: dir.join("jpd.sock"),
+            config,
+            stop,
+            dir,
+        })
+    }
 }
 
 struct Window {
@@ -47,81 +95,67 @@ struct Window {
     nodes: u64,
 }
 
-pub fn run(out: &Deliverables) -> Result<()> {
-    let jvms = env_num("JP_FLEET_JVMS", 20) as usize;
-    let threads = env_num("JP_FLEET_THREADS", 50);
-    let seconds = env_num("JP_FLEET_SECONDS", 180);
-    let dir = std::env::temp_dir().join(format!("jp-bench-fleet-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let javac = Path::new(JDK17).join("bin/javac");
-    crate::cmd::run(
-        Command::new(javac)
-            .arg("-d")
-            .arg(&dir)
-            .arg(root().join("xtask/bench-inputs/fleet/FleetWork.java")),
-    )?;
-    let config = dir.join("jpd.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[export]\nenabled = true\nlisten = \"{EXPORT}\"\n[usdt]\nscan_interval_ms = 500\n"
-        ),
-    )?;
-    let socket = dir.join("jpd.sock");
-    let stop = dir.join("stop");
-    let _ = std::fs::remove_file(&stop);
+/// jpd's restart half-way: seconds until it held every JVM again, JVMs alive after it.
+type Restart = Option<(f64, usize)>;
 
+/// What jpd holds once every JVM has ended normally.
+struct End {
+    held: usize,
+    complete: usize,
+    /// Complete after losing records that a re-send recovered.
+    lost_complete: usize,
+    reasons: Vec<String>,
+    status: Value,
+}
+
+pub fn run(out: &Deliverables) -> Result<()> {
+    let sizes = Sizes::from_env();
+    let files = Files::prepare()?;
     let groups = FleetGroups::create()?;
     FleetGroups::enter(&groups.client, std::process::id())?;
-    let mut jpd = Jpd::start_with(out, &socket, Some(&config))?;
-    FleetGroups::enter(&groups.jpd, jpd.pid())?;
-    eprintln!("xtask: bench fleet: {jvms} JVMs × {threads} threads for {seconds} s");
-    let mut fleet = Fleet(Vec::new());
-    let children = &mut fleet.0;
-    for _ in 0..jvms {
-        children.push(
-            Command::new(Path::new(JDK17).join("bin/java"))
-                .arg(format!(
-                    "-agentpath:{}=granularity=100000",
-                    out.agent_lib.display()
-                ))
-                .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
-                .arg(&dir)
-                .arg("FleetWork")
-                .arg(threads.to_string())
-                .arg(&stop)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .spawn()
-                .context("cannot start java")?,
-        );
-    }
-    let pids: Vec<u32> = children.iter().map(Child::id).collect();
-    for pid in &pids {
-        FleetGroups::enter(&groups.workload, *pid)?;
-    }
-    wait_all_listed(out, &socket, &pids, Duration::from_secs(120))?;
+    let mut jpd = start_jpd(out, &files, &groups)?;
+    eprintln!(
+        "xtask: bench fleet: {} JVMs × {} threads for {} s",
+        sizes.jvms, sizes.threads, sizes.seconds
+    );
+    let mut fleet = Fleet::start(out, &files, &sizes, &groups)?;
+    let pids = fleet.pids();
+    wait_all_listed(out, &files.socket, &pids, Duration::from_secs(120))?;
+    let (windows, restart) = measure(out, &files, &groups, &mut jpd, &mut fleet, &sizes)?;
+    let end = finish(out, &files, &mut jpd, &mut fleet)?;
+    write_section("fleet", &render(&sizes, &windows, restart, &end))
+}
 
+/// jpd with the fleet's configuration, in its cgroup.
+fn start_jpd(out: &Deliverables, files: &Files, groups: &FleetGroups) -> Result<Jpd> {
+    let jpd = Jpd::start_with(out, &files.socket, Some(&files.config))?;
+    FleetGroups::enter(&groups.jpd, jpd.pid())?;
+    Ok(jpd)
+}
+
+/// A window every WINDOW for the run's length; half-way, jpd killed and started again.
+fn measure(
+    out: &Deliverables,
+    files: &Files,
+    groups: &FleetGroups,
+    jpd: &mut Jpd,
+    fleet: &mut Fleet,
+    sizes: &Sizes,
+) -> Result<(Vec<Window>, Restart)> {
+    let pids = fleet.pids();
     let t0 = Instant::now();
     let mut windows = Vec::new();
     let mut restart = None;
     let mut cpu_prev = (task_cpu_ns(jpd.pid())?, Instant::now());
-    while t0.elapsed() < Duration::from_secs(seconds) {
+    while t0.elapsed() < Duration::from_secs(sizes.seconds) {
         std::thread::sleep(WINDOW);
-        if restart.is_none() && t0.elapsed() >= Duration::from_secs(seconds / 2) {
+        if restart.is_none() && t0.elapsed() >= Duration::from_secs(sizes.seconds / 2) {
             eprintln!("xtask: bench fleet: kill -9 jpd, start it again");
             jpd.kill9();
             let r0 = Instant::now();
-            jpd = Jpd::start_with(out, &socket, Some(&config))?;
-            FleetGroups::enter(&groups.jpd, jpd.pid())?;
-            wait_all_listed(out, &socket, &pids, Duration::from_secs(120))?;
-            let mut alive = 0;
-            for c in children.iter_mut() {
-                if matches!(c.try_wait(), Ok(None)) {
-                    alive += 1;
-                }
-            }
-            restart = Some((r0.elapsed().as_secs_f64(), alive));
+            *jpd = start_jpd(out, files, groups)?;
+            wait_all_listed(out, &files.socket, &pids, Duration::from_secs(120))?;
+            restart = Some((r0.elapsed().as_secs_f64(), fleet.alive()));
             cpu_prev = (task_cpu_ns(jpd.pid())?, Instant::now());
             continue;
         }
@@ -131,46 +165,53 @@ pub fn run(out: &Deliverables) -> Result<()> {
             / cpu_now.1.duration_since(cpu_prev.1).as_secs_f64()
             * 100.0;
         cpu_prev = cpu_now;
-        // A slow answer is a result, not an error: timed (up to a minute) and shown.
-        let s0 = Instant::now();
-        let metrics = scrape()?;
-        let scrape_ms = s0.elapsed().as_secs_f64() * 1e3;
-        if !metrics.contains("jp_jvm_bytecodes_total") {
-            bail!("the scrape has no jp_jvm_bytecodes_total");
-        }
-        let q0 = Instant::now();
-        jpctl(
-            out,
-            &socket,
-            &[
-                "jvm",
-                "top",
-                &pids[windows.len() % pids.len()].to_string(),
-                "-n",
-                "20",
-            ],
-        )?;
-        let top_ms = q0.elapsed().as_secs_f64() * 1e3;
-        let status = jpctl_json(out, &socket, &["status", "--json"])?;
-        windows.push(Window {
-            at_s: t0.elapsed().as_secs_f64(),
-            cpu_pct,
-            rss_mib: rss_kib(jpd.pid()) as f64 / 1024.0,
-            scrape_ms,
-            top_ms,
-            nodes: status["jvm"]["nodes"].as_u64().unwrap_or(0),
-        });
+        let top_pid = pids[windows.len() % pids.len()];
+        let mut w = probe(out, &files.socket, top_pid)?;
+        w.at_s = t0.elapsed().as_secs_f64();
+        w.cpu_pct = cpu_pct;
+        w.rss_mib = rss_kib(jpd.pid()) as f64 / 1024.0;
+        windows.push(w);
     }
+    Ok((windows, restart))
+}
 
-    // Normal end: every thread's last record and the JVM's end go out.
-    std::fs::write(&stop, b"")?;
-    for c in children.iter_mut() {
-        let _ = c.wait();
+/// One window's clients: a scrape and a `jpctl jvm top` of `top_pid`, timed, and the
+/// nodes jpd holds (jpd's own figures are the caller's).
+fn probe(out: &Deliverables, socket: &Path, top_pid: u32) -> Result<Window> {
+    // A slow answer is a result, not an error: timed (up to a minute) and shown.
+    let s0 = Instant::now();
+    let metrics = scrape()?;
+    let scrape_ms = s0.elapsed().as_secs_f64() * 1e3;
+    if !metrics.contains("jp_jvm_bytecodes_total") {
+        bail!("the scrape has no jp_jvm_bytecodes_total");
     }
+    let q0 = Instant::now();
+    jpctl(
+        out,
+        socket,
+        &["jvm", "top", &top_pid.to_string(), "-n", "20"],
+    )?;
+    let top_ms = q0.elapsed().as_secs_f64() * 1e3;
+    let status = jpctl_json(out, socket, &["status", "--json"])?;
+    Ok(Window {
+        at_s: 0.0,
+        cpu_pct: 0.0,
+        rss_mib: 0.0,
+        scrape_ms,
+        top_ms,
+        nodes: status["jvm"]["nodes"].as_u64().unwrap_or(0),
+    })
+}
+
+/// Normal end: every thread's last record and the JVM's end go out; then what jpd holds.
+fn finish(out: &Deliverables, files: &Files, jpd: &mut Jpd, fleet: &mut Fleet) -> Result<End> {
+    std::fs::write(&files.stop, b"")?;
+    fleet.wait();
     std::thread::sleep(Duration::from_secs(2));
-    let list = jpctl_json(out, &socket, &["jvm", "list", "--json"])?;
-    let status = jpctl_json(out, &socket, &["status", "--json"])?;
+    let list = jpctl_json(out, &files.socket, &["jvm", "list", "--json"])?;
+    let status = jpctl_json(out, &files.socket, &["status", "--json"])?;
     jpd.stop();
+    let pids = fleet.pids();
     let entries: Vec<&Value> = list["jvms"]
         .as_array()
         .map(|a| {
@@ -184,37 +225,35 @@ pub fn run(out: &Deliverables) -> Result<()> {
         .iter()
         .filter(|j| j["complete"] == true && j["records_lost"].as_u64().unwrap_or(0) > 0)
         .count();
-    let reasons: Vec<String> = entries
+    let mut reasons: Vec<String> = entries
         .iter()
         .filter_map(|j| j["incomplete_reason"].as_str().map(str::to_string))
         .collect();
-    body(
+    reasons.sort();
+    reasons.dedup();
+    Ok(End {
+        held: entries.len(),
+        complete,
+        lost_complete,
+        reasons,
+        status,
+    })
+}
+
+/// The `fleet` section of BENCHMARKS.md.
+fn render(sizes: &Sizes, windows: &[Window], restart: Restart, end: &End) -> String {
+    let Sizes {
         jvms,
         threads,
         seconds,
-        &mut windows,
-        restart,
-        entries.len(),
+    } = *sizes;
+    let End {
+        held,
         complete,
         lost_complete,
-        &reasons,
-        &status,
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-fn body(
-    jvms: usize,
-    threads: u64,
-    seconds: u64,
-    windows: &mut [Window],
-    restart: Option<(f64, usize)>,
-    held: usize,
-    complete: usize,
-    lost_complete: usize,
-    reasons: &[String],
-    status: &Value,
-) -> Result<()> {
+        ref reasons,
+        ref status,
+    } = *end;
     let mut rows = String::new();
     for w in windows.iter() {
         rows.push_str(&format!(
@@ -227,10 +266,7 @@ fn body(
     let max = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
     let (restart_s, alive) = restart.unwrap_or((f64::NAN, 0));
     let j = &status["jvm"];
-    let mut reasons: Vec<String> = reasons.to_vec();
-    reasons.sort();
-    reasons.dedup();
-    let body = format!(
+    format!(
         "## A fleet host under load: `cargo xtask bench fleet`\n\n\
          {jvms} JVMs (JDK 17, C1 only) × {threads} threads calling small methods, reporting \
          every 100 000 bytecodes, kernel sampling at 997 Hz, {seconds} s; jpd SIGKILLed and \
@@ -261,12 +297,63 @@ fn body(
         } else {
             reasons.join("; ")
         }
-    );
-    write_section("fleet", &body)
+    )
 }
 
 /// The JVMs: killed if the benchmark stops half-way (they would load the machine forever).
 struct Fleet(Vec<Child>);
+
+impl Fleet {
+    /// The JVMs with the agent reporting every 100 000 bytecodes, in their cgroup.
+    fn start(
+        out: &Deliverables,
+        files: &Files,
+        sizes: &Sizes,
+        groups: &FleetGroups,
+    ) -> Result<Fleet> {
+        let mut fleet = Fleet(Vec::new());
+        for _ in 0..sizes.jvms {
+            let child = Command::new(Path::new(JDK17).join("bin/java"))
+                .arg(format!(
+                    "-agentpath:{}=granularity=100000",
+                    out.agent_lib.display()
+                ))
+                .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
+                .arg(&files.dir)
+                .arg("FleetWork")
+                .arg(sizes.threads.to_string())
+                .arg(&files.stop)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .context("cannot start java")?;
+            fleet.0.push(child);
+        }
+        for pid in fleet.pids() {
+            FleetGroups::enter(&groups.workload, pid)?;
+        }
+        Ok(fleet)
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(Child::id).collect()
+    }
+
+    /// JVMs still running.
+    fn alive(&mut self) -> usize {
+        self.0
+            .iter_mut()
+            .filter_map(|c| matches!(c.try_wait(), Ok(None)).then_some(()))
+            .count()
+    }
+
+    /// Waits for every JVM to end.
+    fn wait(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.wait();
+        }
+    }
+}
 
 impl Drop for Fleet {
     fn drop(&mut self) {
@@ -291,28 +378,6 @@ fn scrape() -> Result<String> {
     Ok(text)
 }
 
-fn jpctl(out: &Deliverables, socket: &Path, args: &[&str]) -> Result<String> {
-    let o = Command::new(&out.jpctl)
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .context("cannot run jpctl")?;
-    if !o.status.success() {
-        bail!(
-            "jpctl {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
-}
-
-/// `jpctl --socket SOCKET ARGS` (a `--json` command), parsed.
-pub(super) fn jpctl_json(out: &Deliverables, socket: &Path, args: &[&str]) -> Result<Value> {
-    serde_json::from_str(&jpctl(out, socket, args)?)
-        .with_context(|| format!("jpctl {args:?}: not JSON"))
-}
-
 fn wait_all_listed(out: &Deliverables, socket: &Path, pids: &[u32], limit: Duration) -> Result<()> {
     let t0 = Instant::now();
     loop {
@@ -333,17 +398,4 @@ fn wait_all_listed(out: &Deliverables, socket: &Path, pids: &[u32], limit: Durat
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-}
-
-/// A process's resident memory in KiB (0 once it has gone).
-pub(super) fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
 }

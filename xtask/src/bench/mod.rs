@@ -8,6 +8,7 @@ mod cgroups;
 mod cpu;
 mod fleet;
 mod floor;
+mod harness;
 mod jvm;
 mod kernel;
 mod report;
@@ -37,7 +38,7 @@ pub enum Which {
     /// jpd on a loaded fleet host: many JVMs reporting, kernel sampling, kill -9 and
     /// restart; jpd's CPU and memory over time, scrape and query latency.
     Fleet,
-    /// CPU per exact context (issue 13): the sampler's ns per sample with and without the
+    /// CPU per exact context: the sampler's ns per sample with and without the
     /// join, the agent's cost of publishing its contexts, jpd's CPU with 20 JVMs joined.
     Cpu {
         /// Parts to run (all by default): sampler, agent, programs, jpd.

@@ -19,8 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::jvm::children_cpu_seconds;
-use super::kernel::Jpd;
+use super::harness::{children_cpu_seconds, Jpd};
 use super::report::{median, write_section};
 use crate::build::Deliverables;
 use crate::cmd::root;

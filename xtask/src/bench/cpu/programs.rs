@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::{context_cpu_ns, env_num, java, joined_pid, jpd_config, min_max, wait_for, GOAL_RATIO};
+use super::jvms::{context_cpu_ns, joined_pid, jpd_config, wait_for};
+use super::{java, min_max, GOAL_RATIO};
+use crate::bench::harness::env_num;
+use crate::bench::harness::Jpd;
 use crate::bench::jvm::{self as jvm_bench, rounds};
-use crate::bench::kernel::Jpd;
 use crate::bench::report::median;
 use crate::build::Deliverables;
 
@@ -179,7 +181,7 @@ JVM. Cells: without / heap (the default) / slot, ms a round (ratios to without).
 | program | sets: without / heap / slot (heap, slot ratios) | heap ratio, median [min–max] | slot ratio, median [min–max] |\n\
 | --- | --- | ---: | ---: |\n{rows}\n\
 Geometric mean of all sets' ratios: {geo:.3} publishing on the heap (the default), {slot_geo:.3} in slots.\n\n\
-Goal (issue 13): publishing costs at most 5 % more than the agent without it.\n{}\n",
+Goal: publishing costs at most 5 % more than the agent without it.\n{}\n",
         rounds::MEASURED,
         verdicts.join("\n"),
     ))

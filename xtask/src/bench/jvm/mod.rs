@@ -30,8 +30,6 @@ pub(crate) mod rounds;
 mod steady;
 mod whole;
 
-pub(crate) use whole::children_cpu_seconds;
-
 const SHARE: &str = "/usr/share/java";
 const MODES: [Mode; 3] = [Mode::Off, Mode::Default, Mode::Precise];
 
@@ -269,7 +267,7 @@ pub(crate) fn programs(dir: &Path) -> Result<Vec<Program>> {
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     // javac compiles jp's own test programs (the bench's harnesses need the program jars).
     let mut javac_sources: Vec<String> = Vec::new();
-    for e in std::fs::read_dir(root().join("jp-agent/tests/programs"))? {
+    for e in std::fs::read_dir(root().join("jp-agent/tests/fixtures/programs"))? {
         let p = e?.path();
         if p.extension().is_some_and(|x| x == "java") {
             javac_sources.push(p.display().to_string());

@@ -13,6 +13,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 use super::{agent_arg, Jdk, Mode, Program, MODES};
+use crate::bench::harness::children_cpu_seconds;
 use crate::bench::report::median;
 use crate::build::Deliverables;
 
@@ -132,18 +133,6 @@ fn table(label: &str, programs: &[Program], cells: &mut BTreeMap<(usize, Mode), 
         g(3)
     ));
     s
-}
-
-/// CPU time (user + system) of all children this process has waited for.
-pub(crate) fn children_cpu_seconds() -> f64 {
-    // SAFETY: getrusage writes one rusage into the zeroed struct we own.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_CHILDREN is a valid `who`.
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) } != 0 {
-        return f64::NAN;
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 fn run_once(

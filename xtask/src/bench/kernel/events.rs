@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::{jpd_config, socket_path, IrqLoad, Jpd, Worker, FREQUENCY_HZ};
+use super::{jpd_config, socket_path, IrqLoad, Worker};
 use crate::bench::floor::{bpf_stats_on, Floor};
+use crate::bench::harness::{Jpd, FREQUENCY_HZ};
 use crate::bench::report::Spread;
 use crate::build::Deliverables;
 

@@ -4,13 +4,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::{socket_path, task_cpu_ns, Jpd, FREQUENCY_HZ};
+use super::socket_path;
+use crate::bench::harness::{task_cpu_ns, Jpd, FREQUENCY_HZ};
 use crate::build::Deliverables;
 
 /// Long enough that what jpd does only every few passes (the CPU and symbol checks,
 /// every 5 s) is in it many times over.
 const WINDOW: Duration = Duration::from_secs(60);
-/// The goal: at most 0.02 % of one core.
+/// The goal for jpd at idle: at most 0.02 % of one core.
 const GOAL: f64 = 0.0002;
 
 pub(super) struct Idle {

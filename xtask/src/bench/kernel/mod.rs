@@ -3,14 +3,15 @@
 //! Three parts, each its own section of BENCHMARKS.md: the workload's cost side by side
 //! (`workload`), each eBPF program's cost per event from the kernel's BPF statistics
 //! (`events`), and jpd's own CPU with nothing to do (`idle`). This module holds what
-//! they share: the pinned worker, the disk IRQ load, and starting jpd and perf.
+//! they share: the pinned worker, the disk IRQ load, and starting perf (jpd's launcher
+//! is the benches' `harness`).
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
@@ -22,8 +23,6 @@ mod events;
 mod idle;
 mod workload;
 
-/// jpd's default frequency (used by other benchmarks too).
-const FREQUENCY_HZ: u64 = 997;
 /// CPU time of one repetition of the fixed work (calibrated once).
 const REP_CPU: Duration = Duration::from_millis(15);
 
@@ -219,114 +218,6 @@ fn jpd_config(rate: Option<u32>) -> Result<PathBuf> {
     };
     std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
-}
-
-/// CPU time of all threads of `pid`, ns.
-pub(super) fn task_cpu_ns(pid: u32) -> Result<u64> {
-    let dir = format!("/proc/{pid}/task");
-    let mut total = 0;
-    for entry in std::fs::read_dir(&dir).with_context(|| format!("cannot read {dir}"))? {
-        let path = entry?.path().join("schedstat");
-        // A thread may end between readdir and read: it no longer counts.
-        if let Ok(s) = std::fs::read_to_string(&path) {
-            total += s
-                .split_whitespace()
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-        }
-    }
-    Ok(total)
-}
-
-pub(super) struct Jpd {
-    child: Child,
-    socket: std::path::PathBuf,
-}
-
-impl Jpd {
-    pub(super) fn start(out: &Deliverables, socket: &Path) -> Result<Jpd> {
-        Jpd::start_with(out, socket, None)
-    }
-
-    /// With a configuration file (its socket and frequency are overridden).
-    pub(super) fn start_with(
-        out: &Deliverables,
-        socket: &Path,
-        config: Option<&Path>,
-    ) -> Result<Jpd> {
-        Jpd::start_at(out, socket, config, FREQUENCY_HZ, Duration::from_secs(2))
-    }
-
-    /// At `hz`, measuring from `settle` after it listens.
-    pub(super) fn start_at(
-        out: &Deliverables,
-        socket: &Path,
-        config: Option<&Path>,
-        hz: u64,
-        settle: Duration,
-    ) -> Result<Jpd> {
-        let mut cmd = Command::new(&out.jpd);
-        if let Some(c) = config {
-            cmd.arg("--config").arg(c);
-        }
-        // As the systemd unit runs it (Nice=-5): not starved by the workload it observes.
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setpriority is async-signal-safe and touches only the child being exec'd.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setpriority(libc::PRIO_PROCESS, 0, -5);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .arg("--socket")
-            .arg(socket)
-            .args(["--frequency", &hz.to_string()])
-            .stdout(Stdio::null())
-            .spawn()
-            .with_context(|| format!("cannot start {}", out.jpd.display()))?;
-        let jpd = Jpd {
-            child,
-            socket: socket.to_path_buf(),
-        };
-        let t0 = Instant::now();
-        while !socket.exists() {
-            if t0.elapsed() > Duration::from_secs(120) {
-                bail!("jpd did not listen on {} within 120 s", socket.display());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        // Let start-up work (loading, kallsyms) finish before measuring steady state.
-        std::thread::sleep(settle);
-        Ok(jpd)
-    }
-    pub(super) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGKILL, as a crash would: nothing of jpd's own clean-up runs.
-    pub(super) fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.socket);
-    }
-    pub(super) fn stop(&mut self) {
-        // SAFETY: kill on our own child's pid, which we have not reaped yet.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.socket);
-    }
-}
-
-/// A benchmark that fails half-way must not leave jpd sampling (its programs would
-/// disturb every later measurement and test on the machine).
-impl Drop for Jpd {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.stop();
-        }
-    }
 }
 
 struct Perf {

@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::{
-    jpd_config, socket_path, task_cpu_ns, IrqLoad, Jpd, Perf, Worker, FREQUENCY_HZ, REP_CPU,
-};
+use super::{jpd_config, socket_path, IrqLoad, Perf, Worker, REP_CPU};
 use crate::bench::floor::Floor;
+use crate::bench::harness::{task_cpu_ns, Jpd, FREQUENCY_HZ};
 use crate::bench::report::median;
 use crate::build::Deliverables;
 

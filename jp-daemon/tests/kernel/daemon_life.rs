@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::support::jpd::{free_port, http_get, metric};
-use crate::support::{binary, require_root};
+use crate::support::require_root;
 use jp_daemon::daemon::{self, Control, Overrides};
 use tokio::sync::mpsc;
 
@@ -76,7 +76,7 @@ fn samples(text: &str) -> u64 {
 }
 
 fn jpctl_status(socket: &Path) -> String {
-    let out = Command::new(binary("JPCTL"))
+    let out = Command::new(jp_testkit::jpctl())
         .arg("--socket")
         .arg(socket)
         .arg("status")
