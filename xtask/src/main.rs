@@ -4,6 +4,7 @@
 mod bench;
 mod build;
 mod cmd;
+mod house;
 mod install;
 mod setup;
 mod test;
@@ -54,6 +55,9 @@ enum Task {
         #[arg(long)]
         destdir: Option<std::path::PathBuf>,
     },
+    /// Check the house rules (function and file lengths, argument lists, no tracker
+    /// numbers outside docs/journal/); `cargo xtask test` checks them too.
+    House,
     /// Measure and write the results to BENCHMARKS.md.
     Bench {
         #[command(subcommand)]
@@ -90,6 +94,7 @@ fn main() -> anyhow::Result<()> {
             eprintln!("xtask: next: groupadd --system jp; systemctl daemon-reload; systemctl enable --now jpd");
             Ok(())
         }
+        Task::House => house::run(),
         Task::Bench { which } => bench::run(which),
     }
 }
