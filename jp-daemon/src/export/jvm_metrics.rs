@@ -7,7 +7,7 @@
 //! or Prometheus would see a counter go down (a reset, i.e. a spike in every rate).
 //! [`JvmTotals`] keeps what departed JVMs had counted, per label.
 //!
-//! CPU (issue 13) is counted per kind of thread (`app`, `gc`, `jit`, `vm`), user and
+//! CPU (per exact context) is counted per kind of thread (`app`, `gc`, `jit`, `vm`), user and
 //! kernel mode together: a sample that waits for its context's definition counts as
 //! `app` at once and moves from user to kernel mode when it resolves, so only the sum
 //! over modes is monotonic.

@@ -1,4 +1,4 @@
-//! CPU per exact context (issue 13), for real: jpd's kernel sampler joined to the
+//! CPU per exact context, for real: jpd's kernel sampler joined to the
 //! contexts that JVMs running the agent (`profiler=usdt`) publish, on JDK 17 and 25.
 //! `tests/fixtures/jvm/CpuSplit.java` spins in `a()` for twice the iterations of `b()` (the same
 //! loop), reads `/dev/zero` in `readZero()`, or allocates for the GC. What jpd says is

@@ -1,4 +1,4 @@
-//! The CPU join (issue 13) in one process, on the real sampler: this test process plays
+//! The CPU join (CPU per exact context) in one process, on the real sampler: this test process plays
 //! a JVM. Its agent records (built with `jp_common::wire::Writer`) go into a real JVM
 //! store, jpd's own adapter hands the announced threads to the kernel collector, and a
 //! thread of ours spins with its context id in a slot of our memory. Hostile

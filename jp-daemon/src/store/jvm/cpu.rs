@@ -1,4 +1,4 @@
-//! CPU per exact context (issue 13): the kernel sampler's samples of a JVM's threads,
+//! CPU per exact context: the kernel sampler's samples of a JVM's threads,
 //! counted under the merged node each thread was in (read from the thread's context
 //! slot), or under the thread's name for threads without one (GC, JIT, VM threads).
 //!
