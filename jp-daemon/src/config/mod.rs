@@ -13,11 +13,12 @@ use serde::{Deserialize, Deserializer};
 use crate::export::config::ExportConfig;
 use crate::export::pyroscope::config::PyroscopeConfig;
 use crate::kernel::KernelOptions;
+use crate::restart::{self, RestartNeeded};
 use crate::server::config::ServerConfig;
 use crate::usdt::config::UsdtConfig;
 
 /// The default configuration file, with a comment on every key.
-pub const DEFAULT_CONFIG_TOML: &str = include_str!("../jpd.toml");
+pub const DEFAULT_CONFIG_TOML: &str = include_str!("../../jpd.toml");
 
 /// Where jpd looks for a configuration when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/jp/jpd.toml";
@@ -98,6 +99,53 @@ impl KernelConfig {
             bpf_stats: self.bpf_stats,
             jvm_contexts: self.jvm_contexts,
         }
+    }
+}
+
+impl KernelConfig {
+    /// The keys a reload cannot apply: the programs are loaded and attached with them,
+    /// once. Only `frequency_hz` reloads (the sampler's period is set on the running
+    /// perf events).
+    pub fn restart_needed(&self, new: &Self) -> Vec<RestartNeeded> {
+        restart::changed([
+            (
+                "kernel.shift",
+                self.shift.to_string(),
+                new.shift.to_string(),
+            ),
+            (
+                "kernel.irq_ip_sample_every",
+                self.irq_ip_sample_every.to_string(),
+                new.irq_ip_sample_every.to_string(),
+            ),
+            (
+                "kernel.irq_ip_samples_per_second",
+                self.irq_ip_samples_per_second.to_string(),
+                new.irq_ip_samples_per_second.to_string(),
+            ),
+            (
+                "kernel.bpf_stats",
+                self.bpf_stats.to_string(),
+                new.bpf_stats.to_string(),
+            ),
+            (
+                "kernel.read_interval_ms",
+                self.read_interval_ms.to_string(),
+                new.read_interval_ms.to_string(),
+            ),
+            (
+                "kernel.jvm_contexts",
+                self.jvm_contexts.to_string(),
+                new.jvm_contexts.to_string(),
+            ),
+        ])
+    }
+}
+
+impl LogConfig {
+    /// The logger is set up once, at start.
+    pub fn restart_needed(&self, new: &Self) -> Vec<RestartNeeded> {
+        restart::changed([("log.level", self.level.clone(), new.level.clone())])
     }
 }
 
@@ -235,6 +283,16 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// What `new` changes that a reload cannot apply, as each section declares it;
+    /// `[export]` and `[pyroscope]` reload whole (the exporters and the pusher restart).
+    pub fn restart_needed(&self, new: &Config) -> Vec<RestartNeeded> {
+        let mut keys = self.server.restart_needed(&new.server);
+        keys.extend(self.kernel.restart_needed(&new.kernel));
+        keys.extend(self.log.restart_needed(&new.log));
+        keys.extend(self.usdt.restart_needed(&new.usdt));
+        keys
     }
 
     /// `--config PATH` when given (it must exist), else [`DEFAULT_CONFIG_PATH`]
@@ -376,327 +434,4 @@ fn log_level<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn embedded_file_is_the_default_configuration() {
-        let c = Config::parse(DEFAULT_CONFIG_TOML, "jpd.toml").unwrap();
-        assert_eq!(c, Config::default());
-        assert_eq!(c.kernel.options(), KernelOptions::default());
-        assert_eq!(c.server.socket, PathBuf::from("/run/jp/jpd.sock"));
-    }
-
-    #[test]
-    fn embedded_file_documents_every_key() {
-        // Every key of the default configuration appears, uncommented, in jpd.toml.
-        for key in [
-            "[server]",
-            "socket =",
-            "group =",
-            "allow_uids =",
-            "allow_gids =",
-            "tcp =",
-            "tls_cert =",
-            "tls_key =",
-            "tls_client_ca =",
-            "tls_client_names =",
-            "[kernel]",
-            "frequency_hz =",
-            "shift =",
-            "read_interval_ms =",
-            "irq_ip_sample_every =",
-            "irq_ip_samples_per_second =",
-            "bpf_stats =",
-            "jvm_contexts =",
-            "[log]",
-            "level =",
-            "[export]",
-            "enabled =",
-            "listen =",
-            "max_profile_seconds =",
-            "[pyroscope]",
-            "url =",
-            "interval_s =",
-            "timeout_s =",
-            "labels =",
-            "basic_auth_user =",
-            "basic_auth_password_file =",
-            "bearer_token_file =",
-            "tls_ca_file =",
-            "tenant_id =",
-            "max_backlog =",
-            "max_backlog_mb =",
-            "kernel =",
-            "jvms =",
-        ] {
-            assert!(
-                DEFAULT_CONFIG_TOML.lines().any(|l| l.starts_with(key)),
-                "jpd.toml does not set {key}"
-            );
-        }
-    }
-
-    #[test]
-    fn empty_file_gives_defaults() {
-        assert_eq!(Config::parse("", "x.toml").unwrap(), Config::default());
-    }
-
-    #[test]
-    fn partial_file_keeps_other_defaults() {
-        let c = Config::parse("[kernel]\nshift = 2\n", "x.toml").unwrap();
-        assert_eq!(c.kernel.shift, 2);
-        assert_eq!(c.kernel.frequency_hz, 997);
-        assert_eq!(c.server, ServerConfig::default());
-    }
-
-    #[test]
-    fn jvm_contexts_is_on_by_default_and_can_be_turned_off() {
-        assert!(Config::default().kernel.jvm_contexts);
-        assert!(Config::default().kernel.options().jvm_contexts);
-        let c = Config::parse("[kernel]\njvm_contexts = false\n", "x.toml").unwrap();
-        assert!(!c.kernel.jvm_contexts);
-        assert!(!c.kernel.options().jvm_contexts);
-        // The rest of [kernel] keeps its defaults.
-        assert_eq!(c.kernel.frequency_hz, 997);
-        let e = Config::parse("[kernel]\njvm_contexts = \"no\"\n", "x.toml").unwrap_err();
-        assert!(matches!(&e, ConfigError::Parse { line: 2, .. }), "{e}");
-    }
-
-    #[test]
-    fn unknown_key_names_file_line_and_key() {
-        let text = "[server]\nsocket = \"/tmp/x.sock\"\n\n[kernel]\nfrequency = 99\n";
-        let e = Config::parse(text, "/etc/jp/jpd.toml").unwrap_err();
-        match &e {
-            ConfigError::Parse {
-                path,
-                line,
-                column,
-                message,
-            } => {
-                assert_eq!(path, "/etc/jp/jpd.toml");
-                assert_eq!((*line, *column), (5, 1));
-                assert!(
-                    message.starts_with("unknown field `frequency`"),
-                    "{message}"
-                );
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-        let shown = e.to_string();
-        assert!(
-            shown.starts_with("invalid config /etc/jp/jpd.toml, line 5, column 1: unknown field `frequency`, expected one of"),
-            "{shown}"
-        );
-    }
-
-    #[test]
-    fn unknown_section_is_rejected() {
-        let e = Config::parse("[jvm]\nx = 1\n", "c.toml").unwrap_err();
-        let ConfigError::Parse { line, message, .. } = e else {
-            panic!("{e:?}")
-        };
-        assert_eq!(line, 1);
-        assert!(message.starts_with("unknown field `jvm`"), "{message}");
-    }
-
-    #[test]
-    fn wrong_type_names_line() {
-        let e =
-            Config::parse("[kernel]\nshift = 4\nfrequency_hz = \"fast\"\n", "c.toml").unwrap_err();
-        let ConfigError::Parse {
-            line,
-            column,
-            message,
-            ..
-        } = e
-        else {
-            panic!("{e:?}")
-        };
-        assert_eq!((line, column), (3, 16));
-        assert!(
-            message.contains("invalid type: string \"fast\", expected u64"),
-            "{message}"
-        );
-    }
-
-    #[test]
-    fn out_of_range_value_names_line() {
-        let e = Config::parse("[kernel]\nshift = 40\n", "c.toml").unwrap_err();
-        let ConfigError::Parse { line, message, .. } = e else {
-            panic!("{e:?}")
-        };
-        assert_eq!(line, 2);
-        assert_eq!(message, "shift = 40 is out of range 0..=16");
-        let e = Config::parse("[kernel]\nfrequency_hz = 0\n", "c.toml").unwrap_err();
-        assert!(
-            e.to_string()
-                .ends_with("line 2, column 16: frequency_hz = 0 is out of range 1..=100000"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn bad_log_level() {
-        let e = Config::parse("[log]\nlevel = \"loud\"\n", "c.toml").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid config c.toml, line 2, column 9: level = \"loud\" is not one of off, error, warn, info, debug, trace"
-        );
-    }
-
-    #[test]
-    fn syntax_error_names_line() {
-        let e = Config::parse("[kernel]\nshift = = 3\n", "c.toml").unwrap_err();
-        let ConfigError::Parse { line, .. } = e else {
-            panic!("{e:?}")
-        };
-        assert_eq!(line, 2);
-    }
-
-    #[test]
-    fn flags_win_and_are_checked() {
-        let mut c = Config::default();
-        c.override_with(Some("/tmp/j.sock".into()), Some(250), Some(2))
-            .unwrap();
-        assert_eq!(c.server.socket, PathBuf::from("/tmp/j.sock"));
-        assert_eq!((c.kernel.frequency_hz, c.kernel.shift), (250, 2));
-        let e = c.override_with(None, Some(0), None).unwrap_err();
-        assert_eq!(e.to_string(), "--frequency = 0 is out of range 1..=100000");
-        let e = c.override_with(None, None, Some(17)).unwrap_err();
-        assert_eq!(e.to_string(), "--shift = 17 is out of range 0..=16");
-    }
-
-    #[test]
-    fn missing_explicit_file_is_an_error() {
-        let e = Config::load(Some(Path::new("/nonexistent/jpd.toml"))).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("cannot read config file /nonexistent/jpd.toml: "),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn tcp_without_tls_names_the_tcp_key() {
-        let text = "[server]\ngroup = \"jp\"\n  tcp = \"0.0.0.0:9465\"\n";
-        let e = Config::parse(text, "c.toml").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid config c.toml, line 3, column 3: tcp needs TLS: set tls_cert and tls_key (gRPC over TCP is never plain text)"
-        );
-        let e = Config::parse("[server]\ntcp = \"nowhere\"\n", "c.toml").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid config c.toml, line 2, column 1: tcp = \"nowhere\" is not an IP address and port"
-        );
-    }
-
-    #[test]
-    fn tcp_with_tls_is_accepted() {
-        let text = "[server]\ntcp = \"127.0.0.1:9465\"\ntls_cert = \"/etc/jp/tls/jpd.pem\"\ntls_key = \"/etc/jp/tls/jpd.key\"\n";
-        let c = Config::parse(text, "c.toml").unwrap();
-        assert_eq!(c.server.tcp, "127.0.0.1:9465");
-        assert_eq!(c.server.tls_cert, PathBuf::from("/etc/jp/tls/jpd.pem"));
-        assert_eq!(c.server.tls_key, PathBuf::from("/etc/jp/tls/jpd.key"));
-        assert!(c.server.tls_client_ca.as_os_str().is_empty());
-        let text = format!(
-            "{text}tls_client_ca = \"/etc/jp/tls/ca.pem\"\ntls_client_names = [\"ops.example\", \"ci\"]\n"
-        );
-        let c = Config::parse(&text, "c.toml").unwrap();
-        assert_eq!(c.server.tls_client_names, ["ops.example", "ci"]);
-        // The certificate alone is not enough.
-        let e = Config::parse(
-            "[server]\ntcp = \"[::1]:9465\"\ntls_cert = \"/c.pem\"\n",
-            "c.toml",
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid config c.toml, line 2, column 1: tcp needs TLS: set tls_cert and tls_key (gRPC over TCP is never plain text)"
-        );
-    }
-
-    #[test]
-    fn client_names_need_a_client_ca_and_real_names() {
-        let tcp =
-            "[server]\ntcp = \"127.0.0.1:9465\"\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\n";
-        let e =
-            Config::parse(&format!("{tcp}tls_client_names = [\"ops\"]\n"), "c.toml").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid config c.toml, line 5, column 1: tls_client_names needs tls_client_ca: names are only trusted on client certificates jpd verified"
-        );
-        let e = Config::parse(
-            &format!("{tcp}tls_client_ca = \"/ca.pem\"\ntls_client_names = [\"ops\", \"ci runner\", \" b\"]\n"),
-            "c.toml",
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid config c.toml, line 6, column 1: tls_client_names: \" b\" is not a certificate name (empty, or spaces around it)"
-        );
-        let e = Config::parse("[server]\ntls_client_names = [\"ops\"]\n", "c.toml").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid config c.toml, line 2, column 1: tls_client_names is set but tcp is empty: TLS is only used over TCP"
-        );
-    }
-
-    #[test]
-    fn tls_without_tcp_is_an_error() {
-        let e = Config::parse("[server]\n\ntls_key = \"/k.pem\"\n", "c.toml").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid config c.toml, line 3, column 1: tls_key is set but tcp is empty: TLS is only used over TCP"
-        );
-    }
-
-    #[test]
-    fn export_section() {
-        let c = Config::parse(
-            "[export]\nenabled = true\nlisten = \"[::1]:9999\"\n",
-            "c.toml",
-        )
-        .unwrap();
-        assert!(c.export.enabled);
-        assert_eq!(c.export.listen, "[::1]:9999");
-        assert_eq!(c.export.max_profile_seconds, 300);
-        let e = Config::parse("[export]\nlisten = \"localhost\"\n", "c.toml").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid config c.toml, line 2, column 10: listen = \"localhost\" is not an IP address and port (e.g. \"127.0.0.1:9464\")"
-        );
-    }
-
-    #[test]
-    fn allow_lists_and_group() {
-        let c = Config::parse(
-            "[server]\nallow_uids = [1000, 1001]\nallow_gids = [27]\ngroup = \"\"\n",
-            "c.toml",
-        )
-        .unwrap();
-        assert_eq!(c.server.allow_uids, [1000, 1001]);
-        assert_eq!(c.server.allow_gids, [27]);
-        assert_eq!(c.server.group, "");
-        let e = Config::parse("[server]\ngroup = \"a b\"\n", "c.toml").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid config c.toml, line 2, column 1: group = \"a b\" is not a group name"
-        );
-        let e = Config::parse("[server]\nallow_uids = [-1]\n", "c.toml").unwrap_err();
-        assert!(
-            e.to_string().starts_with("invalid config c.toml, line 2,"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn line_column_counts_characters() {
-        assert_eq!(line_column("ab\ncdé\nx", 0), (1, 1));
-        assert_eq!(line_column("ab\ncdé\nx", 3), (2, 1));
-        // é is two bytes: "x" is at byte 8, the second newline at byte 7.
-        assert_eq!(line_column("ab\ncdé\nx", 8), (3, 1));
-        assert_eq!(line_column("ab\ncdé\nx", 7), (2, 4));
-    }
-}
+mod tests;
