@@ -320,8 +320,11 @@ fn line_column_counts_characters() {
     assert_eq!(line_column("ab\ncdé\nx", 7), (2, 4));
 }
 
+/// A change to one key of the configuration.
+type Change = fn(&mut Config);
+
 /// Each key a reload cannot apply, with a change to it: the warning's order.
-fn restart_changes() -> [(&'static str, fn(&mut Config)); 10] {
+fn restart_changes() -> [(&'static str, Change); 10] {
     [
         ("server.socket", |c| {
             c.server.socket = "/tmp/other.sock".into()
