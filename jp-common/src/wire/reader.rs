@@ -115,6 +115,15 @@ pub fn split_record(buf: &[u8]) -> Result<Record<'_>, WireError> {
     if header.flags & !KNOWN_FLAGS != 0 {
         return Err(WireError::Flags(header.flags));
     }
+    check_kind(&header)?;
+    Ok(Record {
+        header,
+        body: &buf[HEADER_LEN..],
+    })
+}
+
+/// The flags, `seq` and stream each kind allows.
+fn check_kind(header: &RecordHeader) -> Result<(), WireError> {
     let jvm_stream = header.stream == 0;
     match header.kind {
         KIND_HELLO => {
@@ -150,10 +159,7 @@ pub fn split_record(buf: &[u8]) -> Result<Record<'_>, WireError> {
     if jvm_stream == thread_kind || (header.kind == KIND_THREAD && header.stream == STREAM_ENDED) {
         return Err(WireError::Stream);
     }
-    Ok(Record {
-        header,
-        body: &buf[HEADER_LEN..],
-    })
+    Ok(())
 }
 
 /// The body of [`KIND_HELLO`].

@@ -217,63 +217,10 @@ impl Config {
             .check_combinations()
             .map_err(|(key, message)| ("pyroscope", key, message))?;
         let s = &self.server;
-        if !s.tcp.is_empty() {
-            if s.tcp.parse::<std::net::SocketAddr>().is_err() {
-                return Err((
-                    "server",
-                    "tcp",
-                    format!("tcp = {:?} is not an IP address and port", s.tcp),
-                ));
-            }
-            if s.tls_cert.as_os_str().is_empty() || s.tls_key.as_os_str().is_empty() {
-                return Err((
-                    "server",
-                    "tcp",
-                    "tcp needs TLS: set tls_cert and tls_key (gRPC over TCP is never plain text)"
-                        .into(),
-                ));
-            }
-            if !s.tls_client_names.is_empty() && s.tls_client_ca.as_os_str().is_empty() {
-                return Err((
-                    "server",
-                    "tls_client_names",
-                    "tls_client_names needs tls_client_ca: names are only trusted on client certificates jpd verified".into(),
-                ));
-            }
-            if let Some(bad) = s
-                .tls_client_names
-                .iter()
-                .find(|n| n.trim().is_empty() || n.trim() != n.as_str())
-            {
-                return Err((
-                    "server",
-                    "tls_client_names",
-                    format!(
-                        "tls_client_names: {bad:?} is not a certificate name (empty, or spaces around it)"
-                    ),
-                ));
-            }
+        if s.tcp.is_empty() {
+            check_no_tls(s)?;
         } else {
-            for (key, v) in [
-                ("tls_cert", &s.tls_cert),
-                ("tls_key", &s.tls_key),
-                ("tls_client_ca", &s.tls_client_ca),
-            ] {
-                if !v.as_os_str().is_empty() {
-                    return Err((
-                        "server",
-                        key,
-                        format!("{key} is set but tcp is empty: TLS is only used over TCP"),
-                    ));
-                }
-            }
-            if !s.tls_client_names.is_empty() {
-                return Err((
-                    "server",
-                    "tls_client_names",
-                    "tls_client_names is set but tcp is empty: TLS is only used over TCP".into(),
-                ));
-            }
+            check_tcp(s)?;
         }
         if s.group.contains(|c: char| c == ':' || c.is_whitespace()) {
             return Err((
@@ -337,6 +284,71 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The rules of `[server]` when `tcp` is set: an address, TLS, and client names only
+/// with a client CA.
+fn check_tcp(s: &ServerConfig) -> Result<(), (&'static str, &'static str, String)> {
+    if s.tcp.parse::<std::net::SocketAddr>().is_err() {
+        return Err((
+            "server",
+            "tcp",
+            format!("tcp = {:?} is not an IP address and port", s.tcp),
+        ));
+    }
+    if s.tls_cert.as_os_str().is_empty() || s.tls_key.as_os_str().is_empty() {
+        return Err((
+            "server",
+            "tcp",
+            "tcp needs TLS: set tls_cert and tls_key (gRPC over TCP is never plain text)".into(),
+        ));
+    }
+    if !s.tls_client_names.is_empty() && s.tls_client_ca.as_os_str().is_empty() {
+        return Err((
+            "server",
+            "tls_client_names",
+            "tls_client_names needs tls_client_ca: names are only trusted on client certificates jpd verified".into(),
+        ));
+    }
+    if let Some(bad) = s
+        .tls_client_names
+        .iter()
+        .find(|n| n.trim().is_empty() || n.trim() != n.as_str())
+    {
+        return Err((
+            "server",
+            "tls_client_names",
+            format!(
+                "tls_client_names: {bad:?} is not a certificate name (empty, or spaces around it)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Without `tcp`, no TLS key may be set: TLS is only used over TCP.
+fn check_no_tls(s: &ServerConfig) -> Result<(), (&'static str, &'static str, String)> {
+    for (key, v) in [
+        ("tls_cert", &s.tls_cert),
+        ("tls_key", &s.tls_key),
+        ("tls_client_ca", &s.tls_client_ca),
+    ] {
+        if !v.as_os_str().is_empty() {
+            return Err((
+                "server",
+                key,
+                format!("{key} is set but tcp is empty: TLS is only used over TCP"),
+            ));
+        }
+    }
+    if !s.tls_client_names.is_empty() {
+        return Err((
+            "server",
+            "tls_client_names",
+            "tls_client_names is set but tcp is empty: TLS is only used over TCP".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Where `key` of `[section]` is set in `text` (1-based line and column), for errors
