@@ -3,6 +3,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use crate::restart::{self, RestartNeeded};
+
 pub const DEFAULT_SOCKET: &str = "/run/jp/jpd.sock";
 pub const DEFAULT_GROUP: &str = "jp";
 
@@ -40,5 +42,20 @@ impl Default for ServerConfig {
             tls_client_ca: PathBuf::new(),
             tls_client_names: Vec::new(),
         }
+    }
+}
+
+impl ServerConfig {
+    /// The keys a reload cannot apply: the socket and the TCP listener are bound once,
+    /// at start. The access rules and the TLS files reload.
+    pub fn restart_needed(&self, new: &Self) -> Vec<RestartNeeded> {
+        restart::changed([
+            (
+                "server.socket",
+                self.socket.display().to_string(),
+                new.socket.display().to_string(),
+            ),
+            ("server.tcp", self.tcp.clone(), new.tcp.clone()),
+        ])
     }
 }

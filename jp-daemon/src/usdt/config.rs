@@ -5,6 +5,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::collector::UsdtOptions;
 use super::program::{MAX_RING_BYTES, MIN_RING_BYTES};
+use crate::restart::{self, RestartNeeded};
 use crate::store::jvm::JvmLimits;
 
 pub const SCAN_INTERVAL_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=60_000;
@@ -57,6 +58,12 @@ impl UsdtConfig {
             max_nodes_per_jvm: self.max_nodes_per_jvm,
             ..JvmLimits::default()
         }
+    }
+
+    /// The keys a reload cannot apply: all of the section (the collector, its ring
+    /// buffer and the JVM store's limits are set up once, at start), reported as one.
+    pub fn restart_needed(&self, new: &Self) -> Vec<RestartNeeded> {
+        restart::changed([("usdt", format!("{self:?}"), format!("{new:?}"))])
     }
 
     pub fn options(&self) -> UsdtOptions {

@@ -7,13 +7,15 @@
 //! On top of these, the JVM agent's record probe: [`program`] loads the eBPF program
 //! and its maps, [`discovery`] finds the processes mapping `libjpagent.so`, [`control`]
 //! writes their control generation, [`ring`] reads the ring buffer and [`collector`]
-//! runs it all and hands the records to a [`collector::RecordSink`] (the JVM store,
-//! [`crate::store::jvm::JvmStore`], in jpd).
+//! runs it all (its manager thread's jobs in `manager/`: the scan, the attached files,
+//! the generations) and hands the records to a [`crate::store::jvm::sink::RecordSink`]
+//! (the JVM store, [`crate::store::jvm::JvmStore`], in jpd).
 pub mod attach;
 pub mod collector;
 pub mod config;
 pub mod control;
 pub mod discovery;
+mod manager;
 pub mod maps;
 pub mod notes;
 pub mod program;

@@ -1,0 +1,46 @@
+//! CPU per exact context: the kernel sampler's join wired to the JVM store.
+
+use crate::store::read::JvmJoin;
+
+/// The kernel sampler's join of CPU samples to the JVMs' exact contexts, connected to
+/// the JVM store: the threads the agents announced go to the sampler, its samples under
+/// their contexts come back.
+/// The daemon wires the two ([`crate::kernel::join::ContextJoin`] and the store's
+/// [`JvmJoin`]); neither knows the other.
+pub struct JvmContexts(pub crate::store::jvm::SharedJvmStore);
+
+impl crate::kernel::join::ContextJoin for JvmContexts {
+    fn joined(&self, version: Option<u64>) -> Option<crate::kernel::join::Joined> {
+        let announced = self.0.context_threads_since(version)?;
+        let threads = announced
+            .threads
+            .into_iter()
+            .map(|(tgid, slot, stream)| crate::kernel::join::SlotThread {
+                tgid,
+                tid: slot.os_tid,
+                slot: slot.slot,
+                heap: slot.heap,
+                stream,
+            })
+            .collect();
+        Some(crate::kernel::join::Joined {
+            version: announced.version,
+            threads,
+            pids: announced.pids,
+        })
+    }
+
+    fn refuse(&self, t: &crate::kernel::join::SlotThread) {
+        log::debug!(
+            "jvm {}: thread {} announced a context slot for task {}, which is not the process's: refused",
+            t.tgid,
+            t.stream,
+            t.tid
+        );
+        self.0.refuse_context_slot(t.tgid, t.stream);
+    }
+
+    fn samples(&self, period_ns: u64, samples: &[(jp_common::CtxKey, u64)]) {
+        self.0.add_cpu_samples(period_ns, samples);
+    }
+}

@@ -1,0 +1,108 @@
+//! Serving, and the one way out of it: requests to stop or reload, systemd's
+//! watchdog, and the server ending on its own all arrive as one [`Event`]; whatever
+//! ended the serving, [`Daemon::shutdown`] follows.
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+
+use super::start::Daemon;
+use super::{Control, Overrides};
+use crate::notify::{self, Notifier};
+use crate::store::kernel::Store;
+
+enum Event {
+    Control(Control),
+    Watchdog,
+    ServerEnded(anyhow::Result<()>),
+}
+
+impl Daemon {
+    /// Serves until a stop request, or until the server ends (an error either way:
+    /// jpd does not stop serving by itself).
+    pub(super) async fn serve(
+        &mut self,
+        overrides: &Overrides,
+        mut controls: mpsc::Receiver<Control>,
+        notifier: &Notifier,
+    ) -> anyhow::Result<()> {
+        let watchdog = notify::watchdog_timeout().filter(|_| notifier.enabled());
+        let read_interval = Duration::from_millis(self.running.config.kernel.read_interval_ms);
+        // A period long enough never to fire when there is no watchdog.
+        let mut ticker = tokio::time::interval(watchdog.map_or(Duration::from_secs(3600), |t| {
+            (t / 2).max(Duration::from_millis(1))
+        }));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let event = tokio::select! {
+                c = controls.recv() => Event::Control(c.unwrap_or(Control::Stop("the control channel closed"))),
+                _ = ticker.tick(), if watchdog.is_some() => Event::Watchdog,
+                r = &mut self.server.task => Event::ServerEnded(
+                    r.unwrap_or_else(|e| Err(anyhow::anyhow!("gRPC server task failed: {e}")))),
+            };
+            match event {
+                Event::Control(Control::Stop(name)) => {
+                    log::info!(target: "jpd", "{name}: shutting down");
+                    notifier.notify("STOPPING=1");
+                    return self.server.stop().await;
+                }
+                Event::ServerEnded(r) => {
+                    notifier.notify("STOPPING=1");
+                    return r.and_then(|()| Err(anyhow::anyhow!("the gRPC server stopped")));
+                }
+                Event::Control(Control::Reload) => {
+                    notifier.notify(&notify::reloading());
+                    self.running.reload(overrides).await;
+                    notifier.notify("READY=1\nSTATUS=configuration reloaded");
+                }
+                Event::Watchdog => {
+                    if let Some(t) = watchdog {
+                        let store = &self.running.sources.stores.kernel;
+                        watchdog_ping(notifier, store, t, read_interval);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The one shutdown path, whatever ended the server: exporters (the pusher sends
+    /// what it has), collectors detached, socket unlinked.
+    pub(super) fn shutdown(self, rt: &tokio::runtime::Runtime) {
+        let Daemon {
+            mut running,
+            usdt,
+            socket,
+            ..
+        } = self;
+        if let Some(e) = running.exporter.take() {
+            rt.block_on(e.stop());
+        }
+        if let Some(p) = running.pusher.take() {
+            // The interval begun so far and the queue, within a few seconds at most.
+            let deadline = Duration::from_secs(running.config.pyroscope.timeout_s.min(5));
+            rt.block_on(p.finish(&running.sources.pyroscope, deadline));
+        }
+        if let Some(usdt) = usdt {
+            usdt.shutdown();
+        }
+        running.collector.shutdown();
+        drop(socket);
+        log::info!(target: "jpd", "stopped");
+    }
+}
+
+/// Keeps systemd's watchdog fed only while the kernel reader publishes: a stuck reader
+/// (or a stuck runtime, which never gets here) lets systemd restart jpd.
+fn watchdog_ping(notifier: &Notifier, store: &Store, timeout: Duration, read_interval: Duration) {
+    let last = store.kernel_totals().status.last_read;
+    let age = last
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .unwrap_or(Duration::MAX);
+    if age <= read_interval * 2 + timeout / 2 {
+        notifier.notify("WATCHDOG=1");
+    } else {
+        log::error!(target: "jpd",
+            "the kernel reader has not published for {:.1} s: not feeding the watchdog",
+            age.as_secs_f64()
+        );
+    }
+}
