@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use super::start::Daemon;
 use super::{Control, Overrides};
 use crate::notify::{self, Notifier};
-use crate::store::kernel::Store;
+use crate::store::kernel::KernelStore;
 
 enum Event {
     Control(Control),
@@ -92,7 +92,12 @@ impl Daemon {
 
 /// Keeps systemd's watchdog fed only while the kernel reader publishes: a stuck reader
 /// (or a stuck runtime, which never gets here) lets systemd restart jpd.
-fn watchdog_ping(notifier: &Notifier, store: &Store, timeout: Duration, read_interval: Duration) {
+fn watchdog_ping(
+    notifier: &Notifier,
+    store: &KernelStore,
+    timeout: Duration,
+    read_interval: Duration,
+) {
     let last = store.kernel_totals().status.last_read;
     let age = last
         .and_then(|t| SystemTime::now().duration_since(t).ok())

@@ -22,7 +22,7 @@ use crate::notify::Notifier;
 use crate::server::socket::SocketGuard;
 use crate::server::{self, auth, tls};
 use crate::store::jvm::JvmStore;
-use crate::store::kernel::Store;
+use crate::store::kernel::KernelStore;
 use crate::store::read::JvmJoin;
 use crate::store::Sources;
 use crate::usdt::collector::UsdtCollector;
@@ -121,7 +121,7 @@ fn bind_tcp(config: &Config) -> anyhow::Result<Option<(tls::TlsListener, tls::Tl
 fn start_collectors(
     config: &Config,
 ) -> anyhow::Result<(KernelCollector, Option<UsdtCollector>, Sources)> {
-    let store = Store::new();
+    let store = KernelStore::new();
     let collector = KernelCollector::start(config.kernel.options(), store.clone())
         .context("cannot start the kernel collector")?;
     let jvm_store = Arc::new(Mutex::new(JvmStore::new(config.usdt.limits())));

@@ -7,7 +7,7 @@
 //! - `/flame/kernel`: the kernel profile since jpd started (module → function).
 //!
 //! Reads the stores only through their read side (`store::read::ReadJvm`'s list and
-//! snapshot, `Store::kernel_totals`), as the other exporters do.
+//! snapshot, `KernelStore::kernel_totals`), as the other exporters do.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -228,13 +228,13 @@ fn kernel_page_now(sources: &ExportState) -> Response {
 mod tests {
     use super::super::{ExportState, Exporter};
     use crate::export::config::ExportConfig;
-    use crate::store::kernel::Store;
+    use crate::store::kernel::KernelStore;
     use crate::store::Sources;
     use std::time::SystemTime;
 
     #[tokio::test]
     async fn pages_on_the_exporter_answer_without_data_and_refuse_bad_pids() {
-        let sources = ExportState::new(Sources::from(Store::new()));
+        let sources = ExportState::new(Sources::from(KernelStore::new()));
         let cfg = ExportConfig {
             enabled: true,
             listen: "127.0.0.1:0".into(),

@@ -45,7 +45,7 @@ fn ns_to_s(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
-/// The exposition for `totals` (the store's [`kernel_totals`](crate::store::kernel::Store::kernel_totals)).
+/// The exposition for `totals` (the store's [`kernel_totals`](crate::store::kernel::KernelStore::kernel_totals)).
 pub fn render(totals: &KernelView, process: &Process) -> String {
     let mut out = String::with_capacity(8 * 1024);
     let c = &totals.counts;

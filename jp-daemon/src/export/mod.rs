@@ -312,7 +312,7 @@ mod tests {
 
     #[tokio::test]
     async fn serves_metrics_and_rejects_bad_profiles_over_http() {
-        let store = ExportState::new(Sources::from(crate::store::kernel::Store::new()));
+        let store = ExportState::new(Sources::from(crate::store::kernel::KernelStore::new()));
         let cfg = ExportConfig {
             enabled: true,
             listen: "127.0.0.1:0".into(),

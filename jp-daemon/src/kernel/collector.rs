@@ -1,5 +1,5 @@
 //! Loads and attaches jp's eBPF programs, follows CPU hotplug, and copies the maps
-//! into the [`Store`] every `read_interval`.
+//! into the [`KernelStore`] every `read_interval`.
 //!
 //! Life cycle: [`KernelCollector::start`] loads everything and starts a reader thread
 //! (no async runtime needed); [`KernelCollector::refresh`] reads the maps right now;
@@ -17,7 +17,7 @@ use super::join::ContextJoin;
 use super::options::KernelOptions;
 use super::reader::{read_until_stopped, JoinWaker, Pass, State, Wake};
 use crate::lock::lock;
-use crate::store::kernel::{CollectorStatus, Store};
+use crate::store::kernel::{CollectorStatus, KernelStore};
 
 /// Handle on the running collector.
 pub struct KernelCollector {
@@ -31,7 +31,7 @@ impl KernelCollector {
     /// Loads and attaches every program (root needed), publishes a first reading and
     /// starts reading every `opts.read_interval`. Fails with the verifier's full log if
     /// a program is rejected.
-    pub fn start(opts: KernelOptions, store: Arc<Store>) -> anyhow::Result<KernelCollector> {
+    pub fn start(opts: KernelOptions, store: Arc<KernelStore>) -> anyhow::Result<KernelCollector> {
         if opts.frequency_hz == 0 {
             bail!("sampling frequency must be at least 1 Hz");
         }

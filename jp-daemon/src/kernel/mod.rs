@@ -1,7 +1,7 @@
 //! Kernel hotspots: the eBPF samplers' user-space half.
 //!
 //! [`KernelCollector`] loads and attaches the programs and copies their maps into the
-//! [`Store`](crate::store::kernel::Store) every `read_interval`. Its files, by job:
+//! [`KernelStore`](crate::store::kernel::KernelStore) every `read_interval`. Its files, by job:
 //! - `collector`: the public handle (start, refresh, frequency, status, shutdown);
 //! - `reader`: the reader thread and its schedule, a pass, the join's wakes
 //!   ([`JoinWaker`]) and the kernel symbols' reload;
@@ -17,8 +17,8 @@
 //! # Use from the daemon (`daemon.rs`)
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
-//! use jp_daemon::{kernel::{KernelCollector, KernelOptions}, store::kernel::Store};
-//! let store = Store::new();
+//! use jp_daemon::{kernel::{KernelCollector, KernelOptions}, store::kernel::KernelStore};
+//! let store = KernelStore::new();
 //! // Loads and attaches everything (root), publishes a first reading, then a reader
 //! // thread publishes every `read_interval`. No async runtime needed: call it from
 //! // `main` or inside `tokio::task::spawn_blocking`.

@@ -15,7 +15,7 @@ use super::read::MapReader;
 use super::status::StatusKeeper;
 use crate::lock::lock;
 use crate::store::kernel::symbols::{Symbols, SymbolsStamp};
-use crate::store::kernel::{CollectorStatus, Store};
+use crate::store::kernel::{CollectorStatus, KernelStore};
 
 /// Spacing of the reader's join syncs between passes: a JVM starting hundreds of
 /// threads at once costs one sync per this much time, not one per thread.
@@ -112,7 +112,7 @@ pub(super) enum Pass {
 
 /// Everything the collector holds, one part per job.
 pub(super) struct State {
-    store: Arc<Store>,
+    store: Arc<KernelStore>,
     probes: Probes,
     maps: MapReader,
     symbols: KernelSymbols,
@@ -127,7 +127,7 @@ pub(super) struct State {
 
 impl State {
     /// Loads and attaches everything and publishes the kernel's symbols.
-    pub(super) fn attach(opts: KernelOptions, store: Arc<Store>) -> anyhow::Result<State> {
+    pub(super) fn attach(opts: KernelOptions, store: Arc<KernelStore>) -> anyhow::Result<State> {
         let symbols = KernelSymbols::load()?;
         let (mut probes, shape) = Probes::load(opts, &symbols.current)?;
         let ebpf = probes.ebpf().context("not attached")?;

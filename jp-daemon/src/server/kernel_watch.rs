@@ -2,7 +2,7 @@
 //! message that needs it; after that only ids and the change since the previous
 //! message travel. One [`WatchState`] per stream.
 //!
-//! The counts are since the last reset ([`crate::store::kernel::Store::kernel_view`]);
+//! The counts are since the last reset ([`crate::store::kernel::KernelStore::kernel_view`]);
 //! deltas are "since my last read" as the stores' read side defines them
 //! ([`crate::store::read`]): saturating, and a reset restarts every reading from 0.
 
@@ -201,7 +201,7 @@ mod tests {
     use super::*;
     use crate::store::kernel::symbols::test_symbols;
     use crate::store::kernel::{
-        CollectorStatus, IrqHandlerCounts, KernelCounts, SoftirqCounts, Store,
+        CollectorStatus, IrqHandlerCounts, KernelCounts, KernelStore, SoftirqCounts,
     };
 
     fn counts(zero: u64, clear: u64, e1000: u64, irq: u64, timer: u64) -> KernelCounts {
@@ -235,8 +235,8 @@ mod tests {
         c
     }
 
-    fn store() -> Arc<Store> {
-        let store = Store::new();
+    fn store() -> Arc<KernelStore> {
+        let store = KernelStore::new();
         store.publish_symbols(Arc::new(test_symbols()));
         store
     }
@@ -245,7 +245,7 @@ mod tests {
         fn publish_counts(&self, c: KernelCounts);
     }
 
-    impl PublishCounts for Store {
+    impl PublishCounts for KernelStore {
         fn publish_counts(&self, c: KernelCounts) {
             self.publish(
                 c,

@@ -16,12 +16,12 @@ use super::jvm_watch::JvmWatch;
 use super::kernel;
 use super::kernel_watch::{interval, WatchState};
 use crate::store::jvm::{JvmSnapshot, JvmSummary, SharedJvmStore};
-use crate::store::kernel::Store;
+use crate::store::kernel::KernelStore;
 use crate::store::read::ReadJvm;
 use crate::store::Sources;
 
 pub struct JpService {
-    store: Arc<Store>,
+    store: Arc<KernelStore>,
     jvm: SharedJvmStore,
     started: Instant,
     started_at: SystemTime,

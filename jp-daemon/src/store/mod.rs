@@ -14,13 +14,13 @@ use std::sync::{Arc, Mutex};
 /// Both stores, as the gRPC server and the exporters read them.
 #[derive(Clone)]
 pub struct Sources {
-    pub kernel: Arc<kernel::Store>,
+    pub kernel: Arc<kernel::KernelStore>,
     pub jvm: jvm::SharedJvmStore,
 }
 
 /// Kernel data only: the JVM store stays empty (no USDT collector feeds it).
-impl From<Arc<kernel::Store>> for Sources {
-    fn from(kernel: Arc<kernel::Store>) -> Sources {
+impl From<Arc<kernel::KernelStore>> for Sources {
+    fn from(kernel: Arc<kernel::KernelStore>) -> Sources {
         Sources {
             kernel,
             jvm: Arc::new(Mutex::new(jvm::JvmStore::new(jvm::JvmLimits::default()))),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use hyper_util::rt::TokioIo;
 use jp_daemon::server;
-use jp_daemon::store::kernel::Store;
+use jp_daemon::store::kernel::KernelStore;
 use jp_proto::v1 as pb;
 use jp_proto::v1::jp_client::JpClient;
 use tokio::net::UnixStream;
@@ -52,7 +52,7 @@ async fn a_watch_flood_neither_starves_another_client_nor_grows_memory() {
     let socket = dir.path().join("jpd.sock");
     let (listener, _guard) = server::socket::bind(&socket).expect("bind");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(server::serve(listener, Store::new(), async move {
+    let task = tokio::spawn(server::serve(listener, KernelStore::new(), async move {
         let _ = stopped.await;
     }));
 

@@ -12,7 +12,8 @@ use hyper_util::rt::TokioIo;
 use jp_daemon::server;
 use jp_daemon::store::kernel::symbols::Symbols;
 use jp_daemon::store::kernel::{
-    CollectorStatus, IrqHandlerCounts, KernelCounts, ModeCounts, ProgramStats, SoftirqCounts, Store,
+    CollectorStatus, IrqHandlerCounts, KernelCounts, KernelStore, ModeCounts, ProgramStats,
+    SoftirqCounts,
 };
 use jp_proto::v1 as pb;
 use jp_proto::v1::jp_client::JpClient;
@@ -136,8 +137,8 @@ fn status() -> CollectorStatus {
     }
 }
 
-fn filled_store() -> Arc<Store> {
-    let store = Store::new();
+fn filled_store() -> Arc<KernelStore> {
+    let store = KernelStore::new();
     store.publish_symbols(Arc::new(Symbols::parse(KALLSYMS).unwrap()));
     store.publish(counts(), status());
     store
@@ -162,7 +163,7 @@ struct Running {
     _dir: tempfile::TempDir,
 }
 
-async fn start(store: Arc<Store>) -> Running {
+async fn start(store: Arc<KernelStore>) -> Running {
     let dir = tempfile::tempdir().unwrap();
     // A parent directory that does not exist yet, as /run/jp on a fresh boot.
     let socket = dir.path().join("run/jp/jpd.sock");

@@ -224,7 +224,7 @@ fn softirq_probe_counts_every_run() {
         bpf_stats: true,
         ..Default::default()
     });
-    let total = |store: &jp_daemon::store::kernel::Store| -> (u64, u64) {
+    let total = |store: &jp_daemon::store::kernel::KernelStore| -> (u64, u64) {
         let v = store.kernel_view();
         let ours = v.counts.softirqs.values().map(|s| s.count).sum();
         let runs = v
@@ -260,7 +260,7 @@ fn softirq_probe_counts_every_run() {
 /// Hard-IRQ handler entries and interrupted-IP walks after some disk I/O.
 fn entries_and_walks_after_disk_io(
     c: &jp_daemon::kernel::KernelCollector,
-    store: &jp_daemon::store::kernel::Store,
+    store: &jp_daemon::store::kernel::KernelStore,
 ) -> (u64, u64) {
     disk_io(8);
     {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jp_daemon::kernel::{KernelCollector, KernelOptions};
-use jp_daemon::store::kernel::Store;
+use jp_daemon::store::kernel::KernelStore;
 
 use super::require_root;
 
@@ -36,17 +36,17 @@ impl std::ops::Deref for Running {
     }
 }
 
-pub fn start() -> (Running, Arc<Store>) {
+pub fn start() -> (Running, Arc<KernelStore>) {
     start_with(KernelOptions::default())
 }
 
-pub fn start_with(options: KernelOptions) -> (Running, Arc<Store>) {
+pub fn start_with(options: KernelOptions) -> (Running, Arc<KernelStore>) {
     require_root();
     let turn = super::exclusive();
     if RAN_BEFORE.swap(true, std::sync::atomic::Ordering::SeqCst) {
         std::thread::sleep(AFTER_TEARDOWN);
     }
-    let store = Store::new();
+    let store = KernelStore::new();
     let c = match KernelCollector::start(options, store.clone()) {
         Ok(c) => c,
         Err(e) => panic!("cannot start the kernel collector: {e:#}"),

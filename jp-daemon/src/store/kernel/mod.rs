@@ -134,7 +134,7 @@ struct Inner {
 
 /// Shared between the collector (writer) and the server (reader).
 #[derive(Default)]
-pub struct Store {
+pub struct KernelStore {
     inner: RwLock<Inner>,
 }
 
@@ -147,9 +147,9 @@ pub struct KernelView {
     pub reset_at: Option<SystemTime>,
 }
 
-impl Store {
-    pub fn new() -> Arc<Store> {
-        Arc::new(Store::default())
+impl KernelStore {
+    pub fn new() -> Arc<KernelStore> {
+        Arc::new(KernelStore::default())
     }
 
     /// Called by the collector after each read of the maps.
@@ -273,7 +273,7 @@ mod tests {
 
     #[test]
     fn reset_subtracts_a_baseline_without_touching_published_counts() {
-        let store = Store::new();
+        let store = KernelStore::new();
         let mut c = KernelCounts::default();
         c.modes.kernel = 10;
         c.buckets.insert(7, 4);

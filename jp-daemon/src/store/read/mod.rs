@@ -6,9 +6,9 @@
 //!
 //! # The lock rule
 //!
-//! The kernel store locks itself (a read-write lock inside [`kernel::Store`]): every
-//! read is one copy ([`kernel::Store::kernel_view`], [`kernel::Store::kernel_totals`],
-//! [`kernel::Store::symbols`]) and no reader holds anything afterwards.
+//! The kernel store locks itself (a read-write lock inside [`kernel::KernelStore`]): every
+//! read is one copy ([`kernel::KernelStore::kernel_view`], [`kernel::KernelStore::kernel_totals`],
+//! [`kernel::KernelStore::symbols`]) and no reader holds anything afterwards.
 //!
 //! The JVM store is one mutex ([`crate::store::jvm::SharedJvmStore`]) shared by the
 //! USDT ring reader (ingest, batches of at most `usdt::ring::MAX_HOLD`), the USDT
@@ -31,9 +31,9 @@
 //!   ([`Since`], [`kernel::KernelCounts::since`], [`mct_delta`],
 //!   [`CpuSnapshot::since`]);
 //! - *a reset* of the kernel counts (`jpctl reset`): readers of counts since the reset
-//!   ([`kernel::Store::kernel_view`]) see `reset_at` change and restart their readings
+//!   ([`kernel::KernelStore::kernel_view`]) see `reset_at` change and restart their readings
 //!   from 0 ([`Since::restart`]); readers of the totals
-//!   ([`kernel::Store::kernel_totals`], monotonic: Prometheus, pprof, Pyroscope) never
+//!   ([`kernel::KernelStore::kernel_totals`], monotonic: Prometheus, pprof, Pyroscope) never
 //!   see it;
 //! - *a JVM that is another one* behind the same pid or that *vanished* (its
 //!   retention is over): its reader drops what it read of it and starts over from
@@ -212,7 +212,7 @@ impl<const N: usize> Since<N> {
     }
 }
 
-/// A reader's last reading of the kernel's totals ([`kernel::Store::kernel_totals`])
+/// A reader's last reading of the kernel's totals ([`kernel::KernelStore::kernel_totals`])
 /// and when it was taken: the start of the reader's next window.
 #[derive(Clone, Debug)]
 pub struct KernelSince {
@@ -222,7 +222,7 @@ pub struct KernelSince {
 
 impl KernelSince {
     /// Reads the store's totals now: the window opens here.
-    pub fn open(store: &kernel::Store) -> KernelSince {
+    pub fn open(store: &kernel::KernelStore) -> KernelSince {
         KernelSince::at(store.kernel_totals().counts, SystemTime::now())
     }
 
