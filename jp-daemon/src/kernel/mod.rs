@@ -14,7 +14,7 @@
 //!
 //! The maps' names and sizes are `jp_common::maps`, shared with jp-ebpf.
 //!
-//! # Use from the daemon (`daemon.rs`)
+//! # Use from the daemon (`daemon/start.rs`)
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
 //! use jp_daemon::{kernel::{KernelCollector, KernelOptions}, store::kernel::KernelStore};

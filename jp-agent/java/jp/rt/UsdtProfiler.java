@@ -6,7 +6,7 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * The built-in live view ({@code profiler=usdt}): at each report, the thread's tree changes since
- * its last record are serialized in the wire format of {@code jp-common/src/wire.rs} and handed
+ * its last record are serialized in the wire format of {@code jp-common/src/wire/mod.rs} and handed
  * to the USDT probe {@code jp:record} in libjpagent.so, which jpd traces.
  *
  * <p>With no tracer attached the probe's semaphore is 0 and a report costs one load and a compare:
@@ -53,7 +53,7 @@ final class UsdtProfiler implements Profiler {
      * listened, or before jpd restarted, cannot re-send its own tree: this snapshot goes out as
      * stream {@link #STREAM_ENDED} with every new generation, after the hello and the methods.
      * Guarded by this profiler's monitor, which also makes a thread's END and its fold into
-     * this tree one step (see wire.rs, "Ended threads").
+     * this tree one step (see jp-common/src/wire/mod.rs, "Ended threads").
      */
     private final Node ended;
     private final Stream endedStream = new Stream(STREAM_ENDED, "(ended threads)");
