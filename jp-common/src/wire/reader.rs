@@ -1,6 +1,6 @@
 //! Reading records: every byte comes from a process jpd does not trust, so every read
 //! is bounds-checked and every id range-checked before anything is decoded further.
-use super::{
+use super::format::{
     RecordHeader, WireError, FLAG_ABSOLUTE, FLAG_END, FLAG_RESYNC, HEADER_LEN, KIND_HELLO,
     KIND_JVM_END, KIND_METHODS, KIND_THREAD, KIND_TREE, KNOWN_FLAGS, MAGIC, MAX_NODE_ID,
     MAX_RECORD, MAX_STRING, STREAM_ENDED, VERSION,

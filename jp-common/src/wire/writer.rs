@@ -1,6 +1,6 @@
 //! Writing records, for the agent's Rust side and the tests.
+use super::format::{RecordHeader, HEADER_LEN, MAGIC, MAX_RECORD, MAX_STRING, VERSION};
 use super::reader::{MethodDef, TreeEntry};
-use super::{RecordHeader, HEADER_LEN, MAGIC, MAX_RECORD, MAX_STRING, VERSION};
 
 /// Builds one record in a caller-owned buffer (no allocation): the agent's Rust side and
 /// tests use it; the Java runtime has its own encoder of the same format.

@@ -5,8 +5,7 @@
 use std::time::SystemTime;
 
 use super::access::{apply_group, policy, tls_policy, tls_summary};
-use super::Overrides;
-use crate::config::Config;
+use crate::config::{Config, ConfigError, Source};
 use crate::export::pyroscope::Pusher;
 use crate::export::{self, Exporter};
 use crate::kernel::KernelCollector;
@@ -29,10 +28,10 @@ pub(super) struct Running {
 }
 
 impl Running {
-    /// Applies what can change at run time; says what needs a restart. A file that
-    /// does not load changes nothing.
-    pub(super) async fn reload(&mut self, overrides: &Overrides) {
-        let new = match overrides.load() {
+    /// Applies what can change at run time from the configuration loaded anew; says
+    /// what needs a restart. A file that does not load changes nothing.
+    pub(super) async fn reload(&mut self, loaded: Result<(Config, Source), ConfigError>) {
+        let new = match loaded {
             Ok((c, source)) => {
                 log::info!(target: "jpd", "SIGHUP: reloading the configuration from {source}");
                 c

@@ -51,7 +51,7 @@ impl Daemon {
                 }
                 Event::Control(Control::Reload) => {
                     notifier.notify(&notify::reloading());
-                    self.running.reload(overrides).await;
+                    self.running.reload(overrides.load()).await;
                     notifier.notify("READY=1\nSTATUS=configuration reloaded");
                 }
                 Event::Watchdog => {

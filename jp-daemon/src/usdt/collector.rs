@@ -106,9 +106,16 @@ impl UsdtCollector {
             Arc::clone(&reader_stats),
         ));
 
-        let status = Arc::new(Mutex::new(UsdtStatus::default()));
         let interval = opts.scan_interval.max(TICK);
-        let mut manager = Manager::new(program, pmu, opts, sink, Arc::clone(&status), reader_stats);
+        let mut manager = Manager::new(
+            program,
+            pmu,
+            opts.library,
+            opts.scan_interval,
+            sink,
+            reader_stats,
+        );
+        let status = manager.shared_status();
         manager.scan();
         manager.tick(Tick::WithStatus);
         let (stop, thread) = spawn_manager(manager, interval)?;

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::attach::UprobePmu;
-use super::collector::UsdtOptions;
 use super::control::{ControlSymbol, GenerationClock};
 use super::discovery::{self, Found};
 use super::program::UsdtProgram;
@@ -45,7 +44,8 @@ struct Process {
 pub(super) struct Manager<S> {
     program: UsdtProgram,
     pmu: UprobePmu,
-    opts: UsdtOptions,
+    /// File name of the agent library in `/proc/PID/maps`.
+    library: String,
     sink: Arc<Mutex<S>>,
     files: HashMap<FileKey, AttachedFile>,
     /// Files that cannot be attached (no probe, malformed), with the reason, so that
@@ -67,26 +67,28 @@ pub(super) struct Manager<S> {
 }
 
 impl<S: RecordSink> Manager<S> {
+    /// A manager that has scanned nothing yet; the status it publishes is
+    /// [`Manager::shared_status`].
     pub(super) fn new(
         program: UsdtProgram,
         pmu: UprobePmu,
-        opts: UsdtOptions,
+        library: String,
+        scan_interval: Duration,
         sink: Arc<Mutex<S>>,
-        status: Arc<Mutex<UsdtStatus>>,
         reader_stats: Arc<ReaderStats>,
     ) -> Manager<S> {
         Manager {
             program,
             pmu,
-            rechecks: discovery::Rechecks::new(opts.scan_interval),
-            opts,
+            library,
             sink,
             files: HashMap::new(),
             refused: HashMap::new(),
             procs: HashMap::new(),
+            rechecks: discovery::Rechecks::new(scan_interval),
             clock: GenerationClock::default(),
             next_cookie: 1,
-            status,
+            status: Arc::new(Mutex::new(UsdtStatus::default())),
             reader_stats,
             scans: 0,
             last_scan: Duration::ZERO,
@@ -97,11 +99,16 @@ impl<S: RecordSink> Manager<S> {
         }
     }
 
+    /// The status as of the last tick, shared with the collector's handle.
+    pub(super) fn shared_status(&self) -> Arc<Mutex<UsdtStatus>> {
+        Arc::clone(&self.status)
+    }
+
     pub(super) fn scan(&mut self) {
         let started = Instant::now();
         let procs = &self.procs;
         let scan = match discovery::scan(
-            &self.opts.library,
+            &self.library,
             |pid| procs.get(&pid).map(|p| p.start_time),
             &mut self.rechecks,
         ) {
