@@ -28,6 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jp_mct::{Mct, MethodInfo, PprofOptions, TimeRange};
 
 use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
+use crate::export::label::label_value;
 use crate::export::{kernel_pprof, ExportState};
 use crate::store::jvm::CpuSnapshot;
 use crate::store::read::{self, KernelSince, ReadJvm};
@@ -245,12 +246,13 @@ fn jvms(
             base.cpu = Some(c.clone());
         }
         base.until = now;
+        // A JVM chooses its main class: bounded and safe before it names a service.
         let service = if s.main.is_empty() {
-            UNKNOWN_MAIN
+            UNKNOWN_MAIN.to_string()
         } else {
-            s.main.as_str()
+            label_value(&s.main)
         };
-        out.push(series(JVM_PROFILE_NAME, service, l, profile));
+        out.push(series(JVM_PROFILE_NAME, &service, l, profile));
     }
 }
 
