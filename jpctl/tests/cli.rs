@@ -23,6 +23,8 @@ struct Fake {
     profiles: Mutex<Vec<(u32, u32, f64)>>,
     /// (pid, order, limit) of every GetJvmTop call.
     tops: Mutex<Vec<(u32, i32, u32)>>,
+    /// List the hostile JVM too (its names carry terminal escapes).
+    list_hostile: std::sync::atomic::AtomicBool,
 }
 
 fn function(
@@ -172,9 +174,15 @@ impl Jp for FakeSvc {
         &self,
         _: Request<pb::ListJvmsRequest>,
     ) -> Result<Response<pb::JvmList>, Status> {
-        Ok(Response::new(pb::JvmList {
-            jvms: vec![paper_jvm(), broken_jvm()],
-        }))
+        let mut jvms = vec![paper_jvm(), broken_jvm()];
+        if self
+            .0
+            .list_hostile
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            jvms.push(hostile_jvm());
+        }
+        Ok(Response::new(pb::JvmList { jvms }))
     }
     async fn get_jvm_profile(
         &self,
@@ -189,6 +197,8 @@ impl Jp for FakeSvc {
             .push((r.pid, r.max_depth, r.min_share));
         let mut p = if r.pid == JOINED_PID {
             joined_profile()
+        } else if r.pid == HOSTILE_PID {
+            hostile_profile()
         } else {
             paper_profile()
         };
@@ -205,7 +215,12 @@ impl Jp for FakeSvc {
         let r = r.into_inner();
         known(r.pid)?;
         self.0.tops.lock().unwrap().push((r.pid, r.order, r.limit));
-        Ok(Response::new(paper_top(r.order)))
+        let mut top = paper_top(r.order);
+        if r.pid == HOSTILE_PID {
+            top.jvm = Some(hostile_jvm());
+            top.methods[0].name = HOSTILE_METHOD.into();
+        }
+        Ok(Response::new(top))
     }
     type ExportJvmProfileStream =
         tokio_stream::Iter<std::vec::IntoIter<Result<pb::JvmExportChunk, Status>>>;
@@ -255,6 +270,9 @@ const PAPER_PID: u32 = 4242;
 const SHORT_PID: u32 = 77;
 const HUGE_PID: u32 = 88;
 const JOINED_PID: u32 = 4343;
+/// A JVM (or a fake agent) that chose names to attack the terminal of whoever runs jpctl.
+const HOSTILE_PID: u32 = 6666;
+const HOSTILE_METHOD: &str = "Evil.\u{1b}[2J\u{202e}gnp.f\r\u{9b}31m()V";
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -264,7 +282,7 @@ fn now_ms() -> u64 {
 }
 
 fn known(pid: u32) -> Result<(), Status> {
-    if [PAPER_PID, SHORT_PID, HUGE_PID, JOINED_PID].contains(&pid) {
+    if [PAPER_PID, SHORT_PID, HUGE_PID, JOINED_PID, HOSTILE_PID].contains(&pid) {
         Ok(())
     } else {
         Err(Status::not_found(format!(
@@ -290,6 +308,28 @@ fn paper_jvm() -> pb::JvmSummary {
         nodes: 6,
         ..Default::default()
     }
+}
+
+/// A main class that retitles the terminal, then 3000 characters.
+fn hostile_main() -> String {
+    format!("\x1b]0;pwned\x07{}", "A".repeat(3000))
+}
+
+fn hostile_jvm() -> pb::JvmSummary {
+    pb::JvmSummary {
+        pid: HOSTILE_PID,
+        main: hostile_main(),
+        jdk_version: "17\x1b[31m".into(),
+        bba: "precise".into(),
+        ..paper_jvm()
+    }
+}
+
+fn hostile_profile() -> pb::JvmProfile {
+    let mut p = paper_profile();
+    p.jvm = Some(hostile_jvm());
+    p.methods[2].name = HOSTILE_METHOD.into();
+    p
 }
 
 fn broken_jvm() -> pb::JvmSummary {
@@ -1040,4 +1080,38 @@ fn jvm_export_flame_graph_in_a_real_browser() {
     assert_eq!(browser::flagged(&r[6], "ancestor"), [main]);
     assert_eq!(browser::width_of(&r[6], f), 1180);
     assert_eq!(browser::labels(&r[7]), all);
+}
+
+/// Control characters (C0, DEL, C1) and bidi overrides a JVM chose never reach the
+/// terminal raw: each is printed as a visible escape.
+#[test]
+fn hostile_names_reach_the_terminal_escaped() {
+    let j = fake_jpd();
+    j.fake
+        .list_hostile
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let pid = HOSTILE_PID.to_string();
+    for args in [
+        vec!["jvm", "list"],
+        vec!["jvm", "top", &pid],
+        vec!["jvm", "tree", &pid],
+    ] {
+        let out = stdout_ok(&j.socket, &args);
+        let raw: Vec<char> = out
+            .chars()
+            .filter(|&c| {
+                (c.is_control() && c != '\n')
+                    || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            })
+            .collect();
+        assert!(raw.is_empty(), "jpctl {args:?} printed raw {raw:?}");
+        // Lines are the table's own: no name breaks one.
+        assert!(!out.contains('\r'), "{args:?}");
+        let expect = if args[1] == "list" {
+            "\\x1b]0;pwned\\x07AAA"
+        } else {
+            "Evil.\\x1b[2J\\u{202e}gnp.f\\x0d\\x9b31m()V"
+        };
+        assert!(out.contains(expect), "jpctl {args:?}: {out}");
+    }
 }

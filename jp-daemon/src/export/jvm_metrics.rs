@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
+use super::label::label_value;
 use super::prometheus::Family;
 use crate::store::jvm::{IngestStats, JvmSummary};
 
@@ -23,8 +24,9 @@ pub const MAX_MAINS: usize = 50;
 /// The kinds of thread CPU is counted by, in exposition order (see
 /// [`crate::store::jvm::cpu::ThreadKind`]).
 pub const CPU_KINDS: [&str; 4] = ["app", "gc", "jit", "vm"];
-/// Longest `main` label value (characters); longer names are cut.
-const MAX_MAIN_CHARS: usize = 100;
+/// Longest `main` label value; longer names are cut (see [`label_value`]).
+#[cfg(test)]
+const MAX_MAIN_CHARS: usize = super::label::MAX_LABEL_BYTES;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MainTotals {
@@ -87,7 +89,8 @@ pub struct JvmTotals {
 impl JvmTotals {
     fn label_for(&self, main: &str) -> String {
         let name = if main.is_empty() { "unknown" } else { main };
-        let name: String = name.chars().take(MAX_MAIN_CHARS).collect();
+        // A JVM chooses its main class: bounded and safe before it is a label.
+        let name = label_value(name);
         let known = self.retired.contains_key(&name) || self.seen.values().any(|s| s.label == name);
         let mut labels: Vec<&str> = self.retired.keys().map(String::as_str).collect();
         labels.extend(self.seen.values().map(|s| s.label.as_str()));
@@ -462,6 +465,22 @@ mod tests {
         let a = t.update(&[jvm(1, &"x".repeat(500), 1, 1, 1), jvm(2, "", 1, 1, 1)]);
         assert!(a.keys().all(|k| k.chars().count() <= MAX_MAIN_CHARS));
         assert!(a.contains_key("other"));
+    }
+
+    /// A main class chosen to retitle terminals and bloat series is a bounded, safe label.
+    #[test]
+    fn hostile_main_classes_become_safe_labels() {
+        let mut t = JvmTotals::default();
+        let hostile = format!("\x1b]0;pwned\x07{}", "A".repeat(3000));
+        let a = t.update(&[jvm(1, &hostile, 1, 1, 1), jvm(2, "Paper", 1, 1, 1)]);
+        assert!(a.contains_key("Paper"));
+        let label = a.keys().find(|k| *k != "Paper").unwrap();
+        assert!(
+            label.len() <= super::super::label::MAX_LABEL_BYTES,
+            "{label}"
+        );
+        assert!(label.starts_with("__0_pwned_AAA"), "{label}");
+        assert!(!label.chars().any(|c| c.is_control()), "{label}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod flame_page;
 pub mod jvm_metrics;
 pub mod kernel_metrics;
 pub mod kernel_pprof;
+pub mod label;
 mod prometheus;
 pub mod pyroscope;
 mod query;

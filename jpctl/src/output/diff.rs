@@ -9,6 +9,7 @@ use crate::diff::jvm::JvmDiff;
 use crate::diff::kernel::{KernelDiff, KernelFunction};
 use crate::diff::{change, growth_percent, DiffOptions, Gate, Pair};
 use crate::output::kernel::flame;
+use crate::output::text::printable;
 
 fn signed(d: i128) -> String {
     if d > 0 {
@@ -32,7 +33,7 @@ pub fn jvm_text(d: &JvmDiff, o: &DiffOptions) -> String {
     let _ = writeln!(
         s,
         "jp diff (bba={}): calls {} -> {} ({}), bytecodes {} -> {} ({}{})",
-        d.bba,
+        printable(&d.bba),
         t.calls[0],
         t.calls[1],
         signed(change(t.calls)),
@@ -65,7 +66,7 @@ pub fn jvm_text(d: &JvmDiff, o: &DiffOptions) -> String {
             ratio(m.inclusive),
             format!("{} -> {}", m.calls[0], m.calls[1]),
             format!("{} -> {}", m.bytecodes[0], m.bytecodes[1]),
-            m.method
+            printable(&m.method)
         );
     }
     let added = d.contexts.iter().filter(|c| c.status == "added").count();
@@ -88,7 +89,7 @@ pub fn jvm_text(d: &JvmDiff, o: &DiffOptions) -> String {
             c.calls[1],
             c.bytecodes[0],
             c.bytecodes[1],
-            c.path.join(" > ")
+            printable(&c.path.join(" > "))
         );
     }
     let shown =
@@ -113,7 +114,7 @@ fn gate_text(s: &mut String, g: &Gate, o: &DiffOptions) {
     } else {
         let _ = writeln!(s, "\ngate: FAIL");
         for c in &g.causes {
-            let _ = writeln!(s, "FAIL: {c}");
+            let _ = writeln!(s, "FAIL: {}", printable(c));
         }
     }
 }
@@ -142,11 +143,12 @@ pub fn kernel_text(d: &KernelDiff, o: &DiffOptions) -> String {
         };
         let _ = writeln!(
             s,
-            "  {:>8.3}% {:>8.3}% {:>+9.3}  {:>17}  {name}",
+            "  {:>8.3}% {:>8.3}% {:>+9.3}  {:>17}  {}",
             f.share[0],
             f.share[1],
             f.share[1] - f.share[0],
-            format!("{} -> {}", f.samples[0], f.samples[1])
+            format!("{} -> {}", f.samples[0], f.samples[1]),
+            printable(&name)
         );
     }
     gate_text(&mut s, &d.gate, o);

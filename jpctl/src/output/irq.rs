@@ -6,6 +6,7 @@ use jp_proto::v1::IrqStats;
 use serde::Serialize;
 
 use super::duration_ns;
+use super::text::printable;
 
 // --- JSON shapes (stable: scripts and tests rely on them) -------------------------
 
@@ -78,11 +79,11 @@ pub fn irq_text(s: &IrqStats) -> String {
             out,
             "{:>4}  {:<20} {:<28} {:>10} {:>10} {:>9}",
             i.irq,
-            i.handler,
+            printable(&i.handler),
             if i.function.is_empty() {
-                "?"
+                "?".into()
             } else {
-                &i.function
+                printable(&i.function)
             },
             i.count,
             duration_ns(i.time_ns),
@@ -99,7 +100,7 @@ pub fn irq_text(s: &IrqStats) -> String {
         let _ = writeln!(
             out,
             "{:<10} {:>10} {:>10} {:>9}",
-            v.name,
+            printable(&v.name),
             v.count,
             duration_ns(v.time_ns),
             duration_ns(avg)

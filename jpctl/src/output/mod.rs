@@ -8,6 +8,7 @@ pub mod irq;
 pub mod jvm;
 pub mod kernel;
 pub mod status;
+pub mod text;
 
 use jp_proto::v1::ModeSamples;
 use serde::Serialize;

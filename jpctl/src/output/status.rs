@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use jp_proto::v1::{Status, UsdtCollector};
 
+use super::text::printable;
 use super::{duration_ns, modes_line, samples_json};
 
 /// `jpctl status --json`: the Status message, field for field.
@@ -152,7 +153,7 @@ pub fn status_jvm_text(s: &Status) -> String {
         v.records, v.bytes, v.lost, v.malformed
     );
     for m in &v.malformed_by_reason {
-        let _ = writeln!(out, "    malformed: {} {}", m.records, m.reason);
+        let _ = writeln!(out, "    malformed: {} {}", m.records, printable(&m.reason));
     }
     let _ = writeln!(
         out,
@@ -189,13 +190,18 @@ fn collector_text(out: &mut String, c: &UsdtCollector) {
         } else {
             format!("{} process(es)", f.processes)
         };
-        let _ = writeln!(out, "    attached {} ({users})", f.path);
+        let _ = writeln!(out, "    attached {} ({users})", printable(&f.path));
     }
     for r in &c.refused {
-        let _ = writeln!(out, "    refused  {}: {}", r.path, r.reason);
+        let _ = writeln!(
+            out,
+            "    refused  {}: {}",
+            printable(&r.path),
+            printable(&r.reason)
+        );
     }
     if !c.last_error.is_empty() {
-        let _ = writeln!(out, "    last error: {}", c.last_error);
+        let _ = writeln!(out, "    last error: {}", printable(&c.last_error));
     }
 }
 

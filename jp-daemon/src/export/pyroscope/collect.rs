@@ -28,6 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jp_mct::{Mct, MethodInfo, PprofOptions, TimeRange};
 
 use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
+use crate::export::label::label_value;
 use crate::export::{kernel_pprof, ExportState};
 use crate::store::jvm::CpuSnapshot;
 use crate::store::read::{self, KernelSince, ReadJvm};
@@ -245,12 +246,17 @@ fn jvms(
             base.cpu = Some(c.clone());
         }
         base.until = now;
-        let service = if s.main.is_empty() {
-            UNKNOWN_MAIN
-        } else {
-            s.main.as_str()
-        };
-        out.push(series(JVM_PROFILE_NAME, service, l, profile));
+        out.push(series(JVM_PROFILE_NAME, &service_name(&s.main), l, profile));
+    }
+}
+
+/// A JVM's `service_name`: its main class, bounded and safe (the JVM chose it, and
+/// could otherwise pose as another service or get the whole push rejected).
+fn service_name(main: &str) -> String {
+    if main.is_empty() {
+        UNKNOWN_MAIN.to_string()
+    } else {
+        label_value(main)
     }
 }
 
@@ -494,6 +500,17 @@ mod tests {
         add_into(&mut pushed, &second);
         assert_eq!(rows(&pushed), [("M.main".to_string(), 3, 3)]);
         assert_eq!(pushed.nodes[1].file.as_deref(), Some("M.java"));
+    }
+
+    #[test]
+    fn service_names_are_bounded_and_safe() {
+        assert_eq!(service_name("FleetPaper"), "FleetPaper");
+        assert_eq!(service_name(""), UNKNOWN_MAIN);
+        let hostile = service_name(&format!("\x1b]0;pwned\x07{}", "A".repeat(3000)));
+        assert!(hostile.len() <= 128, "{hostile}");
+        assert!(hostile.starts_with("__0_pwned_AAA"), "{hostile}");
+        // Posing as another service by a lookalike or a control character fails.
+        assert_ne!(service_name("FleetPaper\u{200b}"), "FleetPaper");
     }
 
     #[test]

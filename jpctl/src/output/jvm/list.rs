@@ -6,6 +6,7 @@ use jp_proto::v1::{JvmList, JvmSummary};
 use serde::Serialize;
 
 use super::summary::{cpu_split, incomplete, jvm_json, JvmJson};
+use crate::output::text::printable;
 
 #[derive(Serialize, Debug, PartialEq)]
 pub struct JvmListJson<'a> {
@@ -63,7 +64,7 @@ pub fn jvm_list_text(l: &JvmList, now_ms: u64) -> String {
     let jdk_width = l
         .jvms
         .iter()
-        .map(|j| j.jdk_version.chars().count())
+        .map(|j| printable(&j.jdk_version).chars().count())
         .max()
         .unwrap_or(0)
         .max(12);
@@ -78,19 +79,23 @@ pub fn jvm_list_text(l: &JvmList, now_ms: u64) -> String {
         let main = match (j.main.as_str(), j.ns_pid) {
             ("", Some(n)) => format!("? [pid {n} in its namespace]"),
             ("", None) => "?".to_string(),
-            (m, Some(n)) => format!("{m} [pid {n} in its namespace]"),
-            (m, None) => m.to_string(),
+            (m, Some(n)) => format!("{} [pid {n} in its namespace]", printable(m)),
+            (m, None) => printable(m).into_owned(),
         };
         let _ = writeln!(
             out,
             "{:>7}  {:<jdk_width$} {:<8} {:>7} {:>12} {:>15} {:>9}  {:<20} {}",
             format!("{}{mark}", j.pid),
             if j.jdk_version.is_empty() {
-                "?"
+                "?".into()
             } else {
-                &j.jdk_version
+                printable(&j.jdk_version)
             },
-            if j.bba.is_empty() { "?" } else { &j.bba },
+            if j.bba.is_empty() {
+                "?".into()
+            } else {
+                printable(&j.bba)
+            },
             format!("{}/{}", j.threads_live, j.threads_total),
             j.calls,
             j.bytecodes,

@@ -4,6 +4,8 @@
 use jp_proto::v1::JvmSummary;
 use serde::Serialize;
 
+use crate::output::text::printable;
+
 // --- JSON shapes (stable: scripts and tests rely on them) -------------------------
 
 #[derive(Serialize, Debug, PartialEq)]
@@ -152,7 +154,7 @@ pub(crate) fn jvm_name(j: &JvmSummary) -> String {
     if j.main.is_empty() {
         format!("pid {}{ns}", j.pid)
     } else {
-        format!("pid {} {}{ns}", j.pid, j.main)
+        format!("pid {} {}{ns}", j.pid, printable(&j.main))
     }
 }
 
@@ -162,9 +164,9 @@ pub(crate) fn incomplete(j: &JvmSummary) -> String {
         return String::new();
     }
     let reason = if j.incomplete_reason.is_empty() {
-        "reason unknown"
+        "reason unknown".into()
     } else {
-        &j.incomplete_reason
+        printable(&j.incomplete_reason)
     };
     format!(
         "incomplete: {reason} ({} records lost, {} malformed)",

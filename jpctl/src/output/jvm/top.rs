@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::summary::{cpu_split, incomplete, joined, jvm_json, jvm_name, JvmJson};
 use crate::output::percent;
+use crate::output::text::printable;
 
 #[derive(Serialize, Debug, PartialEq)]
 pub struct MethodTotalsJson<'a> {
@@ -71,9 +72,13 @@ pub fn jvm_top_text(t: &JvmTop) -> String {
         if j.jdk_version.is_empty() {
             "jdk ?".to_string()
         } else {
-            format!("jdk {}", j.jdk_version)
+            format!("jdk {}", printable(&j.jdk_version))
         },
-        if j.bba.is_empty() { "?" } else { &j.bba },
+        if j.bba.is_empty() {
+            "?".into()
+        } else {
+            printable(&j.bba)
+        },
         j.calls,
         j.bytecodes
     );
@@ -125,7 +130,7 @@ pub fn jvm_top_text(t: &JvmTop) -> String {
             m.calls,
             m.inclusive_bytecodes,
             percent(m.inclusive_bytecodes, j.bytecodes),
-            m.name
+            printable(&m.name)
         );
     }
     out

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::summary::{cpu_split, incomplete, joined, jvm_json, jvm_name, JvmJson};
 use crate::output::percent;
+use crate::output::text::printable;
 
 #[derive(Serialize, Debug, PartialEq, Clone, Copy)]
 pub struct CutJson {
@@ -156,7 +157,7 @@ fn node_line(out: &mut String, p: &JvmProfile, n: &JvmNode, total: u64, cpu: boo
         n.bytecodes,
         format!("{:.1}%", percent(n.inclusive_bytecodes, total)),
         indent(n.depth),
-        method
+        printable(method)
     );
 }
 
@@ -177,7 +178,11 @@ fn tree_head(p: &JvmProfile, j: &JvmSummary, total: u64) -> String {
     format!(
         "{} (bba {}): {} calls, {} bytecodes; {} nodes, {} shown, {} cut{limits}\n",
         jvm_name(j),
-        if j.bba.is_empty() { "?" } else { &j.bba },
+        if j.bba.is_empty() {
+            "?".into()
+        } else {
+            printable(&j.bba)
+        },
         j.calls,
         total,
         p.total_nodes,

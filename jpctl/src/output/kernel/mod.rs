@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use jp_proto::v1::{KernelFunction, KernelProfile};
 use serde::Serialize;
 
+use super::text::printable;
 use super::{finite, modes_line, percent, samples_json, SamplesJson};
 
 // --- JSON shapes (stable: scripts and tests rely on them) -------------------------
@@ -68,6 +69,7 @@ pub fn readprofile(p: &KernelProfile) -> String {
             Some(m) => format!("{} [{m}]", f.name),
             None => f.name.clone(),
         };
+        let name = printable(&name);
         let _ = writeln!(out, "{:>6} {:<40} {:>8.4}", f.samples, name, finite(f.load));
     }
     let _ = writeln!(out, "{:>6} *unknown*", p.unknown_samples);
@@ -102,7 +104,7 @@ pub fn kernel_text(p: &KernelProfile) -> String {
             f.samples,
             percent(f.samples, busy),
             f.load,
-            name
+            printable(&name)
         );
     }
     if p.unknown_samples > 0 {

@@ -4,6 +4,7 @@ use ratatui::widgets::{Cell, Row, Table};
 use ratatui::Frame;
 
 use super::{header_style, pane_block, rate, visible_rows};
+use crate::output::text::printable;
 use crate::top::state::{PaneId, TopState};
 
 /// Hot kernel functions: share of non-idle samples, samples, rate, load.
@@ -25,8 +26,8 @@ pub(super) fn render(frame: &mut Frame<'_>, area: Rect, s: &TopState) {
         .filter_map(|&i| {
             let f = s.functions.rows.get(i)?;
             let name = match &f.module {
-                Some(m) => Line::from(format!("{} [{m}]", f.name)),
-                None => Line::from(f.name.as_str()),
+                Some(m) => Line::from(printable(&format!("{} [{m}]", f.name)).into_owned()),
+                None => Line::from(printable(&f.name).into_owned()),
             };
             Some(Row::new([
                 Cell::from(Line::from(format!("{:.1}%", s.share(f.samples))).right_aligned()),

@@ -5,6 +5,7 @@ use ratatui::Frame;
 
 use super::{header_style, pane_block, rate, visible_rows};
 use crate::output::duration_ns;
+use crate::output::text::printable;
 use crate::top::state::{PaneId, TopState};
 
 /// Softirq table width: name, rate/s, time/s and borders.
@@ -37,10 +38,10 @@ fn handlers(frame: &mut Frame<'_>, area: Rect, s: &TopState, focused: bool) {
                 Cell::from(Line::from(r.irq.to_string()).right_aligned()),
                 Cell::from(Line::from(rate(r.counts.rate)).right_aligned()),
                 Cell::from(Line::from(duration_ns(r.counts.time_ns)).right_aligned()),
-                Cell::from(r.handler.as_str()),
+                Cell::from(printable(&r.handler).into_owned()),
             ];
             if wide {
-                cells.push(Cell::from(r.function.as_str()));
+                cells.push(Cell::from(printable(&r.function).into_owned()));
             }
             Some(Row::new(cells))
         });
@@ -71,7 +72,7 @@ fn softirqs(frame: &mut Frame<'_>, area: Rect, s: &TopState, focused: bool) {
     let rows = s.interrupts.softirq_order.iter().take(n).filter_map(|&i| {
         let r = s.interrupts.softirqs.get(i)?;
         Some(Row::new([
-            Cell::from(r.name.as_str()),
+            Cell::from(printable(&r.name).into_owned()),
             Cell::from(Line::from(rate(r.counts.rate)).right_aligned()),
             Cell::from(Line::from(duration_ns(r.counts.time_ns)).right_aligned()),
         ]))

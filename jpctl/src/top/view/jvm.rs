@@ -4,6 +4,7 @@ use ratatui::widgets::{Cell, Row, Table};
 use ratatui::Frame;
 
 use super::{header_style, pane_block, rate, visible_rows};
+use crate::output::text::printable;
 use crate::top::state::jvm::{JvmMethodRow, JvmRow, JvmState};
 use crate::top::state::{PaneId, TopState};
 
@@ -30,7 +31,7 @@ pub(super) fn render(frame: &mut Frame<'_>, area: Rect, s: &TopState) {
             format!(
                 " JVM {} {}{}{cpu} ({pos}/{n}, [ ] switch, sort: {sort}) ",
                 row.pid,
-                short(&row.main),
+                short(&printable(&row.main)),
                 if row.exited { " exited" } else { "" },
             )
         }
@@ -86,7 +87,9 @@ fn method_row<'a>(j: &JvmState, row: &JvmRow, m: &'a JvmMethodRow) -> Row<'a> {
         ));
     }
     // Without the descriptor's noise: pkg.Class.m(int,java.lang.String[]).
-    cells.push(Cell::from(jp_mct::java_signature(&m.name)));
+    cells.push(Cell::from(
+        printable(&jp_mct::java_signature(&m.name)).into_owned(),
+    ));
     Row::new(cells)
 }
 
