@@ -102,8 +102,10 @@ pub struct Options {
     /// `max_thread_contexts=N`: the same for one thread's tree (0: only the JVM's limit).
     pub max_thread_contexts: u64,
     /// `report_budget=PERCENT`: the share of a thread's time the live view's sends may take.
-    /// Each send walks the thread's whole tree, so with a big tree a report sends only once
-    /// the thread has run long enough since its last send; 100 sends at every report.
+    /// A report sends only once the thread has run (100 - P)/P times as long as its last
+    /// send took (a delta send visits what changed, a resync the whole tree); skipped
+    /// reports lose nothing, the next send carries the counts since. 100 sends at every
+    /// report.
     pub report_budget: u8,
     /// `publish=`: where threads publish their current context for jpd's sampler.
     pub publish: Publish,

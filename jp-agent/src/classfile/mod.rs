@@ -2,8 +2,8 @@
 //! insertion calls: `docs/agent-design.md`, "The rewrite" and "The runtime's helpers").
 //!
 //! Our own code rather than a class-file crate: an agent must never damage what it does
-//! not touch, and the whole-class re-serializers available here silently corrupt some
-//! classes (see `shared/docs/CLASSFILES.md`). So every byte of the input class is copied
+//! not touch, and the whole-class re-serializers available as Rust crates were measured
+//! to corrupt some classes silently. So every byte of the input class is copied
 //! as it is; the constant pool is only appended to, and only the `Code` attributes of
 //! instrumented methods are rebuilt. A class we cannot parse gives an error (the caller
 //! then loads it unchanged): no input may panic.
