@@ -19,6 +19,8 @@ fn embedded_file_documents_every_key() {
         "group =",
         "allow_uids =",
         "allow_gids =",
+        "admin_uids =",
+        "admin_gids =",
         "tcp =",
         "tls_cert =",
         "tls_key =",

@@ -25,6 +25,8 @@ pub(super) fn policy(config: &Config) -> (auth::Policy, Option<u32>) {
     let policy = auth::Policy {
         uids: s.allow_uids.clone(),
         gids,
+        admin_uids: s.admin_uids.clone(),
+        admin_gids: s.admin_gids.clone(),
         group_name: gid.map(|_| s.group.clone()),
     };
     (policy, gid)

@@ -124,18 +124,27 @@ impl Running {
         }
     }
 
-    /// New `server.group`, `allow_uids` or `allow_gids`: the socket's group and the
-    /// access rule of new calls change.
+    /// New `server.group`, `allow_uids`, `allow_gids`, `admin_uids` or `admin_gids`: the
+    /// socket's group and the access rule of new calls change.
     fn reload_access(&mut self, new: &Config) {
         let (s, old) = (&new.server, &self.config.server);
-        if (&s.group, &s.allow_uids, &s.allow_gids)
-            == (&old.group, &old.allow_uids, &old.allow_gids)
-        {
+        let rule = |c: &crate::server::config::ServerConfig| {
+            (
+                c.group.clone(),
+                c.allow_uids.clone(),
+                c.allow_gids.clone(),
+                c.admin_uids.clone(),
+                c.admin_gids.clone(),
+            )
+        };
+        if rule(s) == rule(old) {
             return;
         }
         self.config.server.group = s.group.clone();
         self.config.server.allow_uids = s.allow_uids.clone();
         self.config.server.allow_gids = s.allow_gids.clone();
+        self.config.server.admin_uids = s.admin_uids.clone();
+        self.config.server.admin_gids = s.admin_gids.clone();
         let (policy, gid) = policy(&self.config);
         apply_group(&self.config, &self.config.server.socket, gid);
         log::info!(target: "jpd", "access now: {policy:?}");

@@ -3,7 +3,11 @@
 //! connection's [`UnixPeer`]), not only by the socket file's mode. Allowed: root, the user jpd
 //! runs as, members (primary or supplementary) of the allowed groups — the socket's
 //! group among them — and the configured user ids. Everyone else gets
-//! PERMISSION_DENIED with a message saying how to get access.
+//! PERMISSION_DENIED with a message saying how to get access. Reading and changing are
+//! apart: a method outside [`READ_ONLY_METHODS`] (`Reset`, which changes what every
+//! client sees) is for admins only — root, the user jpd runs as, and the configured
+//! admin users and groups — so that being allowed to look is not being allowed to
+//! erase what others look at.
 //!
 //! Requests that arrive over TCP carry no peer credentials: they come through the TLS
 //! listener, which tags them with a [`TlsPeer`] instead of a [`UnixPeer`]. The TLS
@@ -28,6 +32,9 @@ use super::unix_peer::UnixPeer;
 pub struct Policy {
     pub uids: Vec<u32>,
     pub gids: Vec<u32>,
+    /// Who may also call the methods that change state (besides root and jpd's user).
+    pub admin_uids: Vec<u32>,
+    pub admin_gids: Vec<u32>,
     /// Named in the denial message, e.g. "jp".
     pub group_name: Option<String>,
 }
@@ -50,6 +57,25 @@ impl Policy {
             || self.uids.contains(&peer.uid)
             || self.gids.contains(&peer.gid)
             || groups.iter().any(|g| self.gids.contains(g))
+    }
+
+    /// Whether `peer` may also call the methods that change what every client sees.
+    pub fn allows_admin(&self, peer: &Peer, groups: &[u32]) -> bool {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let own_uid = unsafe { libc::geteuid() };
+        peer.uid == 0
+            || peer.uid == own_uid
+            || self.admin_uids.contains(&peer.uid)
+            || self.admin_gids.contains(&peer.gid)
+            || groups.iter().any(|g| self.admin_gids.contains(g))
+    }
+
+    fn admin_denial(peer: &Peer, path: &str) -> Status {
+        let method = path.rsplit('/').next().unwrap_or(path);
+        Status::permission_denied(format!(
+            "jpd: uid {} (gid {}) may read but not call {method}, which changes what every client sees: run it as root, or list the user in server.admin_uids or its group in server.admin_gids of jpd's configuration",
+            peer.uid, peer.gid
+        ))
     }
 
     fn denial(&self, peer: &Peer) -> Status {
@@ -170,7 +196,7 @@ impl Authorizer {
         let unix = req.extensions().get::<UnixPeer>();
         let tls = req.extensions().get::<TlsPeer>();
         match (unix, tls) {
-            (Some(uds), None) => self.check_unix(uds),
+            (Some(uds), None) => self.check_unix(uds, req.uri().path()),
             (None, Some(peer)) => self.tls_policy().check(peer, req.uri().path()),
             (Some(_), Some(_)) => Err(Status::permission_denied(
                 "jpd: connection is both Unix and TLS, refused",
@@ -182,7 +208,7 @@ impl Authorizer {
         }
     }
 
-    fn check_unix(&self, unix: &UnixPeer) -> Result<(), Status> {
+    fn check_unix(&self, unix: &UnixPeer, path: &str) -> Result<(), Status> {
         let Some(cred) = unix.cred else {
             return Err(Status::permission_denied(
                 "jpd: the caller's credentials could not be read from the socket",
@@ -194,11 +220,15 @@ impl Authorizer {
             pid: Some(cred.pid),
         };
         let policy = self.policy();
-        if policy.allows(&peer, &unix.groups) {
+        if !policy.allows(&peer, &unix.groups) {
+            log::debug!("denied a request from {peer:?}");
+            return Err(policy.denial(&peer));
+        }
+        if READ_ONLY_METHODS.contains(&path) || policy.allows_admin(&peer, &unix.groups) {
             return Ok(());
         }
-        log::debug!("denied a request from {peer:?}");
-        Err(policy.denial(&peer))
+        log::debug!("denied {path} to {peer:?}: not an admin");
+        Err(Policy::admin_denial(&peer, path))
     }
 }
 
@@ -297,6 +327,7 @@ mod tests {
             uids: vec![1000],
             gids: vec![500],
             group_name: Some("jp".into()),
+            ..Policy::default()
         };
         assert!(p.allows(&peer(0, 0), &[]));
         assert!(p.allows(&peer(1000, 1000), &[]));
@@ -307,6 +338,62 @@ mod tests {
         let stranger = if me == 4242 { 4343 } else { 4242 };
         assert!(!p.allows(&peer(stranger, 4242), &[7, 8]));
         assert!(p.allows(&peer(me, 4242), &[]), "jpd's own user");
+    }
+
+    fn unix_call(uid: u32, gid: u32, groups: &[u32], path: &'static str) -> http::Request<()> {
+        let mut req = request_with(UnixPeer {
+            cred: Some(super::super::unix_peer::Cred { uid, gid, pid: 1 }),
+            groups: groups.to_vec(),
+        });
+        *req.uri_mut() = http::Uri::from_static(path);
+        req
+    }
+
+    /// Being allowed to read is not being allowed to erase what every other client
+    /// sees: Reset (and any method not classified read-only) is for admins.
+    #[test]
+    fn on_the_socket_readers_read_and_only_admins_reset() {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let (reader, admin) = if me == 4242 {
+            (4343, 4444)
+        } else {
+            (4242, 4444)
+        };
+        let a = Authorizer::new(Policy {
+            uids: vec![reader, admin],
+            gids: vec![500],
+            admin_uids: vec![admin],
+            admin_gids: vec![600],
+            group_name: Some("jp".into()),
+        });
+        let reset = "/jp.v1.Jp/Reset";
+        let status = "/jp.v1.Jp/GetStatus";
+        assert!(a.check(&unix_call(reader, reader, &[], status)).is_ok());
+        let e = a.check(&unix_call(reader, reader, &[], reset)).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            e.message(),
+            format!("jpd: uid {reader} (gid {reader}) may read but not call Reset, which changes what every client sees: run it as root, or list the user in server.admin_uids or its group in server.admin_gids of jpd's configuration")
+        );
+        // A member of the socket's group reads, and resets only as an admin group's.
+        assert!(a.check(&unix_call(5000, 500, &[], status)).is_ok());
+        assert!(a.check(&unix_call(5000, 500, &[], reset)).is_err());
+        assert!(a.check(&unix_call(5000, 500, &[600], reset)).is_ok());
+        assert!(
+            a.check(&unix_call(5000, 600, &[], reset)).is_err(),
+            "not allowed to read at all"
+        );
+        assert!(a.check(&unix_call(admin, admin, &[], reset)).is_ok());
+        assert!(a.check(&unix_call(0, 0, &[], reset)).is_ok(), "root");
+        assert!(
+            a.check(&unix_call(me, me, &[], reset)).is_ok(),
+            "jpd's own user"
+        );
+        // A method nobody classified yet is an admin's too.
+        let new = "/jp.v1.Jp/SomethingNew";
+        assert!(a.check(&unix_call(reader, reader, &[], new)).is_err());
+        assert!(a.check(&unix_call(admin, admin, &[], new)).is_ok());
     }
 
     #[test]
@@ -374,11 +461,7 @@ mod tests {
 
     #[test]
     fn unknown_methods_need_a_certificate_over_tcp() {
-        let a = Authorizer::new(Policy {
-            uids: vec![],
-            gids: vec![],
-            group_name: None,
-        });
+        let a = Authorizer::new(Policy::default());
         let mut unknown = request_with(tls_peer(&[], false));
         *unknown.uri_mut() = http::Uri::from_static("/jp.v1.Jp/SomethingNew");
         let e = a.check(&unknown).unwrap_err();
@@ -406,7 +489,7 @@ mod tests {
         let a = Authorizer::new(Policy {
             uids: (0..100).collect(),
             gids: (0..100).collect(),
-            group_name: None,
+            ..Policy::default()
         });
         let mut anonymous = request_with(tls_peer(&[], false));
         *anonymous.uri_mut() = http::Uri::from_static("/jp.v1.Jp/GetStatus");

@@ -18,6 +18,10 @@ pub struct ServerConfig {
     /// Users and groups that may call the API besides root and `group`'s members.
     pub allow_uids: Vec<u32>,
     pub allow_gids: Vec<u32>,
+    /// Users and groups that may also change what every client sees (`Reset`), besides
+    /// root and the user jpd runs as; everyone else allowed on the socket only reads.
+    pub admin_uids: Vec<u32>,
+    pub admin_gids: Vec<u32>,
     /// `host:port` for gRPC over TCP; empty = Unix socket only. Needs TLS.
     pub tcp: String,
     pub tls_cert: PathBuf,
@@ -36,6 +40,8 @@ impl Default for ServerConfig {
             group: DEFAULT_GROUP.into(),
             allow_uids: Vec::new(),
             allow_gids: Vec::new(),
+            admin_uids: Vec::new(),
+            admin_gids: Vec::new(),
             tcp: String::new(),
             tls_cert: PathBuf::new(),
             tls_key: PathBuf::new(),

@@ -222,8 +222,8 @@ fn notify_ready_watchdog_reload_and_stop() {
     assert!(!socket.exists());
 }
 
-/// `jpctl status` as uid 65534 with the given supplementary groups.
-fn jpctl_as_nobody(jpd: &Jpd, groups: &str) -> std::process::Output {
+/// `jpctl COMMAND` as uid 65534 with the given supplementary groups.
+fn jpctl_as_nobody(jpd: &Jpd, groups: &str, command: &str) -> std::process::Output {
     Command::new(tool("setpriv", "util-linux"))
         .args(["--reuid=65534", "--regid=65534"])
         .arg(if groups.is_empty() {
@@ -234,7 +234,7 @@ fn jpctl_as_nobody(jpd: &Jpd, groups: &str) -> std::process::Output {
         .arg(jp_testkit::jpctl())
         .arg("--socket")
         .arg(&jpd.socket)
-        .arg("status")
+        .arg(command)
         .output()
         .expect("run jpctl through setpriv")
 }
@@ -253,7 +253,7 @@ fn socket_group_and_peer_credentials_decide_who_may_call() {
     // Open the file for everyone: the authorization itself must refuse strangers.
     std::fs::set_permissions(jpd.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&jpd.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let out = jpctl_as_nobody(&jpd, "");
+    let out = jpctl_as_nobody(&jpd, "", "status");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "uid 65534 was let in");
     assert!(
@@ -261,18 +261,29 @@ fn socket_group_and_peer_credentials_decide_who_may_call() {
         "{err}"
     );
     // A member of the socket's group through a supplementary group is allowed.
-    let out = jpctl_as_nobody(&jpd, "1");
+    let out = jpctl_as_nobody(&jpd, "1", "status");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    // ... to read, not to erase what every other client sees.
+    let out = jpctl_as_nobody(&jpd, "1", "reset");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a reader could reset");
+    assert!(
+        err.contains("uid 65534 (gid 65534) may read but not call Reset"),
+        "{err}"
     );
 
     // allow_uids, reloaded on SIGHUP.
     let text = std::fs::read_to_string(&jpd.config).unwrap();
     std::fs::write(
         &jpd.config,
-        text.replace("[server]\n", "[server]\nallow_uids = [65534]\n"),
+        text.replace(
+            "[server]\n",
+            "[server]\nallow_uids = [65534]\nadmin_uids = [65534]\n",
+        ),
     )
     .unwrap();
     jpd.signal(libc::SIGHUP);
@@ -285,7 +296,14 @@ fn socket_group_and_peer_credentials_decide_who_may_call() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let out = jpctl_as_nobody(&jpd, "");
+    let out = jpctl_as_nobody(&jpd, "", "status");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // admin_uids, reloaded with it: now it may reset.
+    let out = jpctl_as_nobody(&jpd, "", "reset");
     assert!(
         out.status.success(),
         "{}",
