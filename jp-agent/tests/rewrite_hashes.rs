@@ -11,8 +11,9 @@
 //! class statistics, or "unchanged" and the reason, or the error's message; the block
 //! descriptions of both BBAs last). Lines are sorted; `#` lines are comments.
 //!
-//! Inputs missing on this machine (another JDK build, another Debian version) are skipped,
-//! but fewer than [`MIN_FOUND`] of the fixture's entries found fails the test: the fixture
+//! A missing JDK or jar fails the test, saying what to install. Classes that differ from
+//! the recorded ones (another JDK build, another Debian version) are not compared, but
+//! fewer than [`MIN_FOUND`] of the fixture's entries found fails the test: the fixture
 //! is then to be regenerated on a commit whose rewriter is known good:
 //! `cargo test --release -p jp-agent --test rewrite_hashes -- --ignored regenerate`.
 //! `JP_REWRITE_HASHES_DETAIL=FILE` also writes one line per input and mode (input hash,
@@ -227,9 +228,13 @@ fn extract_inputs(dir: &Path) -> (Vec<(String, PathBuf)>, Vec<String>) {
 fn compute() -> BTreeMap<String, (String, String)> {
     let dir = scratch("hashes");
     let (trees, missing) = extract_inputs(&dir);
-    if !missing.is_empty() {
-        println!("inputs missing on this machine: {missing:?}");
-    }
+    // A missing JDK or jar is a machine not set up, not a test to pass with less:
+    // `cargo xtask setup` installs the Debian jars, and both JDKs are required.
+    assert!(
+        missing.is_empty(),
+        "inputs missing on this machine: {missing:?} (run `cargo xtask setup`; JDK 25 \
+         comes with the machine image at {JDK25})"
+    );
     let mut detail = std::env::var_os("JP_REWRITE_HASHES_DETAIL").map(|p| {
         std::io::BufWriter::new(std::fs::File::create(&p).expect("create the detail file"))
     });
