@@ -79,7 +79,7 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
     let o = c.open;
     let mut s = String::new();
     let contexts = tree.tree.nodes.len().saturating_sub(1);
-    let lines: [(&str, String); 19] = [
+    let lines: [(&str, String); 20] = [
         ("id", o.cmd.id.to_string()),
         ("pid", std::process::id().to_string()),
         ("seconds", o.cmd.seconds.to_string()),
@@ -90,6 +90,7 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
         ("bba", o.opts.bba_name().to_string()),
         ("classes_transformed", o.transformed_at_open.to_string()),
         ("classes_skipped", o.skipped.to_string()),
+        ("classes_refused_earlier", o.refused_earlier.to_string()),
         ("classes_loaded_in_window", c.loaded_in_window.to_string()),
         ("classes_restored", c.restore.restored.to_string()),
         (
