@@ -6,7 +6,7 @@
 use super::guard;
 use super::registry::Restored;
 use super::window::OpenState;
-use crate::ffi::jni::{Env, JClass, JInt, JObject, RawEnv};
+use crate::ffi::jni::{Env, JClass, JObject, RawEnv};
 use crate::log::say;
 use crate::mct::Mct;
 use crate::methods;
@@ -122,9 +122,8 @@ pub(super) fn write_result(c: &Closed, tree: &WindowTree) -> std::io::Result<()>
     write_atomically(&path(dir, id, "done"), done_text(c, tree).as_bytes())
 }
 
-/// `Rt.windowTree(parent, mid, calls, bytecodes, threads, seeded)`: the window's merged
+/// `Rt.windowTree(parent, mid, calls, bytecodes, {threads, seeded})`: the window's merged
 /// tree (pre-order arrays, node 0 the root), during `Rt.closeWindow`.
-#[allow(clippy::too_many_arguments)]
 unsafe extern "system" fn native_window_tree(
     raw: RawEnv,
     _cls: JClass,
@@ -132,14 +131,21 @@ unsafe extern "system" fn native_window_tree(
     mid: JObject,
     calls: JObject,
     bytecodes: JObject,
-    threads: JInt,
-    seeded: JInt,
+    counts: JObject,
 ) {
     guard((), || {
         // SAFETY: the JVM passes this thread's JNIEnv to a native method.
         let Some(env) = (unsafe { Env::from_raw(raw) }) else {
             return;
         };
+        let counts = env.int_array(counts);
+        let count = |i: usize| {
+            counts
+                .get(i)
+                .and_then(|&n| u64::try_from(n).ok())
+                .unwrap_or(0)
+        };
+        let (threads, seeded) = (count(0), count(1));
         let (p, m, c, b) = (
             env.int_array(parent),
             env.int_array(mid),
@@ -156,8 +162,8 @@ unsafe extern "system" fn native_window_tree(
             Ok(tree) => {
                 *lock(&CLOSED) = Some(WindowTree {
                     tree,
-                    threads: u64::try_from(threads).unwrap_or(0),
-                    seeded: u64::try_from(seeded).unwrap_or(0),
+                    threads,
+                    seeded,
                 })
             }
             Err(e) => say!("jp-agent: window tree: {e}"),
@@ -169,7 +175,7 @@ unsafe extern "system" fn native_window_tree(
 pub(super) fn natives() -> [(&'static CStr, &'static CStr, *mut c_void); 1] {
     [(
         c"windowTree",
-        c"([I[I[J[JII)V",
+        c"([I[I[J[J[I)V",
         native_window_tree as *mut c_void,
     )]
 }
