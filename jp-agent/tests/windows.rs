@@ -114,6 +114,17 @@ fn wait_for(path: &Path, what: &str, child: &mut Child) {
     }
 }
 
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(t0.elapsed() < LIMIT, "the JVM did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `DIR/window-ID.done` as a map.
 fn done(dir: &Path, id: u64) -> BTreeMap<String, String> {
     let p = dir.join(format!("window-{id}.done"));
@@ -243,14 +254,7 @@ fn exact_windows(jdk: Jdk, bba: &str, start: Start) {
     wait_for(&w("window-12.done"), "window 12's deadline", &mut child);
     go(4);
 
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t0.elapsed() < LIMIT, "the JVM did not end");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_exit(&mut child);
     let stderr = std::fs::read_to_string(&stderr_p).unwrap_or_default();
     assert!(status.success(), "JVM failed ({status}):\n{stderr}");
     let stdout = std::fs::read_to_string(&stdout_p).unwrap_or_default();
@@ -366,14 +370,7 @@ fn live_refuses(jdk: Jdk) {
     for n in 1..=4 {
         std::fs::write(dir.join(format!("go-{n}")), "").unwrap();
     }
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t0.elapsed() < LIMIT, "the JVM did not end");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_exit(&mut child);
     assert!(status.success());
     assert!(out.exists(), "the live profile was still written");
 }

@@ -9,7 +9,6 @@ use super::window::OpenState;
 use crate::ffi::jni::{Env, JClass, JObject, RawEnv};
 use crate::log::say;
 use crate::mct::Mct;
-use crate::methods;
 use crate::options::Format;
 use crate::sync::lock;
 use std::ffi::{c_void, CStr};
@@ -146,19 +145,7 @@ unsafe extern "system" fn native_window_tree(
                 .unwrap_or(0)
         };
         let (threads, seeded) = (count(0), count(1));
-        let (p, m, c, b) = (
-            env.int_array(parent),
-            env.int_array(mid),
-            env.long_array(calls),
-            env.long_array(bytecodes),
-        );
-        let tree = {
-            let table = methods::table();
-            Mct::from_flat("default", &p, &m, &c, &b, |id| {
-                table.as_ref().map(|t| t.info(id)).unwrap_or_default()
-            })
-        };
-        match tree {
+        match super::natives::flat_tree(env, "default", [parent, mid, calls, bytecodes]) {
             Ok(tree) => {
                 *lock(&CLOSED) = Some(WindowTree {
                     tree,

@@ -244,11 +244,7 @@ fn classes_in_scope(env: Env, agent: &Agent, opts: &Options) -> (Vec<JClass>, u6
     let mut skipped = 0;
     let mut refused_earlier = 0;
     for c in classes {
-        let name = jvmti.class_signature(c).and_then(|s| {
-            s.strip_prefix('L')
-                .and_then(|s| s.strip_suffix(';'))
-                .map(str::to_string)
-        });
+        let name = agent.class_name(c);
         let in_scope = name.as_deref().is_some_and(|name| {
             let loader = jvmti.class_loader(c);
             let jdk = is_jdk_loader(env, loader);
@@ -330,15 +326,7 @@ fn instrument_loaded(env: Env, agent: &Agent, opts: &Options) -> Instrumented {
 }
 
 fn class_name(agent: &Agent, c: JClass) -> String {
-    agent
-        .jvmti
-        .class_signature(c)
-        .and_then(|s| {
-            s.strip_prefix('L')
-                .and_then(|s| s.strip_suffix(';'))
-                .map(str::to_string)
-        })
-        .unwrap_or_default()
+    agent.class_name(c).unwrap_or_default()
 }
 
 /// Closes the open window: the hook off, the classes this agent transformed back to their
