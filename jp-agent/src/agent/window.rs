@@ -386,12 +386,25 @@ fn close_window(env: Env, agent: &Agent, slot: &mut WindowSlot, by: ClosedBy) {
 }
 
 /// VM death: an open window closes (its result is written; classes are not restored).
+/// A close already under way on the deadline thread, which the dying VM may have stopped
+/// in Java code, is waited for two seconds at most: the VM's exit must not hang on it.
 pub(super) fn close_at_vm_death(env: Env) {
     let Some(agent) = AGENT.get() else {
         return;
     };
-    let mut slot = lock(&WINDOW);
-    close_window(env, agent, &mut slot, ClosedBy::VmDeath);
+    let t0 = Instant::now();
+    loop {
+        match WINDOW.try_lock() {
+            Ok(mut slot) => return close_window(env, agent, &mut slot, ClosedBy::VmDeath),
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                return close_window(env, agent, &mut p.into_inner(), ClosedBy::VmDeath)
+            }
+            Err(std::sync::TryLockError::WouldBlock) if t0.elapsed() < Duration::from_secs(2) => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        }
+    }
 }
 
 /// A thread of the agent's own that closes window `id` at its deadline, also when nobody
