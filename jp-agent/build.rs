@@ -1,6 +1,7 @@
 //! Compiles the Java half of the agent (`java/`) and packs two jars:
 //! - `jp-rt.jar` (package `jp.rt`): embedded into `libjpagent.so` and appended to the
-//!   bootstrap class path at load time, so that every class loader sees the runtime;
+//!   bootstrap class path at load time (or, for windows, its classes defined into the boot
+//!   loader one by one), so that every class loader sees the runtime;
 //! - `jp-agent.jar` (package `jp.agent`): the `-javaagent` entry point.
 //!
 //! `jp-agent.jar` is also copied next to the cdylib (`$CARGO_TARGET_DIR/<profile>/`),
@@ -86,13 +87,15 @@ fn run() -> Result<(), String> {
         return Err(format!("javac failed ({status})"));
     }
 
-    // Runtime jar: only jp/rt. No manifest (-M): it is a plain class path entry.
+    // Runtime jar: only jp/rt. No manifest: it is a plain class path entry. Stored, not
+    // deflated: windows define its classes straight from the entries (`bootjar`).
     let rt_jar = out_dir.join("jp-rt.jar");
     let _ = fs::remove_file(&rt_jar);
     run_tool(
         Command::new(&jar)
             .arg("--create")
             .arg("--no-manifest")
+            .arg("--no-compress")
             .arg("--file")
             .arg(&rt_jar)
             .arg("-C")

@@ -145,6 +145,21 @@ pub(super) fn append_runtime_jar(jvmti: &Jvmti) -> Result<(), String> {
     jvmti.add_to_bootstrap_search(&jar)
 }
 
+/// Defines the runtime jar's classes into the boot loader, each after its supertypes, for
+/// windows: unlike appending the jar to the boot class path in the live phase, this prints
+/// nothing and leaves class data sharing (CDS) of the other loaders as it was. The classes
+/// are in the boot loader's unnamed module, as from the jar, so the JIT honours their
+/// `jdk.internal.vm.annotation`s and `Rt.exportInternal` works the same.
+pub(super) fn define_runtime_classes(env: Env) -> Result<(), String> {
+    for class in bootjar::runtime_classes()? {
+        let defined = env
+            .define_boot_class(&class.name, class.bytes)
+            .ok_or_else(|| format!("cannot define {} in the boot loader", class.name))?;
+        env.delete_local_ref(defined);
+    }
+    Ok(())
+}
+
 /// The JVMTI environment, its capabilities and callbacks: what every way in needs. A
 /// dormant agent always takes `can_retransform_classes`, here at its start: taken later,
 /// the first retransformation deoptimizes far more compiled code.

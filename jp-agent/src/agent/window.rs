@@ -9,7 +9,7 @@
 //! [`REGISTRY`].
 
 use super::registry::{Registry, REGISTRY};
-use super::startup::{append_runtime_jar, bind_java_side, register_natives, start_runtime};
+use super::startup::{bind_java_side, define_runtime_classes, register_natives, start_runtime};
 use super::{is_jdk_loader, Agent, AGENT, JAVA, LIVE};
 use crate::command::{code, Command, OpenWindow};
 use crate::ffi::jni::{self, Env, JClass};
@@ -165,13 +165,13 @@ pub(super) fn run_command(env: Env, command: &str) -> i32 {
     }
 }
 
-/// Brings `jp.rt` up once, for windows: on the boot class path, natives bound, `Rt.init`
-/// with the window profiler (no live view, no pacer).
+/// Brings `jp.rt` up once, for windows: defined into the boot loader, natives bound,
+/// `Rt.init` with the window profiler (no live view, no pacer).
 fn bring_up_runtime(env: Env, agent: &Agent) -> Result<(), String> {
-    append_runtime_jar(&agent.jvmti)?;
+    define_runtime_classes(env)?;
     let rt = env
         .find_class("jp/rt/Rt")
-        .ok_or("cannot load jp.rt.Rt from the runtime jar on the boot class path")?;
+        .ok_or("jp.rt.Rt is not in the boot loader")?;
     register_natives(env, rt)?;
     let init = bind_java_side(env, rt)?;
     start_runtime(env, rt, init, agent, "window", Publish::Off)?;

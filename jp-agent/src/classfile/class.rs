@@ -96,6 +96,31 @@ impl<'a> ClassInfo<'a> {
     }
 }
 
+/// A class's name and the names of its superclass and interfaces: what has to be defined
+/// before it when classes are defined one by one, without a search path to find them.
+pub(crate) fn name_and_supertypes(bytes: &[u8]) -> Result<(String, Vec<String>), RewriteError> {
+    let magic = super::reader::u32_at(bytes, 0)?;
+    if magic != 0xCAFE_BABE {
+        return Err(RewriteError::BadMagic(magic));
+    }
+    let cp = ConstPool::parse(bytes)?;
+    let name_of = |index: u16| -> Result<String, RewriteError> {
+        Ok(cp.utf8(cp.class_name_index(index)?)?.into_owned())
+    };
+    let mut r = Reader::new(bytes, cp.end);
+    let _access = r.u16()?;
+    let name = name_of(r.u16()?)?;
+    let mut supertypes = Vec::new();
+    let super_class = r.u16()?;
+    if super_class != 0 {
+        supertypes.push(name_of(super_class)?);
+    }
+    for _ in 0..r.u16()? {
+        supertypes.push(name_of(r.u16()?)?);
+    }
+    Ok((name, supertypes))
+}
+
 /// One entry of the methods table; `code_name` gets the pool's Utf8 "Code".
 fn parse_method(
     r: &mut Reader,

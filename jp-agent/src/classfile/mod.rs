@@ -47,6 +47,7 @@ mod typeann;
 pub use api::{Bba, BlockInfo, ClassStats, MethodBlocks, MethodIds, RewriteOptions, Rewritten};
 pub use error::RewriteError;
 
+pub(crate) use class::name_and_supertypes;
 use class::ClassInfo;
 use class_rewrite::ClassRewrite;
 use reader::u16_at;

@@ -27,6 +27,7 @@ pub struct NativeMethod {
 
 /// Slots of `JNINativeInterface_` (index into the table).
 mod slot {
+    pub const DEFINE_CLASS: usize = 5;
     pub const FIND_CLASS: usize = 6;
     pub const EXCEPTION_DESCRIBE: usize = 16;
     pub const EXCEPTION_CLEAR: usize = 17;
@@ -91,6 +92,35 @@ impl Env {
         // SAFETY: self.0 is a valid JNIEnv (constructor contract); its first word points at the
         // JNI function table, which has more than 228 entries on every JNI version >= 1.6.
         unsafe { *(*self.0).add(i) }
+    }
+
+    /// `DefineClass` into the boot loader (a null loader): the class lives in the boot
+    /// loader's dictionary and unnamed module, as if found on its search path. A failure is
+    /// reported (the pending exception printed) and gives `None`.
+    pub fn define_boot_class(&self, name: &str, bytes: &[u8]) -> Option<JClass> {
+        let name = CString::new(name).ok()?;
+        let len = JInt::try_from(bytes.len()).ok()?;
+        type F =
+            unsafe extern "system" fn(RawEnv, *const c_char, JObject, *const i8, JInt) -> JClass;
+        // SAFETY: slot DEFINE_CLASS has this signature (jni.h).
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::DEFINE_CLASS)) };
+        // SAFETY: valid env, NUL-terminated name, a null loader (the boot loader), and a
+        // buffer of len bytes that the JVM only reads during the call.
+        let c = unsafe {
+            f(
+                self.0,
+                name.as_ptr(),
+                std::ptr::null_mut(),
+                bytes.as_ptr().cast(),
+                len,
+            )
+        };
+        if c.is_null() {
+            self.clear_exception(true);
+            None
+        } else {
+            Some(c)
+        }
     }
 
     pub fn find_class(&self, name: &str) -> Option<JClass> {
