@@ -445,3 +445,90 @@ fn vm_death_closes_jdk17() {
 fn vm_death_closes_jdk25() {
     vm_death_closes(Jdk::J25);
 }
+
+/// HotSpot's warning when a jar is appended to the boot class path in the live phase: from
+/// then on class data sharing serves only the boot loader's classes.
+const BOOT_APPEND_WARNING: &str =
+    "Sharing is only supported for boot loader classes because bootstrap classpath has been appended";
+
+/// The JEP 451 lines a JDK 21+ JVM prints once when an agent is loaded into it late.
+const DYNAMIC_AGENT_WARNINGS: [&str; 3] = [
+    "WARNING: A JVM TI agent has been loaded dynamically",
+    "WARNING: If a serviceability tool is in use, please run with -XX:+EnableDynamicAgentLoading",
+    "WARNING: Dynamic loading of agents will be disallowed by default in a future release",
+];
+
+/// A window brings the runtime up without a word on stderr and without touching class data
+/// sharing: `-Xshare:on` (the JVM refuses to start without CDS; the other window tests run
+/// `-Xverify:all`, which turns CDS off, so they cannot see the warning), and stderr holds
+/// nothing but JEP 451's lines for an agent loaded late on JDK 25.
+fn first_window_is_quiet(jdk: Jdk, start: Start) {
+    let dir = scratch(&format!("windows-quiet-{}-{start:?}", jdk.name()));
+    let stderr_p = dir.join("jvm.stderr");
+    let mut java = Command::new(jdk.java());
+    java.arg("-Xshare:on");
+    if let Start::Dormant = start {
+        java.arg(format!("-agentpath:{}=mode=dormant", agent_lib().display()));
+    }
+    let mut child = java
+        .arg("-cp")
+        .arg(classes())
+        .arg("WinExact")
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_p).unwrap())
+        .spawn()
+        .expect("java");
+    let pid = child.id();
+    wait_for(&dir.join("at-1"), "the first opening point", &mut child);
+    if let Start::Late = start {
+        assert_eq!(agent_load(jdk, pid, None), 0, "loading the agent late");
+    }
+    let open = format!(
+        "window=open,id=31,seconds=600,dir={},exclude=Mark",
+        dir.display()
+    );
+    assert_eq!(agent_load(jdk, pid, Some(&open)), 0, "open window 31");
+    std::fs::write(dir.join("go-1"), "").unwrap();
+    wait_for(&dir.join("at-2"), "the first closing point", &mut child);
+    assert_eq!(
+        agent_load(jdk, pid, Some("window=close,id=31")),
+        0,
+        "close 31"
+    );
+    for n in 2..=4 {
+        std::fs::write(dir.join(format!("go-{n}")), "").unwrap();
+    }
+    let status = wait_exit(&mut child);
+    let stderr = std::fs::read_to_string(&stderr_p).unwrap_or_default();
+    assert!(status.success(), "JVM failed ({status}):\n{stderr}");
+    assert_eq!(done(&dir, 31)["closed_by"], "request");
+    assert!(!stderr.contains(BOOT_APPEND_WARNING), "{stderr}");
+    let late_on_25 = jdk == Jdk::J25 && matches!(start, Start::Late);
+    let unexpected: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !(late_on_25 && DYNAMIC_AGENT_WARNINGS.iter().any(|w| l.starts_with(w))))
+        .collect();
+    assert_eq!(unexpected, Vec::<&str>::new(), "stderr:\n{stderr}");
+}
+
+#[test]
+fn quiet_dormant_jdk17() {
+    first_window_is_quiet(Jdk::J17, Start::Dormant);
+}
+
+#[test]
+fn quiet_late_jdk17() {
+    first_window_is_quiet(Jdk::J17, Start::Late);
+}
+
+#[test]
+fn quiet_dormant_jdk25() {
+    first_window_is_quiet(Jdk::J25, Start::Dormant);
+}
+
+#[test]
+fn quiet_late_jdk25() {
+    first_window_is_quiet(Jdk::J25, Start::Late);
+}
