@@ -178,6 +178,17 @@ fn same_user(jdk: Jdk) {
     // The listener runs now: a second command connects at once.
     let version_text = attach::execute(&h, "jcmd", &["VM.version"], TIMEOUT).expect("jcmd");
     assert!(version_text.contains(jdk.feature()), "{version_text}");
+    // A library that does not load: status -1 on JDK 17, 0 on JDK 25, the same text.
+    let missing = "/nonexistent/libjpagent.so";
+    let err = attach::load_agent(&h, missing, "", TIMEOUT).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "JVM {} refused \"load {missing}=\": {missing} was not loaded.; {missing}: cannot \
+             open shared object file: No such file or directory",
+            jvm.pid
+        )
+    );
     let trigger = format!("/.attach_pid{}", jvm.pid);
     assert!(!Path::new(&trigger).exists(), "{trigger} left behind");
     let printed = jvm.stop();

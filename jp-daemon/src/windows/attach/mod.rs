@@ -54,19 +54,16 @@ pub fn load_agent(
     refuse_if_disabled(jvm)?;
     refuse_if_too_old(jvm, timeout)?;
     let reply = send(jvm, "load", &[lib_in_ns, "true", command], timeout)?;
-    let described = || format!("load {lib_in_ns}={command}");
-    if reply.status != 0 {
-        return Err(AttachError::Refused {
+    // A library that does not load is status -1 on JDK 17 but status 0 on JDK 25, both
+    // without a return code: the JVM's text says why.
+    match protocol::load_return_code(&reply.output) {
+        Some(code) if reply.status == 0 => Ok(code),
+        _ => Err(AttachError::Refused {
             pid: jvm.pid,
-            command: described(),
+            command: format!("load {lib_in_ns}={command}"),
             reply: protocol::one_line(&reply.output),
-        });
+        }),
     }
-    protocol::load_return_code(&reply.output).ok_or_else(|| AttachError::Protocol {
-        pid: jvm.pid,
-        command: described(),
-        reply: protocol::one_line(&reply.output),
-    })
 }
 
 /// A JVM started with `-XX:+DisableAttachMechanism` gets nothing, no SIGQUIT above all:
