@@ -68,6 +68,9 @@ mod tests {
         }
     }
 
+    /// pid, main, ns_pid, agent_state, window_id, uid, attach_disabled, calls.
+    type Row<'a> = (u32, &'a str, Option<u32>, i32, u64, Option<u32>, bool, u64);
+
     #[test]
     fn the_store_s_jvms_gain_their_state_and_the_others_join_them() {
         let held = pb::JvmList {
@@ -92,7 +95,7 @@ mod tests {
             hotspot(30, AgentPresence::WindowOpen(9)),
         ];
         let all = list_all(held, &host);
-        let rows: Vec<(u32, &str, Option<u32>, i32, u64, Option<u32>, bool, u64)> = all
+        let rows: Vec<Row<'_>> = all
             .jvms
             .iter()
             .map(|j| {
