@@ -81,6 +81,7 @@ struct TestJvm {
     child: Child,
     pid: u32,
     stdout: BufReader<ChildStdout>,
+    stderr: tempfile::NamedTempFile,
 }
 
 impl TestJvm {
@@ -109,11 +110,13 @@ impl TestJvm {
             c.args(&java_args[1..]);
             c
         };
+        let stderr = tempfile::NamedTempFile::new().expect("stderr file");
         let mut child = cmd
             .envs(launch.env.iter().copied())
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(stderr.reopen().expect("stderr file"))
             .spawn()
             .expect("start java");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
@@ -121,11 +124,21 @@ impl TestJvm {
         stdout.read_line(&mut line).expect("the JVM's first line");
         assert_eq!(line.trim(), "ready");
         let pid = java_under(child.id());
-        TestJvm { child, pid, stdout }
+        TestJvm {
+            child,
+            pid,
+            stdout,
+            stderr,
+        }
     }
 
     fn hotspot(&self) -> HotspotJvm {
         hotspot::hotspot_jvm(self.pid).expect("a HotSpot JVM")
+    }
+
+    /// What the JVM printed on its standard error so far.
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.stderr.path()).expect("the JVM's stderr")
     }
 
     /// Stops the JVM and returns what it printed after "ready".
@@ -401,4 +414,76 @@ fn the_library_and_window_directory_are_staged_past_planted_links() {
         0,
         "nothing written through the planted links"
     );
+}
+
+/// Loads the agent with an empty command into a JVM of another user started without it,
+/// in its own namespaces: it becomes dormant (read back through its control block), a
+/// second load reaches the same library (a close of no window: code 5), and a window
+/// opened through attach is seen open, then written and closed by its deadline.
+fn loaded_dormant(jdk: Jdk) {
+    let lib = jp_testkit::agent_lib();
+    let jvm = TestJvm::start(
+        jdk,
+        Launch {
+            isolated: true,
+            ..Launch::default()
+        },
+    );
+    let h = jvm.hotspot();
+    assert_eq!(h.agent, AgentPresence::None);
+    let staged = attach::stage_library(&h, &lib).expect("stage");
+    assert_eq!(
+        attach::load_agent(&h, &staged, "", TIMEOUT).expect("load"),
+        0
+    );
+    let h = jvm.hotspot();
+    assert_eq!(
+        (h.agent, h.agent_path.as_deref()),
+        (AgentPresence::Dormant, Some(staged.as_str()))
+    );
+    assert_eq!(
+        attach::stage_library(&h, &lib).expect("own library"),
+        staged
+    );
+    let close = attach::load_agent(&h, &staged, "window=close,id=99", TIMEOUT).expect("close");
+    assert_eq!(close, 5, "no such window");
+    let dir = attach::window_dir(&h).expect("window dir");
+    let open = format!("window=open,id=7,seconds=1,dir={}", dir.in_ns);
+    assert_eq!(
+        attach::load_agent(&h, &staged, &open, TIMEOUT).expect("open"),
+        0
+    );
+    assert_eq!(jvm.hotspot().agent, AgentPresence::WindowOpen(7));
+    let done = dir.host.join("window-7.done");
+    let t0 = std::time::Instant::now();
+    while !done.exists() {
+        assert!(t0.elapsed() < TIMEOUT, "no {}", done.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(dir.host.join("window-7.json").exists());
+    assert_eq!(jvm.hotspot().agent, AgentPresence::Dormant);
+    let stderr = jvm.stderr();
+    // JEP 451: JDK 21 and later warn on the JVM's stderr when an agent is loaded late.
+    let warning = format!(
+        "WARNING: A JVM TI agent has been loaded dynamically ({staged})\n\
+         WARNING: If a serviceability tool is in use, please run with \
+         -XX:+EnableDynamicAgentLoading to hide this warning\n\
+         WARNING: Dynamic loading of agents will be disallowed by default in a future release\n"
+    );
+    match jdk {
+        Jdk::J17 => assert!(!stderr.contains("WARNING: A JVM TI agent"), "{stderr}"),
+        Jdk::J25 => assert_eq!(stderr.matches(&warning).count(), 1, "{stderr}"),
+    }
+    let printed = jvm.stop();
+    assert!(!printed.contains("Full thread dump"), "{printed}");
+}
+
+#[test]
+fn an_agent_loaded_with_no_command_is_dormant_jdk17() {
+    loaded_dormant(Jdk::J17);
+}
+
+#[test]
+fn an_agent_loaded_with_no_command_is_dormant_jdk25() {
+    loaded_dormant(Jdk::J25);
 }
