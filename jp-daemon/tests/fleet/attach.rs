@@ -487,3 +487,23 @@ fn an_agent_loaded_with_no_command_is_dormant_jdk17() {
 fn an_agent_loaded_with_no_command_is_dormant_jdk25() {
     loaded_dormant(Jdk::J25);
 }
+
+/// A bad command in the load that brings the agent into a JVM: refused (code 1), and the
+/// agent stays loaded — HotSpot unloads a library whose first `Agent_OnAttach` failed,
+/// and an agent unloaded after it started crashes the JVM at exit — so the JVM ends
+/// cleanly.
+#[test]
+fn a_bad_first_command_leaves_the_agent_loaded_and_the_jvm_exits_cleanly() {
+    let lib = jp_testkit::agent_lib();
+    let mut jvm = TestJvm::start(Jdk::J17, Launch::default());
+    let h = jvm.hotspot();
+    let staged = attach::stage_library(&h, &lib).expect("stage");
+    let code = attach::load_agent(&h, &staged, "window=bogus", TIMEOUT).expect("load");
+    assert_eq!(code, 1, "bad command");
+    assert_eq!(jvm.hotspot().agent, AgentPresence::Dormant);
+    let mut stdin = jvm.child.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut stdin, b"quit\n").expect("quit");
+    drop(stdin);
+    let status = jvm.child.wait().expect("the JVM's exit");
+    assert!(status.success(), "{status:?}: {}", jvm.stderr());
+}
