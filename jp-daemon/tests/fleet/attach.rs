@@ -507,3 +507,85 @@ fn a_bad_first_command_leaves_the_agent_loaded_and_the_jvm_exits_cleanly() {
     let status = jvm.child.wait().expect("the JVM's exit");
     assert!(status.success(), "{status:?}: {}", jvm.stderr());
 }
+
+/// `jpctl jvm list --all` through the delivered jpd: every HotSpot JVM with its user,
+/// Java version and agent state — without the agent, of another user in its own
+/// namespaces, started dormant; the default list stays the profiled JVMs only.
+#[test]
+fn jpctl_lists_every_hotspot_jvm_with_its_agent_state() {
+    let _turn = crate::support::exclusive();
+    let jpd = crate::support::jpd::Jpd::start("");
+    let lib = jp_testkit::agent_lib();
+    let plain = TestJvm::start(Jdk::J17, Launch::default());
+    let other = TestJvm::start(
+        Jdk::J25,
+        Launch {
+            isolated: true,
+            ..Launch::default()
+        },
+    );
+    let agentpath = format!("-agentpath:{}=mode=dormant", lib.display());
+    let dormant = TestJvm::start(
+        Jdk::J17,
+        Launch {
+            options: &[&agentpath],
+            ..Launch::default()
+        },
+    );
+    let json = jpd.jpctl_json(&["jvm", "list", "--all", "--json"]);
+    let row = |pid: u32| {
+        let j = json["jvms"]
+            .as_array()
+            .expect("jvms")
+            .iter()
+            .find(|j| j["pid"] == pid)
+            .unwrap_or_else(|| panic!("JVM {pid} not listed: {json}"));
+        (
+            j["uid"].as_u64(),
+            j["ns_pid"].as_u64(),
+            j["main"].as_str().map(str::to_string),
+            j["agent"].as_str().map(str::to_string),
+            j["attach_disabled"].as_bool(),
+        )
+    };
+    let expect = |uid: u64, ns_pid: Option<u64>, agent: &str| {
+        (
+            Some(uid),
+            ns_pid,
+            Some("FleetPaper".to_string()),
+            Some(agent.to_string()),
+            Some(false),
+        )
+    };
+    assert_eq!(row(plain.pid), expect(0, None, "none"));
+    assert_eq!(row(other.pid), expect(u64::from(NOBODY), Some(1), "none"));
+    assert_eq!(row(dormant.pid), expect(0, None, "dormant"));
+    let text = jpd.jpctl_output(&["jvm", "list", "--all"]);
+    let line = |pid: u32| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(&pid.to_string()))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| panic!("no line for {pid}:\n{text}"))
+    };
+    let version = |j: &TestJvm| j.hotspot().java_version.expect("release file");
+    assert_eq!(
+        line(plain.pid),
+        format!("{} 0 {} no agent - FleetPaper", plain.pid, version(&plain))
+    );
+    assert_eq!(
+        line(other.pid),
+        format!(
+            "{} {NOBODY} {} no agent - FleetPaper [pid 1 in its namespace]",
+            other.pid,
+            version(&other)
+        )
+    );
+    let default = jpd.jpctl_output(&["jvm", "list"]);
+    assert!(
+        !default
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(&plain.pid.to_string())),
+        "{default}"
+    );
+    jpd.stop();
+}
