@@ -10,7 +10,6 @@
 //! see the agent loaded since), and its control block.
 use std::collections::{HashMap, HashSet};
 use std::fs;
-use std::io::{self, Read as _};
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 use std::sync::Mutex;
@@ -24,7 +23,7 @@ use super::attach::error::AttachError;
 use super::attach::process::{self, Credentials};
 use crate::lock::lock;
 use crate::usdt::control::{self, ControlSymbol};
-use crate::usdt::discovery;
+use crate::usdt::discovery::{self, read_bounded};
 use crate::usdt::maps::{self, MappedFile};
 
 /// The file name of HotSpot's VM library.
@@ -122,7 +121,7 @@ static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 /// Every HotSpot JVM on the host, by pid. Processes that exit or cannot be read
 /// while listed are left out. Blocking (reads `/proc`).
 pub fn list_hotspot_jvms() -> Vec<HotspotJvm> {
-    let Ok(pids) = list_pids() else {
+    let Ok(pids) = discovery::list_pids() else {
         return Vec::new();
     };
     let own = std::process::id();
@@ -309,25 +308,6 @@ fn read_control(
         *w = u64::from_le_bytes(b);
     }
     (words[0] == CONTROL_MAGIC).then_some(words)
-}
-
-fn list_pids() -> io::Result<Vec<u32>> {
-    let mut pids = Vec::new();
-    for entry in fs::read_dir("/proc")? {
-        let Ok(entry) = entry else { continue };
-        if let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) {
-            pids.push(pid);
-        }
-    }
-    Ok(pids)
-}
-
-fn read_bounded(path: &str, limit: usize) -> io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    fs::File::open(path)?
-        .take(limit as u64)
-        .read_to_end(&mut buf)?;
-    Ok(buf)
 }
 
 #[cfg(test)]
