@@ -164,7 +164,7 @@ pub fn scan(
 }
 
 /// The pids in `/proc`.
-fn list_pids() -> io::Result<Vec<u32>> {
+pub(crate) fn list_pids() -> io::Result<Vec<u32>> {
     let mut pids = Vec::new();
     for entry in fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
@@ -240,7 +240,8 @@ fn parse_ns_pid(status: &str) -> Option<u32> {
     pids.last()?.parse().ok()
 }
 
-fn read_bounded(path: &str, limit: usize) -> io::Result<Vec<u8>> {
+/// At most `limit` bytes of the file at `path` (a `/proc` file's size is not known).
+pub(crate) fn read_bounded(path: &str, limit: usize) -> io::Result<Vec<u8>> {
     let mut buf = Vec::new();
     fs::File::open(path)?
         .take(limit as u64)
