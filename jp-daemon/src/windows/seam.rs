@@ -2,8 +2,11 @@
 //! staging the agent library in it and HotSpot's dynamic attach (`windows::hotspot`,
 //! `windows::attach`). A trait so that the service's rules (limits, refusals, time-outs,
 //! hostile result files) are tested without a JVM.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
+
+use super::attach::{self, WindowDir};
+use super::hotspot::{self, HotspotJvm};
 
 /// What the service does to JVMs; every call blocks (run it on the blocking pool).
 /// Errors are one line a user understands.
@@ -31,54 +34,28 @@ pub struct HotspotAttach;
 
 impl AttachJvm for HotspotAttach {
     fn jvm(&self, pid: u32) -> Result<HotspotJvm, String> {
-        Err(format!(
-            "pid {pid}: this jpd was built without HotSpot attach"
-        ))
+        hotspot::hotspot_jvm(pid).map_err(|e| e.to_string())
     }
 
-    fn window_dir(&self, _: &HotspotJvm) -> Result<WindowDir, String> {
-        Err("this jpd was built without HotSpot attach".into())
+    fn window_dir(&self, jvm: &HotspotJvm) -> Result<WindowDir, String> {
+        attach::window_dir(jvm).map_err(|e| e.to_string())
     }
 
-    fn stage_library(&self, _: &HotspotJvm, _: &Path) -> Result<String, String> {
-        Err("this jpd was built without HotSpot attach".into())
+    fn stage_library(&self, jvm: &HotspotJvm, ours: &Path) -> Result<String, String> {
+        attach::stage_library(jvm, ours).map_err(|e| e.to_string())
     }
 
-    fn load_agent(&self, _: &HotspotJvm, _: &str, _: &str, _: Duration) -> Result<i32, String> {
-        Err("this jpd was built without HotSpot attach".into())
+    fn load_agent(
+        &self,
+        jvm: &HotspotJvm,
+        lib_in_ns: &str,
+        command: &str,
+        timeout: Duration,
+    ) -> Result<i32, String> {
+        attach::load_agent(jvm, lib_in_ns, command, timeout).map_err(|e| e.to_string())
     }
 
     fn alive(&self, jvm: &HotspotJvm) -> bool {
-        Path::new(&format!("/proc/{}", jvm.pid)).exists()
+        hotspot::hotspot_jvm(jvm.pid).is_ok_and(|now| now.start_time == jvm.start_time)
     }
-}
-
-// The JVM as `windows::hotspot` describes it, until that module lands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HotspotJvm {
-    pub pid: u32,
-    pub start_time: u64,
-    pub uid: u32,
-    pub gid: u32,
-    pub nspid: u32,
-    pub main_class: String,
-    pub java_version: Option<String>,
-    pub agent: AgentPresence,
-    pub agent_path: Option<String>,
-    pub attach_disabled: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AgentPresence {
-    None,
-    Live,
-    Dormant,
-    WindowOpen(u64),
-    Unknown,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WindowDir {
-    pub host: PathBuf,
-    pub in_ns: String,
 }

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::config::WindowsConfig;
 use super::counters::{WindowCounters, WindowOrigin};
 use super::result::WindowFiles;
-use super::seam::{AgentPresence, AttachJvm, HotspotJvm};
+use super::hotspot::{AgentPresence, HotspotJvm};
+use super::seam::AttachJvm;
 use crate::lock::lock;
 use crate::store::windows::{SharedWindowStore, WindowProfile};
 
@@ -297,7 +298,7 @@ fn check_jvm(jvm: &HotspotJvm, req: &WindowRequest) -> Result<(), WindowError> {
             "JVM {pid} already has window {id} open"
         ))),
         AgentPresence::Unknown => Err(WindowError::Refused(format!(
-            "JVM {pid} runs a jp agent without windows: restart it with the current agent"
+            "JVM {pid} maps jp's agent but its state cannot be read (still loading?): try again"
         ))),
     }
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::*;
-use crate::windows::seam::WindowDir;
+use crate::windows::attach::WindowDir;
 use crate::windows::WindowCounts;
 
 /// What the stand-in agent does with an open command.
@@ -299,7 +299,7 @@ async fn requests_and_jvms_that_cannot_have_a_window_are_refused_and_counted() {
         ),
         (
             request(40),
-            "JVM 40 runs a jp agent without windows: restart it with the current agent".into(),
+            "JVM 40 maps jp's agent but its state cannot be read (still loading?): try again".into(),
         ),
         (request(50), "JVM 50 already has window 77 open".into()),
     ];
