@@ -407,6 +407,14 @@ async fn run(
     }
     inner.counters.opened(req.origin);
     let opened = SystemTime::now();
+    // `Agent_OnAttach` returns once the loaded classes in scope are rewritten: from
+    // here on the window counts (the agent's state says "open" a little earlier).
+    log::info!(
+        "window {id} opened in JVM {pid} ({}): {}, {} s",
+        jvm.main_class,
+        scope_text(&req),
+        req.seconds
+    );
     if let Err(e) = wait_done(inner, &jvm, &files, req.seconds).await {
         files.remove();
         return Err(e);
