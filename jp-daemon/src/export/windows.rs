@@ -9,12 +9,15 @@ use axum::response::{IntoResponse, Response};
 
 use super::prometheus::Family;
 use crate::windows::{
-    AgentPresence, WindowCounters, WindowError, WindowOrigin, WindowRequest, Windows,
+    AgentPresence, WindowCounters, WindowCounts, WindowError, WindowOrigin, WindowRequest, Windows,
 };
+
+/// One family's value of an origin's counts.
+type Value = fn(&WindowCounts) -> f64;
 
 /// The windows' families, by origin.
 pub fn render(out: &mut String, counters: &WindowCounters, open: usize) {
-    let families: [(&str, &str, fn(&crate::windows::WindowCounts) -> f64); 5] = [
+    let families: [(&str, &str, Value); 5] = [
         (
             "jp_jvm_windows_opened_total",
             "Exact windows a JVM's agent accepted, by who asked: request (jpctl, gRPC, HTTP) or rotation.",
