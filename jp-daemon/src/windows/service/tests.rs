@@ -186,6 +186,21 @@ fn failed(r: Result<Arc<WindowProfile>, WindowError>) -> String {
     }
 }
 
+/// A window of 300 s in JVM `pid`, asked for in a task of its own.
+fn long_window(
+    w: &Windows,
+    pid: u32,
+) -> tokio::task::JoinHandle<Result<Arc<WindowProfile>, WindowError>> {
+    let w = w.clone();
+    tokio::spawn(async move {
+        let req = WindowRequest {
+            seconds: 300,
+            ..request(pid)
+        };
+        w.profile(req).await
+    })
+}
+
 /// The id of the first window the stand-in agent was asked to open, once asked.
 async fn first_opened(fake: &Fake) -> u64 {
     while lock(&fake.commands).is_empty() {
@@ -325,16 +340,7 @@ async fn requests_and_jvms_that_cannot_have_a_window_are_refused_and_counted() {
 #[tokio::test]
 async fn one_window_per_jvm_and_max_open_on_the_host() {
     let s = setup(Agent::Silent, 1);
-    let first = {
-        let w = s.windows.clone();
-        tokio::spawn(async move {
-            let req = WindowRequest {
-                seconds: 300,
-                ..request(11)
-            };
-            w.profile(req).await
-        })
-    };
+    let first = long_window(&s.windows, 11);
     let id = first_opened(&s.fake).await;
     assert_eq!(s.windows.open_count(), 1);
     assert_eq!(
@@ -438,16 +444,7 @@ async fn garbage_and_oversized_results_fail_and_are_removed() {
 
     // Too big to read: a sparse file, one byte over the cap.
     let s = setup(Agent::Silent, 2);
-    let first = {
-        let w = s.windows.clone();
-        tokio::spawn(async move {
-            let req = WindowRequest {
-                seconds: 300,
-                ..request(11)
-            };
-            w.profile(req).await
-        })
-    };
+    let first = long_window(&s.windows, 11);
     let id = first_opened(&s.fake).await;
     let files = WindowFiles::new(&s.fake.dir, id);
     let big = std::fs::File::create(files.tree()).unwrap();
