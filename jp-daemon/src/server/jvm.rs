@@ -55,6 +55,11 @@ pub fn summary(s: &JvmSummary) -> pb::JvmSummary {
         cpu_read_failed_ns: s.cpu_read_failed_ns,
         cpu_contexts_ns: s.cpu_contexts_ns,
         publishing_threads: s.publishing_threads,
+        // The agent's state is read from the process, for `ListJvms` with `all` only.
+        agent_state: pb::JvmAgentState::Unspecified as i32,
+        window_id: 0,
+        uid: None,
+        attach_disabled: false,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod cert_names;
 pub mod config;
 pub mod conn;
 pub mod jvm;
+pub mod jvm_hotspot;
 pub mod jvm_watch;
 pub mod kernel;
 pub mod kernel_watch;

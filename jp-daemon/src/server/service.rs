@@ -180,10 +180,14 @@ impl Jp for JpService {
 
     async fn list_jvms(
         &self,
-        _: Request<pb::ListJvmsRequest>,
+        req: Request<pb::ListJvmsRequest>,
     ) -> Result<Response<pb::JvmList>, Status> {
-        let list = self.jvm.list();
-        Ok(Response::new(jvmconv::list(&list)))
+        let held = jvmconv::list(&self.jvm.list());
+        if !req.into_inner().all {
+            return Ok(Response::new(held));
+        }
+        let hotspot = blocking(|| Ok(crate::windows::hotspot::list_hotspot_jvms())).await?;
+        Ok(Response::new(super::jvm_hotspot::list_all(held, &hotspot)))
     }
 
     async fn get_jvm_profile(

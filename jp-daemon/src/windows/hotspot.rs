@@ -15,7 +15,10 @@ use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 use std::sync::Mutex;
 
-use jp_common::wire::CONTROL_MAGIC;
+use jp_common::wire::{
+    AGENT_STATE_DORMANT, AGENT_STATE_LIVE, AGENT_STATE_UNKNOWN, AGENT_STATE_WINDOW_OPEN,
+    CONTROL_MAGIC,
+};
 
 use super::attach::error::AttachError;
 use super::attach::process::{self, Credentials};
@@ -67,22 +70,20 @@ pub enum AgentPresence {
     Unknown,
 }
 
-/// `agent_state` values of the control block (`_reserved[0]`): 0 is an agent older
-/// than the field, which profiles from start.
-const STATE_OLDER_AGENT: u64 = 0;
-const STATE_LIVE: u64 = 1;
-const STATE_DORMANT: u64 = 2;
-const STATE_WINDOW_OPEN: u64 = 3;
-/// Words of the control block: magic, generation, agent_state, window_id, ...
+/// Words of the control block (`jp_common::wire::Control`): magic, generation,
+/// agent_state, window_id, then reserved ones.
 const CONTROL_WORDS: usize = 8;
+const AGENT_STATE_WORD: usize = 2;
+const WINDOW_ID_WORD: usize = 3;
 
 impl AgentPresence {
-    /// From the control block's `agent_state` and `window_id`.
+    /// From the control block's `agent_state` and `window_id`. An agent older than the
+    /// state field leaves it 0: it profiles from start.
     pub fn from_control(agent_state: u64, window_id: u64) -> AgentPresence {
         match agent_state {
-            STATE_OLDER_AGENT | STATE_LIVE => AgentPresence::Live,
-            STATE_DORMANT => AgentPresence::Dormant,
-            STATE_WINDOW_OPEN => AgentPresence::WindowOpen(window_id),
+            AGENT_STATE_UNKNOWN | AGENT_STATE_LIVE => AgentPresence::Live,
+            AGENT_STATE_DORMANT => AgentPresence::Dormant,
+            AGENT_STATE_WINDOW_OPEN => AgentPresence::WindowOpen(window_id),
             _ => AgentPresence::Unknown,
         }
     }
@@ -287,7 +288,7 @@ fn agent_presence(
         return AgentPresence::Unknown;
     };
     read_control(pid, file, &symbol).map_or(AgentPresence::Unknown, |words| {
-        AgentPresence::from_control(words[2], words[3])
+        AgentPresence::from_control(words[AGENT_STATE_WORD], words[WINDOW_ID_WORD])
     })
 }
 
@@ -299,7 +300,7 @@ fn read_control(
 ) -> Option<[u64; CONTROL_WORDS]> {
     let addr = control::address_in(pid, file.dev, file.inode, symbol).ok()?;
     let mem = fs::File::open(format!("/proc/{pid}/mem")).ok()?;
-    let mut bytes = [0u8; CONTROL_WORDS * 8];
+    let mut bytes = [0u8; std::mem::size_of::<jp_common::wire::Control>()];
     mem.read_exact_at(&mut bytes, addr).ok()?;
     let mut words = [0u64; CONTROL_WORDS];
     for (w, chunk) in words.iter_mut().zip(bytes.chunks_exact(8)) {

@@ -877,7 +877,7 @@ async fn jvm_list_profile_top_export_and_status() {
 
     // ListJvms: the summary, field for field.
     let list = jp
-        .list_jvms(pb::ListJvmsRequest {})
+        .list_jvms(pb::ListJvmsRequest::default())
         .await
         .unwrap()
         .into_inner();

@@ -81,6 +81,7 @@ struct TestJvm {
     child: Child,
     pid: u32,
     stdout: BufReader<ChildStdout>,
+    stderr: tempfile::NamedTempFile,
 }
 
 impl TestJvm {
@@ -109,11 +110,13 @@ impl TestJvm {
             c.args(&java_args[1..]);
             c
         };
+        let stderr = tempfile::NamedTempFile::new().expect("stderr file");
         let mut child = cmd
             .envs(launch.env.iter().copied())
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(stderr.reopen().expect("stderr file"))
             .spawn()
             .expect("start java");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
@@ -121,11 +124,21 @@ impl TestJvm {
         stdout.read_line(&mut line).expect("the JVM's first line");
         assert_eq!(line.trim(), "ready");
         let pid = java_under(child.id());
-        TestJvm { child, pid, stdout }
+        TestJvm {
+            child,
+            pid,
+            stdout,
+            stderr,
+        }
     }
 
     fn hotspot(&self) -> HotspotJvm {
         hotspot::hotspot_jvm(self.pid).expect("a HotSpot JVM")
+    }
+
+    /// What the JVM printed on its standard error so far.
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.stderr.path()).expect("the JVM's stderr")
     }
 
     /// Stops the JVM and returns what it printed after "ready".
@@ -178,6 +191,17 @@ fn same_user(jdk: Jdk) {
     // The listener runs now: a second command connects at once.
     let version_text = attach::execute(&h, "jcmd", &["VM.version"], TIMEOUT).expect("jcmd");
     assert!(version_text.contains(jdk.feature()), "{version_text}");
+    // A library that does not load: status -1 on JDK 17, 0 on JDK 25, the same text.
+    let missing = "/nonexistent/libjpagent.so";
+    let err = attach::load_agent(&h, missing, "", TIMEOUT).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "JVM {} refused \"load {missing}=\": {missing} was not loaded.; {missing}: cannot \
+             open shared object file: No such file or directory",
+            jvm.pid
+        )
+    );
     let trigger = format!("/.attach_pid{}", jvm.pid);
     assert!(!Path::new(&trigger).exists(), "{trigger} left behind");
     let printed = jvm.stop();
@@ -390,4 +414,178 @@ fn the_library_and_window_directory_are_staged_past_planted_links() {
         0,
         "nothing written through the planted links"
     );
+}
+
+/// Loads the agent with an empty command into a JVM of another user started without it,
+/// in its own namespaces: it becomes dormant (read back through its control block), a
+/// second load reaches the same library (a close of no window: code 5), and a window
+/// opened through attach is seen open, then written and closed by its deadline.
+fn loaded_dormant(jdk: Jdk) {
+    let lib = jp_testkit::agent_lib();
+    let jvm = TestJvm::start(
+        jdk,
+        Launch {
+            isolated: true,
+            ..Launch::default()
+        },
+    );
+    let h = jvm.hotspot();
+    assert_eq!(h.agent, AgentPresence::None);
+    let staged = attach::stage_library(&h, &lib).expect("stage");
+    assert_eq!(
+        attach::load_agent(&h, &staged, "", TIMEOUT).expect("load"),
+        0
+    );
+    let h = jvm.hotspot();
+    assert_eq!(
+        (h.agent, h.agent_path.as_deref()),
+        (AgentPresence::Dormant, Some(staged.as_str()))
+    );
+    assert_eq!(
+        attach::stage_library(&h, &lib).expect("own library"),
+        staged
+    );
+    let close = attach::load_agent(&h, &staged, "window=close,id=99", TIMEOUT).expect("close");
+    assert_eq!(close, 5, "no such window");
+    let dir = attach::window_dir(&h).expect("window dir");
+    let open = format!("window=open,id=7,seconds=1,dir={}", dir.in_ns);
+    assert_eq!(
+        attach::load_agent(&h, &staged, &open, TIMEOUT).expect("open"),
+        0
+    );
+    assert_eq!(jvm.hotspot().agent, AgentPresence::WindowOpen(7));
+    let done = dir.host.join("window-7.done");
+    let t0 = std::time::Instant::now();
+    while !done.exists() {
+        assert!(t0.elapsed() < TIMEOUT, "no {}", done.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(dir.host.join("window-7.json").exists());
+    assert_eq!(jvm.hotspot().agent, AgentPresence::Dormant);
+    let stderr = jvm.stderr();
+    // JEP 451: JDK 21 and later warn on the JVM's stderr when an agent is loaded late.
+    let warning = format!(
+        "WARNING: A JVM TI agent has been loaded dynamically ({staged})\n\
+         WARNING: If a serviceability tool is in use, please run with \
+         -XX:+EnableDynamicAgentLoading to hide this warning\n\
+         WARNING: Dynamic loading of agents will be disallowed by default in a future release\n"
+    );
+    match jdk {
+        Jdk::J17 => assert!(!stderr.contains("WARNING: A JVM TI agent"), "{stderr}"),
+        Jdk::J25 => assert_eq!(stderr.matches(&warning).count(), 1, "{stderr}"),
+    }
+    let printed = jvm.stop();
+    assert!(!printed.contains("Full thread dump"), "{printed}");
+}
+
+#[test]
+fn an_agent_loaded_with_no_command_is_dormant_jdk17() {
+    loaded_dormant(Jdk::J17);
+}
+
+#[test]
+fn an_agent_loaded_with_no_command_is_dormant_jdk25() {
+    loaded_dormant(Jdk::J25);
+}
+
+/// A bad command in the load that brings the agent into a JVM: refused (code 1), and the
+/// agent stays loaded — HotSpot unloads a library whose first `Agent_OnAttach` failed,
+/// and an agent unloaded after it started crashes the JVM at exit — so the JVM ends
+/// cleanly.
+#[test]
+fn a_bad_first_command_leaves_the_agent_loaded_and_the_jvm_exits_cleanly() {
+    let lib = jp_testkit::agent_lib();
+    let mut jvm = TestJvm::start(Jdk::J17, Launch::default());
+    let h = jvm.hotspot();
+    let staged = attach::stage_library(&h, &lib).expect("stage");
+    let code = attach::load_agent(&h, &staged, "window=bogus", TIMEOUT).expect("load");
+    assert_eq!(code, 1, "bad command");
+    assert_eq!(jvm.hotspot().agent, AgentPresence::Dormant);
+    let mut stdin = jvm.child.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut stdin, b"quit\n").expect("quit");
+    drop(stdin);
+    let status = jvm.child.wait().expect("the JVM's exit");
+    assert!(status.success(), "{status:?}: {}", jvm.stderr());
+}
+
+/// `jpctl jvm list --all` through the delivered jpd: every HotSpot JVM with its user,
+/// Java version and agent state — without the agent, of another user in its own
+/// namespaces, started dormant; the default list stays the profiled JVMs only.
+#[test]
+fn jpctl_lists_every_hotspot_jvm_with_its_agent_state() {
+    let _turn = crate::support::exclusive();
+    let jpd = crate::support::jpd::Jpd::start("");
+    let lib = jp_testkit::agent_lib();
+    let plain = TestJvm::start(Jdk::J17, Launch::default());
+    let other = TestJvm::start(
+        Jdk::J25,
+        Launch {
+            isolated: true,
+            ..Launch::default()
+        },
+    );
+    let agentpath = format!("-agentpath:{}=mode=dormant", lib.display());
+    let dormant = TestJvm::start(
+        Jdk::J17,
+        Launch {
+            options: &[&agentpath],
+            ..Launch::default()
+        },
+    );
+    let json = jpd.jpctl_json(&["jvm", "list", "--all", "--json"]);
+    let row = |pid: u32| {
+        let j = json["jvms"]
+            .as_array()
+            .expect("jvms")
+            .iter()
+            .find(|j| j["pid"] == pid)
+            .unwrap_or_else(|| panic!("JVM {pid} not listed: {json}"));
+        (
+            j["uid"].as_u64(),
+            j["ns_pid"].as_u64(),
+            j["main"].as_str().map(str::to_string),
+            j["agent"].as_str().map(str::to_string),
+            j["attach_disabled"].as_bool(),
+        )
+    };
+    let expect = |uid: u64, ns_pid: Option<u64>, agent: &str| {
+        (
+            Some(uid),
+            ns_pid,
+            Some("FleetPaper".to_string()),
+            Some(agent.to_string()),
+            Some(false),
+        )
+    };
+    assert_eq!(row(plain.pid), expect(0, None, "none"));
+    assert_eq!(row(other.pid), expect(u64::from(NOBODY), Some(1), "none"));
+    assert_eq!(row(dormant.pid), expect(0, None, "dormant"));
+    let text = jpd.jpctl_output(&["jvm", "list", "--all"]);
+    let line = |pid: u32| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(&pid.to_string()))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| panic!("no line for {pid}:\n{text}"))
+    };
+    let version = |j: &TestJvm| j.hotspot().java_version.expect("release file");
+    assert_eq!(
+        line(plain.pid),
+        format!("{} 0 {} no agent - FleetPaper", plain.pid, version(&plain))
+    );
+    assert_eq!(
+        line(other.pid),
+        format!(
+            "{} {NOBODY} {} no agent - FleetPaper [pid 1 in its namespace]",
+            other.pid,
+            version(&other)
+        )
+    );
+    let default = jpd.jpctl_output(&["jvm", "list"]);
+    assert!(
+        !default
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(&plain.pid.to_string())),
+        "{default}"
+    );
+    jpd.stop();
 }

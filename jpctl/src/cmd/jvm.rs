@@ -19,6 +19,10 @@ pub enum JvmCommand {
     List {
         #[arg(long)]
         json: bool,
+        /// Every HotSpot JVM on the host, also those without jp's agent, with the
+        /// agent's state in each (none, dormant, window open, profiled from start).
+        #[arg(long)]
+        all: bool,
     },
     /// A JVM's methods by exclusive bytecodes, calls or inclusive bytecodes.
     Top {
@@ -128,7 +132,7 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
 
 pub async fn run(c: &mut Client, command: JvmCommand) -> anyhow::Result<()> {
     let text = match command {
-        JvmCommand::List { json } => list(c, json).await?,
+        JvmCommand::List { json, all } => list(c, json, all).await?,
         JvmCommand::Top { pid, by, n, json } => top(c, pid, by, n, json).await?,
         JvmCommand::Tree {
             pid,
@@ -162,16 +166,17 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-async fn list(c: &mut Client, json: bool) -> anyhow::Result<String> {
+async fn list(c: &mut Client, json: bool, all: bool) -> anyhow::Result<String> {
     let l = c
-        .list_jvms(ListJvmsRequest {})
+        .list_jvms(ListJvmsRequest { all })
         .await
         .map_err(rpc)?
         .into_inner();
-    Ok(if json {
-        output::to_json(&out::list::jvm_list_json(&l))
-    } else {
-        out::list::jvm_list_text(&l, now_ms())
+    Ok(match (all, json) {
+        (false, true) => output::to_json(&out::list::jvm_list_json(&l)),
+        (false, false) => out::list::jvm_list_text(&l, now_ms()),
+        (true, true) => output::to_json(&out::hotspot::hotspot_list_json(&l)),
+        (true, false) => out::hotspot::hotspot_list_text(&l),
     })
 }
 

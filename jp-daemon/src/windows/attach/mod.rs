@@ -16,7 +16,7 @@ use std::time::Duration;
 pub use error::AttachError;
 pub use files::{stage_library, window_dir, WindowDir};
 
-use crate::windows::hotspot::{self, HotspotJvm};
+use crate::windows::hotspot::{self, AgentPresence, HotspotJvm};
 
 /// The oldest Java jp's agent runs on.
 pub const MIN_JAVA: u32 = 17;
@@ -53,20 +53,36 @@ pub fn load_agent(
 ) -> Result<i32, AttachError> {
     refuse_if_disabled(jvm)?;
     refuse_if_too_old(jvm, timeout)?;
-    let reply = send(jvm, "load", &[lib_in_ns, "true", command], timeout)?;
-    let described = || format!("load {lib_in_ns}={command}");
-    if reply.status != 0 {
-        return Err(AttachError::Refused {
-            pid: jvm.pid,
-            command: described(),
-            reply: protocol::one_line(&reply.output),
-        });
+    // HotSpot unloads (dlclose) a library whose first `Agent_OnAttach` returned non-zero,
+    // also when that call had started the agent: its callbacks left behind crash the JVM
+    // at exit. So the first load into a JVM without the agent only starts it (an empty
+    // command); the command comes with a second load, which cannot unload it.
+    if jvm.agent == AgentPresence::None && !command.is_empty() {
+        let started = load_once(jvm, lib_in_ns, "", timeout)?;
+        if started != 0 {
+            return Ok(started);
+        }
     }
-    protocol::load_return_code(&reply.output).ok_or_else(|| AttachError::Protocol {
-        pid: jvm.pid,
-        command: described(),
-        reply: protocol::one_line(&reply.output),
-    })
+    load_once(jvm, lib_in_ns, command, timeout)
+}
+
+fn load_once(
+    jvm: &HotspotJvm,
+    lib_in_ns: &str,
+    command: &str,
+    timeout: Duration,
+) -> Result<i32, AttachError> {
+    let reply = send(jvm, "load", &[lib_in_ns, "true", command], timeout)?;
+    // A library that does not load is status -1 on JDK 17 but status 0 on JDK 25, both
+    // without a return code: the JVM's text says why.
+    match protocol::load_return_code(&reply.output) {
+        Some(code) if reply.status == 0 => Ok(code),
+        _ => Err(AttachError::Refused {
+            pid: jvm.pid,
+            command: format!("load {lib_in_ns}={command}"),
+            reply: protocol::one_line(&reply.output),
+        }),
+    }
 }
 
 /// A JVM started with `-XX:+DisableAttachMechanism` gets nothing, no SIGQUIT above all:

@@ -1,8 +1,9 @@
-//! What `jpctl jvm list|top|tree|export` print, one module per view; [`summary`] is the
-//! JVM's summary they all show. Pure functions; `now_ms` is passed in so that outputs are
-//! exact.
+//! What `jpctl jvm list|top|tree|export` print, one module per view (`hotspot`: `list
+//! --all`); [`summary`] is the JVM's summary they all show. Pure functions; `now_ms` is
+//! passed in so that outputs are exact.
 
 pub mod export;
+pub mod hotspot;
 pub mod list;
 pub mod summary;
 pub mod top;
