@@ -105,3 +105,17 @@ pub(super) fn is_jdk_loader(env: Env, loader: JObject) -> bool {
         _ => false,
     }
 }
+
+impl Agent {
+    /// The internal name (`pkg/Name`) of a class; None for arrays and primitives.
+    fn class_name(&self, class: JClass) -> Option<String> {
+        let sig = self.jvmti.class_signature(class)?;
+        internal_name(&sig).map(str::to_string)
+    }
+}
+
+/// The internal name (`pkg/Name`) of a class by its JVM signature (`Lpkg/Name;`); None for
+/// arrays and primitives.
+pub(super) fn internal_name(signature: &str) -> Option<&str> {
+    signature.strip_prefix('L')?.strip_suffix(';')
+}

@@ -6,10 +6,9 @@
 use super::guard;
 use super::registry::Restored;
 use super::window::OpenState;
-use crate::ffi::jni::{Env, JClass, JInt, JObject, RawEnv};
+use crate::ffi::jni::{Env, JClass, JObject, RawEnv};
 use crate::log::say;
 use crate::mct::Mct;
-use crate::methods;
 use crate::options::Format;
 use crate::sync::lock;
 use std::ffi::{c_void, CStr};
@@ -79,7 +78,7 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
     let o = c.open;
     let mut s = String::new();
     let contexts = tree.tree.nodes.len().saturating_sub(1);
-    let lines: [(&str, String); 19] = [
+    let lines: [(&str, String); 20] = [
         ("id", o.cmd.id.to_string()),
         ("pid", std::process::id().to_string()),
         ("seconds", o.cmd.seconds.to_string()),
@@ -90,6 +89,7 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
         ("bba", o.opts.bba_name().to_string()),
         ("classes_transformed", o.transformed_at_open.to_string()),
         ("classes_skipped", o.skipped.to_string()),
+        ("classes_refused_earlier", o.refused_earlier.to_string()),
         ("classes_loaded_in_window", c.loaded_in_window.to_string()),
         ("classes_restored", c.restore.restored.to_string()),
         (
@@ -121,9 +121,8 @@ pub(super) fn write_result(c: &Closed, tree: &WindowTree) -> std::io::Result<()>
     write_atomically(&path(dir, id, "done"), done_text(c, tree).as_bytes())
 }
 
-/// `Rt.windowTree(parent, mid, calls, bytecodes, threads, seeded)`: the window's merged
+/// `Rt.windowTree(parent, mid, calls, bytecodes, {threads, seeded})`: the window's merged
 /// tree (pre-order arrays, node 0 the root), during `Rt.closeWindow`.
-#[allow(clippy::too_many_arguments)]
 unsafe extern "system" fn native_window_tree(
     raw: RawEnv,
     _cls: JClass,
@@ -131,32 +130,27 @@ unsafe extern "system" fn native_window_tree(
     mid: JObject,
     calls: JObject,
     bytecodes: JObject,
-    threads: JInt,
-    seeded: JInt,
+    counts: JObject,
 ) {
     guard((), || {
         // SAFETY: the JVM passes this thread's JNIEnv to a native method.
         let Some(env) = (unsafe { Env::from_raw(raw) }) else {
             return;
         };
-        let (p, m, c, b) = (
-            env.int_array(parent),
-            env.int_array(mid),
-            env.long_array(calls),
-            env.long_array(bytecodes),
-        );
-        let tree = {
-            let table = methods::table();
-            Mct::from_flat("default", &p, &m, &c, &b, |id| {
-                table.as_ref().map(|t| t.info(id)).unwrap_or_default()
-            })
+        let counts = env.int_array(counts);
+        let count = |i: usize| {
+            counts
+                .get(i)
+                .and_then(|&n| u64::try_from(n).ok())
+                .unwrap_or(0)
         };
-        match tree {
+        let (threads, seeded) = (count(0), count(1));
+        match super::natives::flat_tree(env, "default", [parent, mid, calls, bytecodes]) {
             Ok(tree) => {
                 *lock(&CLOSED) = Some(WindowTree {
                     tree,
-                    threads: u64::try_from(threads).unwrap_or(0),
-                    seeded: u64::try_from(seeded).unwrap_or(0),
+                    threads,
+                    seeded,
                 })
             }
             Err(e) => say!("jp-agent: window tree: {e}"),
@@ -168,7 +162,7 @@ unsafe extern "system" fn native_window_tree(
 pub(super) fn natives() -> [(&'static CStr, &'static CStr, *mut c_void); 1] {
     [(
         c"windowTree",
-        c"([I[I[J[JII)V",
+        c"([I[I[J[J[I)V",
         native_window_tree as *mut c_void,
     )]
 }

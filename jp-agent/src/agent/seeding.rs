@@ -2,7 +2,7 @@
 //! strings), for the seeded contexts of an exact window. A JVMTI stack trace of the calling
 //! thread needs no safepoint and compares frames by `jmethodID` (which a retransformation
 //! keeps for the old and the new version of a method alike); `StackWalker` resolved names
-//! and descriptors per frame and cost 2-20 µs a walk.
+//! and descriptors per frame and cost 2-35 µs a walk.
 
 use super::registry::REGISTRY;
 use super::{guard, AGENT};

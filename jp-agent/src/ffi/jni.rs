@@ -312,13 +312,10 @@ impl Env {
         };
         type New = unsafe extern "system" fn(RawEnv, JInt) -> JObject;
         type Set = unsafe extern "system" fn(RawEnv, JObject, JInt, JInt, *const i64);
-        // SAFETY: slots NEW_LONG_ARRAY and SET_LONG_ARRAY_REGION have these signatures.
-        let (new, set): (New, Set) = unsafe {
-            (
-                std::mem::transmute(self.fn_ptr(slot::NEW_LONG_ARRAY)),
-                std::mem::transmute(self.fn_ptr(slot::SET_LONG_ARRAY_REGION)),
-            )
-        };
+        // SAFETY: slot NEW_LONG_ARRAY has this signature.
+        let new: New = unsafe { std::mem::transmute(self.fn_ptr(slot::NEW_LONG_ARRAY)) };
+        // SAFETY: slot SET_LONG_ARRAY_REGION has this signature.
+        let set: Set = unsafe { std::mem::transmute(self.fn_ptr(slot::SET_LONG_ARRAY_REGION)) };
         // SAFETY: valid env; a non-negative length.
         let a = unsafe { new(self.0, n) };
         if a.is_null() {
