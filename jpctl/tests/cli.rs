@@ -264,6 +264,87 @@ impl Jp for FakeSvc {
         };
         Ok(Response::new(tokio_stream::iter(chunks)))
     }
+
+    type ProfileJvmStream =
+        tokio_stream::Iter<std::vec::IntoIter<Result<pb::JvmWindowProfile, Status>>>;
+
+    /// PAPER_PID gets a window (its file: the format's name), any other pid the refusal
+    /// of a JVM profiled from start.
+    async fn profile_jvm(
+        &self,
+        r: Request<pb::ProfileJvmRequest>,
+    ) -> Result<Response<Self::ProfileJvmStream>, Status> {
+        let r = r.into_inner();
+        if r.pid != PAPER_PID {
+            return Err(Status::failed_precondition(format!(
+                "JVM {0} is profiled from start: its live tree is already exact: jpctl jvm tree {0}",
+                r.pid
+            )));
+        }
+        let name = pb::JvmExportFormat::try_from(r.format.unwrap_or(0))
+            .unwrap()
+            .as_str_name()
+            .to_string();
+        let data = format!(
+            "{name} of window 77, {} s, include {:?}\n",
+            r.seconds, r.include
+        );
+        let messages = vec![
+            Ok(pb::JvmWindowProfile {
+                window: Some(paper_window()),
+                ..Default::default()
+            }),
+            Ok(pb::JvmWindowProfile {
+                chunk: Some(pb::JvmExportChunk {
+                    total_bytes: data.len() as u64,
+                    data: data.into_bytes(),
+                    last: true,
+                }),
+                ..Default::default()
+            }),
+        ];
+        Ok(Response::new(tokio_stream::iter(messages)))
+    }
+
+    async fn list_jvm_windows(
+        &self,
+        _: Request<pb::ListJvmWindowsRequest>,
+    ) -> Result<Response<pb::JvmWindowList>, Status> {
+        Ok(Response::new(pb::JvmWindowList {
+            windows: vec![paper_window()],
+        }))
+    }
+
+    type GetJvmWindowStream = Self::ProfileJvmStream;
+
+    async fn get_jvm_window(
+        &self,
+        r: Request<pb::GetJvmWindowRequest>,
+    ) -> Result<Response<Self::GetJvmWindowStream>, Status> {
+        let r = r.into_inner();
+        Err(Status::not_found(format!(
+            "jpd keeps no window {} of JVM {}",
+            r.id, r.pid
+        )))
+    }
+}
+
+fn paper_window() -> pb::JvmWindow {
+    pb::JvmWindow {
+        id: 77,
+        pid: PAPER_PID,
+        main: "Paper".into(),
+        scope: "include=Paper".into(),
+        seconds: 2,
+        opened_unix_ms: 1_796_588_043_000,
+        closed_unix_ms: 1_796_588_045_000,
+        closed_by: "deadline".into(),
+        bba: "default".into(),
+        contexts: 3,
+        calls: 40,
+        bytecodes: 400,
+        ..Default::default()
+    }
 }
 
 const PAPER_PID: u32 = 4242;
@@ -1114,4 +1195,66 @@ fn hostile_names_reach_the_terminal_escaped() {
         };
         assert!(out.contains(expect), "jpctl {args:?}: {out}");
     }
+}
+
+/// `jpctl jvm profile`: the window's header line above its tree, the file with `-o`,
+/// the refusal's one line and a non-zero exit; `jpctl jvm windows`.
+#[test]
+fn jvm_profile_and_windows() {
+    let jpd = fake_jpd();
+    let pid = PAPER_PID.to_string();
+    let header = "# window 77 of JVM 4242 (Paper), scope include=Paper, 2 s, closed by deadline: contexts with 0 calls were running when the window opened: their own calls and bytecodes are not counted\n";
+    let out = stdout_ok(
+        &jpd.socket,
+        &[
+            "jvm",
+            "profile",
+            &pid,
+            "--seconds",
+            "2",
+            "--include",
+            "Paper",
+        ],
+    );
+    assert_eq!(
+        out,
+        format!("{header}JVM_EXPORT_FORMAT_TREE of window 77, 2 s, include [\"Paper\"]\n")
+    );
+    let file = jpd._dir.path().join("w.pb.gz");
+    let out = stdout_ok(
+        &jpd.socket,
+        &[
+            "jvm",
+            "profile",
+            &pid,
+            "--seconds",
+            "2",
+            "--format",
+            "pprof",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out,
+        format!(
+            "{header}wrote 54 bytes (gzipped pprof) of window 77 to {}\n",
+            file.display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "JVM_EXPORT_FORMAT_PPROF of window 77, 2 s, include []\n"
+    );
+    let refused = jpctl(&jpd.socket, &["jvm", "profile", "9", "--seconds", "2"]);
+    assert!(!refused.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        "jpctl: JVM 9 is profiled from start: its live tree is already exact: jpctl jvm tree 9\n"
+    );
+    let list = stdout_ok(&jpd.socket, &["jvm", "windows"]);
+    assert_eq!(
+        list,
+        "    PID            WINDOW  MAIN                  SECONDS  OPENED (UTC)         CLOSED BY  CONTEXTS         CALLS       BYTECODES  SCOPE\n   4242                77  Paper                       2  2026-12-06 20:14:03  deadline          3            40             400  include=Paper\n"
+    );
 }

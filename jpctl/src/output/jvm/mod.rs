@@ -8,3 +8,4 @@ pub mod list;
 pub mod summary;
 pub mod top;
 pub mod tree;
+pub mod window;
