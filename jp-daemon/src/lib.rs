@@ -15,3 +15,4 @@ pub mod restart;
 pub mod server;
 pub mod store;
 pub mod usdt;
+pub mod windows;
