@@ -17,6 +17,7 @@ pub mod label;
 mod prometheus;
 pub mod pyroscope;
 mod query;
+pub mod rotation;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -45,6 +46,8 @@ pub struct ExportState {
     pub jvm_totals: Arc<Mutex<jvm_metrics::JvmTotals>>,
     /// The Pyroscope pusher's queue and counters (they outlive a reload).
     pub pyroscope: Arc<pyroscope::Shared>,
+    /// What the fleet rotation reports (it writes, `/metrics` reads).
+    pub rotation: crate::windows::rotation::SharedRotationStats,
 }
 
 impl ExportState {
@@ -53,6 +56,7 @@ impl ExportState {
             stores,
             jvm_totals: Arc::default(),
             pyroscope: Arc::default(),
+            rotation: Arc::default(),
         }
     }
 }
@@ -155,6 +159,7 @@ async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
     let (list, stats) = ctx.sources.stores.jvm.list_and_stats();
     let per_main = lock(&ctx.sources.jvm_totals).update(&list);
     jvm_metrics::render(&mut text, &per_main, &stats);
+    rotation::render(&mut text, &lock(&ctx.sources.rotation));
     pyroscope::render(&mut text, &ctx.sources.pyroscope.stats);
     (
         [(

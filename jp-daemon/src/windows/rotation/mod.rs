@@ -100,6 +100,14 @@ pub struct RotationStats {
 
 pub type SharedRotationStats = Arc<Mutex<RotationStats>>;
 
+/// What the rotation works with: the JVMs, the windows service, and where it reports
+/// (the exporters read it).
+pub struct RotationPorts {
+    pub fleet: Arc<dyn Fleet>,
+    pub opener: Arc<dyn Opener>,
+    pub stats: SharedRotationStats,
+}
+
 /// The running rotation: its settings (a reload sends new ones) and what it reports.
 pub struct Rotation {
     config: watch::Sender<RotationConfig>,
@@ -113,12 +121,15 @@ impl Rotation {
     /// closes them by itself).
     pub fn start(
         config: RotationConfig,
-        fleet: Arc<dyn Fleet>,
-        opener: Arc<dyn Opener>,
+        ports: RotationPorts,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Rotation {
         let (tx, rx) = watch::channel(config);
-        let stats = SharedRotationStats::default();
+        let RotationPorts {
+            fleet,
+            opener,
+            stats,
+        } = ports;
         let task = tokio::spawn(task::run(
             task::Ports {
                 fleet,

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use super::super::config::Percent;
 use super::super::cost::CpuSource;
-use super::super::{OpenFuture, Rotation};
+use super::super::{OpenFuture, Rotation, RotationPorts, SharedRotationStats};
 use super::*;
 
 const BASE_CORES: f64 = 0.5;
@@ -120,8 +120,11 @@ async fn simulate(
     });
     let rotation = Rotation::start(
         config,
-        host.clone(),
-        host,
+        RotationPorts {
+            fleet: host.clone(),
+            opener: host,
+            stats: SharedRotationStats::default(),
+        },
         tokio::time::sleep(Duration::from_secs(horizon)),
     );
     let stats = Arc::clone(&rotation.stats);
