@@ -4,7 +4,12 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
-    let protos = ["jp/v1/jp.proto", "jp/v1/jvm.proto", "jp/v1/kernel.proto"];
+    let protos = [
+        "jp/v1/jp.proto",
+        "jp/v1/jvm.proto",
+        "jp/v1/kernel.proto",
+        "jp/v1/windows.proto",
+    ];
     for p in protos {
         println!("cargo:rerun-if-changed={p}");
     }

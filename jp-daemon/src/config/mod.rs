@@ -16,6 +16,7 @@ use crate::kernel::KernelOptions;
 use crate::restart::{self, RestartNeeded};
 use crate::server::config::ServerConfig;
 use crate::usdt::config::UsdtConfig;
+use crate::windows::config::WindowsConfig;
 
 /// The default configuration file, with a comment on every key.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("../../jpd.toml");
@@ -39,6 +40,7 @@ pub struct Config {
     pub log: LogConfig,
     pub export: ExportConfig,
     pub pyroscope: PyroscopeConfig,
+    pub windows: WindowsConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -233,7 +235,8 @@ impl Config {
     }
 
     /// What `new` changes that a reload cannot apply, as each section declares it;
-    /// `[export]` and `[pyroscope]` reload whole (the exporters and the pusher restart).
+    /// `[export]` and `[pyroscope]` reload whole (the exporters and the pusher restart),
+    /// `[windows]` applies to the next window.
     pub fn restart_needed(&self, new: &Config) -> Vec<RestartNeeded> {
         let mut keys = self.server.restart_needed(&new.server);
         keys.extend(self.kernel.restart_needed(&new.kernel));

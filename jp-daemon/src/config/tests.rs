@@ -54,6 +54,12 @@ fn embedded_file_documents_every_key() {
         "max_backlog_mb =",
         "kernel =",
         "jvms =",
+        "open_windows =",
+        "[windows]",
+        "agent_library =",
+        "max_seconds =",
+        "max_open =",
+        "keep =",
     ] {
         assert!(
             DEFAULT_CONFIG_TOML.lines().any(|l| l.starts_with(key)),
@@ -402,5 +408,59 @@ fn reloadable_keys_need_no_restart() {
     new.pyroscope.url = "http://pyroscope:4040".into();
     new.pyroscope.interval_s += 1;
     new.pyroscope.tenant_id = "t".into();
+    new.export.open_windows = true;
+    new.windows.agent_library = "/opt/jp/libjpagent.so".into();
+    new.windows.max_seconds = 60;
+    new.windows.max_open = 1;
+    new.windows.keep = 3;
     assert_eq!(old.restart_needed(&new), []);
+}
+
+#[test]
+fn windows_section() {
+    let c = Config::parse(
+        "[windows]\nagent_library = \"/opt/jp/libjpagent.so\"\nmax_seconds = 60\nmax_open = 4\nkeep = 2\n",
+        "x.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        c.windows,
+        WindowsConfig {
+            agent_library: "/opt/jp/libjpagent.so".into(),
+            max_seconds: 60,
+            max_open: 4,
+            keep: 2,
+        }
+    );
+    assert_eq!(
+        (c.windows.max_seconds, Config::default().windows.max_seconds),
+        (60, 300)
+    );
+    for (text, message) in [
+        (
+            "[windows]\nmax_seconds = 3601\n",
+            "invalid config x.toml, line 2, column 15: max_seconds = 3601 is out of range 1..=3600",
+        ),
+        (
+            "[windows]\nmax_open = 0\n",
+            "invalid config x.toml, line 2, column 12: max_open = 0 is out of range 1..=64",
+        ),
+        (
+            "[windows]\nkeep = 0\n",
+            "invalid config x.toml, line 2, column 8: keep = 0 is out of range 1..=1000",
+        ),
+        (
+            "[windows]\nkeep = \"8\"\n",
+            "invalid config x.toml, line 2, column 8: invalid type: string \"8\", expected u32",
+        ),
+        (
+            "[windows]\nmax_windows = 3\n",
+            "invalid config x.toml, line 2, column 1: unknown field `max_windows`, expected one of `agent_library`, `max_seconds`, `max_open`, `keep`",
+        ),
+    ] {
+        let e = Config::parse(text, "x.toml").unwrap_err();
+        assert_eq!(e.to_string(), message, "{text}");
+    }
+    let e = Config::parse("[export]\nopen_windows = 1\n", "x.toml").unwrap_err();
+    assert!(e.to_string().contains("line 2"), "{e}");
 }

@@ -11,6 +11,7 @@ use crate::export::{self, Exporter};
 use crate::kernel::KernelCollector;
 use crate::restart::RestartNeeded;
 use crate::server::{auth, tls};
+use crate::windows::Windows;
 
 /// Everything SIGHUP may change, with what runs now.
 pub(super) struct Running {
@@ -24,6 +25,8 @@ pub(super) struct Running {
     /// The TLS listener's certificates, when `server.tcp` is set.
     pub(super) tls: Option<tls::TlsSettings>,
     pub(super) sources: export::ExportState,
+    /// The windows service: its settings reload.
+    pub(super) windows: Windows,
     pub(super) started: SystemTime,
 }
 
@@ -46,6 +49,7 @@ impl Running {
         self.reload_exporter(&new).await;
         self.reload_pusher(&new).await;
         self.reload_access(&new);
+        self.reload_windows(&new);
         // A new `server.tcp` needs a restart, and its certificates with it.
         if new.server.tcp == old.server.tcp {
             self.reload_tls(&new);
@@ -122,6 +126,16 @@ impl Running {
                 }
             }
         }
+    }
+
+    /// A changed `[windows]`: the next windows use it (`keep` applies at once).
+    fn reload_windows(&mut self, new: &Config) {
+        if new.windows == self.config.windows {
+            return;
+        }
+        self.config.windows = new.windows.clone();
+        self.windows.set_config(new.windows.clone());
+        log::info!(target: "jpd", "windows now: {:?}", new.windows);
     }
 
     /// New `server.group`, `allow_uids`, `allow_gids`, `admin_uids` or `admin_gids`: the

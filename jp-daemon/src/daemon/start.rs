@@ -26,6 +26,7 @@ use crate::store::kernel::KernelStore;
 use crate::store::read::JvmJoin;
 use crate::store::Sources;
 use crate::usdt::collector::UsdtCollector;
+use crate::windows::{HotspotAttach, Timing, Windows};
 
 /// A started daemon: what its life serves, reloads and at last shuts down.
 pub(super) struct Daemon {
@@ -59,6 +60,12 @@ impl Daemon {
         let authorizer = authorize(&config, socket.path());
         let tcp_addr = tcp.as_ref().and_then(|(t, _)| t.local_addr().ok());
         let (tcp, tls) = tcp.unzip();
+        let windows = Windows::new(
+            config.windows.clone(),
+            Arc::clone(&stores.windows),
+            Arc::new(HotspotAttach),
+            Timing::default(),
+        );
         let mut running = Running {
             pusher_auth: export::pyroscope::wire::Files::read(&config.pyroscope),
             config,
@@ -67,7 +74,8 @@ impl Daemon {
             pusher: None,
             auth: authorizer.clone(),
             tls,
-            sources: export::ExportState::new(stores.clone()),
+            sources: export::ExportState::new(stores.clone()).with_windows(windows.clone()),
+            windows: windows.clone(),
             started,
         };
         rt.block_on(running.start_exporter())?;
@@ -78,7 +86,11 @@ impl Daemon {
             "jpd {}: config from {source}; {summary}",
             env!("CARGO_PKG_VERSION")
         );
-        let server = Server::spawn(rt, listener, tcp, stores, authorizer);
+        let api = server::Api {
+            sources: stores,
+            windows: Some(windows),
+        };
+        let server = Server::spawn(rt, listener, tcp, api, authorizer);
         Ok(Daemon {
             running,
             usdt,
@@ -142,6 +154,7 @@ fn start_collectors(
     let stores = Sources {
         kernel: store,
         jvm: jvm_store,
+        windows: Arc::default(),
     };
     Ok((collector, usdt, stores))
 }
@@ -185,16 +198,14 @@ impl Server {
         rt: &tokio::runtime::Runtime,
         listener: UnixListener,
         tcp: Option<tls::TlsListener>,
-        stores: Sources,
+        api: server::Api,
         authorizer: auth::Authorizer,
     ) -> Server {
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async move {
             let _ = stopped.await;
         };
-        let task = rt.spawn(server::serve_on(
-            listener, tcp, stores, shutdown, authorizer,
-        ));
+        let task = rt.spawn(server::serve_on(listener, tcp, api, shutdown, authorizer));
         Server {
             task,
             stop: Some(stop),

@@ -15,6 +15,9 @@ pub struct ExportConfig {
     /// Longest `seconds=` a profile request may ask for.
     #[serde(deserialize_with = "max_profile_seconds")]
     pub max_profile_seconds: u64,
+    /// `/debug/pprof/jvm` may open an exact window in a JVM whose agent is dormant (or
+    /// that runs none). Off: HTTP carries no credentials, and a window changes the JVM.
+    pub open_windows: bool,
 }
 
 impl Default for ExportConfig {
@@ -23,6 +26,7 @@ impl Default for ExportConfig {
             enabled: false,
             listen: DEFAULT_EXPORT_LISTEN.into(),
             max_profile_seconds: 300,
+            open_windows: false,
         }
     }
 }

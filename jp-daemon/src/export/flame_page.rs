@@ -239,6 +239,7 @@ mod tests {
             enabled: true,
             listen: "127.0.0.1:0".into(),
             max_profile_seconds: 10,
+            open_windows: false,
         };
         let e = Exporter::start(&cfg, sources, SystemTime::now())
             .await

@@ -5,6 +5,8 @@
 //!
 //! A profile with `seconds=N` is the difference of two readings N seconds apart;
 //! `seconds=0` is everything so far (since jpd started, or the JVM's whole tree).
+//! A JVM whose agent is dormant (or absent) gets an exact window of N seconds
+//! instead, when `export.open_windows` allows it ([`windows`]).
 //! Without the parameter N is 30, as with Go's `net/http/pprof`.
 
 mod blocking;
@@ -18,6 +20,7 @@ mod prometheus;
 pub mod pyroscope;
 mod query;
 pub mod rotation;
+pub mod windows;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -35,6 +38,7 @@ use tokio::task::JoinHandle;
 use crate::lock::lock;
 use crate::store::read::{self, KernelSince, ReadJvm};
 use crate::store::Sources;
+use crate::windows::Windows;
 use config::ExportConfig;
 
 /// What the exporters read: the stores, and what the exporters keep of their own. Built
@@ -46,6 +50,9 @@ pub struct ExportState {
     pub jvm_totals: Arc<Mutex<jvm_metrics::JvmTotals>>,
     /// The Pyroscope pusher's queue and counters (they outlive a reload).
     pub pyroscope: Arc<pyroscope::Shared>,
+    /// The windows service, when jpd runs one: its counters, and windows opened for
+    /// `/debug/pprof/jvm` (`export.open_windows`).
+    pub windows: Option<Windows>,
     /// What the fleet rotation reports (it writes, `/metrics` reads).
     pub rotation: crate::windows::rotation::SharedRotationStats,
 }
@@ -56,7 +63,15 @@ impl ExportState {
             stores,
             jvm_totals: Arc::default(),
             pyroscope: Arc::default(),
+            windows: None,
             rotation: Arc::default(),
+        }
+    }
+
+    pub fn with_windows(self, windows: Windows) -> ExportState {
+        ExportState {
+            windows: Some(windows),
+            ..self
         }
     }
 }
@@ -69,6 +84,7 @@ struct Ctx {
     sources: ExportState,
     started: SystemTime,
     max_seconds: u64,
+    open_windows: bool,
 }
 
 /// A running exporter; [`Exporter::stop`] ends it.
@@ -94,6 +110,7 @@ impl Exporter {
             sources,
             started,
             max_seconds: cfg.max_profile_seconds,
+            open_windows: cfg.open_windows,
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -159,7 +176,11 @@ async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
     let (list, stats) = ctx.sources.stores.jvm.list_and_stats();
     let per_main = lock(&ctx.sources.jvm_totals).update(&list);
     jvm_metrics::render(&mut text, &per_main, &stats);
-    rotation::render(&mut text, &lock(&ctx.sources.rotation));
+    if let Some(w) = &ctx.sources.windows {
+        windows::render(&mut text, &w.counters(), w.open_count());
+    }
+    let rotation_stats = lock(&ctx.sources.rotation).clone();
+    rotation::render(&mut text, &rotation_stats);
     pyroscope::render(&mut text, &ctx.sources.pyroscope.stats);
     (
         [(
@@ -261,6 +282,12 @@ async fn serve_jvm_pprof(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> R
         )
             .into_response();
     };
+    // A JVM not profiled from start: an exact window, when HTTP may open one.
+    if let (Some(w), true) = (&ctx.sources.windows, seconds > 0) {
+        if let Some(r) = windows::jvm_pprof(w, pid, seconds, ctx.open_windows).await {
+            return r;
+        }
+    }
     // Snapshots (frozen, see `store::read`); the trees are built from them off the
     // runtime (a frozen snapshot gives the same tree whenever it is built).
     let before = match jvm.snapshot(pid) {
@@ -323,6 +350,7 @@ mod tests {
             enabled: true,
             listen: "127.0.0.1:0".into(),
             max_profile_seconds: 10,
+            open_windows: false,
         };
         let e = Exporter::start(&cfg, store, SystemTime::now())
             .await

@@ -73,8 +73,8 @@ impl Policy {
     fn admin_denial(peer: &Peer, path: &str) -> Status {
         let method = path.rsplit('/').next().unwrap_or(path);
         Status::permission_denied(format!(
-            "jpd: uid {} (gid {}) may read but not call {method}, which changes what every client sees: run it as root, or list the user in server.admin_uids or its group in server.admin_gids of jpd's configuration",
-            peer.uid, peer.gid
+            "jpd: uid {} (gid {}) may read but not call {method}, {}: run it as root, or list the user in server.admin_uids or its group in server.admin_gids of jpd's configuration",
+            peer.uid, peer.gid, changes(method)
         ))
     }
 
@@ -112,16 +112,26 @@ const READ_ONLY_METHODS: &[&str] = &[
     "/jp.v1.Jp/GetJvmProfile",
     "/jp.v1.Jp/GetJvmTop",
     "/jp.v1.Jp/ExportJvmProfile",
+    "/jp.v1.Jp/ListJvmWindows",
+    "/jp.v1.Jp/GetJvmWindow",
     "/grpc.health.v1.Health/Check",
     "/grpc.health.v1.Health/Watch",
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
 ];
 
-/// The methods that change what every client sees (for the classification test and
-/// the error message; what is not read-only needs a certificate either way).
+/// The methods that change what every client sees, or a JVM (for the classification
+/// test and the error message; what is not read-only needs a certificate either way).
 #[cfg(test)]
-const WRITE_METHODS: &[&str] = &["/jp.v1.Jp/Reset"];
+const WRITE_METHODS: &[&str] = &["/jp.v1.Jp/Reset", "/jp.v1.Jp/ProfileJvm"];
+
+/// What a method that is not read-only changes, for the denial.
+fn changes(method: &str) -> &'static str {
+    match method {
+        "ProfileJvm" => "which instruments a JVM's classes",
+        _ => "which changes what every client sees",
+    }
+}
 
 impl TlsPolicy {
     /// Whether `peer` may call the method at `path` (`/package.Service/Method`).
@@ -394,6 +404,48 @@ mod tests {
         let new = "/jp.v1.Jp/SomethingNew";
         assert!(a.check(&unix_call(reader, reader, &[], new)).is_err());
         assert!(a.check(&unix_call(admin, admin, &[], new)).is_ok());
+    }
+
+    /// Opening a window instruments a JVM: an admin's call on the socket, and over TCP
+    /// only with a client certificate; the windows kept are read by any reader.
+    #[test]
+    fn profile_jvm_is_for_admins_and_client_certificates() {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let reader = if me == 4242 { 4343 } else { 4242 };
+        let a = Authorizer::new(Policy {
+            uids: vec![reader],
+            admin_uids: vec![4444],
+            ..Policy::default()
+        });
+        let profile = "/jp.v1.Jp/ProfileJvm";
+        let e = a
+            .check(&unix_call(reader, reader, &[], profile))
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            e.message(),
+            format!("jpd: uid {reader} (gid {reader}) may read but not call ProfileJvm, which instruments a JVM's classes: run it as root, or list the user in server.admin_uids or its group in server.admin_gids of jpd's configuration")
+        );
+        assert!(a.check(&unix_call(0, 0, &[], profile)).is_ok());
+        for read in ["/jp.v1.Jp/ListJvmWindows", "/jp.v1.Jp/GetJvmWindow"] {
+            assert!(
+                a.check(&unix_call(reader, reader, &[], read)).is_ok(),
+                "{read}"
+            );
+            let mut tcp = request_with(tls_peer(&[], false));
+            *tcp.uri_mut() = http::Uri::from_static(read);
+            assert!(a.check(&tcp).is_ok(), "{read} over TCP");
+        }
+        let mut anonymous = request_with(tls_peer(&[], false));
+        *anonymous.uri_mut() = http::Uri::from_static(profile);
+        assert_eq!(
+            a.check(&anonymous).unwrap_err().message(),
+            "jpd: over TCP, ProfileJvm needs a client certificate (set server.tls_client_ca in jpd's configuration); without one the API is read-only"
+        );
+        let mut certified = request_with(tls_peer(&["ops"], true));
+        *certified.uri_mut() = http::Uri::from_static(profile);
+        assert!(a.check(&certified).is_ok());
     }
 
     #[test]

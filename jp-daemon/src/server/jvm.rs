@@ -244,6 +244,19 @@ pub fn profile(
     max_depth: u32,
     min_share: f64,
 ) -> pb::JvmProfile {
+    pb::JvmProfile {
+        jvm: Some(summary(jvm)),
+        ..tree_profile(t, cpu, max_depth, min_share)
+    }
+}
+
+/// [`profile`] without the JVM's summary (a window's tree has its own).
+pub fn tree_profile(
+    t: &Mct,
+    cpu: Option<&[u64]>,
+    max_depth: u32,
+    min_share: f64,
+) -> pb::JvmProfile {
     let n = t.nodes.len();
     let inclusive = t.inclusive_bytecodes();
     let sub = Subtrees::of(t, cpu);
@@ -256,7 +269,6 @@ pub fn profile(
     let ranks = t.name_ranks();
     let mut table = MethodTable::default();
     let mut out = pb::JvmProfile {
-        jvm: Some(summary(jvm)),
         total_nodes: n.saturating_sub(1) as u64,
         max_depth,
         min_share,

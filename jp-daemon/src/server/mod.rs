@@ -20,6 +20,7 @@ mod service;
 pub mod socket;
 pub mod tls;
 pub mod unix_peer;
+pub mod windows;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -33,12 +34,36 @@ use tokio_stream::StreamExt as _;
 pub use service::JpService;
 
 use crate::store::Sources;
+use crate::windows::Windows;
+
+/// What the server serves: the stores, and the windows service when jpd runs one
+/// (without it, `ProfileJvm` is UNAVAILABLE; the kept windows are still read).
+#[derive(Clone)]
+pub struct Api {
+    pub sources: Sources,
+    pub windows: Option<Windows>,
+}
+
+impl From<Sources> for Api {
+    fn from(sources: Sources) -> Api {
+        Api {
+            sources,
+            windows: None,
+        }
+    }
+}
+
+impl From<Arc<crate::store::kernel::KernelStore>> for Api {
+    fn from(kernel: Arc<crate::store::kernel::KernelStore>) -> Api {
+        Api::from(Sources::from(kernel))
+    }
+}
 
 /// Serves until `shutdown` completes, then returns once in-flight calls are done.
 /// Only root and jpd's own user may call (see [`serve_with`]).
 pub async fn serve(
     listener: UnixListener,
-    store: impl Into<Sources>,
+    store: impl Into<Api>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     serve_with(listener, store, shutdown, auth::Authorizer::default()).await
@@ -47,7 +72,7 @@ pub async fn serve(
 /// As [`serve`], every request authorized by `auth` (see [`auth`]).
 pub async fn serve_with(
     listener: UnixListener,
-    store: impl Into<Sources>,
+    store: impl Into<Api>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     auth: auth::Authorizer,
 ) -> anyhow::Result<()> {
@@ -59,7 +84,7 @@ pub async fn serve_with(
 pub async fn serve_on(
     listener: UnixListener,
     tcp: Option<tls::TlsListener>,
-    store: impl Into<Sources>,
+    store: impl Into<Api>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     auth: auth::Authorizer,
 ) -> anyhow::Result<()> {

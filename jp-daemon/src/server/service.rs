@@ -15,14 +15,19 @@ use super::jvm as jvmconv;
 use super::jvm_watch::JvmWatch;
 use super::kernel;
 use super::kernel_watch::{interval, WatchState};
+use super::windows as winconv;
+use super::Api;
 use crate::store::jvm::{JvmSnapshot, JvmSummary, SharedJvmStore};
 use crate::store::kernel::KernelStore;
-use crate::store::read::ReadJvm;
-use crate::store::Sources;
+use crate::store::read::{ReadJvm, ReadWindows};
+use crate::store::windows::SharedWindowStore;
+use crate::windows::Windows;
 
 pub struct JpService {
     store: Arc<KernelStore>,
     jvm: SharedJvmStore,
+    window_store: SharedWindowStore,
+    windows: Option<Windows>,
     started: Instant,
     started_at: SystemTime,
     /// Becomes true when jpd shuts down: Watch streams end so that the server's
@@ -31,10 +36,13 @@ pub struct JpService {
 }
 
 impl JpService {
-    pub fn new(sources: Sources, stopping: watch::Receiver<bool>) -> JpService {
+    pub fn new(api: Api, stopping: watch::Receiver<bool>) -> JpService {
+        let sources = api.sources;
         JpService {
             store: sources.kernel,
             jvm: sources.jvm,
+            window_store: sources.windows,
+            windows: api.windows,
             started: Instant::now(),
             started_at: SystemTime::now(),
             stopping,
@@ -44,6 +52,16 @@ impl JpService {
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchUpdate, Status>> + Send>>;
 type ExportStream = Pin<Box<dyn Stream<Item = Result<pb::JvmExportChunk, Status>> + Send>>;
+type WindowStream = Pin<Box<dyn Stream<Item = Result<pb::JvmWindowProfile, Status>> + Send>>;
+
+/// A window's answer as a stream of its messages (built on a blocking thread).
+async fn window_stream(
+    w: Arc<crate::windows::WindowProfile>,
+    format: Option<pb::JvmExportFormat>,
+) -> Result<WindowStream, Status> {
+    let messages = blocking(move || winconv::answer(&w, format)).await?;
+    Ok(Box::pin(tokio_stream::iter(messages.into_iter().map(Ok))))
+}
 
 /// The JVM's summary and snapshot at one moment; trees are built from the snapshot
 /// (frozen, see `store::read`). NOT_FOUND if the store holds no such pid.
@@ -234,5 +252,81 @@ impl Jp for JpService {
         Ok(Response::new(Box::pin(tokio_stream::iter(
             chunks.into_iter().map(Ok),
         ))))
+    }
+
+    type ProfileJvmStream = WindowStream;
+
+    async fn profile_jvm(
+        &self,
+        req: Request<pb::ProfileJvmRequest>,
+    ) -> Result<Response<Self::ProfileJvmStream>, Status> {
+        let (request, format) = winconv::request(&req.into_inner())?;
+        let windows = self
+            .windows
+            .clone()
+            .ok_or_else(|| Status::unavailable("jpd runs without its windows service"))?;
+        let (tx, rx) = mpsc::channel(4);
+        let mut stopping = self.stopping.clone();
+        // The answer comes after the window's seconds: a stream, whose messages the
+        // server's time limit on one answer does not cut.
+        tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stopping.wait_for(|s| *s).await;
+            };
+            let window = tokio::select! {
+                r = windows.profile(request) => Some(r),
+                () = stopped => None,
+            };
+            let answer = match window {
+                Some(Ok(w)) => window_stream(w, format).await,
+                Some(Err(e)) => Err(winconv::status(e)),
+                None => Err(Status::unavailable(
+                    "jpd is stopping: the window goes on in the JVM and ends at its deadline",
+                )),
+            };
+            match answer {
+                Ok(mut messages) => {
+                    while let Some(m) = tokio_stream::StreamExt::next(&mut messages).await {
+                        if tx.send(m).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                Err(status) => {
+                    let _ = tx.send(Err(status)).await;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn list_jvm_windows(
+        &self,
+        req: Request<pb::ListJvmWindowsRequest>,
+    ) -> Result<Response<pb::JvmWindowList>, Status> {
+        let pid = req.into_inner().pid;
+        let kept = self.window_store.windows(pid);
+        let list = blocking(move || {
+            Ok(pb::JvmWindowList {
+                windows: kept.iter().map(|w| winconv::window(w)).collect(),
+            })
+        })
+        .await?;
+        Ok(Response::new(list))
+    }
+
+    type GetJvmWindowStream = WindowStream;
+
+    async fn get_jvm_window(
+        &self,
+        req: Request<pb::GetJvmWindowRequest>,
+    ) -> Result<Response<Self::GetJvmWindowStream>, Status> {
+        let req = req.into_inner();
+        let format = winconv::format(req.format)?;
+        let w = self
+            .window_store
+            .window(req.pid, req.id)
+            .ok_or_else(|| winconv::not_found(req.pid, req.id))?;
+        Ok(Response::new(window_stream(w, format).await?))
     }
 }

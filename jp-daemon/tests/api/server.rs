@@ -870,6 +870,7 @@ async fn jvm_list_profile_top_export_and_status() {
     let run = start_with(Sources {
         kernel,
         jvm: Arc::clone(&jvm),
+        windows: Default::default(),
     })
     .await;
     let mut jp = JpClient::new(connect(&run.socket).await);
@@ -1346,6 +1347,7 @@ async fn watch_stream_carries_jvm_deltas() {
     let run = start_with(Sources {
         kernel: filled_store(),
         jvm: Arc::clone(&jvm),
+        windows: Default::default(),
     })
     .await;
     let mut jp = JpClient::new(connect(&run.socket).await);
@@ -1477,6 +1479,7 @@ async fn jvm_profile_carries_cpu_per_context_and_in_cuts() {
     let run = start_with(Sources {
         kernel: filled_store(),
         jvm: Arc::clone(&jvm),
+        windows: Default::default(),
     })
     .await;
     let mut jp = JpClient::new(connect(&run.socket).await);

@@ -7,6 +7,7 @@ mod browser;
 #[path = "../support/mod.rs"]
 mod support;
 
+mod attach;
 mod flame;
 mod grpc;
 mod jvm;

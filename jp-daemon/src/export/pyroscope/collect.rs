@@ -31,7 +31,7 @@ use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
 use crate::export::label::label_value;
 use crate::export::{kernel_pprof, ExportState};
 use crate::store::jvm::CpuSnapshot;
-use crate::store::read::{self, KernelSince, ReadJvm};
+use crate::store::read::{self, KernelSince, ReadJvm, ReadWindows};
 
 pub const KERNEL_SERVICE: &str = "jp-kernel";
 pub const KERNEL_PROFILE_NAME: &str = "process_cpu";
@@ -47,6 +47,8 @@ pub struct Baselines {
     jvms: HashMap<u32, JvmBase>,
     /// The previous collection (or the start of the run).
     prev: SystemTime,
+    /// The window store's count at the last push: later windows are pushed next.
+    pub(super) windows_seen: u64,
 }
 
 struct JvmBase {
@@ -81,23 +83,39 @@ impl Baselines {
             )),
             jvms: HashMap::new(),
             prev: now,
+            // Windows kept before this run were pushed by an earlier one, or by none.
+            windows_seen: sources.stores.windows.windows_since(u64::MAX).1,
         }
     }
 }
 
-fn unix_nanos(t: SystemTime) -> i64 {
+pub(super) fn unix_nanos(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
-fn nanos(d: Duration) -> i64 {
+pub(super) fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
 fn series(name: &str, service: &str, l: &Labeling, profile: Vec<u8>) -> RawProfileSeries {
+    series_with(name, service, l, &[], profile)
+}
+
+/// A series, with `extra` labels besides the ones every series has.
+pub(super) fn series_with(
+    name: &str,
+    service: &str,
+    l: &Labeling,
+    extra: &[(&str, &str)],
+    profile: Vec<u8>,
+) -> RawProfileSeries {
     let mut m: BTreeMap<&str, &str> = BTreeMap::new();
     m.insert("host", &l.host);
     for (k, v) in &l.labels {
+        m.insert(k, v);
+    }
+    for (k, v) in extra {
         m.insert(k, v);
     }
     m.insert("service_name", service);
@@ -135,6 +153,7 @@ pub fn collect(
     }
     if l.jvms {
         jvms(b, sources, l, now, &mut out);
+        super::windows::collect(b, sources, l, &mut out);
     }
     b.prev = now;
     out
@@ -252,7 +271,7 @@ fn jvms(
 
 /// A JVM's `service_name`: its main class, bounded and safe (the JVM chose it, and
 /// could otherwise pose as another service or get the whole push rejected).
-fn service_name(main: &str) -> String {
+pub(super) fn service_name(main: &str) -> String {
     if main.is_empty() {
         UNKNOWN_MAIN.to_string()
     } else {

@@ -17,6 +17,7 @@
 
 pub mod collect;
 pub mod config;
+pub mod windows;
 pub mod wire;
 
 use std::collections::VecDeque;

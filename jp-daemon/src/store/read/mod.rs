@@ -10,6 +10,9 @@
 //! read is one copy ([`kernel::KernelStore::kernel_view`], [`kernel::KernelStore::kernel_totals`],
 //! [`kernel::KernelStore::symbols`]) and no reader holds anything afterwards.
 //!
+//! The window store is a mutex of its own that nothing else is taken under; its
+//! windows are immutable, so [`ReadWindows`] copies pointers to them (O(windows)).
+//!
 //! The JVM store is one mutex ([`crate::store::jvm::SharedJvmStore`]) shared by the
 //! USDT ring reader (ingest, batches of at most `usdt::ring::MAX_HOLD`), the USDT
 //! collector's manager thread (processes found and gone, re-sends, expiry), the
@@ -46,13 +49,14 @@
 //! (a context is its path of method names), and the CPU of each context over the same
 //! window, carried onto the difference's nodes.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use jp_mct::{Mct, MctCpu};
 
 use super::jvm::{CpuSnapshot, IngestStats, JvmSnapshot, JvmStore, JvmSummary};
 use super::kernel::{self, symbols::Symbols, KernelCounts};
+use super::windows::{WindowProfile, WindowStore};
 use crate::lock::lock;
 
 pub use jp_mct::{mct_delta, mct_delta_mapped};
@@ -133,6 +137,32 @@ impl ReadJvm for Mutex<JvmStore> {
 
 fn pids_of(store: &JvmStore) -> Vec<u32> {
     store.list().iter().map(|s| s.pid).collect()
+}
+
+/// How every reader reads the window store: each call one short hold of its lock,
+/// O(windows kept); the windows are immutable and built into answers after it.
+pub trait ReadWindows {
+    /// The windows kept (of `pid` only, when given), by pid, then oldest first.
+    fn windows(&self, pid: Option<u32>) -> Vec<Arc<WindowProfile>>;
+    /// Window `id` of JVM `pid`, while kept.
+    fn window(&self, pid: u32, id: u64) -> Option<Arc<WindowProfile>>;
+    /// The windows stored since a reader's last read (`seen`: what the last call
+    /// returned; 0 the first time), and the value to pass next time.
+    fn windows_since(&self, seen: u64) -> (Vec<Arc<WindowProfile>>, u64);
+}
+
+impl ReadWindows for Mutex<WindowStore> {
+    fn windows(&self, pid: Option<u32>) -> Vec<Arc<WindowProfile>> {
+        lock(self).list(pid)
+    }
+
+    fn window(&self, pid: u32, id: u64) -> Option<Arc<WindowProfile>> {
+        lock(self).get(pid, id)
+    }
+
+    fn windows_since(&self, seen: u64) -> (Vec<Arc<WindowProfile>>, u64) {
+        lock(self).since(seen)
+    }
 }
 
 /// The threads the agents announced, as the kernel sampler's join reads them.
