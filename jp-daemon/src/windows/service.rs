@@ -21,8 +21,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::config::WindowsConfig;
 use super::counters::{WindowCounters, WindowOrigin};
-use super::result::WindowFiles;
 use super::hotspot::{AgentPresence, HotspotJvm};
+use super::result::WindowFiles;
 use super::seam::AttachJvm;
 use crate::lock::lock;
 use crate::store::windows::{SharedWindowStore, WindowProfile};

@@ -55,6 +55,37 @@ impl RotationConfig {
     }
 }
 
+impl RotationConfig {
+    /// The rules against `[windows]`: a rotation window is a window like any other, within
+    /// `max_seconds`, and its slots are among the host's `max_open`. The error names the
+    /// key to fix.
+    pub fn check_within(
+        &self,
+        max_seconds: u32,
+        max_open: u32,
+    ) -> Result<(), (&'static str, String)> {
+        if self.seconds > max_seconds {
+            return Err((
+                "seconds",
+                format!(
+                    "seconds = {} is longer than [windows] max_seconds = {max_seconds}",
+                    self.seconds
+                ),
+            ));
+        }
+        if self.max_open > max_open {
+            return Err((
+                "max_open",
+                format!(
+                    "max_open = {} is more than [windows] max_open = {max_open}, the host's windows at once",
+                    self.max_open
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A percentage, finite and within [`BUDGET_PERCENT_RANGE`] (so equality is total).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Percent(f64);

@@ -1,14 +1,16 @@
-//! The rotation's [`Fleet`] on a real host: the HotSpot JVMs as the windows service lists
-//! them, and their CPU from jpd's kernel sampler (through the JVM store) when it counts
-//! them, else from the kernel's process accounting.
+//! The rotation's ports on a real host: the HotSpot JVMs as `windows::hotspot` lists
+//! them, their CPU from jpd's kernel sampler (through the JVM store) when it counts them,
+//! else from the kernel's process accounting; windows opened by the windows service.
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::cost::CpuSource;
-use super::plan::Candidate;
-use super::Fleet;
+use super::plan::{AgentState, Candidate};
+use super::{Completed, Fleet, OpenFuture, Opener, RotationWindow};
 use crate::store::jvm::SharedJvmStore;
 use crate::store::read::ReadJvm;
+use crate::windows::hotspot::{self, AgentPresence, HotspotJvm};
+use crate::windows::{WindowOrigin, WindowRequest, Windows};
 
 type ListJvms = dyn Fn() -> Vec<Candidate> + Send + Sync;
 
@@ -21,6 +23,58 @@ impl HostFleet {
     /// `list` lists the host's HotSpot JVMs (blocking).
     pub fn new(list: Box<ListJvms>, jvm_store: SharedJvmStore) -> Arc<HostFleet> {
         Arc::new(HostFleet { list, jvm_store })
+    }
+
+    /// Every HotSpot JVM of this host, with its cgroup.
+    pub fn of_host(jvm_store: SharedJvmStore) -> Arc<HostFleet> {
+        HostFleet::new(
+            Box::new(|| hotspot::list_hotspot_jvms().iter().map(candidate).collect()),
+            jvm_store,
+        )
+    }
+}
+
+/// A HotSpot JVM as the rotation's plan sees it.
+pub fn candidate(jvm: &HotspotJvm) -> Candidate {
+    Candidate {
+        pid: jvm.pid,
+        start_time: jvm.start_time,
+        uid: jvm.uid,
+        main_class: jvm.main_class.clone(),
+        cgroup: cgroup_of(jvm.pid),
+        agent: match jvm.agent {
+            AgentPresence::None => AgentState::None,
+            AgentPresence::Live => AgentState::Live,
+            AgentPresence::Dormant => AgentState::Dormant,
+            AgentPresence::WindowOpen(_) => AgentState::WindowOpen,
+            AgentPresence::Unknown => AgentState::Unknown,
+        },
+        attach_disabled: jvm.attach_disabled,
+    }
+}
+
+/// The rotation's windows are the service's like any other, counted and stored under
+/// the origin `rotation`, with the agent's default scope.
+impl Opener for Windows {
+    fn open(&self, window: RotationWindow) -> OpenFuture {
+        let windows = self.clone();
+        Box::pin(async move {
+            let req = WindowRequest {
+                pid: window.pid,
+                seconds: window.seconds,
+                include: Vec::new(),
+                exclude: Vec::new(),
+                bba: None,
+                origin: WindowOrigin::Rotation,
+                load_agent: window.load_agent,
+            };
+            let w = windows.profile(req).await.map_err(|e| e.to_string())?;
+            Ok(Completed {
+                id: w.id,
+                opened: w.opened,
+                closed: w.closed,
+            })
+        })
     }
 }
 

@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 pub use config::RotationConfig;
 use cost::CpuSource;
@@ -111,37 +111,21 @@ pub struct RotationPorts {
 /// The running rotation: its settings (a reload sends new ones) and what it reports.
 pub struct Rotation {
     config: watch::Sender<RotationConfig>,
-    pub stats: SharedRotationStats,
+    stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Rotation {
-    /// Starts the rotation's task on the current runtime; it ends when `shutdown`
-    /// completes (windows open then are left to close at their deadline: the agent
-    /// closes them by itself).
-    pub fn start(
-        config: RotationConfig,
-        ports: RotationPorts,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Rotation {
+    /// Starts the rotation's task on the current runtime.
+    pub fn start(config: RotationConfig, ports: RotationPorts) -> Rotation {
         let (tx, rx) = watch::channel(config);
-        let RotationPorts {
-            fleet,
-            opener,
-            stats,
-        } = ports;
-        let task = tokio::spawn(task::run(
-            task::Ports {
-                fleet,
-                opener,
-                stats: Arc::clone(&stats),
-            },
-            rx,
-            shutdown,
-        ));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(task::run(ports, rx, async move {
+            let _ = stopped.await;
+        }));
         Rotation {
             config: tx,
-            stats,
+            stop: Some(stop),
             task,
         }
     }
@@ -155,8 +139,12 @@ impl Rotation {
         });
     }
 
-    /// Waits for the task to end (after its shutdown future completed).
-    pub async fn join(self) {
+    /// Ends the task. Windows open then are left to close at their deadline: the agent
+    /// closes them by itself, and the windows service still reads and stores them.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
         let _ = self.task.await;
     }
 }

@@ -11,9 +11,11 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::config::RotationConfig;
-use super::cost::{CpuHistory, Estimate, Reading, WindowCpu, BASELINE_SECONDS};
+use super::cost::{
+    CpuHistory, Estimate, Reading, WindowCpu, BASELINE_SECONDS, MIN_BASELINE_SECONDS,
+};
 use super::plan::{self, AgentState, Candidate, Eligibility, Policy};
-use super::{Completed, Fleet, JvmRotation, Opener, RotationStats, RotationWindow};
+use super::{Completed, Fleet, JvmRotation, RotationPorts, RotationStats, RotationWindow};
 use crate::lock::lock;
 
 /// How often the task wakes.
@@ -23,12 +25,11 @@ const RESCAN: Duration = Duration::from_secs(5);
 /// How long after a window's close its CPU is read: the kernel sampler's samples reach
 /// the JVM store at its next pass (a second by default), plus one for good measure.
 const SAMPLER_LAG: f64 = 2.0;
-
-pub(super) struct Ports {
-    pub fleet: Arc<dyn Fleet>,
-    pub opener: Arc<dyn Opener>,
-    pub stats: super::SharedRotationStats,
-}
+/// A JVM's first window waits until it was watched this many window lengths (within
+/// [`MIN_BASELINE_SECONDS`]..=[`BASELINE_SECONDS`]): its CPU outside windows must be
+/// known to measure what the window costs, and a JVM that just started is still warming
+/// up (class loading, JIT), which a window would only make slower.
+const WATCH_WINDOWS: f64 = 12.0;
 
 type Key = (u32, u64);
 
@@ -53,6 +54,8 @@ struct Member {
     mean_gap: f64,
     duty: f64,
     open: bool,
+    /// When the rotation began watching it.
+    watched_since: f64,
     /// When its last window's CPU was read after its close: baselines start later.
     quiet_since: f64,
     /// A closed window waiting for the reading after its close.
@@ -84,7 +87,7 @@ struct Totals {
 type Outcome = (Key, f64, Result<Completed, String>);
 
 pub(super) async fn run(
-    ports: Ports,
+    ports: RotationPorts,
     mut config: watch::Receiver<RotationConfig>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
@@ -160,6 +163,7 @@ impl State {
                 mean_gap: f64::INFINITY,
                 duty: 0.0,
                 open: false,
+                watched_since: quiet_since,
                 quiet_since,
                 measuring: None,
                 windows: 0,
@@ -207,7 +211,9 @@ impl State {
         }
         self.totals.member_seconds += dt * self.members.len() as f64;
         let policy = Policy::of(config);
-        self.replan(&policy, now);
+        let watch_for =
+            (WATCH_WINDOWS * policy.seconds).clamp(MIN_BASELINE_SECONDS, BASELINE_SECONDS);
+        self.replan(&policy, now, watch_for);
         let keys: Vec<Key> = self.members.keys().copied().collect();
         let due: Vec<Option<f64>> = self
             .members
@@ -238,8 +244,8 @@ impl State {
 
     /// Each member's duty from its estimate; a waiting member whose mean gap changed
     /// draws its next opening again from now (memoryless: as if drawn with the new mean
-    /// from the start).
-    fn replan(&mut self, policy: &Policy, now: f64) {
+    /// from the start), and never before it was watched for `watch_for` seconds.
+    fn replan(&mut self, policy: &Policy, now: f64, watch_for: f64) {
         let costs: Vec<f64> = self.members.values().map(|m| m.estimate.cost).collect();
         let plan = plan::plan(policy, &costs);
         self.totals.expected_open = plan.expected_open;
@@ -251,7 +257,8 @@ impl State {
                 continue;
             }
             m.mean_gap = share.mean_gap;
-            m.due = Some(plan::next_open(now, share.mean_gap, self.rng.uniform()));
+            let from = now.max(m.watched_since + watch_for);
+            m.due = Some(plan::next_open(from, share.mean_gap, self.rng.uniform()));
         }
     }
 

@@ -7,6 +7,7 @@ use super::super::config::Percent;
 use super::super::cost::CpuSource;
 use super::super::{OpenFuture, Rotation, RotationPorts, SharedRotationStats};
 use super::*;
+use crate::windows::rotation::Opener;
 
 const BASE_CORES: f64 = 0.5;
 const COST: f64 = 1.0;
@@ -118,17 +119,17 @@ async fn simulate(
         candidates,
         shared: Arc::clone(&shared),
     });
+    let stats = SharedRotationStats::default();
     let rotation = Rotation::start(
         config,
         RotationPorts {
             fleet: host.clone(),
             opener: host,
-            stats: SharedRotationStats::default(),
+            stats: Arc::clone(&stats),
         },
-        tokio::time::sleep(Duration::from_secs(horizon)),
     );
-    let stats = Arc::clone(&rotation.stats);
-    rotation.join().await;
+    tokio::time::sleep(Duration::from_secs(horizon)).await;
+    rotation.stop().await;
     let stats = stats.lock().unwrap().clone();
     (shared, stats)
 }
