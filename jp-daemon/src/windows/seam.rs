@@ -55,7 +55,9 @@ impl AttachJvm for HotspotAttach {
         attach::load_agent(jvm, lib_in_ns, command, timeout).map_err(|e| e.to_string())
     }
 
+    /// Polled while a window is open: only whether the pid still runs (a pid reused
+    /// within a window's seconds is not worth a read of the JVM's maps each time).
     fn alive(&self, jvm: &HotspotJvm) -> bool {
-        hotspot::hotspot_jvm(jvm.pid).is_ok_and(|now| now.start_time == jvm.start_time)
+        attach::error::process_exists(jvm.pid)
     }
 }

@@ -1,4 +1,4 @@
-//! `jpctl jvm list|top|tree|export`: the arguments, the RPCs, and where their answers go.
+//! `jpctl jvm list|top|tree|export` (and `profile|windows|window`, in `window.rs`): the arguments, the RPCs, and where their answers go.
 
 use std::path::PathBuf;
 
@@ -54,6 +54,26 @@ pub enum JvmCommand {
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: PathBuf,
     },
+    /// Open an exact window in a JVM for N seconds and write its tree (a tree with a
+    /// header line by default). The JVM's agent may be dormant, or absent: jpd loads it.
+    Profile(super::window::ProfileArgs),
+    /// The exact windows jpd keeps (of one JVM, or all).
+    Windows {
+        pid: Option<u32>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a kept window's tree again, as `jpctl jvm profile` wrote it.
+    Window {
+        pid: u32,
+        /// The window's id (`jpctl jvm windows`).
+        id: u64,
+        #[arg(long, value_enum, default_value_t = ExportFormat::Tree)]
+        format: ExportFormat,
+        /// Output file; `-` or absent for stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -82,7 +102,7 @@ pub enum ExportFormat {
 }
 
 impl ExportFormat {
-    fn describe(self) -> &'static str {
+    pub fn describe(self) -> &'static str {
         match self {
             ExportFormat::Json => "jp-mct/1 JSON",
             ExportFormat::Pprof => "gzipped pprof",
@@ -121,6 +141,17 @@ pub async fn run(c: &mut Client, command: JvmCommand) -> anyhow::Result<()> {
             format,
             output,
         } => return export(c, pid, format, &Destination::from_flag(Some(&output))).await,
+        JvmCommand::Profile(a) => return super::window::profile(c, a).await,
+        JvmCommand::Windows { pid, json } => return super::window::list(c, pid, json).await,
+        JvmCommand::Window {
+            pid,
+            id,
+            format,
+            output,
+        } => {
+            let to = Destination::from_flag(output.as_deref());
+            return super::window::get(c, pid, id, format, &to).await;
+        }
     };
     Destination::Stdout.write(text.as_bytes(), "")
 }

@@ -10,6 +10,7 @@ pub mod kernel;
 pub mod reset;
 pub mod status;
 pub mod top;
+pub mod window;
 
 use crate::client::status_message;
 

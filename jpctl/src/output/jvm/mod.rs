@@ -7,3 +7,4 @@ pub mod list;
 pub mod summary;
 pub mod top;
 pub mod tree;
+pub mod window;
