@@ -273,7 +273,25 @@ fn exact_windows(jdk: Jdk, bba: &str, start: Start) {
     assert_eq!(num(&d11, "seeded_contexts"), 3, "{d11:?}");
     assert_eq!(num(&d11, "threads"), 2, "{d11:?}");
     assert_eq!(num(&d11, "classes_loaded_in_window"), 2, "{d11:?}");
-    assert_eq!(num(&done(&wdir, 12), "seeded_contexts"), 1);
+    let d12 = done(&wdir, 12);
+    assert_eq!(num(&d12, "seeded_contexts"), 1, "{d12:?}");
+    // Shape has nothing to rewrite: left alone in window 11 and not retransformed again in 12.
+    assert_eq!(
+        (
+            num(&d11, "classes_skipped"),
+            num(&d11, "classes_refused_earlier")
+        ),
+        (1, 0),
+        "{d11:?}"
+    );
+    assert_eq!(
+        (
+            num(&d12, "classes_skipped"),
+            num(&d12, "classes_refused_earlier")
+        ),
+        (1, 1),
+        "{d12:?}"
+    );
 
     for (n, id) in [(0, 11), (1, 12)] {
         let p = w(&format!("window-{id}.json"));

@@ -41,6 +41,8 @@ pub(super) struct OpenState {
     pub longest_retransform_ms: u64,
     pub transformed_at_open: u64,
     pub skipped: u64,
+    /// Of the skipped: refused by the rewriter in an earlier window, not retransformed again.
+    pub refused_earlier: u64,
 }
 
 #[derive(Default)]
@@ -209,15 +211,16 @@ fn open_window(
         return Err(e);
     }
     jp_usdt_control.set_agent_state(wire::AGENT_STATE_WINDOW_OPEN, cmd.id);
-    let (transformed_at_open, skipped, longest) = instrument_loaded(env, agent, &opts);
+    let done = instrument_loaded(env, agent, &opts);
     let state = OpenState {
         cmd,
         opts,
         opened_unix_ms,
         open_ms: elapsed_ms(t0),
-        longest_retransform_ms: longest,
-        transformed_at_open,
-        skipped,
+        longest_retransform_ms: done.longest_ms,
+        transformed_at_open: done.transformed,
+        skipped: done.skipped,
+        refused_earlier: done.refused_earlier,
     };
     let (id, seconds) = (state.cmd.id, state.cmd.seconds);
     slot.open = Some(state);
@@ -227,18 +230,19 @@ fn open_window(
 
 /// The loaded classes the window's scope selects, that may be retransformed and that the
 /// rewriter did not refuse before.
-fn classes_in_scope(env: Env, agent: &Agent, opts: &Options) -> (Vec<JClass>, u64) {
+fn classes_in_scope(env: Env, agent: &Agent, opts: &Options) -> (Vec<JClass>, u64, u64) {
     let jvmti = agent.jvmti;
     let classes = match jvmti.loaded_classes() {
         Ok(c) => c,
         Err(e) => {
             say!("jp-agent: warning: {e}; the window instruments only classes loaded from now");
-            return (Vec::new(), 0);
+            return (Vec::new(), 0, 0);
         }
     };
     let refused = lock(&super::registry::UNTRANSFORMABLE).clone();
     let mut todo = Vec::new();
     let mut skipped = 0;
+    let mut refused_earlier = 0;
     for c in classes {
         let name = jvmti.class_signature(c).and_then(|s| {
             s.strip_prefix('L')
@@ -253,20 +257,31 @@ fn classes_in_scope(env: Env, agent: &Agent, opts: &Options) -> (Vec<JClass>, u6
         });
         if !in_scope {
             env.delete_local_ref(c);
-        } else if !jvmti.is_modifiable(c) || name.is_some_and(|n| refused.contains(&n)) {
+        } else if name.is_some_and(|n| refused.contains(&n)) {
+            skipped += 1;
+            refused_earlier += 1;
+            env.delete_local_ref(c);
+        } else if !jvmti.is_modifiable(c) {
             skipped += 1;
             env.delete_local_ref(c);
         } else {
             todo.push(c);
         }
     }
-    (todo, skipped)
+    (todo, skipped, refused_earlier)
 }
 
-/// Retransforms the loaded classes in scope, in chunks; returns the classes transformed,
-/// those in scope left alone, and the longest retransformation in ms.
-fn instrument_loaded(env: Env, agent: &Agent, opts: &Options) -> (u64, u64, u64) {
-    let (todo, mut skipped) = classes_in_scope(env, agent, opts);
+/// What the open's retransformation did.
+struct Instrumented {
+    transformed: u64,
+    skipped: u64,
+    refused_earlier: u64,
+    longest_ms: u64,
+}
+
+/// Retransforms the loaded classes in scope, in chunks.
+fn instrument_loaded(env: Env, agent: &Agent, opts: &Options) -> Instrumented {
+    let (todo, mut skipped, refused_earlier) = classes_in_scope(env, agent, opts);
     let mut longest = 0;
     let mut transformed = 0;
     for chunk in todo.chunks(CHUNK) {
@@ -306,7 +321,12 @@ fn instrument_loaded(env: Env, agent: &Agent, opts: &Options) -> (u64, u64, u64)
     for c in todo {
         env.delete_local_ref(c);
     }
-    (transformed, skipped, longest)
+    Instrumented {
+        transformed,
+        skipped,
+        refused_earlier,
+        longest_ms: longest,
+    }
 }
 
 fn class_name(agent: &Agent, c: JClass) -> String {

@@ -825,12 +825,6 @@ public final class Rt {
     private static native void windowTree(
             int[] parent, int[] mid, long[] calls, long[] bytecodes, int threads, int seeded);
 
-    /**
-     * The method id of a frame's method if the open window instrumented its class ({@code
-     * cls} as {@code a.b.C$D}), else -1.
-     */
-    static native int seedMethod(String cls, String name, String descriptor);
-
     /** JVMTI VMDeath: hand every remaining tree to the profiler, then shut it down. */
     static void vmDeath() {
         ThreadState me = states == null ? null : states.get();
