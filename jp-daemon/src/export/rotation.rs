@@ -2,7 +2,10 @@
 //! duty cycle the plan gives it, the CPU paid in rotation windows, and the duty cycle the
 //! fleet actually had.
 use super::prometheus::Family;
-use crate::windows::rotation::RotationStats;
+use crate::windows::rotation::{JvmRotation, RotationStats};
+
+/// A per-JVM family: its name, help, and value.
+type PerJvm = (&'static str, &'static str, fn(&JvmRotation) -> f64);
 
 pub fn render(out: &mut String, stats: &RotationStats) {
     let name = "jp_jvm_window_cpu_seconds_total";
@@ -13,7 +16,7 @@ pub fn render(out: &mut String, stats: &RotationStats) {
         "CPU the JVMs spent while their exact windows were open, from jpd's per-process CPU readings.",
     )
     .sample(name, &[("origin", "rotation")], stats.window_cpu_seconds);
-    let per_jvm: [(&str, &str, fn(&crate::windows::rotation::JvmRotation) -> f64); 3] = [
+    let per_jvm: [PerJvm; 3] = [
         (
             "jp_jvm_rotation_window_cost",
             "Estimated extra CPU of an exact window in this JVM, as a ratio to its CPU outside windows (1: a window doubles it); the prior until measured.",
@@ -66,7 +69,6 @@ pub fn render(out: &mut String, stats: &RotationStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::windows::rotation::JvmRotation;
 
     #[test]
     fn families_and_samples() {

@@ -8,3 +8,4 @@ mod cpu;
 mod cpu_views;
 mod jvm;
 mod kernel;
+mod rotation;

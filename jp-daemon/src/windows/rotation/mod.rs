@@ -9,7 +9,7 @@
 //! - [`task`]: the rotation's task, over two ports: [`Fleet`] (the JVMs and their CPU)
 //!   and [`Opener`] (a window opened, waited for and stored by the windows service);
 //! - [`host`]: the ports on a real host;
-//! - [`config`]: `[windows.rotation]`.
+//! - [`config`]: the section `[windows.rotation]`.
 pub mod config;
 pub mod cost;
 pub mod host;
