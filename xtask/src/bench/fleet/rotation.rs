@@ -3,7 +3,7 @@
 //! rounds so the host is not saturated (a window's extra work then shows as extra CPU, not
 //! as lost throughput). jpd's rotation is turned on and off in turns by a reload
 //! (`[windows.rotation] enabled`), phases of equal length, the order swapped every pair so
-//! that a drift of the machine cancels. Per phase: each JVM's CPU (schedstat of its
+//! that a drift of the machine cancels. The rotation takes only the fleet's JVMs (`main_class`). Per phase: each JVM's CPU (schedstat of its
 //! threads), jpd's CPU, and the rotation's counters and planned duty cycles from /metrics.
 //!
 //! Results: the fleet's extra CPU with the rotation on (its CPU on over off, less 1) per
@@ -24,8 +24,9 @@ use crate::bench::harness::{env_num, task_cpu_ns};
 use crate::bench::report::{write_section_after, Spread};
 use crate::build::Deliverables;
 
-/// The JVMs' warm-up (JIT, class loading) before the first phase.
-const WARM_UP: Duration = Duration::from_secs(30);
+/// Before the first phase: the JVMs' warm-up (JIT, class loading), and the rotation's
+/// watch of a JVM before its first window (12 window lengths, at most 120 s).
+const WARM_UP: Duration = Duration::from_secs(120);
 
 struct Settings {
     jvms: usize,
@@ -53,7 +54,8 @@ impl Settings {
     fn config(&self, enabled: bool) -> String {
         format!(
             "[export]\nenabled = true\nlisten = \"{EXPORT}\"\n[usdt]\nscan_interval_ms = 500\n\
-             [windows.rotation]\nenabled = {enabled}\nbudget_percent = {:.3}\nseconds = {}\nmax_open = 1\n",
+             [windows.rotation]\nenabled = {enabled}\nbudget_percent = {:.3}\nseconds = {}\nmax_open = 1\n\
+             main_class = [\"FleetWork\"]\n",
             self.budget_percent, self.window_seconds
         )
     }
