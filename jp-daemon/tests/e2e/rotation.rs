@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::jvm::Jdk;
 use crate::support::jpd::{metric, Jpd};
 
 /// The rotation's settings: 1 s windows, one at a time, a budget that with the prior cost
@@ -28,28 +29,6 @@ const WATCH_SECONDS: f64 = 12.0;
 /// fleet's windows expected open at once at most 0.8 of `max_open`.
 const MAX_DUTY: f64 = 0.5;
 const SLOT_LOAD: f64 = 0.8;
-
-#[derive(Clone, Copy, Debug)]
-enum Jdk {
-    J17,
-    J25,
-}
-
-impl Jdk {
-    fn home(self) -> PathBuf {
-        let (var, default) = match self {
-            Jdk::J17 => ("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64"),
-            Jdk::J25 => ("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64"),
-        };
-        let home = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
-        assert!(
-            home.join("bin/javac").exists(),
-            "{var}: no JDK at {} (cargo xtask setup installs it)",
-            home.display()
-        );
-        home
-    }
-}
 
 /// RotationWork compiled by `jdk` into a fresh directory.
 fn classes(jdk: Jdk) -> PathBuf {

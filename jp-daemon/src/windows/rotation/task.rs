@@ -99,6 +99,8 @@ pub(super) async fn run(
         last_tick: 0.0,
     };
     let mut windows: JoinSet<Outcome> = JoinSet::new();
+    // Which JVM each window task is for: a task that panicked still frees its JVM's slot.
+    let mut tasks: HashMap<tokio::task::Id, (Key, f64)> = HashMap::new();
     let mut ticker = tokio::time::interval(TICK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_scan: Option<Instant> = None;
@@ -107,8 +109,10 @@ pub(super) async fn run(
         tokio::select! {
             () = &mut shutdown => break,
             _ = ticker.tick() => {}
-            Some(Ok((key, opened, result))) = windows.join_next(), if !windows.is_empty() => {
-                state.window_ended(key, opened, result);
+            Some(joined) = windows.join_next_with_id(), if !windows.is_empty() => {
+                if let Some((key, opened, result)) = outcome(joined, &mut tasks) {
+                    state.window_ended(key, opened, result);
+                }
                 continue;
             }
         }
@@ -125,12 +129,30 @@ pub(super) async fn run(
             let opener = Arc::clone(&ports.opener);
             let key = (w.pid, w.start_time);
             let opened = state.now();
-            windows.spawn(async move { (key, opened, opener.open(w).await) });
+            let task = windows.spawn(async move { (key, opened, opener.open(w).await) });
+            tasks.insert(task.id(), (key, opened));
         }
         *lock(&ports.stats) = state.stats(&cfg);
     }
     // The windows still open close at their deadline in the agent.
     windows.detach_all();
+}
+
+/// A window task's outcome; a task that panicked is a failed window of its JVM.
+fn outcome(
+    joined: Result<(tokio::task::Id, Outcome), tokio::task::JoinError>,
+    tasks: &mut HashMap<tokio::task::Id, (Key, f64)>,
+) -> Option<Outcome> {
+    match joined {
+        Ok((id, outcome)) => {
+            tasks.remove(&id);
+            Some(outcome)
+        }
+        Err(e) => {
+            let (key, opened) = tasks.remove(&e.id())?;
+            Some((key, opened, Err(format!("the window's task ended: {e}"))))
+        }
+    }
 }
 
 impl State {

@@ -3,8 +3,9 @@
 //! rounds so the host is not saturated (a window's extra work then shows as extra CPU, not
 //! as lost throughput). jpd's rotation is turned on and off in turns by a reload
 //! (`[windows.rotation] enabled`), phases of equal length, the order swapped every pair so
-//! that a drift of the machine cancels. The rotation takes only the fleet's JVMs (`main_class`). Per phase: each JVM's CPU (schedstat of its
-//! threads), jpd's CPU, and the rotation's counters and planned duty cycles from /metrics.
+//! that a drift of the machine cancels. The rotation takes only the fleet's JVMs
+//! (`main_class`). Per phase: each JVM's CPU (schedstat of its threads), jpd's CPU, and the
+//! rotation's counters and planned duty cycles from /metrics.
 //!
 //! Results: the fleet's extra CPU with the rotation on (its CPU on over off, less 1) per
 //! pair, its mean and standard error; each JVM's over the whole run; the windows delivered
@@ -97,7 +98,7 @@ fn metric(text: &str, name: &str, label: Option<&str>) -> f64 {
 }
 
 /// One phase: the rotation on or off, the CPU each JVM and jpd used, the counters'
-/// difference, and the duty the plan gave at its start.
+/// difference, and the duty the plan gave.
 struct Phase {
     on: bool,
     seconds: f64,
@@ -186,7 +187,9 @@ fn phase(s: &Settings, files: &Files, jpd: u32, pids: &[u32], on: bool) -> Resul
             refused: c1.refused - c0.refused,
             duty_sum: 0.0,
         },
-        duty_sum: c0.duty_sum,
+        // At the phase's end: a reload that turned the rotation on applies at its next
+        // tick, after the first scrape.
+        duty_sum: c1.duty_sum,
     })
 }
 
