@@ -218,6 +218,10 @@ impl Config {
         self.pyroscope
             .check_combinations()
             .map_err(|(key, message)| ("pyroscope", key, message))?;
+        let w = &self.windows;
+        w.rotation
+            .check_within(w.max_seconds, w.max_open)
+            .map_err(|(key, message)| ("windows.rotation", key, message))?;
         let s = &self.server;
         if s.tcp.is_empty() {
             check_no_tls(s)?;

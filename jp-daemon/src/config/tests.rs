@@ -1,6 +1,7 @@
 //! The configuration's tests: the embedded file, errors that name file, line and
 //! key, command-line flags, and which keys a reload cannot apply.
 use super::*;
+use crate::windows::rotation::config::{Percent, RotationConfig};
 
 #[test]
 fn embedded_file_is_the_default_configuration() {
@@ -60,6 +61,13 @@ fn embedded_file_documents_every_key() {
         "max_seconds =",
         "max_open =",
         "keep =",
+        "[windows.rotation]",
+        "budget_percent =",
+        "seconds =",
+        "main_class =",
+        "uids =",
+        "cgroups =",
+        "attach_without_agent =",
     ] {
         assert!(
             DEFAULT_CONFIG_TOML.lines().any(|l| l.starts_with(key)),
@@ -413,7 +421,61 @@ fn reloadable_keys_need_no_restart() {
     new.windows.max_seconds = 60;
     new.windows.max_open = 1;
     new.windows.keep = 3;
+    new.windows.rotation.enabled = false;
+    new.windows.rotation.budget_percent = Percent::new(2.0).unwrap();
+    new.windows.rotation.seconds = 5;
+    new.windows.rotation.main_class = vec!["com.acme.*".into()];
+    new.windows.rotation.uids = vec![1000];
+    new.windows.rotation.cgroups = vec!["/system.slice".into()];
+    new.windows.rotation.attach_without_agent = true;
     assert_eq!(old.restart_needed(&new), []);
+}
+
+#[test]
+fn windows_rotation_section() {
+    let c = Config::parse(
+        "[windows.rotation]\nbudget_percent = 0.5\nseconds = 2\nmain_class = [\"Shop\"]\n",
+        "x.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        c.windows.rotation,
+        RotationConfig {
+            budget_percent: Percent::new(0.5).unwrap(),
+            seconds: 2,
+            main_class: vec!["Shop".into()],
+            ..RotationConfig::default()
+        }
+    );
+    for (text, message) in [
+        (
+            "[windows.rotation]\nbudget_percent = 0\n",
+            "invalid config x.toml, line 2, column 18: budget_percent = 0 is out of range 0.001..=50",
+        ),
+        (
+            "[windows.rotation]\nseconds = 0\n",
+            "invalid config x.toml, line 2, column 11: seconds = 0 is out of range 1..=3600",
+        ),
+        (
+            "[windows]\nmax_seconds = 60\n[windows.rotation]\nseconds = 61\n",
+            "invalid config x.toml, line 4, column 1: seconds = 61 is longer than [windows] max_seconds = 60",
+        ),
+        (
+            "[windows.rotation]\nmax_open = 3\n",
+            "invalid config x.toml, line 2, column 1: max_open = 3 is more than [windows] max_open = 2, the host's windows at once",
+        ),
+        (
+            "[windows.rotation]\ncgroups = [\"x\"]\n",
+            "invalid config x.toml, line 2, column 11: cgroups: \"x\" is not a cgroup path (it starts with /, as in /proc/PID/cgroup)",
+        ),
+        (
+            "[windows.rotation]\nuids = [-1]\n",
+            "invalid config x.toml, line 2, column 9: invalid value: integer `-1`, expected u32",
+        ),
+    ] {
+        let e = Config::parse(text, "x.toml").unwrap_err();
+        assert_eq!(e.to_string(), message, "{text}");
+    }
 }
 
 #[test]
@@ -430,6 +492,7 @@ fn windows_section() {
             max_seconds: 60,
             max_open: 4,
             keep: 2,
+            rotation: RotationConfig::default(),
         }
     );
     assert_eq!(
@@ -455,7 +518,7 @@ fn windows_section() {
         ),
         (
             "[windows]\nmax_windows = 3\n",
-            "invalid config x.toml, line 2, column 1: unknown field `max_windows`, expected one of `agent_library`, `max_seconds`, `max_open`, `keep`",
+            "invalid config x.toml, line 2, column 1: unknown field `max_windows`, expected one of `agent_library`, `max_seconds`, `max_open`, `keep`, `rotation`",
         ),
     ] {
         let e = Config::parse(text, "x.toml").unwrap_err();

@@ -11,6 +11,7 @@ use crate::export::{self, Exporter};
 use crate::kernel::KernelCollector;
 use crate::restart::RestartNeeded;
 use crate::server::{auth, tls};
+use crate::windows::rotation::Rotation;
 use crate::windows::Windows;
 
 /// Everything SIGHUP may change, with what runs now.
@@ -27,6 +28,9 @@ pub(super) struct Running {
     pub(super) sources: export::ExportState,
     /// The windows service: its settings reload.
     pub(super) windows: Windows,
+    /// The fleet rotation (`[windows.rotation]`, reloaded with `[windows]`); taken at
+    /// shutdown.
+    pub(super) rotation: Option<Rotation>,
     pub(super) started: SystemTime,
 }
 
@@ -135,6 +139,9 @@ impl Running {
         }
         self.config.windows = new.windows.clone();
         self.windows.set_config(new.windows.clone());
+        if let Some(r) = &self.rotation {
+            r.set_config(new.windows.rotation.clone());
+        }
         log::info!(target: "jpd", "windows now: {:?}", new.windows);
     }
 

@@ -64,8 +64,8 @@ impl Daemon {
         }
     }
 
-    /// The one shutdown path, whatever ended the server: exporters (the pusher sends
-    /// what it has), collectors detached, socket unlinked.
+    /// The one shutdown path, whatever ended the server: the rotation, exporters (the
+    /// pusher sends what it has), collectors detached, socket unlinked.
     pub(super) fn shutdown(self, rt: &tokio::runtime::Runtime) {
         let Daemon {
             mut running,
@@ -73,6 +73,10 @@ impl Daemon {
             socket,
             ..
         } = self;
+        // No new rotation windows; those open close at their deadline in the agent.
+        if let Some(r) = running.rotation.take() {
+            rt.block_on(r.stop());
+        }
         if let Some(e) = running.exporter.take() {
             rt.block_on(e.stop());
         }

@@ -26,6 +26,8 @@ use crate::store::kernel::KernelStore;
 use crate::store::read::JvmJoin;
 use crate::store::Sources;
 use crate::usdt::collector::UsdtCollector;
+use crate::windows::rotation::host::HostFleet;
+use crate::windows::rotation::{Rotation, RotationPorts};
 use crate::windows::{HotspotAttach, Timing, Windows};
 
 /// A started daemon: what its life serves, reloads and at last shuts down.
@@ -76,8 +78,10 @@ impl Daemon {
             tls,
             sources: export::ExportState::new(stores.clone()).with_windows(windows.clone()),
             windows: windows.clone(),
+            rotation: None,
             started,
         };
+        running.rotation = Some(start_rotation(&running, &stores));
         rt.block_on(running.start_exporter())?;
         rt.block_on(async { running.start_pusher() })
             .map_err(anyhow::Error::msg)?;
@@ -157,6 +161,19 @@ fn start_collectors(
         windows: Arc::default(),
     };
     Ok((collector, usdt, stores))
+}
+
+/// The fleet rotation, over this host's JVMs and the windows service; it reports into
+/// the exporters' state.
+fn start_rotation(running: &Running, stores: &Sources) -> Rotation {
+    Rotation::start(
+        running.config.windows.rotation.clone(),
+        RotationPorts {
+            fleet: HostFleet::of_host(Arc::clone(&stores.jvm)),
+            opener: Arc::new(running.windows.clone()),
+            stats: Arc::clone(&running.sources.rotation),
+        },
+    )
 }
 
 /// The access rule of the API, and the socket's group.

@@ -19,6 +19,7 @@ pub mod label;
 mod prometheus;
 pub mod pyroscope;
 mod query;
+pub mod rotation;
 pub mod windows;
 
 use std::net::SocketAddr;
@@ -52,6 +53,8 @@ pub struct ExportState {
     /// The windows service, when jpd runs one: its counters, and windows opened for
     /// `/debug/pprof/jvm` (`export.open_windows`).
     pub windows: Option<Windows>,
+    /// What the fleet rotation reports (it writes, `/metrics` reads).
+    pub rotation: crate::windows::rotation::SharedRotationStats,
 }
 
 impl ExportState {
@@ -61,6 +64,7 @@ impl ExportState {
             jvm_totals: Arc::default(),
             pyroscope: Arc::default(),
             windows: None,
+            rotation: Arc::default(),
         }
     }
 
@@ -175,6 +179,8 @@ async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
     if let Some(w) = &ctx.sources.windows {
         windows::render(&mut text, &w.counters(), w.open_count());
     }
+    let rotation_stats = lock(&ctx.sources.rotation).clone();
+    rotation::render(&mut text, &rotation_stats);
     pyroscope::render(&mut text, &ctx.sources.pyroscope.stats);
     (
         [(

@@ -30,6 +30,8 @@ pub struct WindowsConfig {
     /// Windows kept per JVM, the newest ones.
     #[serde(deserialize_with = "keep")]
     pub keep: u32,
+    /// `[windows.rotation]`: the fleet rotation.
+    pub rotation: super::rotation::RotationConfig,
 }
 
 impl Default for WindowsConfig {
@@ -39,6 +41,7 @@ impl Default for WindowsConfig {
             max_seconds: 300,
             max_open: 2,
             keep: 8,
+            rotation: super::rotation::RotationConfig::default(),
         }
     }
 }

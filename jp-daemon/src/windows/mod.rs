@@ -3,12 +3,14 @@
 //! attach ([`attach`]): loading the agent, staging its library and the windows' result
 //! directory where the JVM sees them. [`service`] opens windows on request and keeps
 //! them in the window store (`store::windows`); [`counters`] counts them for
-//! `/metrics`; [`seam`] is the service's one way to the JVMs.
+//! `/metrics`; [`seam`] is the service's one way to the JVMs. [`rotation`] opens windows
+//! across the fleet at random times, within a CPU budget.
 pub mod attach;
 pub mod config;
 pub mod counters;
 pub mod hotspot;
 pub mod result;
+pub mod rotation;
 pub mod seam;
 pub mod service;
 

@@ -16,14 +16,15 @@ use serde_json::Value;
 /// Fast discovery, so that the tests wait in tenths of seconds.
 const USDT_CONFIG: &str = "[usdt]\nscan_interval_ms = 100\n";
 
+/// The two JDKs every JVM test runs on (the rotation's tests use it too).
 #[derive(Clone, Copy, Debug)]
-enum Jdk {
+pub(crate) enum Jdk {
     J17,
     J25,
 }
 
 impl Jdk {
-    fn home(self) -> PathBuf {
+    pub(crate) fn home(self) -> PathBuf {
         let (var, default) = match self {
             Jdk::J17 => ("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64"),
             Jdk::J25 => ("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64"),

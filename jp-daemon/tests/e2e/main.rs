@@ -8,4 +8,5 @@ mod cpu;
 mod cpu_views;
 mod jvm;
 mod kernel;
+mod rotation;
 mod windows;

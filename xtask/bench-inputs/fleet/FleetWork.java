@@ -2,7 +2,8 @@ import java.io.File;
 
 /**
  * `cargo xtask bench fleet`: THREADS threads calling small methods until the file STOP
- * exists (checked every few thousand iterations), then a normal exit.
+ * exists (checked every few thousand iterations), then a normal exit. Each thread pauses
+ * PAUSE_MS (third argument, 1 by default) between rounds of calls.
  */
 public final class FleetWork {
     static int leaf(int x) {
@@ -20,6 +21,7 @@ public final class FleetWork {
     public static void main(String[] args) throws Exception {
         int threads = Integer.parseInt(args[0]);
         final File stop = new File(args[1]);
+        final long pauseMs = args.length > 2 ? Long.parseLong(args[2]) : 1;
         Thread[] ts = new Thread[threads];
         for (int t = 0; t < threads; t++) {
             final int seed = t;
@@ -33,7 +35,7 @@ public final class FleetWork {
                         break;
                     }
                     try {
-                        Thread.sleep(1); // 50 threads on 2 cores: leave some air
+                        Thread.sleep(pauseMs); // 50 threads on 2 cores: leave some air
                     } catch (InterruptedException e) {
                         break;
                     }

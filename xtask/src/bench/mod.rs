@@ -36,8 +36,13 @@ pub enum Which {
     /// and memory per node, delay from a report to `jpctl jvm top`.
     Usdt,
     /// jpd on a loaded fleet host: many JVMs reporting, kernel sampling, kill -9 and
-    /// restart; jpd's CPU and memory over time, scrape and query latency.
-    Fleet,
+    /// restart; jpd's CPU and memory over time, scrape and query latency. And the fleet
+    /// rotation's cost: dormant JVMs with the rotation on and off in turns.
+    Fleet {
+        /// Parts to run (all by default): load, rotation.
+        #[arg(value_enum)]
+        parts: Vec<fleet::Part>,
+    },
     /// CPU per exact context: the sampler's ns per sample with and without the
     /// join, the agent's cost of publishing its contexts, jpd's CPU with 20 JVMs joined.
     Cpu {
@@ -65,7 +70,7 @@ pub fn run(which: Which) -> Result<()> {
         Which::Kernel { parts } => kernel::run(&out, &parts),
         Which::Jvm { parts, jdk } => jvm::run(&out, &parts, &jdk),
         Which::Usdt => usdt::run(&out),
-        Which::Fleet => fleet::run(&out),
+        Which::Fleet { parts } => fleet::run(&out, &parts),
         Which::Cpu { parts } => cpu::run(&out, &parts),
     }
 }

@@ -12,6 +12,9 @@
 //!
 //! Sizes from the environment: `JP_FLEET_JVMS` (20), `JP_FLEET_THREADS` (50),
 //! `JP_FLEET_SECONDS` (180).
+//!
+//! The `rotation` part ([`rotation`]) runs the same fleet with the agent dormant and jpd's
+//! fleet rotation on and off in turns.
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -27,6 +30,8 @@ use super::report::{median, write_section};
 use crate::build::Deliverables;
 use crate::cmd::root;
 use crate::setup::JDK17;
+
+mod rotation;
 
 const WINDOW: Duration = Duration::from_secs(10);
 const EXPORT: &str = "127.0.0.1:9477";
@@ -108,7 +113,27 @@ struct End {
     status: Value,
 }
 
-pub fn run(out: &Deliverables) -> Result<()> {
+/// The fleet bench's parts.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// jpd under load: JVMs reporting, kill -9 and restart.
+    Load,
+    /// The fleet rotation's cost: dormant JVMs with the rotation on and off in turns.
+    Rotation,
+}
+
+pub fn run(out: &Deliverables, parts: &[Part]) -> Result<()> {
+    let all = parts.is_empty();
+    if all || parts.contains(&Part::Load) {
+        run_load(out)?;
+    }
+    if all || parts.contains(&Part::Rotation) {
+        rotation::run(out)?;
+    }
+    Ok(())
+}
+
+fn run_load(out: &Deliverables) -> Result<()> {
     let sizes = Sizes::from_env();
     let files = Files::prepare()?;
     let groups = FleetGroups::create()?;
@@ -118,7 +143,13 @@ pub fn run(out: &Deliverables) -> Result<()> {
         "xtask: bench fleet: {} JVMs × {} threads for {} s",
         sizes.jvms, sizes.threads, sizes.seconds
     );
-    let mut fleet = Fleet::start(out, &files, &sizes, &groups)?;
+    let jvms = FleetJvms {
+        count: sizes.jvms,
+        threads: sizes.threads,
+        agent_options: "granularity=100000",
+        pause_ms: 1,
+    };
+    let mut fleet = Fleet::start(out, &files, &jvms, &groups)?;
     let pids = fleet.pids();
     wait_all_listed(out, &files.socket, &pids, Duration::from_secs(120))?;
     let (windows, restart) = measure(out, &files, &groups, &mut jpd, &mut fleet, &sizes)?;
@@ -300,29 +331,40 @@ fn render(sizes: &Sizes, windows: &[Window], restart: Restart, end: &End) -> Str
     )
 }
 
+/// The fleet's JVMs: how many, their threads, the agent's options.
+struct FleetJvms {
+    count: usize,
+    threads: u64,
+    agent_options: &'static str,
+    /// Each thread's pause between rounds of calls (ms).
+    pause_ms: u64,
+}
+
 /// The JVMs: killed if the benchmark stops half-way (they would load the machine forever).
 struct Fleet(Vec<Child>);
 
 impl Fleet {
-    /// The JVMs with the agent reporting every 100 000 bytecodes, in their cgroup.
+    /// The JVMs with the agent and its options, in their cgroup.
     fn start(
         out: &Deliverables,
         files: &Files,
-        sizes: &Sizes,
+        jvms: &FleetJvms,
         groups: &FleetGroups,
     ) -> Result<Fleet> {
         let mut fleet = Fleet(Vec::new());
-        for _ in 0..sizes.jvms {
+        for _ in 0..jvms.count {
             let child = Command::new(Path::new(JDK17).join("bin/java"))
                 .arg(format!(
-                    "-agentpath:{}=granularity=100000",
-                    out.agent_lib.display()
+                    "-agentpath:{}={}",
+                    out.agent_lib.display(),
+                    jvms.agent_options
                 ))
                 .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
                 .arg(&files.dir)
                 .arg("FleetWork")
-                .arg(sizes.threads.to_string())
+                .arg(jvms.threads.to_string())
                 .arg(&files.stop)
+                .arg(jvms.pause_ms.to_string())
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .spawn()
