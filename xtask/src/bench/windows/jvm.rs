@@ -47,6 +47,7 @@ pub struct LiveJvm {
     seen: Arc<Mutex<Seen>>,
     pub started: Instant,
     pub key: &'static str,
+    stderr: PathBuf,
 }
 
 impl LiveJvm {
@@ -67,8 +68,15 @@ impl LiveJvm {
             ])
             .args(&spec.program.steady_args)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stdout(Stdio::piped());
+        // What the JVM says on stderr (the agent's messages, a crash) is kept for the error.
+        let stderr = spec
+            .dir
+            .join(format!("{}-{}.stderr", spec.program.key, unix_ms() as u64));
+        c.stderr(
+            std::fs::File::create(&stderr)
+                .with_context(|| format!("cannot create {}", stderr.display()))?,
+        );
         let mut child = c.spawn().context("cannot start java")?;
         let stdout = child.stdout.take().context("the JVM's stdout")?;
         let seen = Arc::new(Mutex::new(Seen::default()));
@@ -98,6 +106,7 @@ impl LiveJvm {
             seen,
             started: Instant::now(),
             key: spec.program.key,
+            stderr,
         })
     }
 
@@ -130,7 +139,15 @@ impl LiveJvm {
     /// Fails if the JVM has exited (a crash during a switch).
     pub fn check_alive(&mut self) -> Result<()> {
         if let Some(status) = self.child.try_wait()? {
-            bail!("the {} JVM exited: {status}", self.key);
+            let said = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+            let tail: Vec<&str> = said.lines().rev().take(30).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            bail!(
+                "the {} JVM exited: {status}; its stderr ({}) ends with:\n{}",
+                self.key,
+                self.stderr.display(),
+                tail.join("\n")
+            );
         }
         Ok(())
     }
@@ -151,6 +168,9 @@ impl LiveJvm {
     pub fn median_between(&mut self, from: Instant, to: Instant) -> Result<(f64, usize)> {
         while Instant::now() < to || self.with(|s| s.rounds.last().is_none_or(|r| r.at < to))? {
             self.check_alive()?;
+            if Instant::now() > to + Duration::from_secs(120) {
+                bail!("{}: no round ended in the 120 s after {to:?}", self.key);
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
         let mut v: Vec<f64> = self

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::jvm::{self, num, Done, LiveJvm, Opened, Spec};
 use super::safepoints::{self, Pauses};
@@ -99,13 +99,16 @@ fn measure(bench: &Bench, jdk: &Jdk, program: &Program, seconds: u32) -> Result<
     live.warmed(Duration::from_secs(200))?;
     let warmup_jit_s = live.jit_cpu_ns() / 1e9;
     let dir = jvm::window_dir(&bench.dir, &format!("windows-{tag}"))?;
-    let whole = one_window(bench, &mut live, &log, &dir, 1, seconds, "")
+    let mut target = Target {
+        live: &mut live,
+        log: &log,
+        dir: &dir,
+    };
+    let whole = one_window(bench, &mut target, 1, seconds, "")
         .with_context(|| format!("{} on {}", program.key, jdk.0))?;
     let script_only = if program.key == "rhino" {
         let scope = format!(",include={RHINO_SCRIPT_SCOPE}");
-        Some(one_window(
-            bench, &mut live, &log, &dir, 2, seconds, &scope,
-        )?)
+        Some(one_window(bench, &mut target, 2, seconds, &scope)?)
     } else {
         None
     };
@@ -116,50 +119,93 @@ fn measure(bench: &Bench, jdk: &Jdk, program: &Program, seconds: u32) -> Result<
     })
 }
 
-/// One window on `live`: rounds before, the open, rounds inside, the close, rounds after.
-fn one_window(
-    bench: &Bench,
-    live: &mut LiveJvm,
-    log: &Path,
-    dir: &Path,
-    id: u64,
-    seconds: u32,
-    scope: &str,
-) -> Result<Switch> {
+/// The JVM windows open on, and where its safepoints and its windows' results go.
+struct Target<'a> {
+    live: &'a mut LiveJvm,
+    log: &'a Path,
+    dir: &'a Path,
+}
+
+/// The JIT compilers' CPU sampled every 50 ms while the bench waits: (unix ms, ns).
+struct JitLog(Vec<(f64, f64)>);
+
+impl JitLog {
+    fn sample(&mut self, live: &LiveJvm) {
+        self.0.push((jvm::unix_ms(), live.jit_cpu_ns()));
+    }
+
+    /// Waits until `until`, sampling.
+    fn wait(&mut self, live: &mut LiveJvm, until: Instant) -> Result<()> {
+        while Instant::now() < until {
+            live.check_alive()?;
+            self.sample(live);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.sample(live);
+        Ok(())
+    }
+
+    /// The last sample at or before `unix_ms` (the first one if none).
+    fn at_or_before(&self, unix_ms: f64) -> f64 {
+        self.0
+            .iter()
+            .rev()
+            .find(|(t, _)| *t <= unix_ms)
+            .or(self.0.first())
+            .map_or(0.0, |s| s.1)
+    }
+
+    /// The first sample at or after `unix_ms` (the last one if none).
+    fn at_or_after(&self, unix_ms: f64) -> f64 {
+        self.0
+            .iter()
+            .find(|(t, _)| *t >= unix_ms)
+            .or(self.0.last())
+            .map_or(0.0, |s| s.1)
+    }
+}
+
+/// One window: rounds before, the open, rounds inside, the close, rounds after.
+fn one_window(bench: &Bench, t: &mut Target, id: u64, seconds: u32, scope: &str) -> Result<Switch> {
+    let live = &mut *t.live;
     let t0 = Instant::now();
     let before = live.median_between(t0, t0 + SETTLE)?;
-    let jit0 = live.jit_cpu_ns();
-    let opened = jvm::open_window(live.pid(), &bench.lib, dir, id, seconds, scope)?;
-    let jit_open_s = jit_delta(live, jit0, opened.answered + SETTLE)?;
+    let mut jit = JitLog(Vec::new());
+    jit.sample(live);
+    let opened = jvm::open_window(live.pid(), &bench.lib, t.dir, id, seconds, scope)?;
     let window = Duration::from_secs(u64::from(seconds));
-    let half = opened.answered + window / 2;
-    let inside = live.median_between(half, opened.answered + window)?;
-    // JIT samples (unix ms, ns) until the `.done`, to find the JIT CPU when the close began.
-    let mut jit_samples = Vec::new();
+    // Sampling the JIT until the agent closed the window (its `.done`) and 5 s after the
+    // open at least.
+    jit.wait(live, opened.answered + SETTLE)?;
     let done = loop {
-        jit_samples.push((jvm::unix_ms(), live.jit_cpu_ns()));
         if let Ok(d) = opened.done(live, Duration::from_millis(1)) {
             break d;
         }
         if opened.answered.elapsed() > window + Duration::from_secs(120) {
-            anyhow::bail!("window {id}: no .done 120 s after its deadline");
+            bail!("window {id}: no .done 120 s after its deadline");
         }
-        std::thread::sleep(Duration::from_millis(50));
+        jit.wait(live, Instant::now() + Duration::from_millis(50))?;
     };
     let seen = Instant::now();
     let seen_unix_ms = jvm::unix_ms();
     let close_start = num(&done, "closed_unix_ms") - num(&done, "close_ms");
-    let jit_at_close = jit_samples
-        .iter()
-        .rev()
-        .find(|(t, _)| *t <= close_start)
-        .or(jit_samples.first())
-        .map_or(0.0, |s| s.1);
-    let jit_close_s = jit_delta(live, jit_at_close, seen + SETTLE)?;
+    let jit_open_s = (jit.at_or_after(opened.answered_unix_ms + SETTLE.as_secs_f64() * 1e3)
+        - jit.0.first().map_or(0.0, |s| s.1))
+        / 1e9;
+    let jit_at_close = jit.at_or_before(close_start);
+    jit.wait(live, seen + SETTLE)?;
+    let jit_close_s = (live.jit_cpu_ns() - jit_at_close) / 1e9;
+    // Inside: the second half of the window, up to the close's start.
+    let close_instant = seen
+        .checked_sub(Duration::from_secs_f64(
+            ((seen_unix_ms - close_start) / 1e3).max(0.0),
+        ))
+        .unwrap_or(seen);
+    let inside = live.median_between(opened.answered + window / 2, close_instant)?;
     let after = live.median_between(seen + SETTLE, seen + 2 * SETTLE)?;
     // The log is written as the JVM goes; its last line may lag its pause by a little.
     std::thread::sleep(Duration::from_millis(200));
-    let all = safepoints::read(log);
+    let all = safepoints::read(t.log);
     Ok(Switch {
         open_pauses: safepoints::between(&all, opened.requested_unix_ms, opened.answered_unix_ms),
         close_pauses: safepoints::between(&all, close_start, seen_unix_ms),
@@ -175,15 +221,6 @@ fn one_window(
 
 fn ms((ns, n): (f64, usize)) -> (f64, usize) {
     (ns / 1e6, n)
-}
-
-/// The JIT's CPU (s) from `from_ns` to `until` (waits for it).
-fn jit_delta(live: &mut LiveJvm, from_ns: f64, until: Instant) -> Result<f64> {
-    while Instant::now() < until {
-        live.check_alive()?;
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok((live.jit_cpu_ns() - from_ns) / 1e9)
 }
 
 /// The goals' lines, collected over JDKs and programs.
