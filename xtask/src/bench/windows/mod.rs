@@ -69,12 +69,16 @@ impl Bench {
     }
 }
 
-/// The programs a part runs: `keys` of the jvm bench's (all when empty), rhino only when quick.
+/// The programs a part runs: `keys` of the jvm bench's (all when empty), rhino only when
+/// quick; `JP_WIN_PROGRAMS=rhino,h2` keeps only those (to look at some again).
 fn chosen<'a>(bench: &'a Bench, keys: &[&str]) -> Vec<&'a Program> {
+    let only = std::env::var("JP_WIN_PROGRAMS").unwrap_or_default();
+    let only: Vec<&str> = only.split(',').filter(|k| !k.is_empty()).collect();
     bench
         .programs
         .iter()
         .filter(|p| keys.is_empty() || keys.contains(&p.key))
+        .filter(|p| only.is_empty() || only.contains(&p.key))
         .filter(|p| !bench.quick || p.key == "rhino")
         .collect()
 }
