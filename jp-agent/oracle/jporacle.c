@@ -36,7 +36,8 @@
  * Each node also records "exc": an exception was thrown in, or propagated
  * through, a frame of that context. Only there may bba=default over-count.
  *
- * Options: out=PATH (required), count=bp|step (default bp). JDK classes are never
+ * Options: out=PATH (required), count=bp|step (default bp), window=CLASS (exact windows,
+ * see g_mark). JDK classes are never
  * instrumented (the agent's jdk=false); breakpoints can only be set on classes
  * prepared in the live phase, which holds for every application class.
  * Output: jp-mct/1 JSON with "bba":"oracle", children sorted by method name,
@@ -54,6 +55,7 @@ typedef struct MInfo {
     jmethodID id;
     char *name; /* "pkg.Class.name(DESC)" */
     int instrumented;
+    int mark; /* window=CLASS: 1 for CLASS.opened, 2 for CLASS.closing, else 0 */
     struct MInfo *next;
 } MInfo;
 
@@ -70,6 +72,8 @@ typedef struct Frame {
     jmethodID method;
     MInfo *info;
     Node *node; /* this frame's context (inherited for uninstrumented frames) */
+    int win;    /* the window this frame's context began in (0: none; inherited likewise) */
+    Node *wnode; /* its context in that window's tree */
 } Frame;
 
 typedef struct TState {
@@ -85,6 +89,16 @@ static int g_step; /* count=step */
 static volatile int g_done;
 static uint64_t g_errors;
 static __thread TState *t_state;
+
+/* window=CLASS: exact windows, opened by a call of CLASS.opened and closed by a call of
+ * CLASS.closing (CLASS itself is not instrumented). A window's tree holds the invocations
+ * that began inside it, under the path of the instrumented frames that were running when
+ * it opened (calls 0, bytecodes 0): what the agent's window must report. Written to
+ * OUT.window-N.json at the close. */
+static char *g_mark;      /* "CLASS." in dotted form, or NULL */
+static int g_win;         /* windows opened so far */
+static int g_win_open;
+static Node g_wroot;
 
 #define MTAB_SIZE 65536
 static MInfo *g_mtab[MTAB_SIZE];
@@ -150,6 +164,7 @@ static MInfo *method_info(JNIEnv *env, jmethodID m) {
     MInfo *e = xrealloc(NULL, sizeof *e);
     e->id = m;
     e->instrumented = 0;
+    e->mark = 0;
     if ((*g_jvmti)->GetMethodDeclaringClass(g_jvmti, m, &cls) != JVMTI_ERROR_NONE ||
         (*g_jvmti)->GetClassSignature(g_jvmti, cls, &csig, NULL) != JVMTI_ERROR_NONE ||
         (*g_jvmti)->GetMethodName(g_jvmti, m, &mname, &msig, NULL) != JVMTI_ERROR_NONE ||
@@ -169,6 +184,11 @@ static MInfo *method_info(JNIEnv *env, jmethodID m) {
             if (*p == '/') *p = '.';
         snprintf(e->name, len, "%s.%s%s", cname, mname, msig);
         free(cname);
+        if (g_mark && starts_with(e->name, g_mark)) {
+            e->instrumented = 0;
+            const char *rest = e->name + strlen(g_mark);
+            e->mark = starts_with(rest, "opened(") ? 1 : starts_with(rest, "closing(") ? 2 : 0;
+        }
     }
     if (cls && env) (*env)->DeleteLocalRef(env, cls);
     if (csig) (*g_jvmti)->Deallocate(g_jvmti, (unsigned char *)csig);
@@ -213,6 +233,37 @@ static Node *child(Node *parent, MInfo *m) {
     return c;
 }
 
+static void write_children(FILE *f, Node *n);
+
+/* The open window's tree to OUT.window-N.json (under g_lock). */
+static void write_window(void) {
+    size_t len = strlen(g_out) + 32;
+    char *path = xrealloc(NULL, len);
+    snprintf(path, len, "%s.window-%d.json", g_out, g_win);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "jporacle: cannot write %s\n", path);
+        free(path);
+        return;
+    }
+    fprintf(f, "{\"format\":\"jp-mct/1\",\"bba\":\"oracle\",\"oracle_errors\":%llu,\"root\":{",
+            (unsigned long long)g_errors);
+    write_children(f, &g_wroot);
+    fputs("}}\n", f);
+    fclose(f);
+    free(path);
+}
+
+/* The window context of a new invocation's caller: the caller's, if it began in the open
+ * window, else the path of the instrumented frames running since before it opened. */
+static Node *window_parent(TState *t) {
+    if (t->n > 0 && t->frames[t->n - 1].win == g_win) return t->frames[t->n - 1].wnode;
+    Node *p = &g_wroot;
+    for (int i = 0; i < t->n; i++)
+        if (t->frames[i].info->instrumented && t->frames[i].win != g_win) p = child(p, t->frames[i].info);
+    return p;
+}
+
 static void JNICALL on_method_entry(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID m) {
     (void)j, (void)env, (void)th;
     if (g_done) return;
@@ -220,17 +271,39 @@ static void JNICALL on_method_entry(jvmtiEnv *j, JNIEnv *env, jthread th, jmetho
     MInfo *mi = method_info(env, m);
     Node *cur = t->n ? t->frames[t->n - 1].node : &g_root;
     Node *node = cur;
+    int win = t->n ? t->frames[t->n - 1].win : 0;
+    Node *wnode = t->n ? t->frames[t->n - 1].wnode : NULL;
+    if (mi->mark) {
+        pthread_mutex_lock(&g_lock);
+        if (mi->mark == 1 && !g_win_open) {
+            g_win++;
+            g_win_open = 1;
+            memset(&g_wroot, 0, sizeof g_wroot);
+        } else if (mi->mark == 2 && g_win_open) {
+            write_window();
+            g_win_open = 0;
+        }
+        pthread_mutex_unlock(&g_lock);
+    }
     if (mi->instrumented) {
         pthread_mutex_lock(&g_lock);
         node = child(cur, mi);
         node->calls++;
+        if (g_win_open) {
+            wnode = child(window_parent(t), mi);
+            wnode->calls++;
+            win = g_win;
+        } else {
+            win = 0;
+            wnode = NULL;
+        }
         pthread_mutex_unlock(&g_lock);
     }
     if (t->n == t->cap) {
         t->cap *= 2;
         t->frames = xrealloc(t->frames, t->cap * sizeof(Frame));
     }
-    t->frames[t->n++] = (Frame){m, mi, node};
+    t->frames[t->n++] = (Frame){m, mi, node, win, wnode};
 }
 
 static void JNICALL on_method_exit(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID m, jboolean by_exc, jvalue rv) {
@@ -263,7 +336,10 @@ static void JNICALL on_bytecode(jvmtiEnv *j, JNIEnv *env, jthread th, jmethodID 
     TState *t = state();
     if (t->n > 0 && t->frames[t->n - 1].method == m) {
         Frame *top = &t->frames[t->n - 1];
-        if (top->info->instrumented) __atomic_fetch_add(&top->node->bytecodes, 1, __ATOMIC_RELAXED);
+        if (top->info->instrumented) {
+            __atomic_fetch_add(&top->node->bytecodes, 1, __ATOMIC_RELAXED);
+            if (g_win_open && top->win == g_win) __atomic_fetch_add(&top->wnode->bytecodes, 1, __ATOMIC_RELAXED);
+        }
         return;
     }
     MInfo *mi = method_info(env, m);
@@ -446,6 +522,11 @@ static void parse_options(const char *opts) {
             g_step = 1;
         else if (!strcmp(kv, "count=bp"))
             g_step = 0;
+        else if (starts_with(kv, "window=")) {
+            size_t l = strlen(kv + 7) + 2;
+            g_mark = xrealloc(NULL, l);
+            snprintf(g_mark, l, "%s.", kv + 7);
+        }
         else {
             fprintf(stderr, "jporacle: unknown option '%s'\n", kv);
             exit(3);

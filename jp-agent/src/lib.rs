@@ -15,6 +15,7 @@ pub mod classfile;
 
 mod agent;
 mod bootjar;
+pub mod command;
 mod ffi;
 pub mod filter;
 mod log;

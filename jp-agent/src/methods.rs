@@ -69,6 +69,13 @@ impl MethodTable {
         id
     }
 
+    /// The id of a method already in the table (a rewrite gave it one), without adding it.
+    pub fn find(&self, class: &str, name: &str, descriptor: &str) -> Option<u32> {
+        self.ids
+            .get(&(class.to_string(), name.to_string(), descriptor.to_string()))
+            .copied()
+    }
+
     /// The pseudo-method of overflow nodes, where new calling contexts fold once a context
     /// limit is reached (`max_contexts`). `[` cannot start a JVM method name, so no real
     /// method shares it; writers and jpd show it as `jp.[new contexts over max_contexts]`.
@@ -139,6 +146,8 @@ mod tests {
         assert_eq!(t.id("a/B", "g", "(I)V", None), 1);
         assert_eq!(t.id("a/B", "f", "()V", None), 0);
         assert_eq!(t.len(), 2);
+        assert_eq!(t.find("a/B", "g", "(I)V"), Some(1));
+        assert_eq!(t.find("a/B", "h", "(I)V"), None);
         assert_eq!(&*t.info(1).name, "a.B.g(I)V");
         assert_eq!(t.info(0).file.as_deref(), Some("a/B.java"));
         assert_eq!(&*t.info(7).name, "unknown-method-7");

@@ -115,6 +115,18 @@ pub struct Options {
     /// (docs/journal/activation-counter-and-pacing.md), a flag read costs nothing measurable.
     /// None: not given (10 ms, unless `granularity=` alone asks for bytecodes).
     pub report_interval_ms: Option<u32>,
+    /// `mode=`: profiled from start (`live`, the default) or only in exact windows
+    /// (`dormant`: the agent instruments nothing until a window opens).
+    pub mode: Mode,
+}
+
+/// `mode=`: how the agent starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Profiled from start: every class is rewritten as it loads; windows are refused.
+    Live,
+    /// Loaded, instrumenting nothing: exact windows instrument a scope for a while.
+    Dormant,
 }
 
 /// Where a thread publishes its current context for jpd's sampler (usdt profiler).
@@ -162,6 +174,7 @@ impl Default for Options {
             report_budget: 2,
             publish: Publish::Heap,
             report_interval_ms: None,
+            mode: Mode::Live,
         }
     }
 }
@@ -301,6 +314,13 @@ impl Options {
                         },
                     }
                 }
+                "mode" => {
+                    o.mode = match value {
+                        "live" => Mode::Live,
+                        "dormant" => Mode::Dormant,
+                        _ => return Err(bad("expected live or dormant")),
+                    }
+                }
                 "report_budget" => {
                     o.report_budget = match value.parse::<u8>() {
                         Ok(p) if (1..=100).contains(&p) => p,
@@ -309,7 +329,7 @@ impl Options {
                 }
                 _ => {
                     return Err(bad(
-                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, verbose, usdt_tap, max_contexts, max_thread_contexts, report_budget, publish, report_interval_ms)",
+                        "unknown key (known: bba, granularity, profiler, out, format, include, exclude, jdk, stats, warn, verbose, usdt_tap, max_contexts, max_thread_contexts, report_budget, publish, report_interval_ms, mode)",
                     ))
                 }
             }
@@ -458,6 +478,8 @@ mod tests {
         assert_eq!((d.max_contexts, d.max_thread_contexts), (None, 0));
         assert_eq!((o.report_budget, d.report_budget), (100, 2));
         assert_eq!((o.publish, d.publish), (Publish::Off, Publish::Heap));
+        assert_eq!(d.mode, Mode::Live, "profiled from start unless asked");
+        assert_eq!(Options::parse("mode=dormant").unwrap().mode, Mode::Dormant);
         assert_eq!(
             Options::parse("publish=slot").unwrap().publish,
             Publish::Slot
@@ -500,6 +522,7 @@ mod tests {
             ("report_budget=101", "report_budget=101"),
             ("report_budget=5%", "report_budget=5%"),
             ("publish=sometimes", "publish=sometimes"),
+            ("mode=asleep", "mode=asleep"),
             ("max_contexts=lots", "max_contexts=lots"),
             (
                 "max_thread_contexts=99999999999999999999",

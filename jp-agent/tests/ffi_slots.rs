@@ -69,17 +69,25 @@ fn slots() -> Vec<Slot> {
             member,
         });
     }
-    let get_env = jni
+    // The JavaVM invoke interface: `const VM_NAME: usize = N;` lines, member by name.
+    let vm_slots: Vec<_> = jni
         .lines()
-        .find(|l| l.starts_with("const VM_GET_ENV"))
-        .and_then(parse_const)
-        .expect("VM_GET_ENV in src/ffi/jni.rs");
-    slots.push(Slot {
-        rust: get_env.0,
-        index: get_env.1,
-        table: "struct JNIInvokeInterface_",
-        member: "GetEnv".to_string(),
-    });
+        .filter(|l| l.starts_with("const VM_"))
+        .filter_map(parse_const)
+        .collect();
+    assert!(
+        vm_slots.iter().any(|(r, _)| r == "VM_GET_ENV"),
+        "VM_GET_ENV in src/ffi/jni.rs"
+    );
+    for (rust, index) in vm_slots {
+        let member = member_name(rust.trim_start_matches("VM_"));
+        slots.push(Slot {
+            rust,
+            index,
+            table: "struct JNIInvokeInterface_",
+            member,
+        });
+    }
     slots
 }
 

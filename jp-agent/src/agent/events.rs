@@ -1,12 +1,13 @@
 //! The JVMTI events the agent enables: VM init and death, thread end, class-file load.
 
-use super::{guard, is_jdk_loader, Agent, AGENT, JAVA, LIVE, STATS, VM_DEATH_MS};
+use super::{guard, is_jdk_loader, registry, window, Agent, AGENT, JAVA, LIVE, STATS, VM_DEATH_MS};
 use crate::classfile::{rewrite_class, RewriteOptions, Rewritten};
 use crate::ffi::jni::{Env, JClass, JInt, JObject, JValue, RawEnv};
 use crate::ffi::jvmti::RawJvmti;
 use crate::filter::{decide, Decision};
 use crate::log::say;
 use crate::methods::GlobalIds;
+use crate::options::{Mode, Options};
 use std::ffi::{c_char, c_uchar, CStr};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -18,6 +19,7 @@ pub(super) unsafe extern "system" fn on_vm_death(_jvmti: RawJvmti, raw: RawEnv) 
             return;
         };
         let t0 = Instant::now();
+        window::close_at_vm_death(env);
         if let Some(j) = JAVA.get() {
             env.call_static_void(j.rt, j.vm_death, &[]);
         }
@@ -81,8 +83,14 @@ struct LoadedClass<'a> {
     name: &'a str,
     bytes: &'a [u8],
     loader: JObject,
-    /// Being retransformed rather than loaded.
-    retransformed: bool,
+    /// The class being retransformed (null: being loaded).
+    redefined: JClass,
+}
+
+impl LoadedClass<'_> {
+    fn retransformed(&self) -> bool {
+        !self.redefined.is_null()
+    }
 }
 
 /// Where the hook hands a changed class file back to the JVM.
@@ -120,7 +128,7 @@ pub(super) unsafe extern "system" fn on_class_file_load(
             // SAFETY: the JVM passes `len` readable bytes of class file at `data`.
             bytes: unsafe { std::slice::from_raw_parts(data, len as usize) },
             loader,
-            retransformed: !redefined.is_null(),
+            redefined,
         };
         let out = NewClassData {
             len: new_len,
@@ -134,12 +142,21 @@ pub(super) unsafe extern "system" fn on_class_file_load(
 /// Rewrites `class` if the options want it instrumented and hands the result to the JVM;
 /// a class that cannot be rewritten loads unchanged (counted, and warned about).
 fn instrument_class(agent: &Agent, env: Option<Env>, class: &LoadedClass, out: NewClassData) {
+    // A dormant agent instruments only while a window is open, with the window's scope.
+    let window = match agent.opts.mode {
+        Mode::Live => None,
+        Mode::Dormant => match window::scope() {
+            Some(scope) => Some(scope),
+            None => return,
+        },
+    };
+    let opts: &Options = window.as_deref().unwrap_or(&agent.opts);
     let name = class.name;
     let jdk_loader = match env {
         Some(env) => is_jdk_loader(env, class.loader),
         None => class.loader.is_null(),
     };
-    let decision = decide(&agent.opts, name, jdk_loader);
+    let decision = decide(opts, name, jdk_loader);
     let jdk_too_early = decision == Decision::Instrument
         && (jdk_loader
             || name.starts_with("java/")
@@ -150,10 +167,13 @@ fn instrument_class(agent: &Agent, env: Option<Env>, class: &LoadedClass, out: N
         STATS.classes_skipped.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    // Second bodies are new methods: only when the class is loaded, not retransformed.
+    // Second bodies are new methods: only when the class is loaded, not retransformed, and
+    // never in a window (its classes must be restorable by a retransformation).
     let opts = RewriteOptions {
-        bba: agent.opts.bba,
-        pass_context: !class.retransformed && crate::filter::may_pass_context(&agent.opts),
+        bba: opts.bba,
+        pass_context: !class.retransformed()
+            && window.is_none()
+            && crate::filter::may_pass_context(opts),
         out_of_line_entry: agent.out_of_line_entry,
     };
     let t0 = Instant::now();
@@ -164,21 +184,49 @@ fn instrument_class(agent: &Agent, env: Option<Env>, class: &LoadedClass, out: N
         Ok(Rewritten::Changed { bytes, stats }) => {
             if hand_over(agent, name, &bytes, out) {
                 STATS.add_class(&stats);
-                if class.retransformed {
+                if class.retransformed() {
                     STATS.classes_retransformed.fetch_add(1, Ordering::Relaxed);
                 }
+                if window.is_some() {
+                    registry::note_transformed(env, name, class.redefined);
+                }
+            } else if window.is_some() {
+                registry::refuse(name);
             }
         }
         Ok(Rewritten::Unchanged { .. }) => {
             STATS.classes_unchanged.fetch_add(1, Ordering::Relaxed);
+            if window.is_some() {
+                registry::refuse(name);
+            }
         }
         Err(e) => {
             STATS.classes_failed.fetch_add(1, Ordering::Relaxed);
+            if window.is_some() {
+                registry::refuse(name);
+            }
             if agent.opts.warn {
                 say!("jp-agent: warning: {name} loaded unchanged: {e}");
             }
         }
     }
+}
+
+/// JVMTI ClassLoad (enabled while a window is open): a class the hook transformed while it
+/// was being loaded is remembered, so that the close restores it too.
+pub(super) unsafe extern "system" fn on_class_load(
+    _jvmti: RawJvmti,
+    raw: RawEnv,
+    _thread: JObject,
+    class: JClass,
+) {
+    guard((), || {
+        // SAFETY: as in on_vm_init.
+        let (Some(env), Some(agent)) = (unsafe { Env::from_raw(raw) }, AGENT.get()) else {
+            return;
+        };
+        registry::class_loaded(env, agent, class);
+    })
 }
 
 /// Copies the rewritten class file into JVMTI memory and points the hook's out-parameters

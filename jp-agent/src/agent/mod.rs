@@ -7,17 +7,23 @@
 //! - [`startup`]: `Agent_OnLoad`, the `-javaagent` native, VM init (binding `jp.rt.Rt`).
 //! - [`events`]: the JVMTI events (VM init and death, thread end, class-file load).
 //! - [`natives`]: the native methods of `jp.rt.Rt` (profile writing, USDT firing).
+//! - [`attach`]: `Agent_OnAttach`, the way in for a JVM started dormant or without the agent.
+//! - [`window`]: exact windows: open (instrument a scope), close (restore, write the tree).
 //!
 //! This module holds the state they share.
 
+mod attach;
 mod events;
 mod heap;
 mod natives;
+mod registry;
+mod result;
 mod startup;
+mod window;
 
 pub use natives::write_file;
 
-use crate::ffi::jni::{Env, JClass, JMethodId, JObject};
+use crate::ffi::jni::{Env, JClass, JMethodId, JObject, RawVm};
 use crate::ffi::jvmti::Jvmti;
 use crate::log::say;
 use crate::options::Options;
@@ -35,13 +41,28 @@ struct Agent {
     can_retransform: bool,
     /// Enter methods through `Rt.enterOutOfLine` (decided by the JDK's version at start).
     out_of_line_entry: bool,
+    /// The JVM, for the threads the agent attaches itself (a window's deadline).
+    vm: Vm,
 }
+
+/// The `JavaVM` pointer.
+#[derive(Clone, Copy)]
+struct Vm(RawVm);
+
+// SAFETY: a JavaVM pointer is valid on every thread for the life of the VM (JNI spec,
+// "Invocation API": any thread may call AttachCurrentThread through it).
+unsafe impl Send for Vm {}
+// SAFETY: as above; the pointer is never written.
+unsafe impl Sync for Vm {}
 
 /// What the agent needs of `jp.rt.Rt` once the VM is initialized.
 struct JavaSide {
     rt: JClass,
     thread_ended: JMethodId,
     vm_death: JMethodId,
+    /// `Rt.openWindow` and `Rt.closeWindow`: fresh trees for a window, and its merged tree.
+    open_window: JMethodId,
+    close_window: JMethodId,
     /// Global ref to the platform class loader (its classes count as JDK classes).
     platform_loader: JObject,
 }

@@ -1,6 +1,6 @@
 //! Start-up: `-agentpath` (`Agent_OnLoad`) and `-javaagent` (`Premain.init`) ways in, and VM init.
 
-use super::events::{on_class_file_load, on_thread_end, on_vm_death};
+use super::events::{on_class_file_load, on_class_load, on_thread_end, on_vm_death};
 use super::natives::{
     native_agent_stats, native_bind, native_buffer_address, native_count_contexts,
     native_count_reports, native_export_internal, native_fire, native_method_name,
@@ -16,8 +16,9 @@ use crate::ffi::jvmti::{self, Callbacks, Capabilities, Jvmti, RawJvmti};
 use crate::filter::{decide, Decision};
 use crate::log::say;
 use crate::methods::MethodTable;
-use crate::options::{Options, Profiling, Publish};
+use crate::options::{Mode, Options, Profiling, Publish};
 use crate::usdt;
+use jp_common::wire;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::Ordering;
 
@@ -80,29 +81,11 @@ fn start(vm: RawVm, options: &str, live_env: Option<Env>) -> Result<(), String> 
         return Ok(());
     }
     let opts = Options::parse(options).map_err(|e| e.to_string())?;
-    // SAFETY: vm is the JavaVM the JVM handed to Agent_OnLoad or to a native method.
-    let raw = unsafe { jni::vm_get_env(vm, jvmti::JVMTI_VERSION_1_2) }
-        .ok_or("cannot get a JVMTI 1.2 environment")?;
-    // SAFETY: raw came from GetEnv and is never disposed.
-    let jvmti = unsafe { Jvmti::from_raw(raw) };
-
-    // Retransformation is how classes loaded before VM init (the JDK) get instrumented.
-    let can_retransform = opts.jdk || !opts.include.is_empty() || live_env.is_some();
-    let potential = jvmti.potential_capabilities();
-    let mut caps = Capabilities::default();
-    if can_retransform {
-        if !potential.has(Capabilities::CAN_RETRANSFORM_CLASSES) {
-            return Err(
-                "this JVM cannot retransform classes (needed for jdk=true and -javaagent)".into(),
-            );
-        }
-        caps.set(Capabilities::CAN_RETRANSFORM_CLASSES);
+    let agent = init_agent(vm, opts, live_env.is_some())?;
+    if agent.opts.mode == Mode::Dormant {
+        return start_dormant(agent);
     }
-    if potential.has(Capabilities::CAN_GENERATE_ALL_CLASS_HOOK_EVENTS) {
-        caps.set(Capabilities::CAN_GENERATE_ALL_CLASS_HOOK_EVENTS);
-    }
-    jvmti.add_capabilities(&caps)?;
-
+    let jvmti = agent.jvmti;
     // With -javaagent the jar's Boot-Class-Path already provides jp.rt; only if the jar was
     // renamed (the manifest names "jp-agent.jar") does the embedded copy have to be appended.
     let rt_visible = live_env.is_some_and(|env| match env.try_find_class("jp/rt/Rt") {
@@ -113,41 +96,15 @@ fn start(vm: RawVm, options: &str, live_env: Option<Env>) -> Result<(), String> 
         None => false,
     });
     if !rt_visible {
-        let jar = bootjar::install()?;
-        let jar = jar
-            .to_str()
-            .ok_or("runtime jar path is not UTF-8")?
-            .to_string();
-        jvmti.add_to_bootstrap_search(&jar)?;
+        append_runtime_jar(&jvmti)?;
     }
-
-    let cb = Callbacks {
-        vm_init: Some(on_vm_init),
-        vm_death: Some(on_vm_death),
-        thread_start: None,
-        thread_end: Some(on_thread_end),
-        class_file_load_hook: Some(on_class_file_load),
-    };
-    jvmti.set_callbacks(&cb)?;
-    let out_of_line_entry = wants_out_of_line_entry(&jvmti);
-    let agent = Agent {
-        jvmti,
-        opts,
-        can_retransform,
-        out_of_line_entry,
-    };
-    if AGENT.set(agent).is_err() {
-        return Ok(());
-    }
-    let Some(agent) = AGENT.get() else {
-        return Err("agent state lost".into());
-    };
     if live_env.is_none() {
         jvmti.enable(jvmti::EVENT_VM_INIT)?;
     }
     jvmti.enable(jvmti::EVENT_VM_DEATH)?;
     jvmti.enable(jvmti::EVENT_THREAD_END)?;
     jvmti.enable(jvmti::EVENT_CLASS_FILE_LOAD_HOOK)?;
+    usdt::probe::jp_usdt_control.set_agent_state(wire::AGENT_STATE_LIVE, 0);
 
     let o = &agent.opts;
     if let Some(tap) = &o.usdt_tap {
@@ -161,6 +118,88 @@ fn start(vm: RawVm, options: &str, live_env: Option<Env>) -> Result<(), String> 
         vm_init(env)?;
     }
     Ok(())
+}
+
+/// `mode=dormant`, or an agent loaded late: nothing is rewritten and no Java code of the
+/// agent runs until a window opens; only VM death is listened to (it closes an open window).
+pub(super) fn start_dormant(agent: &Agent) -> Result<(), String> {
+    agent.jvmti.enable(jvmti::EVENT_VM_DEATH)?;
+    usdt::probe::jp_usdt_control.set_agent_state(wire::AGENT_STATE_DORMANT, 0);
+    if agent.opts.verbose {
+        say!(
+            "jp-agent: dormant (windows only): bba={} jdk={}",
+            agent.opts.bba_name(),
+            agent.opts.jdk
+        );
+    }
+    Ok(())
+}
+
+/// Writes out the embedded runtime jar and puts it on the boot class path.
+pub(super) fn append_runtime_jar(jvmti: &Jvmti) -> Result<(), String> {
+    let jar = bootjar::install()?;
+    let jar = jar
+        .to_str()
+        .ok_or("runtime jar path is not UTF-8")?
+        .to_string();
+    jvmti.add_to_bootstrap_search(&jar)
+}
+
+/// The JVMTI environment, its capabilities and callbacks: what every way in needs. A
+/// dormant agent always takes `can_retransform_classes`, here at its start: taken later,
+/// the first retransformation deoptimizes far more compiled code.
+pub(super) fn init_agent(
+    vm: RawVm,
+    opts: Options,
+    live_phase: bool,
+) -> Result<&'static Agent, String> {
+    // SAFETY: vm is the JavaVM the JVM handed to Agent_OnLoad or to a native method.
+    let raw = unsafe { jni::vm_get_env(vm, jvmti::JVMTI_VERSION_1_2) }
+        .ok_or("cannot get a JVMTI 1.2 environment")?;
+    // SAFETY: raw came from GetEnv and is never disposed.
+    let jvmti = unsafe { Jvmti::from_raw(raw) };
+
+    // Retransformation is how classes loaded before VM init (the JDK) get instrumented,
+    // and how windows instrument and restore what is loaded.
+    let can_retransform =
+        opts.jdk || !opts.include.is_empty() || live_phase || opts.mode == Mode::Dormant;
+    let potential = jvmti.potential_capabilities();
+    let mut caps = Capabilities::default();
+    if can_retransform {
+        if !potential.has(Capabilities::CAN_RETRANSFORM_CLASSES) {
+            return Err(
+                "this JVM cannot retransform classes (needed for jdk=true, -javaagent and windows)"
+                    .into(),
+            );
+        }
+        caps.set(Capabilities::CAN_RETRANSFORM_CLASSES);
+    }
+    if potential.has(Capabilities::CAN_GENERATE_ALL_CLASS_HOOK_EVENTS) {
+        caps.set(Capabilities::CAN_GENERATE_ALL_CLASS_HOOK_EVENTS);
+    }
+    jvmti.add_capabilities(&caps)?;
+
+    let cb = Callbacks {
+        vm_init: Some(on_vm_init),
+        vm_death: Some(on_vm_death),
+        thread_start: None,
+        thread_end: Some(on_thread_end),
+        class_file_load_hook: Some(on_class_file_load),
+        class_load: Some(on_class_load),
+    };
+    jvmti.set_callbacks(&cb)?;
+    let out_of_line_entry = wants_out_of_line_entry(&jvmti);
+    let agent = Agent {
+        jvmti,
+        opts,
+        can_retransform,
+        out_of_line_entry,
+        vm: super::Vm(vm),
+    };
+    if AGENT.set(agent).is_err() {
+        return Err("the agent was started twice at once".into());
+    }
+    AGENT.get().ok_or_else(|| "agent state lost".into())
 }
 
 /// The start-up line of `verbose=true`: what is profiled, where the profile goes, and the
@@ -203,17 +242,31 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
     let rt = env
         .find_class("jp/rt/Rt")
         .ok_or("cannot load jp.rt.Rt from the runtime jar on the boot class path")?;
-    let mut natives = profile_natives().to_vec();
-    natives.extend(usdt_natives());
-    if !env.register_natives(rt, &natives) {
-        return Err("RegisterNatives on jp.rt.Rt failed".into());
-    }
+    register_natives(env, rt)?;
     let init = bind_java_side(env, rt)?;
     set_hello_info(agent);
-    start_runtime(env, rt, init, agent)?;
+    start_runtime(
+        env,
+        rt,
+        init,
+        agent,
+        agent.opts.profiler.java_name(),
+        publish_mode(&agent.opts),
+    )?;
     LIVE.store(true, Ordering::Release);
     if agent.can_retransform {
         retransform_loaded(env, agent);
+    }
+    Ok(())
+}
+
+/// Registers every native method of `jp.rt.Rt`.
+pub(super) fn register_natives(env: Env, rt: JClass) -> Result<(), String> {
+    let mut natives = profile_natives().to_vec();
+    natives.extend(usdt_natives());
+    natives.extend(super::window::natives());
+    if !env.register_natives(rt, &natives) {
+        return Err("RegisterNatives on jp.rt.Rt failed".into());
     }
     Ok(())
 }
@@ -293,7 +346,7 @@ fn usdt_natives() -> [(&'static CStr, &'static CStr, *mut c_void); 7] {
 
 /// Looks up what the agent calls in `jp.rt.Rt` later (thread end, VM death) and the platform
 /// loader, and keeps them in [`JAVA`]; returns `Rt.init`, which is called once.
-fn bind_java_side(env: Env, rt: JClass) -> Result<JMethodId, String> {
+pub(super) fn bind_java_side(env: Env, rt: JClass) -> Result<JMethodId, String> {
     let init = env
         .static_method(rt, "init", "(Ljava/lang/String;IIJJIII)V")
         .ok_or("jp.rt.Rt.init not found")?;
@@ -303,6 +356,12 @@ fn bind_java_side(env: Env, rt: JClass) -> Result<JMethodId, String> {
     let vm_death = env
         .static_method(rt, "vmDeath", "()V")
         .ok_or("jp.rt.Rt.vmDeath not found")?;
+    let open_window = env
+        .static_method(rt, "openWindow", "()V")
+        .ok_or("jp.rt.Rt.openWindow not found")?;
+    let close_window = env
+        .static_method(rt, "closeWindow", "()V")
+        .ok_or("jp.rt.Rt.closeWindow not found")?;
     let platform_loader = env
         .find_class("java/lang/ClassLoader")
         .and_then(|cl| {
@@ -320,6 +379,8 @@ fn bind_java_side(env: Env, rt: JClass) -> Result<JMethodId, String> {
         rt: rt_global,
         thread_ended,
         vm_death,
+        open_window,
+        close_window,
         platform_loader,
     });
     Ok(init)
@@ -347,8 +408,15 @@ fn set_hello_info(agent: &Agent) {
 }
 
 /// Calls `Rt.init` with the options the runtime needs, which makes the profiler.
-fn start_runtime(env: Env, rt: JClass, init: JMethodId, agent: &Agent) -> Result<(), String> {
-    let name = env.new_string(agent.opts.profiler.java_name());
+pub(super) fn start_runtime(
+    env: Env,
+    rt: JClass,
+    init: JMethodId,
+    agent: &Agent,
+    profiler: &str,
+    publish: Publish,
+) -> Result<(), String> {
+    let name = env.new_string(profiler);
     if name.is_null() {
         return Err("NewStringUTF failed".into());
     }
@@ -374,7 +442,7 @@ fn start_runtime(env: Env, rt: JClass, init: JMethodId, agent: &Agent) -> Result
             i: i32::from(agent.opts.report_budget),
         },
         JValue {
-            i: publish_mode(&agent.opts).java_value(),
+            i: publish.java_value(),
         },
         JValue {
             i: agent.opts.report_pace_ms(),
@@ -384,7 +452,7 @@ fn start_runtime(env: Env, rt: JClass, init: JMethodId, agent: &Agent) -> Result
         return Err(format!(
             "cannot start profiler '{}' (see the exception above; a custom profiler needs a public \
              no-argument constructor and must implement jp.rt.Profiler)",
-            agent.opts.profiler.java_name()
+            profiler
         ));
     }
     env.delete_local_ref(name);

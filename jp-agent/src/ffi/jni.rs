@@ -52,6 +52,13 @@ mod slot {
 
 /// `JavaVM` invoke-interface slot of `GetEnv`.
 const VM_GET_ENV: usize = 6;
+/// `JavaVM` invoke-interface slot of `DetachCurrentThread`.
+const VM_DETACH_CURRENT_THREAD: usize = 5;
+/// `JavaVM` invoke-interface slot of `AttachCurrentThreadAsDaemon`.
+const VM_ATTACH_CURRENT_THREAD_AS_DAEMON: usize = 7;
+
+/// `JNI_VERSION_1_6`, what every JDK the agent supports provides.
+pub const JNI_VERSION_1_6: JInt = 0x0001_0006;
 
 /// A JNIEnv valid on the current thread for the duration of a JVM callback.
 #[derive(Clone, Copy)]
@@ -377,4 +384,47 @@ pub unsafe fn vm_get_env(vm: RawVm, version: JInt) -> Option<*mut c_void> {
     // SAFETY: valid vm, out pointer to a local.
     let rc = unsafe { f(vm, &mut out, version) };
     (rc == JNI_OK && !out.is_null()).then_some(out)
+}
+
+/// `JavaVM::AttachCurrentThreadAsDaemon`: makes the calling native thread a Java daemon
+/// thread named `name` (so it can call JNI and never holds the VM up); its JNIEnv.
+///
+/// # Safety
+/// `vm` must be the JavaVM pointer the JVM handed to the agent.
+pub unsafe fn vm_attach_daemon(vm: RawVm, name: &CStr) -> Option<Env> {
+    #[repr(C)]
+    struct AttachArgs {
+        version: JInt,
+        name: *const c_char,
+        group: JObject,
+    }
+    type F = unsafe extern "system" fn(RawVm, *mut RawEnv, *mut AttachArgs) -> JInt;
+    // SAFETY: vm is valid (contract); slot VM_ATTACH_CURRENT_THREAD_AS_DAEMON has this signature.
+    let f: F = unsafe { std::mem::transmute(*(*vm).add(VM_ATTACH_CURRENT_THREAD_AS_DAEMON)) };
+    let mut env: RawEnv = std::ptr::null_mut();
+    let mut args = AttachArgs {
+        version: JNI_VERSION_1_6,
+        name: name.as_ptr(),
+        group: std::ptr::null_mut(),
+    };
+    // SAFETY: valid vm, out pointer to a local, args alive during the call (the JVM copies
+    // the name).
+    let rc = unsafe { f(vm, &mut env, &mut args) };
+    // SAFETY: the JVM returned this thread's JNIEnv.
+    (rc == JNI_OK)
+        .then(|| unsafe { Env::from_raw(env) })
+        .flatten()
+}
+
+/// `JavaVM::DetachCurrentThread`, for a thread attached with [`vm_attach_daemon`].
+///
+/// # Safety
+/// `vm` must be the JavaVM pointer the JVM handed to the agent; the calling thread must
+/// have no Java frames (a native thread the agent attached).
+pub unsafe fn vm_detach(vm: RawVm) {
+    type F = unsafe extern "system" fn(RawVm) -> JInt;
+    // SAFETY: vm is valid (contract); slot VM_DETACH_CURRENT_THREAD has this signature.
+    let f: F = unsafe { std::mem::transmute(*(*vm).add(VM_DETACH_CURRENT_THREAD)) };
+    // SAFETY: valid vm, a thread attached by the agent.
+    unsafe { f(vm) };
 }

@@ -14,7 +14,9 @@ pub const EVENT_VM_INIT: u32 = 50;
 pub const EVENT_VM_DEATH: u32 = 51;
 pub const EVENT_THREAD_END: u32 = 53;
 pub const EVENT_CLASS_FILE_LOAD_HOOK: u32 = 54;
+pub const EVENT_CLASS_LOAD: u32 = 55;
 const JVMTI_ENABLE: u32 = 1;
+const JVMTI_DISABLE: u32 = 0;
 
 /// jvmtiCapabilities: 128 bit-field flags, bit i = flag i in jvmti.h order.
 #[repr(C)]
@@ -36,6 +38,7 @@ impl Capabilities {
 pub type VmInitFn = unsafe extern "system" fn(RawJvmti, RawEnv, JObject);
 pub type VmDeathFn = unsafe extern "system" fn(RawJvmti, RawEnv);
 pub type ThreadFn = unsafe extern "system" fn(RawJvmti, RawEnv, JObject);
+pub type ClassFn = unsafe extern "system" fn(RawJvmti, RawEnv, JObject, JClass);
 pub type ClassFileLoadHookFn = unsafe extern "system" fn(
     RawJvmti,
     RawEnv,
@@ -49,7 +52,7 @@ pub type ClassFileLoadHookFn = unsafe extern "system" fn(
     *mut *mut c_uchar,
 );
 
-/// The head of jvmtiEventCallbacks (events 50..54); the JVM copies only `size_of` bytes.
+/// The head of jvmtiEventCallbacks (events 50..55); the JVM copies only `size_of` bytes.
 #[repr(C)]
 #[derive(Default)]
 pub struct Callbacks {
@@ -58,6 +61,7 @@ pub struct Callbacks {
     pub thread_start: Option<ThreadFn>,
     pub thread_end: Option<ThreadFn>,
     pub class_file_load_hook: Option<ClassFileLoadHookFn>,
+    pub class_load: Option<ClassFn>,
 }
 
 mod slot {
@@ -143,6 +147,15 @@ impl Jvmti {
         // SAFETY: valid env; null thread = all threads.
         let rc = unsafe { f(self.0, JVMTI_ENABLE, event, std::ptr::null_mut()) };
         check(rc, &format!("enabling event {event}"))
+    }
+
+    pub fn disable(&self, event: u32) -> Result<(), String> {
+        type F = unsafe extern "C" fn(RawJvmti, u32, u32, JObject, ...) -> JvmtiError;
+        // SAFETY: slot SET_EVENT_NOTIFICATION_MODE has this (variadic) signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::SET_EVENT_NOTIFICATION_MODE)) };
+        // SAFETY: valid env; null thread = all threads.
+        let rc = unsafe { f(self.0, JVMTI_DISABLE, event, std::ptr::null_mut()) };
+        check(rc, &format!("disabling event {event}"))
     }
 
     pub fn add_to_bootstrap_search(&self, path: &str) -> Result<(), String> {

@@ -52,7 +52,9 @@ unsafe impl Sync for SharedControl {}
 pub static jp_usdt_control: SharedControl = SharedControl(UnsafeCell::new(Control {
     magic: CONTROL_MAGIC,
     generation: 0,
-    _reserved: [0; 6],
+    agent_state: 0,
+    window_id: 0,
+    _reserved: [0; 4],
 }));
 
 impl SharedControl {
@@ -62,6 +64,29 @@ impl SharedControl {
         // an 8-aligned repr(C) struct, so it meets AtomicU64's alignment, and it is only ever
         // accessed atomically from this process.
         unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*p).generation)) }
+    }
+
+    /// `agent_state` and `window_id`, which jpd reads to know what a window request meets.
+    pub fn set_agent_state(&self, state: u64, window_id: u64) {
+        let p = self.0.get();
+        // SAFETY: as in generation_cell: u64 fields at offsets 16 and 24 of the 8-aligned
+        // static block, accessed only atomically from this process.
+        let (s, w) = unsafe {
+            (
+                AtomicU64::from_ptr(std::ptr::addr_of_mut!((*p).agent_state)),
+                AtomicU64::from_ptr(std::ptr::addr_of_mut!((*p).window_id)),
+            )
+        };
+        w.store(window_id, Ordering::Release);
+        s.store(state, Ordering::Release);
+    }
+
+    /// The agent state last written (`wire::AGENT_STATE_*`).
+    pub fn agent_state(&self) -> u64 {
+        let p = self.0.get();
+        // SAFETY: as in set_agent_state.
+        unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*p).agent_state)) }
+            .load(Ordering::Acquire)
     }
 
     /// The generation last written by jpd (0 before any).

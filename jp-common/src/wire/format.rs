@@ -75,8 +75,21 @@ pub struct Control {
     pub magic: u64,
     /// Written by jpd, read by the agent: a change asks for a full re-send.
     pub generation: u64,
-    pub _reserved: [u64; 6],
+    /// Written by the agent, read by jpd: `AGENT_STATE_*` (0 from an agent that predates it).
+    pub agent_state: u64,
+    /// Written by the agent: the id of the exact window open now, or of the last one (0: none yet).
+    pub window_id: u64,
+    pub _reserved: [u64; 4],
 }
+
+/// [`Control::agent_state`] of an agent that does not write it (it predates windows).
+pub const AGENT_STATE_UNKNOWN: u64 = 0;
+/// Profiled from start (`mode=live`): its live tree is already exact, windows are refused.
+pub const AGENT_STATE_LIVE: u64 = 1;
+/// Loaded but instrumenting nothing (`mode=dormant`, or loaded late): a window may open.
+pub const AGENT_STATE_DORMANT: u64 = 2;
+/// An exact window is open ([`Control::window_id`]).
+pub const AGENT_STATE_WINDOW_OPEN: u64 = 3;
 
 /// What jpd's eBPF program puts in front of each copied record in the ring buffer. All of
 /// it comes from the kernel, none from the traced process.

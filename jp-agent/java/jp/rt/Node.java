@@ -256,6 +256,16 @@ public final class Node {
         t[i] = c;
     }
 
+    /**
+     * Drops every child (a closed window's thread tree, once merged): the tree is garbage
+     * even while the thread lives on. Frames still running keep the nodes they hold.
+     */
+    void forgetChildren() {
+        hot = null;
+        hot2 = null;
+        kids = null;
+    }
+
     /** A snapshot of the children (for profilers; not on the hot path). */
     public Node[] children() {
         Node only = onlyChild();

@@ -93,7 +93,11 @@ public final class Rt {
         if (s.busy) {
             return SINK;
         }
-        Node n = s.nodes[s.current].childOnEntry(mid);
+        int cur = s.current;
+        if (cur <= s.seededTop) {
+            cur = Seeding.reseat(s);
+        }
+        Node n = s.nodes[cur].childOnEntry(mid);
         n.calls++;
         s.current = n.wid;
         long cs = s.ctxSlot;
@@ -142,7 +146,11 @@ public final class Rt {
         if (s.busy) {
             return SINK;
         }
-        Node n = s.nodes[s.current].childOnEntry(mid);
+        int cur = s.current;
+        if (cur <= s.seededTop) {
+            cur = Seeding.reseat(s);
+        }
+        Node n = s.nodes[cur].childOnEntry(mid);
         n.calls++;
         s.current = n.wid;
         long cs = s.ctxSlot;
@@ -401,6 +409,11 @@ public final class Rt {
         try {
             s = new ThreadState(t, granularity);
             s.busy = true;
+            if (windowOpen) {
+                // Its first instrumented entry in the window walks its stack (Seeding).
+                s.seededTop = ThreadState.UNSEEDED;
+                s.window = windowEpoch;
+            }
             states.set(s);
         } catch (Throwable e) {
             return null;
@@ -409,6 +422,9 @@ public final class Rt {
         }
         try {
             synchronized (LOCK) {
+                if (windowOpen) {
+                    windowThreads++;
+                }
                 if (nLive == live.length) {
                     ThreadState[] a = new ThreadState[nLive * 2];
                     System.arraycopy(live, 0, a, 0, nLive);
@@ -556,6 +572,12 @@ public final class Rt {
         overflowMid = overflow;
         jvmBudget = contextBudget(maxContexts);
         threadBudget = maxThreadContexts > 0 ? maxThreadContexts : Long.MAX_VALUE;
+        if ("window".equals(profilerName)) {
+            // Exact windows: no profiler until one opens, no reports, so no pacer either;
+            // paced (a flag nobody sets) keeps the entry free of the bytecode countdown.
+            paced = true;
+            return;
+        }
         Profiler p;
         if ("file".equals(profilerName)) {
             p = new FileProfiler();
@@ -692,6 +714,122 @@ public final class Rt {
             }
         }
     }
+
+    // ---- exact windows (called by the agent, one window at a time) ----
+
+    /** A window is open: attaching threads get fresh trees and seed their context path. */
+    static boolean windowOpen;
+    /** Counts windows; a thread's state remembers the window it attached in. */
+    static int windowEpoch;
+    /** Threads attached in the open window, and seeded contexts made (under LOCK). */
+    static int windowThreads;
+    static int windowSeeded;
+
+    /**
+     * Opens a window: every thread that enters an instrumented method from now on attaches
+     * with a fresh tree (a new ThreadLocal, an empty cache), whose ended trees the file
+     * profiler merges.
+     */
+    static void openWindow() {
+        synchronized (LOCK) {
+            windowEpoch++;
+            windowThreads = 0;
+            windowSeeded = 0;
+            windowOpen = true;
+        }
+        profiler = new FileProfiler();
+        states = new ThreadLocal<ThreadState>();
+    }
+
+    /**
+     * Closes the window: no thread attaches or enters any more (frames still running
+     * instrumented code count into trees nobody reads), every thread's tree is merged as it
+     * is, and the merged tree goes to the agent ({@link #windowTree}).
+     */
+    static void closeWindow() {
+        states = null;
+        ThreadState[] rest;
+        int epoch;
+        synchronized (LOCK) {
+            windowOpen = false;
+            epoch = windowEpoch;
+            rest = new ThreadState[nLive];
+            System.arraycopy(live, 0, rest, 0, nLive);
+        }
+        for (int i = 0; i < BY_THREAD.length; i++) {
+            BY_THREAD[i] = null;
+        }
+        Profiler p = profiler;
+        for (ThreadState s : rest) {
+            s.dead = true;
+            s.busy = true;
+            if (unregister(s) && p != null && s.window == epoch) {
+                try {
+                    p.threadEnded(s.thread, s.root);
+                } catch (Throwable e) {
+                    // ignore: see attach
+                }
+            }
+            // Its nodes become garbage; a racing entry that still reads the array finds
+            // the (empty) root, never a null.
+            Node[] nodes = s.nodes;
+            if (nodes != null) {
+                for (int i = 1; i < nodes.length; i++) {
+                    nodes[i] = s.root;
+                }
+            }
+            s.root.forgetChildren();
+        }
+        profiler = null;
+        int threads;
+        int seeded;
+        synchronized (LOCK) {
+            threads = windowThreads;
+            seeded = windowSeeded;
+        }
+        if (p instanceof FileProfiler) {
+            FileProfiler f = (FileProfiler) p;
+            FileProfiler.Flat flat = new FileProfiler.Flat();
+            flat.flatten(f.tree());
+            forgetMerged(f.tree());
+            windowTree(flat.parent, flat.mid, flat.calls, flat.bytecodes, threads, seeded);
+        }
+    }
+
+    /** A merged tree nobody needs any more (a window's, once written). */
+    private static void forgetMerged(Node root) {
+        synchronized (LOCK) {
+            int n = 0;
+            ThreadState[] a = new ThreadState[merged.length];
+            for (ThreadState m : merged) {
+                if (m != root.state) {
+                    a[n++] = m;
+                } else {
+                    foldedOfDropped += m.folded;
+                }
+            }
+            ThreadState[] b = new ThreadState[n];
+            System.arraycopy(a, 0, b, 0, n);
+            merged = b;
+        }
+    }
+
+    /** Seeded contexts made by a thread (for the window's result). */
+    static void countSeeded(int n) {
+        synchronized (LOCK) {
+            windowSeeded += n;
+        }
+    }
+
+    /** The window's merged tree, pre-order arrays as {@link #writeProfile}. */
+    private static native void windowTree(
+            int[] parent, int[] mid, long[] calls, long[] bytecodes, int threads, int seeded);
+
+    /**
+     * The method id of a frame's method if the open window instrumented its class ({@code
+     * cls} as {@code a.b.C$D}), else -1.
+     */
+    static native int seedMethod(String cls, String name, String descriptor);
 
     /** JVMTI VMDeath: hand every remaining tree to the profiler, then shut it down. */
     static void vmDeath() {

@@ -43,6 +43,24 @@ final class ThreadState {
      * never recurses.
      */
     boolean busy;
+    /**
+     * The wire id of the innermost seeded context that may still run, or -1 when none can
+     * (always, outside windows). A thread's first instrumented entry in a window seeds its
+     * context path with the frames of instrumented methods that were running when the window
+     * opened (wids 1..k, made first; {@link Seeding}); such old frames run their old code,
+     * so they pop without telling. While the current context is one of them ({@code current
+     * <= seededTop}) an entry walks the stack to find which still run ({@link
+     * Seeding#reseat}); otherwise the entry costs a load and a compare more.
+     */
+    int seededTop = -1;
+    /** {@link #seededTop} of a thread that has not walked its stack yet in this window. */
+    static final int UNSEEDED = Integer.MAX_VALUE;
+    /** The seeded frames' methods, outermost first (null until seeded). */
+    Seeding.Frames seeds;
+    /** The window this state attached in ({@link Rt#windowEpoch}). */
+    int window;
+    /** Its window closed: the state never reports or attaches again. */
+    boolean dead;
     /** The thread's USDT stream when the usdt profiler runs (created at register). */
     UsdtProfiler.Stream usdt;
     /** Slot in {@link Rt}'s registry of live threads, -1 when not registered. */
@@ -146,7 +164,7 @@ final class ThreadState {
     /** The counter ran out: let the profiler look at this thread's tree. */
     void activate(Node at) {
         due = false;
-        if (busy || this == Rt.SINK_STATE) {
+        if (busy || dead || this == Rt.SINK_STATE) {
             counter = Integer.MAX_VALUE;
             return;
         }
@@ -160,7 +178,7 @@ final class ThreadState {
             } catch (Throwable e) {
                 next = Rt.granularity;
             } finally {
-                busy = false;
+                busy = dead;
             }
         }
         counter = next > 0 ? next : Rt.granularity;

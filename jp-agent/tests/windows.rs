@@ -1,0 +1,371 @@
+//! Exact windows (`mode=dormant`, `Agent_OnAttach`): a window's tree equals, node by node,
+//! the oracle's tree of the invocations that began inside it, with the calls of frames
+//! running at the opening under their seeded context, on JDK 17 and 25, both BBAs; for a
+//! JVM started dormant and for one started without the agent (loaded by `jcmd
+//! JVMTI.agent_load`); two windows back to back, one closed on request and one by its
+//! deadline with nobody asking; a second open refused while one is open; `mode=live`
+//! refusing windows; the classes the agent transformed (and only those) given back.
+//!
+//! The program (`fixtures/windows/WinExact.java`) stops at marker calls (`Mark.opened`,
+//! `Mark.closing`) until the test has opened or closed the window with `jcmd`; the oracle
+//! (`window=Mark`) opens and closes its windows at the same calls.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// `fixtures/windows/*.java`, compiled once per test process by javac 17 (`--release 17`).
+fn classes() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = scratch("windows-classes");
+        let src = crate_dir().join("tests/fixtures/windows");
+        let files: Vec<PathBuf> = std::fs::read_dir(&src)
+            .expect("read tests/fixtures/windows")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "java"))
+            .collect();
+        let st = Command::new(Jdk::J17.home().join("bin/javac"))
+            .args(["--release", "17", "-d"])
+            .arg(&out)
+            .args(&files)
+            .status()
+            .expect("javac");
+        assert!(st.success(), "javac of tests/fixtures/windows failed");
+        out
+    })
+}
+
+/// The oracle's trees of the program's windows (`OUT.window-N.json`), and its stdout.
+fn oracle_windows(jdk: Jdk, dir: &Path) -> (Vec<Mct>, String) {
+    let out = dir.join("oracle.json");
+    let args = vec![
+        "-Xint".to_string(),
+        format!(
+            "-agentpath:{}=out={},window=Mark",
+            oracle_lib(jdk).display(),
+            out.display()
+        ),
+        "-Dwin.free=true".to_string(),
+        "-cp".to_string(),
+        classes().display().to_string(),
+        "WinExact".to_string(),
+        dir.display().to_string(),
+    ];
+    let run = java(jdk, &args, dir, LIMIT);
+    run.assert_ok();
+    let trees = (1..=2)
+        .map(|n| {
+            let p = dir.join(format!("oracle.json.window-{n}.json"));
+            let text = std::fs::read_to_string(&p).unwrap_or_else(|e| {
+                panic!("the oracle wrote no {}: {e}\n{}", p.display(), run.stderr)
+            });
+            assert!(
+                text.contains("\"oracle_errors\":0,"),
+                "the oracle saw inconsistent events: {}",
+                &text[..text.len().min(200)]
+            );
+            Mct::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        })
+        .collect();
+    (trees, run.stdout)
+}
+
+/// `jcmd PID JVMTI.agent_load LIB [COMMAND]`: `Agent_OnAttach`'s return code.
+fn agent_load(jdk: Jdk, pid: u32, command: Option<&str>) -> i32 {
+    let mut cmd = Command::new(jdk.home().join("bin/jcmd"));
+    cmd.arg(pid.to_string())
+        .arg("JVMTI.agent_load")
+        .arg(agent_lib());
+    if let Some(c) = command {
+        // jcmd would take `key=value` for an argument of its own: quoted, it is one string.
+        cmd.arg(format!("\"{c}\""));
+    }
+    let out = cmd.output().expect("jcmd");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("return code: "))
+        .and_then(|c| c.trim().parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "jcmd {pid} JVMTI.agent_load {command:?}: no return code\n{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+}
+
+fn wait_for(path: &Path, what: &str, child: &mut Child) {
+    let t0 = Instant::now();
+    while !path.exists() {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("the JVM ended ({st}) before {what} ({})", path.display());
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no {} after 120 s ({what})",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `DIR/window-ID.done` as a map.
+fn done(dir: &Path, id: u64) -> BTreeMap<String, String> {
+    let p = dir.join(format!("window-{id}.done"));
+    std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn num(d: &BTreeMap<String, String>, key: &str) -> u64 {
+    d.get(key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no number {key} in {d:?}"))
+}
+
+/// What the `.done` file of a window must say, besides the tree.
+fn check_done(d: &BTreeMap<String, String>, id: u64, closed_by: &str, bba: &str, pid: u32) {
+    assert_eq!(num(d, "id"), id, "{d:?}");
+    assert_eq!(num(d, "pid"), u64::from(pid), "{d:?}");
+    assert_eq!(d["closed_by"], closed_by, "{d:?}");
+    assert_eq!(d["bba"], bba, "{d:?}");
+    assert_eq!(d["scope"], "exclude=Mark", "{d:?}");
+    // Only what this agent transformed goes back, and all of it.
+    assert_eq!(num(d, "retransformed_untransformed"), 0, "{d:?}");
+    assert_eq!(
+        num(d, "classes_restored"),
+        num(d, "classes_transformed") + num(d, "classes_loaded_in_window"),
+        "{d:?}"
+    );
+    assert!(
+        num(d, "closed_unix_ms") >= num(d, "opened_unix_ms"),
+        "{d:?}"
+    );
+}
+
+/// How the agent gets into the JVM.
+#[derive(Clone, Copy, Debug)]
+enum Start {
+    /// `-agentpath:LIB=mode=dormant`.
+    Dormant,
+    /// No agent at start: the first `jcmd JVMTI.agent_load LIB` loads it.
+    Late,
+}
+
+fn exact_windows(jdk: Jdk, bba: &str, start: Start) {
+    let dir = scratch(&format!("windows-{}-{bba}-{start:?}", jdk.name()));
+    let (oracle, oracle_stdout) = oracle_windows(jdk, &dir);
+    let wdir = dir.join("w");
+    std::fs::create_dir_all(&wdir).unwrap();
+    let mut args = vec!["-Xverify:all".to_string()];
+    if let Start::Dormant = start {
+        args.push(format!("-agentpath:{}=mode=dormant", agent_lib().display()));
+    }
+    args.extend([
+        "-cp".to_string(),
+        classes().display().to_string(),
+        "WinExact".to_string(),
+        wdir.display().to_string(),
+    ]);
+    let stdout_p = dir.join("agent.stdout");
+    let stderr_p = dir.join("agent.stderr");
+    let mut child = Command::new(jdk.java())
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_p).unwrap())
+        .stderr(std::fs::File::create(&stderr_p).unwrap())
+        .spawn()
+        .expect("java");
+    let pid = child.id();
+    let w = |n: &str| wdir.join(n);
+    let go = |n: u32| std::fs::write(wdir.join(format!("go-{n}")), "").unwrap();
+    let open = |id: u64, seconds: u32| {
+        format!(
+            "window=open,id={id},seconds={seconds},dir={},exclude=Mark,bba={bba}",
+            wdir.display()
+        )
+    };
+
+    wait_for(&w("at-1"), "the first opening point", &mut child);
+    if let Start::Late = start {
+        assert_eq!(
+            agent_load(jdk, pid, None),
+            0,
+            "loading the agent late, no command"
+        );
+    }
+    assert_eq!(
+        agent_load(jdk, pid, Some(&open(11, 600))),
+        0,
+        "open window 11"
+    );
+    // One window at a time.
+    assert_eq!(agent_load(jdk, pid, Some(&open(99, 5))), 2, "second open");
+    let why = std::fs::read_to_string(w("window-99.error")).expect("window-99.error");
+    assert_eq!(why, "window 11 is open\n");
+    go(1);
+
+    wait_for(&w("at-2"), "the first closing point", &mut child);
+    assert_eq!(
+        agent_load(
+            jdk,
+            pid,
+            Some(&format!("window=close,id=12,dir={}", wdir.display()))
+        ),
+        5,
+        "closing a window that is not open"
+    );
+    assert_eq!(
+        agent_load(jdk, pid, Some("window=close,id=11")),
+        0,
+        "close 11"
+    );
+    assert!(w("window-11.json").exists() && w("window-11.done").exists());
+    go(2);
+
+    wait_for(&w("at-3"), "the second opening point", &mut child);
+    assert_eq!(
+        agent_load(jdk, pid, Some(&open(12, 3))),
+        0,
+        "open window 12"
+    );
+    go(3);
+    wait_for(&w("at-4"), "the second closing point", &mut child);
+    // Nobody closes window 12: its deadline does.
+    wait_for(&w("window-12.done"), "window 12's deadline", &mut child);
+    go(4);
+
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed() < LIMIT, "the JVM did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&stderr_p).unwrap_or_default();
+    assert!(status.success(), "JVM failed ({status}):\n{stderr}");
+    let stdout = std::fs::read_to_string(&stdout_p).unwrap_or_default();
+    assert_eq!(stdout, oracle_stdout, "the program's output changed");
+    assert!(
+        !stderr.contains("jp-agent:"),
+        "the agent complained:\n{stderr}"
+    );
+    // JDK 21+ warns about an agent loaded dynamically (JEP 451), not about a library loaded
+    // at start-up and loaded again (a dormant agent).
+    if jdk == Jdk::J25 {
+        let warned = stderr.contains("A JVM TI agent has been loaded dynamically");
+        assert_eq!(warned, matches!(start, Start::Late), "{stderr}");
+    }
+
+    check_done(&done(&wdir, 11), 11, "request", bba, pid);
+    check_done(&done(&wdir, 12), 12, "deadline", bba, pid);
+    let d11 = done(&wdir, 11);
+    // sub1, phase1 and main were running when window 11 opened; Late loaded inside it.
+    assert_eq!(num(&d11, "seeded_contexts"), 3, "{d11:?}");
+    assert_eq!(num(&d11, "threads"), 2, "{d11:?}");
+    assert_eq!(num(&d11, "classes_loaded_in_window"), 2, "{d11:?}");
+    assert_eq!(num(&done(&wdir, 12), "seeded_contexts"), 1);
+
+    for (n, id) in [(0, 11), (1, 12)] {
+        let p = w(&format!("window-{id}.json"));
+        let text = std::fs::read_to_string(&p).unwrap();
+        let what = format!("window {id} on {} bba={bba} ({start:?})", jdk.name());
+        let agent = parse_agent(&text, bba, &what);
+        // The program throws nothing: both BBAs are exact.
+        let diffs = compare(&oracle[n], &agent, Rule::Exact);
+        assert_same(&what, &oracle[n], &agent, &diffs);
+        assert_eq!(
+            num(&done(&wdir, id), "contexts"),
+            agent.nodes.len() as u64,
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn dormant_precise_jdk17() {
+    exact_windows(Jdk::J17, "precise", Start::Dormant);
+}
+
+#[test]
+fn dormant_default_jdk25() {
+    exact_windows(Jdk::J25, "default", Start::Dormant);
+}
+
+#[test]
+fn late_default_jdk17() {
+    exact_windows(Jdk::J17, "default", Start::Late);
+}
+
+#[test]
+fn late_precise_jdk25() {
+    exact_windows(Jdk::J25, "precise", Start::Late);
+}
+
+/// A JVM profiled from start refuses windows (its live tree is already exact): code 3 and
+/// one line in `DIR/window-ID.error`; a bad command is code 1.
+fn live_refuses(jdk: Jdk) {
+    let dir = scratch(&format!("windows-live-{}", jdk.name()));
+    let out = dir.join("live.json");
+    let mut child = Command::new(jdk.java())
+        .arg(format!(
+            "-agentpath:{}=profiler=file,out={}",
+            agent_lib().display(),
+            out.display()
+        ))
+        .arg("-cp")
+        .arg(classes())
+        .arg("WinExact")
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("live.stderr")).unwrap())
+        .spawn()
+        .expect("java");
+    let pid = child.id();
+    wait_for(&dir.join("at-1"), "the first opening point", &mut child);
+    let open = format!("window=open,id=7,seconds=5,dir={}", dir.display());
+    assert_eq!(agent_load(jdk, pid, Some(&open)), 3);
+    let why = std::fs::read_to_string(dir.join("window-7.error")).expect("window-7.error");
+    assert!(
+        why.starts_with("this JVM is profiled from start (mode=live)") && why.ends_with('\n'),
+        "{why:?}"
+    );
+    assert_eq!(why.lines().count(), 1, "{why:?}");
+    let bad = format!("window=open,id=8,seconds=0,dir={}", dir.display());
+    assert_eq!(agent_load(jdk, pid, Some(&bad)), 1);
+    let why = std::fs::read_to_string(dir.join("window-8.error")).expect("window-8.error");
+    assert!(why.starts_with("bad command: seconds"), "{why:?}");
+    for n in 1..=4 {
+        std::fs::write(dir.join(format!("go-{n}")), "").unwrap();
+    }
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed() < LIMIT, "the JVM did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    assert!(out.exists(), "the live profile was still written");
+}
+
+#[test]
+fn live_refuses_jdk17() {
+    live_refuses(Jdk::J17);
+}
+
+#[test]
+fn live_refuses_jdk25() {
+    live_refuses(Jdk::J25);
+}
