@@ -110,10 +110,13 @@ pub fn jcmd(pid: u32, command: &str) -> Result<String> {
     Ok(out)
 }
 
-/// Metaspace in use, KiB, from `VM.metaspace` (like `jcmd PID VM.metaspace`): its total
+/// Metaspace in use, KiB, from `VM.metaspace` (like `jcmd PID VM.metaspace`) after a full
+/// GC: its total
 /// line, `Both:  420 chunks, 11.84 MB capacity, 9.28 MB ( 78%) committed, 9.19 MB ( 78%)
-/// used, …` (JDK 25's `GC.heap_info` no longer prints metaspace).
+/// used, …` (JDK 25's `GC.heap_info` no longer prints metaspace). A full GC first (`GC.run`): it unloads what can go, the old versions of retransformed
+/// methods included, which otherwise stay until some later GC.
 pub fn metaspace_used_kib(pid: u32) -> Result<f64> {
+    jcmd(pid, "GC.run")?;
     let out = jcmd(pid, "VM.metaspace")?;
     parse_metaspace_used(&out).with_context(|| format!("no `Both:` total in {out:.400}"))
 }

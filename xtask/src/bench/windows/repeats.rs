@@ -57,7 +57,8 @@ One SteadyBench JVM per program and JDK, dormant, warm; then windows one after t
 waited for (its `.done`) before the next, at most {} s per JVM. The first and the last \
 switch: the open's request wall (attach included), the agent's `open_ms` and `close_ms`; \
 last / first compares the medians of the first and the last {ENDS} cycles' requests. \
-Metaspace: the `used` total of `VM.metaspace` (an attach request, like `jcmd PID VM.metaspace`) \
+Metaspace: the `used` total of `VM.metaspace` after `GC.run` (attach requests, like `jcmd PID GC.run`; \
+`jcmd PID VM.metaspace`: the full GC frees the old versions of the retransformed methods) \
 before the first window, after it, and after the last.\n\n\
 | JDK | program | cycles | classes | first: request / open_ms / close_ms (ms) | last | last / first (medians of {ENDS}) | metaspace before / after the first / at the end (MiB) | growth after the first (MiB) |\n\
 | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n{rows}\n\
