@@ -260,7 +260,7 @@ fn pauses_cell(p: &Pauses) -> String {
 
 fn switch_table(label: &str, programs: &[&Program], all: &[Measured], goals: &mut Goals) -> String {
     let mut s = format!(
-        "\n#### {label}\n\n| program | classes | open: request (ms) | open: agent `open_ms` (its longest `RetransformClasses`) | s per 1000 classes | close: `close_ms` | safepoints open: n / longest / total (ms) | close: n / longest / total (ms) | JIT after open (s) | JIT after close (s) | JIT of the warm-up (s) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "\n#### {label}\n\n| program | classes | open: request (ms) | open: agent `open_ms` (the window's longest `RetransformClasses`) | s per 1000 classes | close: `close_ms` | safepoints open: n / longest / total (ms) | close: n / longest / total (ms) | JIT after open (s) | JIT after close (s) | JIT of the warm-up (s) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     );
     let mut operations: Vec<String> = Vec::new();
     let (mut worst_rate, mut worst_pause, mut worst_per_2000, mut worst_jit) =
