@@ -3,7 +3,7 @@
 //! options; the window's scope and BBA default to the start options.
 
 use crate::classfile::Bba;
-use crate::options::Options;
+use crate::options::{prefixes, Options};
 
 /// `Agent_OnAttach`'s return codes, which HotSpot hands back to the attacher.
 pub mod code {
@@ -71,14 +71,6 @@ impl OpenWindow {
         }
         o
     }
-}
-
-fn prefixes(v: &str) -> Vec<String> {
-    v.split(';')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|p| p.replace('.', "/"))
-        .collect()
 }
 
 impl Command {

@@ -212,7 +212,8 @@ fn context_count(v: &str) -> Option<u64> {
     v.parse::<u64>().ok().filter(|&n| n <= 1 << 62)
 }
 
-fn prefixes(v: &str) -> Vec<String> {
+/// `;`-separated class-name prefixes, dots or slashes, as internal names' prefixes.
+pub(crate) fn prefixes(v: &str) -> Vec<String> {
     v.split(';')
         .map(str::trim)
         .filter(|p| !p.is_empty())

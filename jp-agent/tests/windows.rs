@@ -3,8 +3,9 @@
 //! running at the opening under their seeded context, on JDK 17 and 25, both BBAs; for a
 //! JVM started dormant and for one started without the agent (loaded by `jcmd
 //! JVMTI.agent_load`); two windows back to back, one closed on request and one by its
-//! deadline with nobody asking; a second open refused while one is open; `mode=live`
-//! refusing windows; the classes the agent transformed (and only those) given back.
+//! deadline with nobody asking, one still open at VM death; a second open refused while one
+//! is open; `mode=live` refusing windows; the classes the agent transformed (and only those)
+//! given back.
 //!
 //! The program (`fixtures/windows/WinExact.java`) stops at marker calls (`Mark.opened`,
 //! `Mark.closing`) until the test has opened or closed the window with `jcmd`; the oracle
@@ -110,6 +111,17 @@ fn wait_for(path: &Path, what: &str, child: &mut Child) {
             "no {} after 120 s ({what})",
             path.display()
         );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(t0.elapsed() < LIMIT, "the JVM did not end");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -243,14 +255,7 @@ fn exact_windows(jdk: Jdk, bba: &str, start: Start) {
     wait_for(&w("window-12.done"), "window 12's deadline", &mut child);
     go(4);
 
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t0.elapsed() < LIMIT, "the JVM did not end");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_exit(&mut child);
     let stderr = std::fs::read_to_string(&stderr_p).unwrap_or_default();
     assert!(status.success(), "JVM failed ({status}):\n{stderr}");
     let stdout = std::fs::read_to_string(&stdout_p).unwrap_or_default();
@@ -273,7 +278,25 @@ fn exact_windows(jdk: Jdk, bba: &str, start: Start) {
     assert_eq!(num(&d11, "seeded_contexts"), 3, "{d11:?}");
     assert_eq!(num(&d11, "threads"), 2, "{d11:?}");
     assert_eq!(num(&d11, "classes_loaded_in_window"), 2, "{d11:?}");
-    assert_eq!(num(&done(&wdir, 12), "seeded_contexts"), 1);
+    let d12 = done(&wdir, 12);
+    assert_eq!(num(&d12, "seeded_contexts"), 1, "{d12:?}");
+    // Shape has nothing to rewrite: left alone in window 11 and not retransformed again in 12.
+    assert_eq!(
+        (
+            num(&d11, "classes_skipped"),
+            num(&d11, "classes_refused_earlier")
+        ),
+        (1, 0),
+        "{d11:?}"
+    );
+    assert_eq!(
+        (
+            num(&d12, "classes_skipped"),
+            num(&d12, "classes_refused_earlier")
+        ),
+        (1, 1),
+        "{d12:?}"
+    );
 
     for (n, id) in [(0, 11), (1, 12)] {
         let p = w(&format!("window-{id}.json"));
@@ -348,14 +371,7 @@ fn live_refuses(jdk: Jdk) {
     for n in 1..=4 {
         std::fs::write(dir.join(format!("go-{n}")), "").unwrap();
     }
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t0.elapsed() < LIMIT, "the JVM did not end");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_exit(&mut child);
     assert!(status.success());
     assert!(out.exists(), "the live profile was still written");
 }
@@ -368,4 +384,64 @@ fn live_refuses_jdk17() {
 #[test]
 fn live_refuses_jdk25() {
     live_refuses(Jdk::J25);
+}
+
+/// A window still open when the VM dies is closed and written (`closed_by=vm_death`); its
+/// classes are not restored (nothing runs after VM death).
+fn vm_death_closes(jdk: Jdk) {
+    let dir = scratch(&format!("windows-vm-death-{}", jdk.name()));
+    let mut child = Command::new(jdk.java())
+        .arg(format!("-agentpath:{}=mode=dormant", agent_lib().display()))
+        .arg("-cp")
+        .arg(classes())
+        .arg("WinExact")
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("jvm.stderr")).unwrap())
+        .spawn()
+        .expect("java");
+    let pid = child.id();
+    wait_for(&dir.join("at-1"), "the first opening point", &mut child);
+    let open = format!(
+        "window=open,id=21,seconds=600,dir={},exclude=Mark,bba=precise",
+        dir.display()
+    );
+    assert_eq!(agent_load(jdk, pid, Some(&open)), 0);
+    for n in 1..=4 {
+        std::fs::write(dir.join(format!("go-{n}")), "").unwrap();
+    }
+    assert!(wait_exit(&mut child).success());
+    let d = done(&dir, 21);
+    assert_eq!(d["closed_by"], "vm_death", "{d:?}");
+    assert_eq!(num(&d, "classes_restored"), 0, "{d:?}");
+    assert_eq!(num(&d, "retransformed_untransformed"), 0, "{d:?}");
+    let text = std::fs::read_to_string(dir.join("window-21.json")).unwrap();
+    let tree = parse_agent(&text, "precise", "window 21");
+    // main → phase1 → sub1 were running when it opened; after it, main ran to its end
+    // (its last call of work(1) is inside the window).
+    let seeded = [
+        "WinExact.main([Ljava/lang/String;)V",
+        "WinExact.phase1(Ljava/lang/String;)I",
+        "WinExact.sub1(Ljava/lang/String;)I",
+    ];
+    for depth in 1..=3 {
+        let c = tree.get(&seeded[..depth]).expect("seeded context");
+        assert_eq!((c.calls, c.bytecodes), (0, 0), "{}", tree.render());
+    }
+    let last = tree
+        .get(&["WinExact.main([Ljava/lang/String;)V", "WinExact.work(I)I"])
+        .expect("main → work");
+    // work(8), work(9) and work(1) after the opening: three calls from main.
+    assert_eq!(last.calls, 3, "{}", tree.render());
+}
+
+#[test]
+fn vm_death_closes_jdk17() {
+    vm_death_closes(Jdk::J17);
+}
+
+#[test]
+fn vm_death_closes_jdk25() {
+    vm_death_closes(Jdk::J25);
 }

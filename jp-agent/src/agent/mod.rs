@@ -18,6 +18,7 @@ mod heap;
 mod natives;
 mod registry;
 mod result;
+mod seeding;
 mod startup;
 mod window;
 
@@ -103,4 +104,18 @@ pub(super) fn is_jdk_loader(env: Env, loader: JObject) -> bool {
         Some(j) if !j.platform_loader.is_null() => env.is_same_object(loader, j.platform_loader),
         _ => false,
     }
+}
+
+impl Agent {
+    /// The internal name (`pkg/Name`) of a class; None for arrays and primitives.
+    fn class_name(&self, class: JClass) -> Option<String> {
+        let sig = self.jvmti.class_signature(class)?;
+        internal_name(&sig).map(str::to_string)
+    }
+}
+
+/// The internal name (`pkg/Name`) of a class by its JVM signature (`Lpkg/Name;`); None for
+/// arrays and primitives.
+pub(super) fn internal_name(signature: &str) -> Option<&str> {
+    signature.strip_prefix('L')?.strip_suffix(';')
 }

@@ -43,18 +43,7 @@ pub(super) unsafe extern "system" fn native_write_profile(
         let (Some(env), Some(agent)) = (unsafe { Env::from_raw(raw) }, AGENT.get()) else {
             return;
         };
-        let (p, m, c, b) = (
-            env.int_array(parent),
-            env.int_array(mid),
-            env.long_array(calls),
-            env.long_array(bytecodes),
-        );
-        let tree = {
-            let table = methods::table();
-            Mct::from_flat(agent.opts.bba_name(), &p, &m, &c, &b, |id| {
-                table.as_ref().map(|t| t.info(id)).unwrap_or_default()
-            })
-        };
+        let tree = flat_tree(env, agent.opts.bba_name(), [parent, mid, calls, bytecodes]);
         let path = agent.opts.out_path();
         match tree {
             Ok(t) => match write_file(&t, agent.opts.format, &path) {
@@ -66,6 +55,22 @@ pub(super) unsafe extern "system" fn native_write_profile(
             },
             Err(e) => say!("jp-agent: {e}"),
         }
+    })
+}
+
+/// A tree the runtime hands over as pre-order arrays (`parent`, `mid`, `calls`,
+/// `bytecodes`; node 0 the root), its methods named from the method table.
+pub(super) fn flat_tree(env: Env, bba: &str, arrays: [JObject; 4]) -> Result<Mct, mct::MctError> {
+    let [parent, mid, calls, bytecodes] = arrays;
+    let (p, m, c, b) = (
+        env.int_array(parent),
+        env.int_array(mid),
+        env.long_array(calls),
+        env.long_array(bytecodes),
+    );
+    let table = methods::table();
+    Mct::from_flat(bba, &p, &m, &c, &b, |id| {
+        table.as_ref().map(|t| t.info(id)).unwrap_or_default()
     })
 }
 

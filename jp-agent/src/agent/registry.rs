@@ -146,11 +146,7 @@ pub(super) fn class_loaded(env: Env, agent: &Agent, class: JClass) {
     if !waiting {
         return;
     }
-    let Some(name) = agent.jvmti.class_signature(class).and_then(|s| {
-        s.strip_prefix('L')
-            .and_then(|s| s.strip_suffix(';'))
-            .map(str::to_string)
-    }) else {
+    let Some(name) = agent.class_name(class) else {
         return;
     };
     let found = LOADING.with(|l| {

@@ -1,15 +1,14 @@
 //! A window's result: `DIR/window-ID.json` (the merged tree, `jp_mct::read_json`'s format),
 //! then `DIR/window-ID.done` (`key=value` lines), each written to a temporary name and
-//! renamed; or `DIR/window-ID.error`, one line, when a command is refused. Also the natives
-//! the runtime calls at a window's close and while seeding.
+//! renamed; or `DIR/window-ID.error`, one line, when a command is refused. Also the native
+//! the runtime hands a window's merged tree to.
 
 use super::guard;
-use super::registry::{Restored, REGISTRY};
+use super::registry::Restored;
 use super::window::OpenState;
-use crate::ffi::jni::{Env, JClass, JInt, JObject, JString, RawEnv};
+use crate::ffi::jni::{Env, JClass, JObject, RawEnv};
 use crate::log::say;
 use crate::mct::Mct;
-use crate::methods;
 use crate::options::Format;
 use crate::sync::lock;
 use std::ffi::{c_void, CStr};
@@ -79,7 +78,7 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
     let o = c.open;
     let mut s = String::new();
     let contexts = tree.tree.nodes.len().saturating_sub(1);
-    let lines: [(&str, String); 19] = [
+    let lines: [(&str, String); 20] = [
         ("id", o.cmd.id.to_string()),
         ("pid", std::process::id().to_string()),
         ("seconds", o.cmd.seconds.to_string()),
@@ -90,6 +89,7 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
         ("bba", o.opts.bba_name().to_string()),
         ("classes_transformed", o.transformed_at_open.to_string()),
         ("classes_skipped", o.skipped.to_string()),
+        ("classes_refused_earlier", o.refused_earlier.to_string()),
         ("classes_loaded_in_window", c.loaded_in_window.to_string()),
         ("classes_restored", c.restore.restored.to_string()),
         (
@@ -121,9 +121,8 @@ pub(super) fn write_result(c: &Closed, tree: &WindowTree) -> std::io::Result<()>
     write_atomically(&path(dir, id, "done"), done_text(c, tree).as_bytes())
 }
 
-/// `Rt.windowTree(parent, mid, calls, bytecodes, threads, seeded)`: the window's merged
+/// `Rt.windowTree(parent, mid, calls, bytecodes, {threads, seeded})`: the window's merged
 /// tree (pre-order arrays, node 0 the root), during `Rt.closeWindow`.
-#[allow(clippy::too_many_arguments)]
 unsafe extern "system" fn native_window_tree(
     raw: RawEnv,
     _cls: JClass,
@@ -131,32 +130,27 @@ unsafe extern "system" fn native_window_tree(
     mid: JObject,
     calls: JObject,
     bytecodes: JObject,
-    threads: JInt,
-    seeded: JInt,
+    counts: JObject,
 ) {
     guard((), || {
         // SAFETY: the JVM passes this thread's JNIEnv to a native method.
         let Some(env) = (unsafe { Env::from_raw(raw) }) else {
             return;
         };
-        let (p, m, c, b) = (
-            env.int_array(parent),
-            env.int_array(mid),
-            env.long_array(calls),
-            env.long_array(bytecodes),
-        );
-        let tree = {
-            let table = methods::table();
-            Mct::from_flat("default", &p, &m, &c, &b, |id| {
-                table.as_ref().map(|t| t.info(id)).unwrap_or_default()
-            })
+        let counts = env.int_array(counts);
+        let count = |i: usize| {
+            counts
+                .get(i)
+                .and_then(|&n| u64::try_from(n).ok())
+                .unwrap_or(0)
         };
-        match tree {
+        let (threads, seeded) = (count(0), count(1));
+        match super::natives::flat_tree(env, "default", [parent, mid, calls, bytecodes]) {
             Ok(tree) => {
                 *lock(&CLOSED) = Some(WindowTree {
                     tree,
-                    threads: u64::try_from(threads).unwrap_or(0),
-                    seeded: u64::try_from(seeded).unwrap_or(0),
+                    threads,
+                    seeded,
                 })
             }
             Err(e) => say!("jp-agent: window tree: {e}"),
@@ -164,50 +158,11 @@ unsafe extern "system" fn native_window_tree(
     })
 }
 
-/// `Rt.seedMethod(class, name, descriptor)`: the id of a method of a class the open window
-/// transformed (`class` in binary form, `a.b.C$D`), or -1: a frame of it running at the
-/// switch seeds the thread's context path.
-unsafe extern "system" fn native_seed_method(
-    raw: RawEnv,
-    _cls: JClass,
-    class: JString,
-    name: JString,
-    descriptor: JString,
-) -> JInt {
-    guard(-1, || {
-        // SAFETY: as in native_window_tree.
-        let Some(env) = (unsafe { Env::from_raw(raw) }) else {
-            return -1;
-        };
-        let (Some(class), Some(name), Some(desc)) =
-            (env.string(class), env.string(name), env.string(descriptor))
-        else {
-            return -1;
-        };
-        let class = class.replace('.', "/");
-        if !lock(&REGISTRY).has_name(&class) {
-            return -1;
-        }
-        methods::table()
-            .as_ref()
-            .and_then(|t| t.find(&class, &name, &desc))
-            .and_then(|id| JInt::try_from(id).ok())
-            .unwrap_or(-1)
-    })
-}
-
 /// The natives of `jp.rt.Rt` windows use.
-pub(super) fn natives() -> [(&'static CStr, &'static CStr, *mut c_void); 2] {
-    [
-        (
-            c"windowTree",
-            c"([I[I[J[JII)V",
-            native_window_tree as *mut c_void,
-        ),
-        (
-            c"seedMethod",
-            c"(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;)I",
-            native_seed_method as *mut c_void,
-        ),
-    ]
+pub(super) fn natives() -> [(&'static CStr, &'static CStr, *mut c_void); 1] {
+    [(
+        c"windowTree",
+        c"([I[I[J[J[I)V",
+        native_window_tree as *mut c_void,
+    )]
 }

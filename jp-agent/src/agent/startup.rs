@@ -268,6 +268,13 @@ pub(super) fn register_natives(env: Env, rt: JClass) -> Result<(), String> {
     if !env.register_natives(rt, &natives) {
         return Err("RegisterNatives on jp.rt.Rt failed".into());
     }
+    let seeding = env
+        .find_class("jp/rt/Seeding")
+        .ok_or("cannot load jp.rt.Seeding from the runtime jar")?;
+    if !env.register_natives(seeding, &super::seeding::natives()) {
+        return Err("RegisterNatives on jp.rt.Seeding failed".into());
+    }
+    env.delete_local_ref(seeding);
     Ok(())
 }
 

@@ -41,6 +41,8 @@ pub(super) struct OpenState {
     pub longest_retransform_ms: u64,
     pub transformed_at_open: u64,
     pub skipped: u64,
+    /// Of the skipped: refused by the rewriter in an earlier window, not retransformed again.
+    pub refused_earlier: u64,
 }
 
 #[derive(Default)]
@@ -209,15 +211,16 @@ fn open_window(
         return Err(e);
     }
     jp_usdt_control.set_agent_state(wire::AGENT_STATE_WINDOW_OPEN, cmd.id);
-    let (transformed_at_open, skipped, longest) = instrument_loaded(env, agent, &opts);
+    let done = instrument_loaded(env, agent, &opts);
     let state = OpenState {
         cmd,
         opts,
         opened_unix_ms,
         open_ms: elapsed_ms(t0),
-        longest_retransform_ms: longest,
-        transformed_at_open,
-        skipped,
+        longest_retransform_ms: done.longest_ms,
+        transformed_at_open: done.transformed,
+        skipped: done.skipped,
+        refused_earlier: done.refused_earlier,
     };
     let (id, seconds) = (state.cmd.id, state.cmd.seconds);
     slot.open = Some(state);
@@ -227,24 +230,21 @@ fn open_window(
 
 /// The loaded classes the window's scope selects, that may be retransformed and that the
 /// rewriter did not refuse before.
-fn classes_in_scope(env: Env, agent: &Agent, opts: &Options) -> (Vec<JClass>, u64) {
+fn classes_in_scope(env: Env, agent: &Agent, opts: &Options) -> (Vec<JClass>, u64, u64) {
     let jvmti = agent.jvmti;
     let classes = match jvmti.loaded_classes() {
         Ok(c) => c,
         Err(e) => {
             say!("jp-agent: warning: {e}; the window instruments only classes loaded from now");
-            return (Vec::new(), 0);
+            return (Vec::new(), 0, 0);
         }
     };
     let refused = lock(&super::registry::UNTRANSFORMABLE).clone();
     let mut todo = Vec::new();
     let mut skipped = 0;
+    let mut refused_earlier = 0;
     for c in classes {
-        let name = jvmti.class_signature(c).and_then(|s| {
-            s.strip_prefix('L')
-                .and_then(|s| s.strip_suffix(';'))
-                .map(str::to_string)
-        });
+        let name = agent.class_name(c);
         let in_scope = name.as_deref().is_some_and(|name| {
             let loader = jvmti.class_loader(c);
             let jdk = is_jdk_loader(env, loader);
@@ -253,20 +253,31 @@ fn classes_in_scope(env: Env, agent: &Agent, opts: &Options) -> (Vec<JClass>, u6
         });
         if !in_scope {
             env.delete_local_ref(c);
-        } else if !jvmti.is_modifiable(c) || name.is_some_and(|n| refused.contains(&n)) {
+        } else if name.is_some_and(|n| refused.contains(&n)) {
+            skipped += 1;
+            refused_earlier += 1;
+            env.delete_local_ref(c);
+        } else if !jvmti.is_modifiable(c) {
             skipped += 1;
             env.delete_local_ref(c);
         } else {
             todo.push(c);
         }
     }
-    (todo, skipped)
+    (todo, skipped, refused_earlier)
 }
 
-/// Retransforms the loaded classes in scope, in chunks; returns the classes transformed,
-/// those in scope left alone, and the longest retransformation in ms.
-fn instrument_loaded(env: Env, agent: &Agent, opts: &Options) -> (u64, u64, u64) {
-    let (todo, mut skipped) = classes_in_scope(env, agent, opts);
+/// What the open's retransformation did.
+struct Instrumented {
+    transformed: u64,
+    skipped: u64,
+    refused_earlier: u64,
+    longest_ms: u64,
+}
+
+/// Retransforms the loaded classes in scope, in chunks.
+fn instrument_loaded(env: Env, agent: &Agent, opts: &Options) -> Instrumented {
+    let (todo, mut skipped, refused_earlier) = classes_in_scope(env, agent, opts);
     let mut longest = 0;
     let mut transformed = 0;
     for chunk in todo.chunks(CHUNK) {
@@ -306,19 +317,16 @@ fn instrument_loaded(env: Env, agent: &Agent, opts: &Options) -> (u64, u64, u64)
     for c in todo {
         env.delete_local_ref(c);
     }
-    (transformed, skipped, longest)
+    Instrumented {
+        transformed,
+        skipped,
+        refused_earlier,
+        longest_ms: longest,
+    }
 }
 
 fn class_name(agent: &Agent, c: JClass) -> String {
-    agent
-        .jvmti
-        .class_signature(c)
-        .and_then(|s| {
-            s.strip_prefix('L')
-                .and_then(|s| s.strip_suffix(';'))
-                .map(str::to_string)
-        })
-        .unwrap_or_default()
+    agent.class_name(c).unwrap_or_default()
 }
 
 /// Closes the open window: the hook off, the classes this agent transformed back to their
@@ -378,12 +386,25 @@ fn close_window(env: Env, agent: &Agent, slot: &mut WindowSlot, by: ClosedBy) {
 }
 
 /// VM death: an open window closes (its result is written; classes are not restored).
+/// A close already under way on the deadline thread, which the dying VM may have stopped
+/// in Java code, is waited for two seconds at most: the VM's exit must not hang on it.
 pub(super) fn close_at_vm_death(env: Env) {
     let Some(agent) = AGENT.get() else {
         return;
     };
-    let mut slot = lock(&WINDOW);
-    close_window(env, agent, &mut slot, ClosedBy::VmDeath);
+    let t0 = Instant::now();
+    loop {
+        match WINDOW.try_lock() {
+            Ok(mut slot) => return close_window(env, agent, &mut slot, ClosedBy::VmDeath),
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                return close_window(env, agent, &mut p.into_inner(), ClosedBy::VmDeath)
+            }
+            Err(std::sync::TryLockError::WouldBlock) if t0.elapsed() < Duration::from_secs(2) => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        }
+    }
 }
 
 /// A thread of the agent's own that closes window `id` at its deadline, also when nobody

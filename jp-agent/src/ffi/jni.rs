@@ -43,6 +43,8 @@ mod slot {
     pub const GET_ARRAY_LENGTH: usize = 171;
     pub const GET_INT_ARRAY_REGION: usize = 203;
     pub const GET_LONG_ARRAY_REGION: usize = 204;
+    pub const NEW_LONG_ARRAY: usize = 180;
+    pub const SET_LONG_ARRAY_REGION: usize = 212;
     pub const REGISTER_NATIVES: usize = 215;
     pub const GET_JAVA_VM: usize = 219;
     pub const EXCEPTION_CHECK: usize = 228;
@@ -301,6 +303,28 @@ impl Env {
             }
         }
         v
+    }
+
+    /// A new `long[]` holding `v` (null if it cannot be made; the exception is cleared).
+    pub fn new_long_array(&self, v: &[i64]) -> JObject {
+        let Ok(n) = JInt::try_from(v.len()) else {
+            return std::ptr::null_mut();
+        };
+        type New = unsafe extern "system" fn(RawEnv, JInt) -> JObject;
+        type Set = unsafe extern "system" fn(RawEnv, JObject, JInt, JInt, *const i64);
+        // SAFETY: slot NEW_LONG_ARRAY has this signature.
+        let new: New = unsafe { std::mem::transmute(self.fn_ptr(slot::NEW_LONG_ARRAY)) };
+        // SAFETY: slot SET_LONG_ARRAY_REGION has this signature.
+        let set: Set = unsafe { std::mem::transmute(self.fn_ptr(slot::SET_LONG_ARRAY_REGION)) };
+        // SAFETY: valid env; a non-negative length.
+        let a = unsafe { new(self.0, n) };
+        if a.is_null() {
+            self.clear_exception(false);
+            return a;
+        }
+        // SAFETY: `a` is a fresh long[] of n elements; `v` holds n longs.
+        unsafe { set(self.0, a, 0, n, v.as_ptr()) };
+        a
     }
 
     /// Registers natives; `methods` must hold (name, signature, function) triples whose

@@ -1,7 +1,7 @@
 //! The few JVMTI functions the agent uses, called through the `jvmtiInterface_1` table by the
 //! slot numbers printed in jvmti.h (slot N is at index N-1).
 
-use super::jni::{JClass, JInt, JObject, RawEnv};
+use super::jni::{JClass, JInt, JMethodId, JObject, RawEnv};
 use std::ffi::{c_char, c_uchar, c_void, CStr, CString};
 
 pub const JVMTI_VERSION_1_2: JInt = 0x3001_0200;
@@ -72,6 +72,9 @@ mod slot {
     pub const GET_CLASS_SIGNATURE: usize = 48;
     pub const GET_CLASS_LOADER: usize = 57;
     pub const GET_LOADED_CLASSES: usize = 78;
+    pub const GET_METHOD_NAME: usize = 64;
+    pub const GET_METHOD_DECLARING_CLASS: usize = 65;
+    pub const GET_STACK_TRACE: usize = 104;
     pub const GET_THREAD_LOCAL_STORAGE: usize = 102;
     pub const SET_THREAD_LOCAL_STORAGE: usize = 103;
     pub const SET_EVENT_CALLBACKS: usize = 122;
@@ -323,6 +326,97 @@ impl Jvmti {
         } else {
             std::ptr::null_mut()
         }
+    }
+
+    /// The methods of the calling thread's frames from `depth` (0: the innermost, which is
+    /// the native method calling this), at most `max`, innermost first.
+    pub fn own_stack(&self, depth: JInt, max: usize) -> Vec<JMethodId> {
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct FrameInfo {
+            method: JMethodId,
+            location: i64,
+        }
+        type F = unsafe extern "system" fn(
+            RawJvmti,
+            JObject,
+            JInt,
+            JInt,
+            *mut FrameInfo,
+            *mut JInt,
+        ) -> JvmtiError;
+        // SAFETY: slot GET_STACK_TRACE has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_STACK_TRACE)) };
+        let mut buf = vec![
+            FrameInfo {
+                method: std::ptr::null_mut(),
+                location: 0,
+            };
+            max
+        ];
+        let mut n: JInt = 0;
+        let Ok(max) = JInt::try_from(max) else {
+            return Vec::new();
+        };
+        // SAFETY: valid env; null thread = the current thread; the buffer holds `max` frames.
+        let rc = unsafe {
+            f(
+                self.0,
+                std::ptr::null_mut(),
+                depth,
+                max,
+                buf.as_mut_ptr(),
+                &mut n,
+            )
+        };
+        if rc != JVMTI_ERROR_NONE {
+            return Vec::new();
+        }
+        buf.truncate(usize::try_from(n).unwrap_or(0));
+        buf.into_iter().map(|fi| fi.method).collect()
+    }
+
+    /// A method's name and descriptor.
+    pub fn method_name(&self, m: JMethodId) -> Option<(String, String)> {
+        type F = unsafe extern "system" fn(
+            RawJvmti,
+            JMethodId,
+            *mut *mut c_char,
+            *mut *mut c_char,
+            *mut *mut c_char,
+        ) -> JvmtiError;
+        // SAFETY: slot GET_METHOD_NAME has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_METHOD_NAME)) };
+        let (mut name, mut sig): (*mut c_char, *mut c_char) =
+            (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: valid env and method id; a null generic pointer is allowed.
+        let rc = unsafe { f(self.0, m, &mut name, &mut sig, std::ptr::null_mut()) };
+        if rc != JVMTI_ERROR_NONE || name.is_null() || sig.is_null() {
+            self.deallocate(name.cast());
+            self.deallocate(sig.cast());
+            return None;
+        }
+        // SAFETY: JVMTI returns NUL-terminated modified-UTF-8 strings it allocated.
+        let out = unsafe {
+            (
+                CStr::from_ptr(name).to_string_lossy().into_owned(),
+                CStr::from_ptr(sig).to_string_lossy().into_owned(),
+            )
+        };
+        self.deallocate(name.cast());
+        self.deallocate(sig.cast());
+        Some(out)
+    }
+
+    /// The class declaring `m` (a local ref).
+    pub fn method_class(&self, m: JMethodId) -> Option<JClass> {
+        type F = unsafe extern "system" fn(RawJvmti, JMethodId, *mut JClass) -> JvmtiError;
+        // SAFETY: slot GET_METHOD_DECLARING_CLASS has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_METHOD_DECLARING_CLASS)) };
+        let mut c: JClass = std::ptr::null_mut();
+        // SAFETY: valid env and method id, out pointer to a local.
+        let rc = unsafe { f(self.0, m, &mut c) };
+        (rc == JVMTI_ERROR_NONE && !c.is_null()).then_some(c)
     }
 
     pub fn retransform(&self, classes: &[JClass]) -> Result<(), String> {

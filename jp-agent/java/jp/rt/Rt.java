@@ -792,7 +792,7 @@ public final class Rt {
             FileProfiler.Flat flat = new FileProfiler.Flat();
             flat.flatten(f.tree());
             forgetMerged(f.tree());
-            windowTree(flat.parent, flat.mid, flat.calls, flat.bytecodes, threads, seeded);
+            windowTree(flat.parent, flat.mid, flat.calls, flat.bytecodes, new int[] {threads, seeded});
         }
     }
 
@@ -821,15 +821,12 @@ public final class Rt {
         }
     }
 
-    /** The window's merged tree, pre-order arrays as {@link #writeProfile}. */
-    private static native void windowTree(
-            int[] parent, int[] mid, long[] calls, long[] bytecodes, int threads, int seeded);
-
     /**
-     * The method id of a frame's method if the open window instrumented its class ({@code
-     * cls} as {@code a.b.C$D}), else -1.
+     * The window's merged tree, pre-order arrays as {@link #writeProfile}, and {@code counts}:
+     * the threads that attached in the window and the seeded contexts they made.
      */
-    static native int seedMethod(String cls, String name, String descriptor);
+    private static native void windowTree(
+            int[] parent, int[] mid, long[] calls, long[] bytecodes, int[] counts);
 
     /** JVMTI VMDeath: hand every remaining tree to the profiler, then shut it down. */
     static void vmDeath() {

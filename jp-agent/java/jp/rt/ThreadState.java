@@ -55,8 +55,8 @@ final class ThreadState {
     int seededTop = -1;
     /** {@link #seededTop} of a thread that has not walked its stack yet in this window. */
     static final int UNSEEDED = Integer.MAX_VALUE;
-    /** The seeded frames' methods, outermost first (null until seeded). */
-    Seeding.Frames seeds;
+    /** The seeded frames' JVMTI method ids, outermost first (null until seeded). */
+    long[] seeds;
     /** The window this state attached in ({@link Rt#windowEpoch}). */
     int window;
     /** Its window closed: the state never reports or attaches again. */
