@@ -50,6 +50,8 @@ pub struct Pauses {
     pub total_ms: f64,
     /// The operations, each once, longest pause first.
     pub operations: Vec<String>,
+    /// Those of the retransformation itself (`RedefineClasses`): count, longest, total (ms).
+    pub redefine: (usize, f64, f64),
 }
 
 pub fn between(all: &[Safepoint], from: f64, to: f64) -> Pauses {
@@ -64,7 +66,17 @@ pub fn between(all: &[Safepoint], from: f64, to: f64) -> Pauses {
             operations.push(s.operation.clone());
         }
     }
+    let redefine: Vec<f64> = inside
+        .iter()
+        .filter(|s| s.operation == "RedefineClasses")
+        .map(|s| s.total_ms)
+        .collect();
     Pauses {
+        redefine: (
+            redefine.len(),
+            redefine.first().copied().unwrap_or(0.0),
+            redefine.iter().sum(),
+        ),
         count: inside.len(),
         longest_ms: inside.first().map_or(0.0, |s| s.total_ms),
         total_ms: inside.iter().map(|s| s.total_ms).sum(),
@@ -98,5 +110,7 @@ mod tests {
         assert_eq!(p.count, 2);
         assert_eq!(p.longest_ms, 9.0);
         assert_eq!(p.operations, ["G1CollectForAllocation", "RedefineClasses"]);
+        assert_eq!(p.redefine.0, 1);
+        assert!((p.redefine.1 - 4.005688).abs() < 1e-9);
     }
 }
