@@ -56,7 +56,8 @@ One SteadyBench JVM per program and JDK, dormant, warm; then windows one after t
 (all application classes), each closed by `window=close` {HOLD:?} after it opened, each \
 waited for (its `.done`) before the next, at most {} s per JVM. The first and the last \
 switch: the open's request wall (attach included), the agent's `open_ms` and `close_ms`; \
-last / first compares the medians of the first and the last {ENDS} cycles' requests. \
+last / first compares the last request with the first (in parentheses the medians of \
+the last and the first {ENDS} cycles' requests, less sensitive to one slow request). \
 Metaspace: the `used` total of `VM.metaspace` after `GC.run` (attach requests, like `jcmd PID GC.run`; \
 `jcmd PID VM.metaspace`: the full GC frees the old versions of the retransformed methods) \
 before the first window, after it, and after the last.\n\n\
@@ -137,7 +138,10 @@ fn row(label: &str, program: &Program, r: &Repeated) -> (String, String) {
     };
     let ends = ENDS.min(r.cycles.len());
     let med = |cs: &[Cycle]| median(&mut cs.iter().map(|c| c.open_request_ms).collect::<Vec<_>>());
-    let ratio = med(&r.cycles[r.cycles.len() - ends..]) / med(&r.cycles[..ends]);
+    let smoothed = med(&r.cycles[r.cycles.len() - ends..]) / med(&r.cycles[..ends]);
+    // The goal's figure: the last switch's request over the first's.
+    let request = |c: Option<&Cycle>| c.map_or(f64::NAN, |c| c.open_request_ms);
+    let ratio = request(r.cycles.last()) / request(r.cycles.first());
     let mib = |k: f64| k / 1024.0;
     let growth = mib(r.metaspace_kib[2] - r.metaspace_kib[1]);
     let ran = match &r.stopped {
@@ -145,7 +149,7 @@ fn row(label: &str, program: &Program, r: &Repeated) -> (String, String) {
         None => r.cycles.len().to_string(),
     };
     let row = format!(
-        "| {label} | {} | {ran} | {:.0} | {} | {} | {ratio:.2} | {:.1} / {:.1} / {:.1} | {growth:+.2} |\n",
+        "| {label} | {} | {ran} | {:.0} | {} | {} | {ratio:.2} ({smoothed:.2}) | {:.1} / {:.1} / {:.1} | {growth:+.2} |\n",
         program.name,
         r.classes,
         cell(r.cycles.first()),
@@ -155,7 +159,7 @@ fn row(label: &str, program: &Program, r: &Repeated) -> (String, String) {
         mib(r.metaspace_kib[2]),
     );
     let goal = format!(
-        "- {label}, {}: {} cycles without a crash; last / first {ratio:.2}: {}; metaspace growth {growth:+.2} MiB: {}.\n",
+        "- {label}, {}: {} cycles without a crash; last / first {ratio:.2} (medians of {ends}: {smoothed:.2}): {}; metaspace growth {growth:+.2} MiB: {}.\n",
         program.name,
         r.cycles.len(),
         verdict(ratio <= LAST_OVER_FIRST),
