@@ -94,7 +94,7 @@ fn one_jvm(
         agent: dormant.then(|| bench.dormant_arg(program)),
         jvm_args: Vec::new(),
     })?;
-    live.warmed(Duration::from_secs(200))?;
+    live.warmed(jvm::WARM_LIMIT)?;
     let dir = jvm::window_dir(&bench.dir, &format!("attach-{}", live.pid()))?;
     // Without the agent, the JVM must be given the program's scope (javac's) by the window.
     let scope = if dormant { "" } else { program.agent_options };

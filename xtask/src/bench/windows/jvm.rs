@@ -14,6 +14,10 @@ use super::attach;
 use crate::bench::jvm::{harness_cp, rounds, Program};
 use crate::bench::report::median;
 
+/// How long a JVM may take to its warm-up's end (SteadyBench stops waiting for a quiet JIT
+/// after 60 s; a JVM starved by other work on the machine takes longer still).
+pub const WARM_LIMIT: Duration = Duration::from_secs(600);
+
 /// Rounds a kept-running JVM is asked for: more than any bench waits for.
 const ENDLESS: &str = "100000000";
 

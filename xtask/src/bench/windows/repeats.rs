@@ -83,7 +83,7 @@ fn repeat(
         agent: Some(bench.dormant_arg(program)),
         jvm_args: Vec::new(),
     })?;
-    live.warmed(Duration::from_secs(200))?;
+    live.warmed(jvm::WARM_LIMIT)?;
     let dir = jvm::window_dir(
         &bench.dir,
         &format!("repeats-{}-{}", program.key, jdk.0.replace(' ', "")),

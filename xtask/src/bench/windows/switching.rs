@@ -96,7 +96,7 @@ fn measure(bench: &Bench, jdk: &Jdk, program: &Program, seconds: u32) -> Result<
         agent: Some(bench.dormant_arg(program)),
         jvm_args: vec![safepoints::xlog_arg(&log)],
     })?;
-    live.warmed(Duration::from_secs(200))?;
+    live.warmed(jvm::WARM_LIMIT)?;
     let warmup_jit_s = live.jit_cpu_ns() / 1e9;
     let dir = jvm::window_dir(&bench.dir, &format!("windows-{tag}"))?;
     let mut target = Target {
