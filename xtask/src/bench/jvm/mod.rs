@@ -74,6 +74,23 @@ pub(crate) struct Program {
     pub(crate) steady_args: Vec<String>,
 }
 
+impl Program {
+    /// A SteadyBench JVM's arguments: `jvm_options`, then the class path, the class, this
+    /// program with its rounds' work and the harness's schedule.
+    pub(crate) fn steady_command(&self, mut jvm_options: Vec<String>) -> Result<Vec<String>> {
+        jvm_options.extend([
+            "-cp".to_string(),
+            format!(".:{}", harness_cp()?),
+            "SteadyBench".to_string(),
+            self.key.to_string(),
+            self.steady_reps.to_string(),
+        ]);
+        jvm_options.extend(rounds::schedule());
+        jvm_options.extend(self.steady_args.iter().cloned());
+        Ok(jvm_options)
+    }
+}
+
 /// A JDK to measure: its label and its `java`.
 pub(crate) type Jdk = (&'static str, PathBuf);
 

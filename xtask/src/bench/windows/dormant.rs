@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 
 use super::{chosen, ratio_cell, verdict, Bench};
 use crate::bench::harness::children_cpu_seconds;
-use crate::bench::jvm::{harness_cp, rounds, Program};
+use crate::bench::jvm::{rounds, Program};
 use crate::bench::report::{median, Spread};
 
 const STEADY_MEDIAN: f64 = 1.01;
@@ -32,15 +32,7 @@ fn steady(bench: &Bench, java: &std::path::Path, program: &Program, dormant: boo
     if dormant {
         args.push(bench.dormant_arg(program));
     }
-    args.extend([
-        "-cp".to_string(),
-        format!(".:{}", harness_cp()?),
-        "SteadyBench".to_string(),
-        program.key.to_string(),
-        program.steady_reps.to_string(),
-    ]);
-    args.extend(rounds::schedule());
-    args.extend(program.steady_args.iter().cloned());
+    let args = program.steady_command(args)?;
     let r = rounds::run(java, &bench.dir, &args)
         .with_context(|| format!("{} steady, dormant={dormant}", program.key))?;
     Ok(r.median() / 1e6)
