@@ -33,6 +33,8 @@ pub enum Suite {
     Agent,
     /// jpctl's test binaries.
     Jpctl,
+    /// xtask's `bench_windows`: the windows bench's quick run works (judges no timing).
+    Bench,
 }
 
 /// The workspace as the tests build it: every host crate (jp-ebpf is built for the BPF
@@ -51,6 +53,7 @@ impl Suite {
             Suite::Fleet => &Deliverable::ALL,
             Suite::Agent => &[AgentLib, AgentJar],
             Suite::Jpctl => &[Jpctl, AgentLib],
+            Suite::Bench => &[AgentLib, AgentJar],
         }
     }
 
@@ -65,6 +68,7 @@ impl Suite {
             Suite::Fleet => Some(("jp-daemon", "fleet")),
             Suite::Agent => Some(("jp-agent", "*")),
             Suite::Jpctl => Some(("jpctl", "*")),
+            Suite::Bench => Some(("xtask", "bench_windows")),
         }
     }
 

@@ -44,6 +44,8 @@ final class Rounds {
             quiet = jitNow - jitBefore <= QUIET_JIT_MS ? quiet + 1 : 0;
             jitBefore = jitNow;
         }
+        // For benches that keep the JVM running and act on it once it is warm.
+        System.out.println("warmed up " + warm + " jit_quiet " + (quiet >= wantQuiet));
         for (int i = 0; i < measured; i++) time(w, mx, warm + i);
         System.out.println("rounds warmup " + warm + " measured " + measured + " sink " + (sink & 1)
                 + " jit_quiet " + (quiet >= wantQuiet));

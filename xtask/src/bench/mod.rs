@@ -1,7 +1,7 @@
 //! `cargo xtask bench …`: measurements written to BENCHMARKS.md. Each benchmark
 //! measures jp and its baseline side by side in one run and reports medians and
 //! ratios; absolute times on shared machines are noise.
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Subcommand;
 
 mod cgroups;
@@ -13,6 +13,7 @@ mod jvm;
 mod kernel;
 mod report;
 mod usdt;
+mod windows;
 
 #[derive(Subcommand, Clone)]
 pub enum Which {
@@ -50,6 +51,24 @@ pub enum Which {
         #[arg(value_enum)]
         parts: Vec<cpu::Part>,
     },
+    /// Exact windows: a dormant agent's cost, opening and closing a window (wall,
+    /// safepoints, JIT), the program inside a window, repeated windows, attach to counting.
+    Windows {
+        /// Parts to run (all by default): dormant, switching, repeats, attach.
+        #[arg(value_enum)]
+        parts: Vec<windows::Part>,
+        /// Only this JDK (17 or 25); repeat for both, which is the default.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(17..=25))]
+        jdk: Vec<u32>,
+        /// A smoke run: rhino only, few rounds and cycles, short windows; its tables go to
+        /// stdout, not to BENCHMARKS.md.
+        #[arg(long)]
+        quick: bool,
+        /// The agent library to measure (no build): the one `cargo xtask build` made
+        /// otherwise.
+        #[arg(long)]
+        agent: Option<std::path::PathBuf>,
+    },
 }
 
 /// `clock_gettime(clock)` in ns.
@@ -64,13 +83,41 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 pub fn run(which: Which) -> Result<()> {
-    crate::setup::run()?;
-    let out = crate::build::run()?;
     match which {
-        Which::Kernel { parts } => kernel::run(&out, &parts),
-        Which::Jvm { parts, jdk } => jvm::run(&out, &parts, &jdk),
-        Which::Usdt => usdt::run(&out),
-        Which::Fleet { parts } => fleet::run(&out, &parts),
-        Which::Cpu { parts } => cpu::run(&out, &parts),
+        Which::Kernel { parts } => kernel::run(&everything()?, &parts),
+        Which::Jvm { parts, jdk } => jvm::run(&everything()?, &parts, &jdk),
+        Which::Usdt => usdt::run(&everything()?),
+        Which::Fleet { parts } => fleet::run(&everything()?, &parts),
+        Which::Cpu { parts } => cpu::run(&everything()?, &parts),
+        Which::Windows {
+            parts,
+            jdk,
+            quick,
+            agent,
+        } => {
+            // It runs only the agent: built alone, or handed over (as its test does).
+            let lib = match agent {
+                Some(lib) => lib,
+                None => {
+                    crate::setup::run()?;
+                    let agent = [
+                        crate::build::Deliverable::AgentLib,
+                        crate::build::Deliverable::AgentJar,
+                    ];
+                    let built = crate::build::build(&agent)?;
+                    built
+                        .into_iter()
+                        .next()
+                        .context("the agent was not built")?
+                }
+            };
+            windows::run(&lib, &parts, &jdk, quick)
+        }
     }
+}
+
+/// Set-up and every deliverable built.
+fn everything() -> Result<crate::build::Deliverables> {
+    crate::setup::run()?;
+    crate::build::run()
 }

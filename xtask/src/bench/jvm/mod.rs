@@ -67,15 +67,32 @@ pub(crate) struct Program {
     /// Agent options beyond bba/stats/out (javac is JDK code: it must be included).
     pub(crate) agent_options: &'static str,
     /// The whole run's java arguments.
-    args: Vec<String>,
+    pub(crate) args: Vec<String>,
     /// Runs of the work per steady-state round (a round lasts ~0.05–0.5 s without the agent).
     pub(crate) steady_reps: u32,
     /// SteadyBench's arguments after its fixed ones (javac: the sources).
     pub(crate) steady_args: Vec<String>,
 }
 
+impl Program {
+    /// A SteadyBench JVM's arguments: `jvm_options`, then the class path, the class, this
+    /// program with its rounds' work and the harness's schedule.
+    pub(crate) fn steady_command(&self, mut jvm_options: Vec<String>) -> Result<Vec<String>> {
+        jvm_options.extend([
+            "-cp".to_string(),
+            format!(".:{}", harness_cp()?),
+            "SteadyBench".to_string(),
+            self.key.to_string(),
+            self.steady_reps.to_string(),
+        ]);
+        jvm_options.extend(rounds::schedule());
+        jvm_options.extend(self.steady_args.iter().cloned());
+        Ok(jvm_options)
+    }
+}
+
 /// A JDK to measure: its label and its `java`.
-type Jdk = (&'static str, PathBuf);
+pub(crate) type Jdk = (&'static str, PathBuf);
 
 /// `only`: JDK feature releases to measure (17, 25; both when empty).
 pub fn run(out: &Deliverables, parts: &[Part], only: &[u32]) -> Result<()> {
@@ -142,7 +159,7 @@ both JDKs by default).\n{notes}"
 
 /// The JDKs to measure (those of `only`, or both); a missing one is said in `notes` and on
 /// stderr.
-fn jdks(only: &[u32], notes: &mut String) -> Vec<Jdk> {
+pub(crate) fn jdks(only: &[u32], notes: &mut String) -> Vec<Jdk> {
     let mut found = Vec::new();
     for (release, label, jdk) in [(17, "JDK 17", JDK17), (25, "JDK 25", JDK25)] {
         if !only.is_empty() && !only.contains(&release) {

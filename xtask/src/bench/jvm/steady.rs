@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use super::rounds::{self, Jvms, Rounds};
-use super::{agent_arg, by_mode, geomean, harness_cp, met, Jdk, Mode, Program, MODES};
+use super::{agent_arg, by_mode, geomean, met, Jdk, Mode, Program, MODES};
 use crate::bench::report::median;
 use crate::build::Deliverables;
 
@@ -208,15 +208,7 @@ fn run_one(
         let profile = dir.join(format!("steady-{}-{bba}.json", program.key));
         args.push(agent_arg(out, bba, &profile, program.agent_options));
     }
-    args.extend([
-        "-cp".to_string(),
-        format!(".:{}", harness_cp()?),
-        "SteadyBench".to_string(),
-        program.key.to_string(),
-        program.steady_reps.to_string(),
-    ]);
-    args.extend(rounds::schedule());
-    args.extend(program.steady_args.iter().cloned());
+    let args = program.steady_command(args)?;
     let rounds = rounds::run(java, dir, &args)
         .with_context(|| format!("steady state of {} ({mode:?})", program.key))?;
     let c2 = parse_c2(&rounds.stdout);
