@@ -32,6 +32,10 @@ fn run() -> Result<(), String> {
     println!("cargo:rerun-if-changed={}", java_dir.display());
     println!("cargo:rerun-if-env-changed=JP_JAVA_HOME");
     println!("cargo:rerun-if-env-changed=JAVA_HOME");
+    // HotSpot unloads an agent library whose first Agent_OnAttach returns an error, even
+    // when that call already started the agent (threads, callbacks, a JVMTI environment):
+    // the JVM then crashed at exit. Marked nodelete, the library stays mapped once loaded.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
 
     let jdk = env::var_os("JP_JAVA_HOME")
         .or_else(|| env::var_os("JAVA_HOME"))
