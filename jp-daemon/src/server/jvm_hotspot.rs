@@ -36,6 +36,14 @@ pub fn list_all(held: pb::JvmList, hotspot: &[HotspotJvm]) -> pb::JvmList {
 }
 
 fn with_state(j: &mut pb::JvmSummary, h: &HotspotJvm) {
+    // Only a live agent tells the store its main class and JDK (its HELLO); for a dormant
+    // one the store knows just the command line, and the host's listing knows better.
+    if h.agent != AgentPresence::Live {
+        j.main = h.main_class.clone();
+        if let Some(v) = &h.java_version {
+            j.jdk_version = v.clone();
+        }
+    }
     let (state, window) = match h.agent {
         AgentPresence::None => (pb::JvmAgentState::None, 0),
         AgentPresence::Live => (pb::JvmAgentState::Live, 0),
