@@ -584,7 +584,10 @@ async fn reflection_v1(channel: Channel) -> (Vec<String>, Vec<String>) {
                                 "ListJvms",
                                 "GetJvmProfile",
                                 "GetJvmTop",
-                                "ExportJvmProfile"
+                                "ExportJvmProfile",
+                                "ProfileJvm",
+                                "ListJvmWindows",
+                                "GetJvmWindow"
                             ]
                         );
                     }
