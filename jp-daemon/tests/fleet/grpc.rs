@@ -198,7 +198,32 @@ fn check_every_rpc(out: std::process::Output) {
     );
     // The JVM methods ask about the first JVM ListJvms names: with one they must
     // answer it, without any they must say NOT_FOUND.
-    for c in &calls {
+    // The window methods: a default ProfileJvm asks for a window of 0 s, which is refused
+    // before any JVM is looked at; no window was opened, so none is listed or found.
+    let windows = [
+        ("ProfileJvm", "FAILED_PRECONDITION"),
+        ("ListJvmWindows", "OK"),
+        ("GetJvmWindow", "NOT_FOUND"),
+    ];
+    for (method, want) in windows {
+        assert_eq!(
+            by_name(method)["code"],
+            want,
+            "{method}: {}",
+            by_name(method)
+        );
+    }
+    assert!(
+        by_name("ProfileJvm")["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("at least 1 second")),
+        "{}",
+        by_name("ProfileJvm")
+    );
+    for c in calls
+        .iter()
+        .filter(|c| !windows.iter().any(|(m, _)| c["method"] == *m))
+    {
         let code = c["code"].as_str().unwrap_or("");
         let want = if c["pid"] == 0
             && c["method"] != "ListJvms"
