@@ -18,6 +18,7 @@ mod heap;
 mod natives;
 mod registry;
 mod result;
+mod runtime;
 mod seeding;
 mod startup;
 mod window;

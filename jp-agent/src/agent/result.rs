@@ -5,15 +5,30 @@
 
 use super::guard;
 use super::registry::Restored;
-use super::window::OpenState;
+use crate::command::OpenWindow;
 use crate::ffi::jni::{Env, JClass, JObject, RawEnv};
 use crate::log::say;
 use crate::mct::Mct;
 use crate::options::Format;
+use crate::options::Options;
 use crate::sync::lock;
 use std::ffi::{c_void, CStr};
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::Mutex;
+
+/// The window open now, and what it measured while opening.
+pub(super) struct OpenState {
+    pub cmd: OpenWindow,
+    pub opts: Arc<Options>,
+    pub opened_unix_ms: u64,
+    pub open_ms: u64,
+    pub longest_retransform_ms: u64,
+    pub transformed_at_open: u64,
+    pub skipped: u64,
+    /// Of the skipped: refused by the rewriter in an earlier window, not retransformed again.
+    pub refused_earlier: u64,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum ClosedBy {

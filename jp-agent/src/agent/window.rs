@@ -8,8 +8,8 @@
 //! hook never takes it (it runs inside the open's retransformation), only [`SCOPE`] and
 //! [`REGISTRY`].
 
-use super::registry::{Registry, REGISTRY};
-use super::startup::{bind_java_side, define_runtime_classes, register_natives, start_runtime};
+use super::registry::{elapsed_ms, Registry, CHUNK, REGISTRY};
+use super::runtime::{bind_java_side, define_runtime_classes, register_natives, start_runtime};
 use super::{is_jdk_loader, Agent, AGENT, JAVA, LIVE};
 use crate::command::{code, Command, OpenWindow};
 use crate::ffi::jni::{self, Env, JClass};
@@ -25,25 +25,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub(super) use super::result::natives;
-use super::result::{write_error, write_result, Closed, ClosedBy, WindowTree, CLOSED};
-
-/// Classes per `RetransformClasses` call: the longest pause measured for 2190 classes in
-/// chunks of 512 was ~21 ms; one call for all of them stops the threads for the whole.
-pub(super) const CHUNK: usize = 512;
-
-/// The window open now, and what it measured while opening.
-pub(super) struct OpenState {
-    pub cmd: OpenWindow,
-    pub opts: Arc<Options>,
-    pub opened_unix_ms: u64,
-    pub open_ms: u64,
-    pub longest_retransform_ms: u64,
-    pub transformed_at_open: u64,
-    pub skipped: u64,
-    /// Of the skipped: refused by the rewriter in an earlier window, not retransformed again.
-    pub refused_earlier: u64,
-}
+use super::result::{write_error, write_result, Closed, ClosedBy, OpenState, WindowTree, CLOSED};
 
 #[derive(Default)]
 struct WindowSlot {
@@ -82,10 +64,6 @@ fn set_scope(s: Option<Arc<Options>>) {
 pub(super) fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-pub(super) fn elapsed_ms(t0: Instant) -> u64 {
-    u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A command that failed before it could run: its reason into `DIR/window-ID.error` when
