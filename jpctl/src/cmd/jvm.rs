@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use clap::{Subcommand, ValueEnum};
 use jp_proto::v1::{
-    ExportJvmProfileRequest, GetJvmProfileRequest, GetJvmTopRequest, JvmExportFormat, JvmTopOrder,
-    ListJvmsRequest,
+    ExportJvmProfileRequest, GetJvmProfileRequest, GetJvmTopRequest, JvmTopOrder, ListJvmsRequest,
 };
 
 use super::destination::Destination;
+use super::export_format::ExportFormat;
 use super::rpc;
 use crate::client::{status_message, Client};
 use crate::output::{self, jvm as out};
@@ -89,32 +89,6 @@ pub enum TopBy {
     Inclusive,
     /// CPU time in the method's own contexts (jpd's kernel sampler).
     Cpu,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum ExportFormat {
-    /// jp-mct/1, exactly as the agent's out= file.
-    Json,
-    /// Gzipped pprof (go tool pprof, Speedscope, ...).
-    Pprof,
-    /// Folded stacks for flame graphs.
-    Folded,
-    /// Indented text tree.
-    Tree,
-    /// A flame graph page (self-contained HTML), drawn here from the json export.
-    Html,
-}
-
-impl ExportFormat {
-    pub fn describe(self) -> &'static str {
-        match self {
-            ExportFormat::Json => "jp-mct/1 JSON",
-            ExportFormat::Pprof => "gzipped pprof",
-            ExportFormat::Folded => "folded stacks",
-            ExportFormat::Tree => "text tree",
-            ExportFormat::Html => "HTML flame graph",
-        }
-    }
 }
 
 /// `--min-share P`: a percentage in [0, 100] (a trailing `%` is allowed).
@@ -249,13 +223,7 @@ async fn export(
     format: ExportFormat,
     to: &Destination,
 ) -> anyhow::Result<()> {
-    let f = match format {
-        ExportFormat::Json => JvmExportFormat::Json,
-        ExportFormat::Pprof => JvmExportFormat::Pprof,
-        ExportFormat::Folded => JvmExportFormat::Folded,
-        ExportFormat::Tree => JvmExportFormat::Tree,
-        ExportFormat::Html => JvmExportFormat::Json,
-    };
+    let f = format.requested();
     let mut stream = c
         .export_jvm_profile(ExportJvmProfileRequest {
             pid,

@@ -4,6 +4,7 @@
 
 pub mod destination;
 pub mod diff;
+pub mod export_format;
 pub mod irq;
 pub mod jvm;
 pub mod kernel;

@@ -5,13 +5,12 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use jp_proto::v1::{
-    GetJvmWindowRequest, JvmExportFormat, JvmWindow, JvmWindowProfile, ListJvmWindowsRequest,
-    ProfileJvmRequest,
+    GetJvmWindowRequest, JvmWindow, JvmWindowProfile, ListJvmWindowsRequest, ProfileJvmRequest,
 };
 use tonic::Streaming;
 
 use super::destination::Destination;
-use super::jvm::ExportFormat;
+use super::export_format::ExportFormat;
 use super::rpc;
 use crate::client::Client;
 use crate::output::{self, jvm as out};
@@ -46,17 +45,6 @@ pub enum BbaArg {
     Precise,
 }
 
-/// What jpd is asked for: the tree is jpd's file in that format (html is drawn here
-/// from the json).
-fn wire_format(f: ExportFormat) -> JvmExportFormat {
-    match f {
-        ExportFormat::Json | ExportFormat::Html => JvmExportFormat::Json,
-        ExportFormat::Pprof => JvmExportFormat::Pprof,
-        ExportFormat::Folded => JvmExportFormat::Folded,
-        ExportFormat::Tree => JvmExportFormat::Tree,
-    }
-}
-
 /// `jpctl jvm profile`: waits for the window, then writes its tree with the window's
 /// header line (on stdout with the tree text; on stderr when another format goes to
 /// stdout, so that the file stays whole).
@@ -73,7 +61,7 @@ pub async fn profile(c: &mut Client, a: ProfileArgs) -> anyhow::Result<()> {
                 BbaArg::Precise => "precise",
             })
             .to_string(),
-        format: Some(wire_format(a.format) as i32),
+        format: Some(ExportFormat::requested(a.format) as i32),
     };
     let stream = c
         .profile_jvm(req)
@@ -178,7 +166,7 @@ pub async fn get(
     let req = GetJvmWindowRequest {
         pid,
         id,
-        format: Some(wire_format(format) as i32),
+        format: Some(ExportFormat::requested(format) as i32),
     };
     let stream = c.get_jvm_window(req).await.map_err(rpc)?.into_inner();
     write_window(stream, format, to).await

@@ -153,7 +153,6 @@ pub fn collect(
     }
     if l.jvms {
         jvms(b, sources, l, now, &mut out);
-        super::windows::collect(b, sources, l, &mut out);
     }
     b.prev = now;
     out

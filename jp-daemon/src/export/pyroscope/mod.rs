@@ -294,7 +294,10 @@ fn collect_and_queue(
         Some(b) if b.epoch == epoch => b,
         _ => guard.insert(Baselines::new(epoch, sources, now)),
     };
-    let series = collect::collect(b, sources, labeling, now);
+    let mut series = collect::collect(b, sources, labeling, now);
+    if labeling.jvms {
+        windows::collect(b, sources, labeling, &mut series);
+    }
     drop(guard);
     if series.is_empty() {
         return;
