@@ -11,6 +11,7 @@ pub mod kernel;
 pub mod lock;
 pub mod notify;
 pub mod probes;
+pub mod refusals;
 pub mod restart;
 pub mod server;
 pub mod store;

@@ -113,6 +113,7 @@ impl Jp for FakeSvc {
                 memory_bytes: 4096,
                 ..Default::default()
             }),
+            ..Default::default()
         }))
     }
     async fn get_kernel_profile(

@@ -182,6 +182,7 @@ async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
     let rotation_stats = lock(&ctx.sources.rotation).clone();
     rotation::render(&mut text, &rotation_stats);
     pyroscope::render(&mut text, &ctx.sources.pyroscope.stats);
+    prometheus::render_refusals(&mut text, &crate::refusals::snapshot());
     (
         [(
             header::CONTENT_TYPE,

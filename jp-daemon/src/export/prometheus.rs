@@ -36,6 +36,25 @@ impl Family<'_> {
     }
 }
 
+/// `jp_refusals_total{subsystem, reason}`: what jpd refused to take, and why. The
+/// labels come from the code's fixed set ([`crate::refusals`]), never from input.
+pub(super) fn render_refusals(out: &mut String, counts: &[(crate::refusals::Refusal, u64)]) {
+    let name = "jp_refusals_total";
+    let mut f = Family::header(
+        out,
+        name,
+        "counter",
+        "Inputs jpd refused to take (over a budget, a rate or a cap; not what they claim to be), by subsystem and reason.",
+    );
+    for (what, n) in counts {
+        f.sample(
+            name,
+            &[("subsystem", what.subsystem), ("reason", what.reason)],
+            *n as f64,
+        );
+    }
+}
+
 fn escape(v: &str) -> String {
     let mut s = String::with_capacity(v.len());
     for c in v.chars() {
@@ -61,6 +80,17 @@ fn number(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_are_one_family_labelled_by_subsystem_and_reason() {
+        let mut out = String::new();
+        let what = crate::refusals::Refusal::new("usdt", "rate_limited");
+        render_refusals(&mut out, &[(what, 7)]);
+        assert_eq!(
+            out.lines().nth(2),
+            Some("jp_refusals_total{subsystem=\"usdt\",reason=\"rate_limited\"} 7")
+        );
+    }
 
     #[test]
     fn label_values_are_escaped() {

@@ -52,8 +52,11 @@ pub fn status(view: &KernelView, version: &str, uptime: Duration) -> pb::Status 
             bpf_stats_enabled: s.bpf_stats_enabled,
             irq_ip_samples_per_second: s.irq_ip_samples_per_second,
         }),
-        // Filled by the service from the JVM store.
+        // Filled by the service: from the JVM store, the refusal counts and the
+        // watchdog's view of jpd's subsystems.
         jvm: None,
+        refusals: Vec::new(),
+        subsystems: Vec::new(),
     }
 }
 

@@ -89,6 +89,14 @@ impl Jp for JpService {
         let view = self.store.kernel_view();
         let mut status = kernel::status(&view, env!("CARGO_PKG_VERSION"), self.started.elapsed());
         status.jvm = Some(jvmconv::status(&self.jvm.stats()));
+        status.refusals = crate::refusals::snapshot()
+            .into_iter()
+            .map(|(what, count)| pb::Refusal {
+                subsystem: what.subsystem.to_string(),
+                reason: what.reason.to_string(),
+                count,
+            })
+            .collect();
         Ok(Response::new(status))
     }
 

@@ -265,8 +265,19 @@ async fn every_rpc_health_reflection_socket_mode_and_removal() {
         }),
         // No USDT collector feeds the JVM store here: all zero.
         jvm: Some(pb::JvmStatus::default()),
+        // The refusal counts are process-wide and other tests of this binary count
+        // theirs: each listed kind must carry the registry's count (below).
+        refusals: st.refusals.clone(),
+        // No watchdog runs in this server.
+        subsystems: vec![],
     };
     assert_eq!(st, expected);
+    for r in &st.refusals {
+        assert!(
+            r.count > 0 && !r.subsystem.is_empty() && !r.reason.is_empty(),
+            "{r:?}"
+        );
+    }
 
     // GetKernelProfile: all functions, sorted by samples; idle is in no function.
     let req = pb::GetKernelProfileRequest {

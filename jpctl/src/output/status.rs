@@ -34,6 +34,11 @@ pub fn status_json(s: &Status) -> serde_json::Value {
             })).collect::<Vec<_>>(),
         },
         "jvm": status_jvm_json(s),
+        "refusals": s.refusals.iter().map(|r| serde_json::json!({
+            "subsystem": r.subsystem,
+            "reason": r.reason,
+            "count": r.count,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -135,6 +140,26 @@ pub fn status_text(s: &Status) -> String {
         }
     }
     out.push_str(&status_jvm_text(s));
+    out.push_str(&refusals_text(s));
+    out
+}
+
+/// What jpd refused and why, one line a kind; nothing when it refused nothing.
+fn refusals_text(s: &Status) -> String {
+    let mut out = String::new();
+    if s.refusals.is_empty() {
+        return out;
+    }
+    out.push_str("refused:\n");
+    for r in &s.refusals {
+        let _ = writeln!(
+            out,
+            "  {:<10} {:<28} {}",
+            printable(&r.subsystem),
+            printable(&r.reason),
+            r.count
+        );
+    }
     out
 }
 
@@ -282,6 +307,12 @@ mod tests {
                 irq_ip_samples_per_second: 100,
             }),
             jvm: None,
+            refusals: vec![jp_proto::v1::Refusal {
+                subsystem: "usdt".into(),
+                reason: "rate_limited".into(),
+                count: 12,
+            }],
+            subsystems: vec![],
         };
         let expected = concat!(
             "jpd 0.1.0, up 1m 5s\n",
@@ -293,6 +324,8 @@ mod tests {
             "  bpf stats off (run times below do not move; kernel.bpf_stats turns them on)\n",
             "  program                runs   run time   per run  attached to\n",
             "  jp_sample             11581    7.57 ms    653 ns  perf_event cpu-clock 997 Hz on CPUs 0-1\n",
+            "refused:\n",
+            "  usdt       rate_limited                 12\n",
         );
         assert_eq!(status_text(&s), expected);
         let v = status_json(&s);
@@ -300,6 +333,8 @@ mod tests {
         assert_eq!(v["kernel"]["bpf_stats_enabled"], false);
         assert_eq!(v["kernel"]["irq_ip_samples_per_second"], 100);
         assert_eq!(v["kernel"]["samples"]["idle"], 50);
+        assert_eq!(v["refusals"][0]["reason"], "rate_limited");
+        assert_eq!(v["refusals"][0]["count"], 12);
     }
 
     #[test]
