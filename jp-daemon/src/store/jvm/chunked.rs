@@ -214,15 +214,16 @@ impl<T: Copy> ChunkVec<T> {
     }
 
     /// Bytes allocated for elements and chunk pointers (a chunk shared with a snapshot
-    /// counts here, as the array's).
+    /// counts here, as the array's). O(1): every chunk but the last holds [`CHUNK`]
+    /// elements (the first grows to exactly that), so only the last one is looked at.
     pub fn memory_bytes(&self) -> usize {
-        let elements: usize = self
-            .chunks
-            .iter()
-            .zip(&self.frozen)
-            .map(|(c, f)| f.as_ref().map_or(c.capacity(), |f| f.capacity()))
-            .sum();
-        elements * std::mem::size_of::<T>()
+        let last = match (self.chunks.last(), self.frozen.last()) {
+            (_, Some(Some(f))) => f.capacity(),
+            (Some(c), _) => c.capacity(),
+            _ => 0,
+        };
+        let full = self.chunks.len().saturating_sub(1);
+        (full * CHUNK + last) * std::mem::size_of::<T>()
             + self.chunks.capacity() * std::mem::size_of::<Vec<T>>()
             + self.frozen.capacity() * std::mem::size_of::<Option<Arc<Vec<T>>>>()
     }
