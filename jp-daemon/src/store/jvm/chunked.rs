@@ -163,13 +163,6 @@ impl<T: Copy> ChunkVec<T> {
             .and_then(|v| v.get_mut(i & MASK))
     }
 
-    /// Grows to `len` elements with copies of `fill` (never shrinks).
-    pub fn grow_to(&mut self, len: usize, fill: T) {
-        while self.len < len {
-            self.push(fill);
-        }
-    }
-
     pub fn truncate(&mut self, len: usize) {
         self.thaw();
         while self.len > len {
@@ -191,11 +184,6 @@ impl<T: Copy> ChunkVec<T> {
             .iter()
             .zip(&self.frozen)
             .flat_map(|(c, f)| f.as_deref().unwrap_or(c).iter())
-    }
-
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
-        self.thaw();
-        self.chunks.iter_mut().flat_map(|c| c.iter_mut())
     }
 
     /// The array as it is now, sharing its chunks: O(chunks), no element is copied.
@@ -286,7 +274,9 @@ mod tests {
         assert_eq!(c.get(CHUNK + 1), None);
         c.truncate(3);
         assert_eq!(c.iter().copied().collect::<Vec<_>>(), vec![0, 1, 99]);
-        c.grow_to(CHUNK + 2, 7);
+        while c.len() < CHUNK + 2 {
+            c.push(7);
+        }
         assert_eq!((c.len(), c[CHUNK + 1], c[3]), (CHUNK + 2, 7, 7));
         c.truncate(0);
         assert_eq!((c.len(), c.iter().count()), (0, 0));

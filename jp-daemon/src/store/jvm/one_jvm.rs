@@ -11,7 +11,6 @@ use jp_common::wire::{
     FLAG_RESYNC, STREAM_ENDED,
 };
 
-use super::chunked::ChunkVec;
 use super::cpu::{self, ContextCpu};
 use super::methods::{MethodNames, StringBudget};
 use super::nodes::NodeTable;
@@ -82,7 +81,9 @@ pub(crate) struct Jvm {
     ended_since_hello: u64,
     /// What the threads that ended contributed to the merged tree, by merged node: a
     /// RESYNC of the agent's [`STREAM_ENDED`] snapshot replaces all of it.
-    ended_counts: ChunkVec<[u64; 2]>,
+    /// A map of the nodes they reached, not an array over all nodes: that RESYNC costs
+    /// what the ended threads sent, not the size of the tree.
+    ended_counts: HashMap<u32, [u64; 2]>,
 
     pub tree: NodeTable,
     pub methods: MethodNames,
@@ -170,7 +171,7 @@ impl Jvm {
             ended_total: 0,
             ended_broken: 0,
             ended_since_hello: 0,
-            ended_counts: ChunkVec::new(),
+            ended_counts: HashMap::new(),
             tree: NodeTable::new(limits.max_nodes_per_jvm),
             methods: MethodNames::default(),
             slots: SlotBudget {
@@ -533,11 +534,8 @@ impl Jvm {
                 if resync && tid == STREAM_ENDED {
                     // The snapshot covers every thread whose END came before it: their
                     // own contributions go (the snapshot's replace them).
-                    for (node, c) in self.ended_counts.iter_mut().enumerate() {
-                        if *c != [0, 0] {
-                            self.tree.sub(node as u32, c[0], c[1]);
-                            *c = [0, 0];
-                        }
+                    for (node, [c, b]) in self.ended_counts.drain() {
+                        self.tree.sub(node, c, b);
                     }
                 }
                 th.records += 1;
@@ -707,14 +705,9 @@ impl Jvm {
             th.finish_resync(&mut self.tree);
         }
         for (node, calls, bytecodes) in th.contributions() {
-            let i = node as usize;
-            if i >= self.ended_counts.len() {
-                self.ended_counts.grow_to(i + 1, [0, 0]);
-            }
-            if let Some(c) = self.ended_counts.get_mut(i) {
-                c[0] = c[0].wrapping_add(calls);
-                c[1] = c[1].wrapping_add(bytecodes);
-            }
+            let c = self.ended_counts.entry(node).or_insert([0, 0]);
+            c[0] = c[0].wrapping_add(calls);
+            c[1] = c[1].wrapping_add(bytecodes);
         }
         th.release(&mut self.slots);
         self.ended_total += 1;

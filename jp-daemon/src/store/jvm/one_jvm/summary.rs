@@ -44,7 +44,7 @@ impl Jvm {
             + threads
             + ended
             + ended_maps
-            + self.ended_counts.memory_bytes()
+            + self.ended_counts.capacity() * entry(4, 16)
             + self.cpu.memory_bytes()
             + hello) as u64
     }
