@@ -787,6 +787,7 @@ fn jvm_store() -> SharedJvmStore {
         ns_pid: None,
         cmdline: "java -agentpath:libjpagent.so Paper -verbose".into(),
         exe: "/usr/bin/java".into(),
+        uid: None,
     };
     store.process_found(JVM, info, attached());
     store.generation_written(JVM, GENERATION);
@@ -1409,6 +1410,7 @@ fn jvm_watch_reports_a_reused_pid_as_removed_then_new() {
         ns_pid: None,
         cmdline: "java Other".into(),
         exe: "/usr/bin/java".into(),
+        uid: None,
     };
     jp_daemon::lock::lock(&jvm).process_found(JVM, info, later);
     let d = w

@@ -128,6 +128,7 @@ fn this_process_as_a_joined_jvm(c: &KernelCollector) -> Arc<Mutex<JvmStore>> {
                 ns_pid: None,
                 cmdline: "JoinTest".into(),
                 exe: "/usr/bin/java".into(),
+                uid: None,
             },
             SystemTime::now(),
         );

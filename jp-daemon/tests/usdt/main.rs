@@ -13,4 +13,5 @@ mod hostile;
 mod namespace;
 mod notes;
 mod real_agent;
+mod store_budget;
 mod throughput;
