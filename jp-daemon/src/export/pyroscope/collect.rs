@@ -29,7 +29,7 @@ use jp_mct::{Mct, MethodInfo, PprofOptions, TimeRange};
 
 use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
 use crate::export::label::label_value;
-use crate::export::{kernel_pprof, ExportState};
+use crate::export::{kernel_pprof, mct_pprof, ExportState};
 use crate::store::jvm::CpuSnapshot;
 use crate::store::read::{self, KernelSince, ReadJvm, ReadWindows};
 
@@ -251,7 +251,7 @@ fn jvms(
             }),
         };
         let mut profile = Vec::new();
-        if let Err(e) = jp_mct::write_pprof(&delta, options, &mut profile) {
+        if let Err(e) = mct_pprof::write_pprof(&delta, options, &mut profile) {
             log::warn!("pyroscope: cannot encode JVM {}'s tree: {e}", s.pid);
             base.generation = None;
             continue;
