@@ -19,6 +19,33 @@ use jp_common::wire::{
 };
 use jp_daemon::store::jvm::{JvmLimits, JvmStore};
 use jp_daemon::usdt::collector::{UsdtCollector, UsdtOptions};
+use jp_daemon::usdt::fair::RingShare;
+
+/// The smallest burst a token bucket of `per_second` needs to let every event at
+/// `times` (ns, ascending) through: the most the events ever run ahead of the rate.
+fn burst_needed(times: &[u64], per_second: u32) -> u64 {
+    let cost = 1_000_000_000 / u64::from(per_second);
+    let mut next = 0u64;
+    let mut most = 0u64;
+    for &t in times {
+        next = next.max(t) + cost;
+        most = most.max((next - t).div_ceil(cost));
+    }
+    most
+}
+
+/// The most events in any one-second window.
+fn peak_per_second(times: &[u64]) -> usize {
+    let mut start = 0;
+    let mut most = 0;
+    for (i, &t) in times.iter().enumerate() {
+        while t - times[start] >= 1_000_000_000 {
+            start += 1;
+        }
+        most = most.max(i + 1 - start);
+    }
+    most
+}
 
 const JDK: &str = "/usr/lib/jvm/java-17-openjdk-amd64";
 
@@ -130,6 +157,25 @@ fn real_agent_records_arrive_complete_and_answer_resync() {
 
     let r = sink.lock().unwrap();
     let events = r.events_of(pid);
+    // What the default share must allow a real JVM: its rate and burst, measured on
+    // its events' kernel times (start-up, steady reports, a re-send, the end).
+    // Taken on several CPUs before each event was reserved: not quite in ring order.
+    let mut times: Vec<u64> = events.iter().map(|(h, _)| h.ktime_ns).collect();
+    times.sort_unstable();
+    let share = RingShare::default();
+    let burst = burst_needed(&times, share.records_per_second);
+    let peak = peak_per_second(&times);
+    println!(
+        "real JVM: {} events in {:.2} s, peak {peak} in one second, burst needed at {}/s: {burst}",
+        times.len(),
+        (times.last().unwrap_or(&0) - times.first().unwrap_or(&0)) as f64 / 1e9,
+        share.records_per_second
+    );
+    assert!(
+        burst <= u64::from(share.burst_records),
+        "the default share would drop this JVM's records: burst {burst}"
+    );
+    assert_eq!(r.counters.rate_limited, 0, "{:?}", r.counters);
     let mut next_seq: BTreeMap<u64, u32> = BTreeMap::new();
     let mut ended: Vec<u64> = Vec::new();
     let (mut trees, mut bytes) = (0, 0);
@@ -237,6 +283,8 @@ fn real_agent_into_the_jvm_store() {
     assert!(summary.finished, "{summary:?}");
     assert!(summary.complete, "{summary:?}");
     assert_eq!((summary.records_lost, summary.records_malformed), (0, 0));
+    // The default share holds this JVM back not once.
+    assert_eq!((summary.ring_rate_limited, summary.ring_full), (0, 0));
     assert!(
         summary.threads_total >= 2 && summary.threads_live == 0,
         "{summary:?}"
