@@ -233,7 +233,15 @@ fn assert_limits(ct: &Container, pid: u32) {
     for call in ["bpf", "perf_event_open", "openat", "ioctl", "chown"] {
         assert!(allowed.contains(&call), "{call} is not allowed: {filter}");
     }
-    for call in ["mount", "init_module", "reboot", "setuid", "add_key", "mlock", "kexec_load"] {
+    for call in [
+        "mount",
+        "init_module",
+        "reboot",
+        "setuid",
+        "add_key",
+        "mlock",
+        "kexec_load",
+    ] {
         assert!(!allowed.contains(&call), "{call} is allowed: {filter}");
     }
     let limits = std::fs::read_to_string(ct.host_path(&format!("/proc/{pid}/limits")))
@@ -457,8 +465,15 @@ fn the_watchdog_is_armed_fed_and_fires() {
     // Fed because each part makes progress, also on this idle host (no JVM records).
     let parts = subsystems(&ct);
     assert_eq!(
-        parts.iter().map(|(name, stuck, _)| (name.as_str(), *stuck)).collect::<Vec<_>>(),
-        [("kernel_reader", false), ("ring_reader", false), ("usdt_manager", false)],
+        parts
+            .iter()
+            .map(|(name, stuck, _)| (name.as_str(), *stuck))
+            .collect::<Vec<_>>(),
+        [
+            ("kernel_reader", false),
+            ("ring_reader", false),
+            ("usdt_manager", false)
+        ],
         "{parts:?}"
     );
 
@@ -514,37 +529,51 @@ fn injected_fault_restarts_jpd(ct: &Container, fault: &str, part: &str) -> Strin
         .expect("NRestarts is a number");
     start(ct);
     let pid = main_pid(ct);
-    wait_journal(ct, &[&format!("JPD_FAULT_INJECT: injecting the fault {fault}")]);
+    wait_journal(
+        ct,
+        &[&format!("JPD_FAULT_INJECT: injecting the fault {fault}")],
+    );
 
     // Seen stuck by jpd itself before systemd's timer runs out; the other parts not.
     let mut detail = String::new();
-    wait_for(ct, Duration::from_secs(15), &format!("{part} stuck"), || {
-        if main_pid(ct) != pid {
-            panic!("jpd was restarted before `jpctl status` named {part} stuck");
-        }
-        let parts = subsystems(ct);
-        for (name, stuck, why) in &parts {
-            if name == part && *stuck {
-                detail.clone_from(why);
-            } else {
-                assert!(!stuck, "{name} is stuck too: {parts:?}");
+    wait_for(
+        ct,
+        Duration::from_secs(15),
+        &format!("{part} stuck"),
+        || {
+            if main_pid(ct) != pid {
+                panic!("jpd was restarted before `jpctl status` named {part} stuck");
             }
-        }
-        !detail.is_empty()
-    });
+            let parts = subsystems(ct);
+            for (name, stuck, why) in &parts {
+                if name == part && *stuck {
+                    detail.clone_from(why);
+                } else {
+                    assert!(!stuck, "{name} is stuck too: {parts:?}");
+                }
+            }
+            !detail.is_empty()
+        },
+    );
     let text = ct.ok(&["jpctl", "status"]);
     assert!(
-        text.lines().any(|l| l.starts_with(&format!("  {part}")) && l.contains(" STUCK ")),
+        text.lines()
+            .any(|l| l.starts_with(&format!("  {part}")) && l.contains(" STUCK ")),
         "{text}"
     );
 
-    wait_for(ct, Duration::from_secs(30), "restart by the watchdog", || {
-        let now: u32 = ct
-            .property("jpd.service", "NRestarts")
-            .parse()
-            .expect("NRestarts is a number");
-        now > restarts && main_pid(ct) != pid && main_pid(ct) != 0
-    });
+    wait_for(
+        ct,
+        Duration::from_secs(30),
+        "restart by the watchdog",
+        || {
+            let now: u32 = ct
+                .property("jpd.service", "NRestarts")
+                .parse()
+                .expect("NRestarts is a number");
+            now > restarts && main_pid(ct) != pid && main_pid(ct) != 0
+        },
+    );
     wait_journal(
         ct,
         &[
@@ -801,6 +830,18 @@ fn hardened_jpd_samples_the_kernel_and_profiles_a_jvm_of_another_service() {
     }
     let log = journal(&ct);
     assert!(!log.contains("cannot write the generation"), "{log}");
+    // The unit's MemoryHigh (768M) leaves the JVM store budget (512 MiB) above what
+    // jpd itself takes: its peak here, kernel sampling, exporters and a JVM profiled.
+    let jpd = main_pid(&ct);
+    let peak_kib: u64 = status_field(&ct, jpd, "VmHWM")
+        .trim_end_matches(" kB")
+        .parse()
+        .expect("VmHWM in kB");
+    eprintln!("jpd's peak resident memory: {} MiB", peak_kib / 1024);
+    assert!(
+        peak_kib < 256 * 1024,
+        "jpd peaked at {peak_kib} KiB: MemoryHigh=768M no longer leaves the store its 512 MiB"
+    );
     drop(jvm);
     ct.ok(&["systemctl", "stop", "jpd.service"]);
 }
