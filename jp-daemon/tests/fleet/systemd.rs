@@ -2,8 +2,11 @@
 //! (`systemd-nspawn --volatile=yes` over the host's /usr, see `systemd_container`),
 //! with jp installed where `cargo xtask install` puts it. `systemctl start` returns
 //! only after READY=1, `reload` goes through SIGHUP, a killed jpd is restarted, the
-//! watchdog is armed and fires, `stop` ends it cleanly; and under every hardening
-//! option of the unit jpd samples the kernel and profiles a JVM run by another service.
+//! watchdog is armed and fires, `stop` ends it cleanly, the resource limits are in
+//! effect; a stuck USDT manager and a dead ring reader (injected faults) each get jpd
+//! restarted by the watchdog, named by `jpctl status` before; and under every hardening
+//! option of the unit (its system call allow-list too) jpd samples the kernel and
+//! profiles a JVM run by another service.
 //!
 //! Needs root, `systemd-nspawn` (Debian package systemd-container), `JPD`, `JPCTL`,
 //! `JP_AGENT_LIB`, `JP_AGENT_JAR` and JDK 17 (as `cargo xtask test` passes them).
@@ -208,6 +211,49 @@ fn status_field(ct: &Container, pid: u32, field: &str) -> String {
         .to_string()
 }
 
+/// The unit's resource limits, as systemd holds them and as they reach the process.
+/// The memory and CPU limits are checked as systemd holds them only: the container's
+/// systemd is given no memory or CPU controller (the test machines mount cgroup v1
+/// controllers; the container gets the `name=systemd` hierarchy and an empty unified
+/// one), so there is no cgroup file of jpd's that could show them.
+fn assert_limits(ct: &Container, pid: u32) {
+    for (property, value) in [
+        ("MemoryHigh", "805306368"),
+        ("MemoryMax", "1073741824"),
+        ("LimitNOFILE", "16384"),
+        ("LimitNOFILESoft", "16384"),
+        ("CPUWeight", "100"),
+        ("SystemCallErrorNumber", "1"),
+    ] {
+        assert_eq!(ct.property("jpd.service", property), value, "{property}");
+    }
+    // An allow list: bpf and perf_event_open allowed, the rest of @privileged not.
+    let filter = ct.property("jpd.service", "SystemCallFilter");
+    let allowed: Vec<&str> = filter.split_whitespace().collect();
+    for call in ["bpf", "perf_event_open", "openat", "ioctl", "chown"] {
+        assert!(allowed.contains(&call), "{call} is not allowed: {filter}");
+    }
+    for call in [
+        "mount",
+        "init_module",
+        "reboot",
+        "setuid",
+        "add_key",
+        "mlock",
+        "kexec_load",
+    ] {
+        assert!(!allowed.contains(&call), "{call} is allowed: {filter}");
+    }
+    let limits = std::fs::read_to_string(ct.host_path(&format!("/proc/{pid}/limits")))
+        .expect("the process's limits");
+    let open_files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .unwrap_or_else(|| panic!("no open files limit:\n{limits}"));
+    assert_eq!(open_files[3..5], ["16384", "16384"], "{limits}");
+}
+
 #[test]
 fn start_reload_restart_and_stop_under_systemd() {
     let _one = crate::support::exclusive();
@@ -249,7 +295,8 @@ fn start_reload_restart_and_stop_under_systemd() {
         .split_whitespace()
         .nth(16)
         .expect("nice field");
-    assert_eq!(nice, "-5", "Nice=-5");
+    assert_eq!(nice, "0", "no Nice=: the CPU weight protects jpd");
+    assert_limits(&ct, pid);
     // systemd applied the sandbox: seccomp filters, a read-only root with a writable
     // /run/jp, a private /tmp, no /root.
     assert_eq!(status_field(&ct, pid, "Seccomp"), "2");
@@ -415,6 +462,20 @@ fn the_watchdog_is_armed_fed_and_fires() {
     assert!(fed >= 4, "{fed} WATCHDOG=1 in 10 s with WatchdogSec=4s");
     assert_eq!(main_pid(&ct), pid);
     assert_eq!(ct.property("jpd.service", "NRestarts"), "0");
+    // Fed because each part makes progress, also on this idle host (no JVM records).
+    let parts = subsystems(&ct);
+    assert_eq!(
+        parts
+            .iter()
+            .map(|(name, stuck, _)| (name.as_str(), *stuck))
+            .collect::<Vec<_>>(),
+        [
+            ("kernel_reader", false),
+            ("ring_reader", false),
+            ("usdt_manager", false)
+        ],
+        "{parts:?}"
+    );
 
     // A jpd that hangs (SIGSTOP) stops feeding it: systemd aborts and restarts it.
     ct.ok(&["kill", "-STOP", &pid.to_string()]);
@@ -430,6 +491,122 @@ fn the_watchdog_is_armed_fed_and_fires() {
     assert_ne!(main_pid(&ct), pid);
     wait_journal(&ct, &["Watchdog timeout (limit 4s)!"]);
     ct.ok(&["jpctl", "status"]);
+}
+
+/// `jpctl status --json`'s subsystems: name, stuck, detail.
+fn subsystems(ct: &Container) -> Vec<(String, bool, String)> {
+    let status = jpctl_json(ct, &["status", "--json"]);
+    status["subsystems"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no subsystems: {status}"))
+        .iter()
+        .map(|h| {
+            (
+                h["name"].as_str().unwrap_or("?").to_string(),
+                h["stuck"].as_bool().unwrap_or(false),
+                h["detail"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// jpd started with `fault` injected and a 6 s watchdog: `jpctl status` names `part`
+/// stuck, then systemd's watchdog restarts jpd (a new main process, one restart
+/// more), and the journal says why. Returns `part`'s detail as `jpctl status` gave it.
+fn injected_fault_restarts_jpd(ct: &Container, fault: &str, part: &str) -> String {
+    let dropin = ct.host_path("/etc/systemd/system/jpd.service.d");
+    std::fs::create_dir_all(&dropin).expect("drop-in dir");
+    // No core dump of the aborted jpd: the test wants the restart, not the core.
+    std::fs::write(
+        dropin.join("test-fault.conf"),
+        format!("[Service]\nWatchdogSec=6s\nLimitCORE=0\nEnvironment=JPD_FAULT_INJECT={fault}\n"),
+    )
+    .expect("drop-in");
+    ct.ok(&["systemctl", "daemon-reload"]);
+    let restarts: u32 = ct
+        .property("jpd.service", "NRestarts")
+        .parse()
+        .expect("NRestarts is a number");
+    start(ct);
+    let pid = main_pid(ct);
+    wait_journal(
+        ct,
+        &[&format!("JPD_FAULT_INJECT: injecting the fault {fault}")],
+    );
+
+    // Seen stuck by jpd itself before systemd's timer runs out; the other parts not.
+    let mut detail = String::new();
+    wait_for(
+        ct,
+        Duration::from_secs(15),
+        &format!("{part} stuck"),
+        || {
+            if main_pid(ct) != pid {
+                panic!("jpd was restarted before `jpctl status` named {part} stuck");
+            }
+            let parts = subsystems(ct);
+            for (name, stuck, why) in &parts {
+                if name == part && *stuck {
+                    detail.clone_from(why);
+                } else {
+                    assert!(!stuck, "{name} is stuck too: {parts:?}");
+                }
+            }
+            !detail.is_empty()
+        },
+    );
+    let text = ct.ok(&["jpctl", "status"]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&format!("  {part}")) && l.contains(" STUCK ")),
+        "{text}"
+    );
+
+    wait_for(
+        ct,
+        Duration::from_secs(30),
+        "restart by the watchdog",
+        || {
+            let now: u32 = ct
+                .property("jpd.service", "NRestarts")
+                .parse()
+                .expect("NRestarts is a number");
+            now > restarts && main_pid(ct) != pid && main_pid(ct) != 0
+        },
+    );
+    wait_journal(
+        ct,
+        &[
+            &format!("{part} stuck ("),
+            "not feeding the watchdog",
+            "Watchdog timeout (limit 6s)!",
+        ],
+    );
+    // The restarted jpd has the fault too: stop it for good (the stalled manager
+    // thread would hold up a clean stop until TimeoutStopSec).
+    std::fs::remove_file(dropin.join("test-fault.conf")).expect("remove the drop-in");
+    ct.ok(&["systemctl", "daemon-reload"]);
+    ct.ok(&["systemctl", "kill", "--signal=KILL", "jpd.service"]);
+    let _ = ct.run(&["systemctl", "stop", "jpd.service"]);
+    detail
+}
+
+#[test]
+fn a_stuck_usdt_manager_or_a_dead_ring_reader_gets_jpd_restarted() {
+    let _one = crate::support::exclusive();
+    let (_staged, ct) = boot("fault");
+    // Interval 1 s (scan_interval_ms), grace 3 s: stuck once 5 s without a tick.
+    let stalled = injected_fault_restarts_jpd(&ct, "usdt_manager_stall", "usdt_manager");
+    assert!(
+        stalled.starts_with("no progress for ") && stalled.ends_with(" s (allowed 5.0 s)"),
+        "{stalled}"
+    );
+    let dead = injected_fault_restarts_jpd(&ct, "ring_reader_exit", "ring_reader");
+    assert_eq!(dead, "ended: injected fault ring_reader_exit");
+    // Without the switch, jpd runs healthy again.
+    start(&ct);
+    assert!(subsystems(&ct).iter().all(|(_, stuck, _)| !stuck));
+    ct.ok(&["systemctl", "stop", "jpd.service"]);
 }
 
 /// FleetPaper as a service of its own (PrivateTmp, ProtectSystem), fed through a FIFO,
@@ -653,6 +830,18 @@ fn hardened_jpd_samples_the_kernel_and_profiles_a_jvm_of_another_service() {
     }
     let log = journal(&ct);
     assert!(!log.contains("cannot write the generation"), "{log}");
+    // The unit's MemoryHigh (768M) leaves the JVM store budget (512 MiB) above what
+    // jpd itself takes: its peak here, kernel sampling, exporters and a JVM profiled.
+    let jpd = main_pid(&ct);
+    let peak_kib: u64 = status_field(&ct, jpd, "VmHWM")
+        .trim_end_matches(" kB")
+        .parse()
+        .expect("VmHWM in kB");
+    eprintln!("jpd's peak resident memory: {} MiB", peak_kib / 1024);
+    assert!(
+        peak_kib < 256 * 1024,
+        "jpd peaked at {peak_kib} KiB: MemoryHigh=768M no longer leaves the store its 512 MiB"
+    );
     drop(jvm);
     ct.ok(&["systemctl", "stop", "jpd.service"]);
 }
