@@ -9,6 +9,7 @@ mod attach;
 mod bpf;
 mod collector;
 mod decode;
+mod discovery;
 mod fair;
 mod hostile;
 mod namespace;

@@ -19,9 +19,9 @@ use super::ring::ReaderStats;
 use crate::liveness::fault::{self, Fault};
 use crate::liveness::{Heartbeat, USDT_MANAGER};
 use crate::lock::lock;
-use crate::store::jvm::sink::{FileStatus, RecordSink, RefusedFile, UsdtStatus};
+use crate::store::jvm::sink::{FileStatus, RecordSink, UsdtStatus};
 use crate::store::jvm::UsdtKernelCounters;
-use files::{AttachedFile, FileKey};
+use files::{AttachedFile, FileKey, RefusedFiles};
 
 /// A tick between scans reads the kernel counters and publishes the status only if it
 /// did something; the tick after a scan always does (jpd's CPU at idle is mostly what
@@ -52,9 +52,9 @@ pub(super) struct Manager<S> {
     library: String,
     sink: Arc<Mutex<S>>,
     files: HashMap<FileKey, AttachedFile>,
-    /// Files that cannot be attached (no probe, malformed), with the reason, so that
-    /// they are tried (and logged) once.
-    refused: HashMap<FileKey, RefusedFile>,
+    /// Files that cannot be attached (no probe, malformed), so that they are tried
+    /// (and logged) once; the newest with their reason for the status.
+    refused: RefusedFiles,
     procs: HashMap<u32, Process>,
     /// When processes without the library are looked at again.
     rechecks: discovery::Rechecks,
@@ -98,7 +98,7 @@ impl<S: RecordSink> Manager<S> {
             library: options.library.clone(),
             sink,
             files: HashMap::new(),
-            refused: HashMap::new(),
+            refused: RefusedFiles::default(),
             procs: HashMap::new(),
             rechecks: discovery::Rechecks::new(options.scan_interval),
             clock: GenerationClock::default(),
@@ -117,7 +117,7 @@ impl<S: RecordSink> Manager<S> {
             last_error: String::new(),
             last_error_log: None,
             // A scan is the longest regular step between two ticks.
-            heartbeat: Heartbeat::register(USDT_MANAGER, scan_interval),
+            heartbeat: Heartbeat::register(USDT_MANAGER, options.scan_interval),
         }
     }
 
@@ -310,11 +310,7 @@ impl<S: RecordSink> Manager<S> {
             generations_written: self.generations,
             errors: self.errors,
             last_error: self.last_error.clone(),
-            refused: {
-                let mut refused: Vec<RefusedFile> = self.refused.values().cloned().collect();
-                refused.sort_by(|a, b| a.path.cmp(&b.path));
-                refused
-            },
+            refused: self.refused.newest(),
             items: r.items.load(Ordering::Relaxed),
             batches: r.batches.load(Ordering::Relaxed),
             malformed_items: r.malformed.load(Ordering::Relaxed),
