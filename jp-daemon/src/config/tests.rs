@@ -27,6 +27,9 @@ fn embedded_file_documents_every_key() {
         "tls_key =",
         "tls_client_ca =",
         "tls_client_names =",
+        "tcp_anonymous_reads =",
+        "max_watch_streams_per_uid =",
+        "max_watch_streams =",
         "[kernel]",
         "frequency_hz =",
         "shift =",
@@ -239,7 +242,14 @@ fn tcp_without_tls_names_the_tcp_key() {
 #[test]
 fn tcp_with_tls_is_accepted() {
     let text = "[server]\ntcp = \"127.0.0.1:9465\"\ntls_cert = \"/etc/jp/tls/jpd.pem\"\ntls_key = \"/etc/jp/tls/jpd.key\"\n";
-    let c = Config::parse(text, "c.toml").unwrap();
+    // Without a client CA only when anonymous reads are asked for.
+    let e = Config::parse(text, "c.toml").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid config c.toml, line 2, column 1: tcp without tls_client_ca lets anyone who reaches the port read the API: set tls_client_ca, or tcp_anonymous_reads = true to allow anonymous reads (command lines are then cut to the program's name)"
+    );
+    let c = Config::parse(&format!("{text}tcp_anonymous_reads = true\n"), "c.toml").unwrap();
+    assert!(c.server.tcp_anonymous_reads);
     assert_eq!(c.server.tcp, "127.0.0.1:9465");
     assert_eq!(c.server.tls_cert, PathBuf::from("/etc/jp/tls/jpd.pem"));
     assert_eq!(c.server.tls_key, PathBuf::from("/etc/jp/tls/jpd.key"));

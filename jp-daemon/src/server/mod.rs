@@ -17,11 +17,13 @@ pub mod jvm_hotspot;
 pub mod jvm_watch;
 pub mod kernel;
 pub mod kernel_watch;
+pub mod heavy;
 pub mod limits;
 mod service;
 pub mod socket;
 pub mod tls;
 pub mod unix_peer;
+pub mod watch_quota;
 pub mod windows;
 
 use std::future::Future;
@@ -44,6 +46,8 @@ use crate::windows::Windows;
 pub struct Api {
     pub sources: Sources,
     pub windows: Option<Windows>,
+    /// The caps on Watch streams (`server.max_watch_streams_per_uid`, `max_watch_streams`).
+    pub watch_limits: watch_quota::WatchLimits,
 }
 
 impl From<Sources> for Api {
@@ -51,6 +55,7 @@ impl From<Sources> for Api {
         Api {
             sources,
             windows: None,
+            watch_limits: watch_quota::WatchLimits::default(),
         }
     }
 }

@@ -8,4 +8,5 @@ mod support;
 mod jvm_props;
 mod jvm_tap;
 mod limits;
+mod callers;
 mod server;
