@@ -55,7 +55,7 @@ impl AllowedHosts {
             return true;
         }
         let name = name.trim_end_matches('.').to_ascii_lowercase();
-        self.names.iter().any(|n| *n == name)
+        self.names.contains(&name)
     }
 }
 

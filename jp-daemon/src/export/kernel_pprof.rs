@@ -298,7 +298,8 @@ mod tests {
             },
             &symbols,
         );
-        let addresses = |p: &Profile| -> Vec<u64> { p.location.iter().map(|l| l.address).collect() };
+        let addresses =
+            |p: &Profile| -> Vec<u64> { p.location.iter().map(|l| l.address).collect() };
         assert_eq!(addresses(&offsets), [0, 0x10, 0x100, 0x3f00_1004, 0]);
         assert_eq!(
             offsets
@@ -310,10 +311,14 @@ mod tests {
         );
         let mut same = offsets.clone();
         same.location.iter_mut().for_each(|l| l.address = 0);
-        same.mapping.iter_mut().for_each(|m| (m.memory_start, m.memory_limit) = (0, 0));
+        same.mapping
+            .iter_mut()
+            .for_each(|m| (m.memory_start, m.memory_limit) = (0, 0));
         let mut real = p.clone();
         real.location.iter_mut().for_each(|l| l.address = 0);
-        real.mapping.iter_mut().for_each(|m| (m.memory_start, m.memory_limit) = (0, 0));
+        real.mapping
+            .iter_mut()
+            .for_each(|m| (m.memory_start, m.memory_limit) = (0, 0));
         assert_eq!(same, real, "only the addresses differ");
     }
 

@@ -388,7 +388,8 @@ mod tests {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
             let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
             s.write_all(
-                format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+                format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
             )
             .await
             .unwrap();
@@ -429,7 +430,9 @@ mod tests {
 
     async fn exporter(cfg: ExportConfig) -> Exporter {
         let store = ExportState::new(Sources::from(crate::store::kernel::KernelStore::new()));
-        Exporter::start(&cfg, store, SystemTime::now()).await.unwrap()
+        Exporter::start(&cfg, store, SystemTime::now())
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -471,7 +474,13 @@ mod tests {
         let before = crate::refusals::get(inflight::TOO_MANY_REQUESTS);
         // Each sleeps through its 2 s window (then finds no kernel symbols: 503).
         let long: Vec<_> = (0..6)
-            .map(|_| tokio::spawn(get_with_host(addr, "/debug/pprof/profile?seconds=2", "localhost")))
+            .map(|_| {
+                tokio::spawn(get_with_host(
+                    addr,
+                    "/debug/pprof/profile?seconds=2",
+                    "localhost",
+                ))
+            })
             .collect();
         let mut refused = 0;
         while crate::refusals::get(inflight::TOO_MANY_REQUESTS) - before < 4 && refused < 500 {
@@ -501,7 +510,10 @@ mod tests {
             })
             .count();
         assert_eq!((served, busy), (2, 4), "{answers:?}");
-        assert_eq!(crate::refusals::get(inflight::TOO_MANY_REQUESTS) - before, 4);
+        assert_eq!(
+            crate::refusals::get(inflight::TOO_MANY_REQUESTS) - before,
+            4
+        );
         e.stop().await;
     }
 }

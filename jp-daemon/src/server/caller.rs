@@ -218,7 +218,11 @@ mod tests {
         assert!(!Caller::Unknown.may_read_kernel_addresses());
         // This very process, under a uid it does not run as: not the same user.
         let me = std::process::id() as i32;
-        assert!(!Caller::Unix { uid: 12345, pid: me }.may_read_kernel_addresses());
+        assert!(!Caller::Unix {
+            uid: 12345,
+            pid: me
+        }
+        .may_read_kernel_addresses());
         assert!(!tls.anonymous());
         assert!(Caller::Tls {
             ip,

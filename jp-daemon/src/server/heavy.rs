@@ -24,7 +24,8 @@ pub const MAX_HEAVY_CALLS: usize = 4;
 /// How long a heavy call waits for a place before it is refused.
 pub const HEAVY_CALL_WAIT: Duration = Duration::from_secs(5);
 
-static PLACES: LazyLock<Arc<Semaphore>> = LazyLock::new(|| Arc::new(Semaphore::new(MAX_HEAVY_CALLS)));
+static PLACES: LazyLock<Arc<Semaphore>> =
+    LazyLock::new(|| Arc::new(Semaphore::new(MAX_HEAVY_CALLS)));
 
 /// Raised when the call that started the work is gone.
 #[derive(Clone, Default)]
@@ -125,6 +126,11 @@ mod tests {
         go_tx.send(()).unwrap();
         assert!(stages.recv().is_err(), "no stage after the cancellation");
         // And its place is free again.
-        assert_eq!(run_within(&places, Duration::from_secs(5), |_| Ok(7)).await.unwrap(), 7);
+        assert_eq!(
+            run_within(&places, Duration::from_secs(5), |_| Ok(7))
+                .await
+                .unwrap(),
+            7
+        );
     }
 }

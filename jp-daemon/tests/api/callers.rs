@@ -109,10 +109,7 @@ async fn anonymous_tcp_callers_see_command_lines_cut_to_the_program() {
         .into_inner();
     assert_eq!(top.jvm.map(|j| j.cmdline), Some("java".into()));
     let mut watch = jp
-        .watch(request(
-            pb::WatchRequest { interval_ms: 100 },
-            tls(false),
-        ))
+        .watch(request(pb::WatchRequest { interval_ms: 100 }, tls(false)))
         .await
         .unwrap()
         .into_inner();
@@ -136,8 +133,12 @@ fn as_offsets(mut p: pb::KernelProfile) -> pb::KernelProfile {
     let off = |a: u64| if a == 0 { 0 } else { a.wrapping_sub(STEXT) };
     p.text_start = off(p.text_start);
     p.text_end = off(p.text_end);
-    p.functions.iter_mut().for_each(|f| f.address = off(f.address));
-    p.other_ips.iter_mut().for_each(|o| o.address = off(o.address));
+    p.functions
+        .iter_mut()
+        .for_each(|f| f.address = off(f.address));
+    p.other_ips
+        .iter_mut()
+        .for_each(|o| o.address = off(o.address));
     p
 }
 
@@ -149,7 +150,7 @@ async fn kernel_addresses_only_to_those_who_may_read_kallsyms() {
         ..Default::default()
     };
     let root = jp
-        .get_kernel_profile(request(req.clone(), unix(0)))
+        .get_kernel_profile(request(req, unix(0)))
         .await
         .unwrap()
         .into_inner();
@@ -157,9 +158,9 @@ async fn kernel_addresses_only_to_those_who_may_read_kallsyms() {
     assert!(root.functions.iter().all(|f| f.address >= STEXT));
     assert!(!root.other_ips.is_empty());
     for (who, r) in [
-        ("uid 1000", request(req.clone(), unix(1000))),
-        ("TLS with a certificate", request(req.clone(), tls(true))),
-        ("anonymous TLS", request(req.clone(), tls(false))),
+        ("uid 1000", request(req, unix(1000))),
+        ("TLS with a certificate", request(req, tls(true))),
+        ("anonymous TLS", request(req, tls(false))),
     ] {
         let p = jp.get_kernel_profile(r).await.unwrap().into_inner();
         assert_eq!(p, as_offsets(root.clone()), "{who}");
@@ -182,9 +183,8 @@ async fn kernel_addresses_only_to_those_who_may_read_kallsyms() {
         .await
         .unwrap()
         .into_inner();
-    let addresses = |s: &pb::IrqStats| -> Vec<u64> {
-        s.irqs.iter().map(|h| h.function_address).collect()
-    };
+    let addresses =
+        |s: &pb::IrqStats| -> Vec<u64> { s.irqs.iter().map(|h| h.function_address).collect() };
     assert_eq!(addresses(&real), [0xffff_ffff_c000_2000, STEXT + 0x100]);
     assert_eq!(addresses(&offsets), [0x3f00_2000, 0x100]);
     let mut watch = jp
@@ -214,10 +214,16 @@ async fn watch_streams_are_capped_per_caller_and_in_all() {
     let open = |peer: UnixPeer| jp.watch(request(pb::WatchRequest { interval_ms: 1000 }, peer));
     let a1 = open(unix(1000)).await.unwrap();
     let _a2 = open(unix(1000)).await.unwrap();
-    let e = open(unix(1000)).await.err().expect("a third stream of uid 1000");
+    let e = open(unix(1000))
+        .await
+        .err()
+        .expect("a third stream of uid 1000");
     assert_eq!(e.code(), tonic::Code::ResourceExhausted);
     let _b1 = open(unix(1001)).await.unwrap();
-    let e = open(unix(1002)).await.err().expect("a fourth stream in all");
+    let e = open(unix(1002))
+        .await
+        .err()
+        .expect("a fourth stream in all");
     assert_eq!(e.code(), tonic::Code::ResourceExhausted);
     assert_eq!(jp_daemon::refusals::get(WATCH_QUOTA) - before, 2);
     // A stream that ends gives its place back (its task sees the client gone).
@@ -230,5 +236,8 @@ async fn watch_streams_are_capped_per_caller_and_in_all() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(reopened.is_some(), "the place of the dropped stream came back");
+    assert!(
+        reopened.is_some(),
+        "the place of the dropped stream came back"
+    );
 }

@@ -5,8 +5,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod callers;
 mod jvm_props;
 mod jvm_tap;
 mod limits;
-mod callers;
 mod server;

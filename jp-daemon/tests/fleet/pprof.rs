@@ -144,16 +144,28 @@ fn no_real_kernel_address(gz: &[u8]) {
         .expect("gzipped");
     let p = Profile::decode(raw.as_slice()).expect("a profile.proto");
     let kernel = &p.mapping[0];
-    assert_eq!(p.string_table[kernel.filename as usize], "[kernel.kallsyms]");
-    assert_eq!((kernel.memory_start, kernel.memory_limit), (0, etext - stext));
-    let addresses = p
-        .location
-        .iter()
-        .map(|l| l.address)
-        .chain(p.mapping.iter().flat_map(|m| [m.memory_start, m.memory_limit]));
+    assert_eq!(
+        p.string_table[kernel.filename as usize],
+        "[kernel.kallsyms]"
+    );
+    assert_eq!(
+        (kernel.memory_start, kernel.memory_limit),
+        (0, etext - stext)
+    );
+    let addresses = p.location.iter().map(|l| l.address).chain(
+        p.mapping
+            .iter()
+            .flat_map(|m| [m.memory_start, m.memory_limit]),
+    );
     for a in addresses {
         // Text and modules lie within 4 GiB after _stext.
-        assert!(a < 1 << 32, "address {a:#x} in the profile is not an offset");
+        assert!(
+            a < 1 << 32,
+            "address {a:#x} in the profile is not an offset"
+        );
     }
-    assert!(p.location.iter().any(|l| l.address > 0), "no kernel location");
+    assert!(
+        p.location.iter().any(|l| l.address > 0),
+        "no kernel location"
+    );
 }

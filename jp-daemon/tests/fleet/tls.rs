@@ -615,20 +615,44 @@ fn tcp_without_a_client_ca_is_refused_at_start() {
     let files = Files::new(&ca, &ca.server());
     let addr = loopback();
     let config = files.dir.path().join("jpd.toml");
-    let keys = files.server_keys(addr, false, &[]).replace("tcp_anonymous_reads = true\n", "");
+    let keys = files
+        .server_keys(addr, false, &[])
+        .replace("tcp_anonymous_reads = true\n", "");
     let socket = files.dir.path().join("jpd.sock");
     std::fs::write(
         &config,
-        format!("[server]\nsocket = {:?}\n{keys}", socket.display().to_string()),
+        format!(
+            "[server]\nsocket = {:?}\n{keys}",
+            socket.display().to_string()
+        ),
     )
     .expect("write config");
-    let out = Command::new(jp_testkit::jpd())
+    let log = files.dir.path().join("jpd.log");
+    let mut jpd = Command::new(jp_testkit::jpd())
         .arg("--config")
         .arg(&config)
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
         .expect("run jpd");
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(status) = jpd.try_wait().expect("wait jpd") {
+            break Some(status);
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = jpd.kill();
+            let _ = jpd.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(1),
+        "jpd started:\n{err}"
+    );
     assert!(
         err.contains("tcp without tls_client_ca lets anyone who reaches the port read the API: set tls_client_ca, or tcp_anonymous_reads = true"),
         "{err}"
