@@ -293,8 +293,8 @@ impl Config {
     }
 }
 
-/// The rules of `[server]` when `tcp` is set: an address, TLS, and client names only
-/// with a client CA.
+/// The rules of `[server]` when `tcp` is set: an address, TLS, client names only
+/// with a client CA, and no CA only when anonymous reads are asked for.
 fn check_tcp(s: &ServerConfig) -> Result<(), (&'static str, &'static str, String)> {
     if s.tcp.parse::<std::net::SocketAddr>().is_err() {
         return Err((
@@ -315,6 +315,13 @@ fn check_tcp(s: &ServerConfig) -> Result<(), (&'static str, &'static str, String
             "server",
             "tls_client_names",
             "tls_client_names needs tls_client_ca: names are only trusted on client certificates jpd verified".into(),
+        ));
+    }
+    if s.tls_client_ca.as_os_str().is_empty() && !s.tcp_anonymous_reads {
+        return Err((
+            "server",
+            "tcp",
+            "tcp without tls_client_ca lets anyone who reaches the port read the API: set tls_client_ca, or tcp_anonymous_reads = true to allow anonymous reads (command lines are then cut to the program's name)".into(),
         ));
     }
     if let Some(bad) = s

@@ -27,6 +27,9 @@ fn embedded_file_documents_every_key() {
         "tls_key =",
         "tls_client_ca =",
         "tls_client_names =",
+        "tcp_anonymous_reads =",
+        "max_watch_streams_per_uid =",
+        "max_watch_streams =",
         "[kernel]",
         "frequency_hz =",
         "shift =",
@@ -41,6 +44,12 @@ fn embedded_file_documents_every_key() {
         "enabled =",
         "listen =",
         "max_profile_seconds =",
+        "max_connections =",
+        "max_inflight =",
+        "header_timeout_seconds =",
+        "idle_timeout_seconds =",
+        "allowed_hosts =",
+        "real_kernel_addresses =",
         "[pyroscope]",
         "url =",
         "interval_s =",
@@ -233,7 +242,14 @@ fn tcp_without_tls_names_the_tcp_key() {
 #[test]
 fn tcp_with_tls_is_accepted() {
     let text = "[server]\ntcp = \"127.0.0.1:9465\"\ntls_cert = \"/etc/jp/tls/jpd.pem\"\ntls_key = \"/etc/jp/tls/jpd.key\"\n";
-    let c = Config::parse(text, "c.toml").unwrap();
+    // Without a client CA only when anonymous reads are asked for.
+    let e = Config::parse(text, "c.toml").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid config c.toml, line 2, column 1: tcp without tls_client_ca lets anyone who reaches the port read the API: set tls_client_ca, or tcp_anonymous_reads = true to allow anonymous reads (command lines are then cut to the program's name)"
+    );
+    let c = Config::parse(&format!("{text}tcp_anonymous_reads = true\n"), "c.toml").unwrap();
+    assert!(c.server.tcp_anonymous_reads);
     assert_eq!(c.server.tcp, "127.0.0.1:9465");
     assert_eq!(c.server.tls_cert, PathBuf::from("/etc/jp/tls/jpd.pem"));
     assert_eq!(c.server.tls_key, PathBuf::from("/etc/jp/tls/jpd.key"));
@@ -303,6 +319,26 @@ fn export_section() {
         e.to_string(),
         "invalid config c.toml, line 2, column 10: listen = \"localhost\" is not an IP address and port (e.g. \"127.0.0.1:9464\")"
     );
+    let c = Config::parse(
+        "[export]\nmax_connections = 2\nmax_inflight = 1\nallowed_hosts = [\"node7.example\", \"*\"]\n",
+        "c.toml",
+    )
+    .unwrap();
+    assert_eq!((c.export.max_connections, c.export.max_inflight), (2, 1));
+    assert_eq!(c.export.allowed_hosts, ["node7.example", "*"]);
+    for (text, message) in [
+        ("max_connections = 0", "max_connections = 0 is out of range 1..=4096"),
+        ("max_inflight = 5000", "max_inflight = 5000 is out of range 1..=1024"),
+        ("header_timeout_seconds = 0", "header_timeout_seconds = 0 is out of range 1..=300"),
+        ("idle_timeout_seconds = 0", "idle_timeout_seconds = 0 is out of range 1..=3600"),
+        (
+            "allowed_hosts = [\"a.example:9464\"]",
+            "allowed_hosts: \"a.example:9464\" is not a host name (letters, digits, '.', '-', '_'; or \"*\" alone), without a port",
+        ),
+    ] {
+        let e = Config::parse(&format!("[export]\n{text}\n"), "c.toml").unwrap_err();
+        assert!(e.to_string().ends_with(message), "{e}");
+    }
 }
 
 #[test]

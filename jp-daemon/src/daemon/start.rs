@@ -93,6 +93,7 @@ impl Daemon {
         let api = server::Api {
             sources: stores,
             windows: Some(windows),
+            watch_limits: (&running.config.server).into(),
         };
         let server = Server::spawn(rt, listener, tcp, api, authorizer);
         Ok(Daemon {

@@ -1,12 +1,13 @@
 //! `[server]` of jpd.toml: where the API listens and who may call it.
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 use crate::restart::{self, RestartNeeded};
 
 pub const DEFAULT_SOCKET: &str = "/run/jp/jpd.sock";
 pub const DEFAULT_GROUP: &str = "jp";
+pub const MAX_WATCH_STREAMS_RANGE: std::ops::RangeInclusive<u64> = 1..=4096;
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -31,6 +32,18 @@ pub struct ServerConfig {
     /// When not empty, the client certificate must name one of these (DNS SAN or
     /// CN); needs `tls_client_ca`.
     pub tls_client_names: Vec<String>,
+    /// TCP without `tls_client_ca` is refused at start unless this is true: then any
+    /// client that reaches the port may read the API, and sees JVM command lines cut
+    /// to the program's name (they often carry secrets). Default false.
+    pub tcp_anonymous_reads: bool,
+    /// Watch streams one caller may hold open at once (a user on the Unix socket, a
+    /// client address over TCP; 1..=4096, default 8); more are refused with
+    /// RESOURCE_EXHAUSTED and count `grpc/watch_quota`.
+    #[serde(deserialize_with = "max_watch_streams_per_uid")]
+    pub max_watch_streams_per_uid: u64,
+    /// Watch streams open at once, all callers (1..=4096, default 64).
+    #[serde(deserialize_with = "max_watch_streams")]
+    pub max_watch_streams: u64,
 }
 
 impl Default for ServerConfig {
@@ -47,13 +60,37 @@ impl Default for ServerConfig {
             tls_key: PathBuf::new(),
             tls_client_ca: PathBuf::new(),
             tls_client_names: Vec::new(),
+            tcp_anonymous_reads: false,
+            max_watch_streams_per_uid: 8,
+            max_watch_streams: 64,
         }
     }
 }
 
+fn watch_streams<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<u64, D::Error> {
+    let v = u64::deserialize(d)?;
+    if MAX_WATCH_STREAMS_RANGE.contains(&v) {
+        return Ok(v);
+    }
+    Err(serde::de::Error::custom(format!(
+        "{key} = {v} is out of range {}..={}",
+        MAX_WATCH_STREAMS_RANGE.start(),
+        MAX_WATCH_STREAMS_RANGE.end()
+    )))
+}
+
+fn max_watch_streams_per_uid<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    watch_streams(d, "max_watch_streams_per_uid")
+}
+
+fn max_watch_streams<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    watch_streams(d, "max_watch_streams")
+}
+
 impl ServerConfig {
     /// The keys a reload cannot apply: the socket and the TCP listener are bound once,
-    /// at start. The access rules and the TLS files reload.
+    /// at start, and the Watch quotas are the server's. The access rules and the TLS
+    /// files reload.
     pub fn restart_needed(&self, new: &Self) -> Vec<RestartNeeded> {
         restart::changed([
             (
@@ -62,6 +99,16 @@ impl ServerConfig {
                 new.socket.display().to_string(),
             ),
             ("server.tcp", self.tcp.clone(), new.tcp.clone()),
+            (
+                "server.max_watch_streams_per_uid",
+                self.max_watch_streams_per_uid.to_string(),
+                new.max_watch_streams_per_uid.to_string(),
+            ),
+            (
+                "server.max_watch_streams",
+                self.max_watch_streams.to_string(),
+                new.max_watch_streams.to_string(),
+            ),
         ])
     }
 }

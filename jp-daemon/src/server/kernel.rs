@@ -138,7 +138,7 @@ pub fn kernel_profile_message(
 }
 
 /// `_stext`/`_etext`: from the collector's status, else from the symbols.
-fn text_range(view: &KernelView) -> (u64, u64) {
+pub fn text_range(view: &KernelView) -> (u64, u64) {
     let s = &view.status;
     if s.text_end > s.text_start {
         (s.text_start, s.text_end)

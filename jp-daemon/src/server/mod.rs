@@ -8,9 +8,11 @@
 //! [`socket::SocketGuard`].
 
 pub mod auth;
+pub mod caller;
 pub mod cert_names;
 pub mod config;
 pub mod conn;
+pub mod heavy;
 pub mod jvm;
 pub mod jvm_hotspot;
 pub mod jvm_watch;
@@ -21,6 +23,7 @@ mod service;
 pub mod socket;
 pub mod tls;
 pub mod unix_peer;
+pub mod watch_quota;
 pub mod windows;
 
 use std::future::Future;
@@ -43,6 +46,8 @@ use crate::windows::Windows;
 pub struct Api {
     pub sources: Sources,
     pub windows: Option<Windows>,
+    /// The caps on Watch streams (`server.max_watch_streams_per_uid`, `max_watch_streams`).
+    pub watch_limits: watch_quota::WatchLimits,
 }
 
 impl From<Sources> for Api {
@@ -50,6 +55,7 @@ impl From<Sources> for Api {
         Api {
             sources,
             windows: None,
+            watch_limits: watch_quota::WatchLimits::default(),
         }
     }
 }

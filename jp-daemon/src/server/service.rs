@@ -11,10 +11,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
+use super::caller::{self, AddressView, Caller};
+use super::heavy;
 use super::jvm as jvmconv;
 use super::jvm_watch::JvmWatch;
 use super::kernel;
 use super::kernel_watch::{interval, WatchState};
+use super::watch_quota::WatchQuota;
 use super::windows as winconv;
 use super::Api;
 use crate::store::jvm::{JvmSnapshot, JvmSummary, SharedJvmStore};
@@ -33,6 +36,7 @@ pub struct JpService {
     /// Becomes true when jpd shuts down: Watch streams end so that the server's
     /// graceful shutdown does not wait for them forever.
     stopping: watch::Receiver<bool>,
+    watch_quota: WatchQuota,
 }
 
 impl JpService {
@@ -46,6 +50,7 @@ impl JpService {
             started: Instant::now(),
             started_at: SystemTime::now(),
             stopping,
+            watch_quota: WatchQuota::new(api.watch_limits),
         }
     }
 }
@@ -59,7 +64,7 @@ async fn window_stream(
     w: Arc<crate::windows::WindowProfile>,
     format: Option<pb::JvmExportFormat>,
 ) -> Result<WindowStream, Status> {
-    let messages = blocking(move || winconv::answer(&w, format)).await?;
+    let messages = heavy::run(move |_| winconv::answer(&w, format)).await?;
     Ok(Box::pin(tokio_stream::iter(messages.into_iter().map(Ok))))
 }
 
@@ -70,8 +75,15 @@ fn jvm_snapshot(jvm: &SharedJvmStore, pid: u32) -> Result<(JvmSummary, JvmSnapsh
         .map_err(|held| jvmconv::not_found(pid, &held))
 }
 
-/// Runs `f` on tokio's blocking pool: a big JVM's tree takes long to copy and
-/// convert (the store's lock is a blocking one), and the runtime has 2 threads.
+/// The JVMs a Watch update announces, as an anonymous caller sees them.
+fn redact_watch(update: &mut pb::WatchUpdate) {
+    if let Some(jvm) = &mut update.jvm {
+        jvm.new_jvms.iter_mut().for_each(caller::redact);
+    }
+}
+
+/// Runs `f` on tokio's blocking pool: the calls that do not build a tree (listing
+/// the host's JVMs, a JVM's kept windows), which [`heavy`] need not bound.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
@@ -84,9 +96,10 @@ async fn blocking<T: Send + 'static>(
 impl Jp for JpService {
     async fn get_status(
         &self,
-        _: Request<pb::GetStatusRequest>,
+        req: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::Status>, Status> {
         let view = self.store.kernel_view();
+        let addresses = AddressView::for_caller(&Caller::of(&req), kernel::text_range(&view).0);
         let mut status = kernel::status(&view, env!("CARGO_PKG_VERSION"), self.started.elapsed());
         status.jvm = Some(jvmconv::status(&self.jvm.stats()));
         status.refusals = crate::refusals::snapshot()
@@ -106,6 +119,7 @@ impl Jp for JpService {
                 detail: h.detail,
             })
             .collect();
+        addresses.status(&mut status);
         Ok(Response::new(status))
     }
 
@@ -113,6 +127,7 @@ impl Jp for JpService {
         &self,
         req: Request<pb::GetKernelProfileRequest>,
     ) -> Result<Response<pb::KernelProfile>, Status> {
+        let caller = Caller::of(&req);
         let req = req.into_inner();
         if pb::ProfileSource::try_from(req.source).is_err() {
             return Err(Status::invalid_argument(format!(
@@ -121,14 +136,20 @@ impl Jp for JpService {
             )));
         }
         let view = self.store.kernel_view();
-        Ok(Response::new(kernel::kernel_profile_message(&view, &req)))
+        let mut profile = kernel::kernel_profile_message(&view, &req);
+        AddressView::for_caller(&caller, kernel::text_range(&view).0).kernel_profile(&mut profile);
+        Ok(Response::new(profile))
     }
 
     async fn get_irq_stats(
         &self,
-        _: Request<pb::GetIrqStatsRequest>,
+        req: Request<pb::GetIrqStatsRequest>,
     ) -> Result<Response<pb::IrqStats>, Status> {
-        Ok(Response::new(kernel::irq_stats(&self.store.kernel_view())))
+        let view = self.store.kernel_view();
+        let mut stats = kernel::irq_stats(&view);
+        AddressView::for_caller(&Caller::of(&req), kernel::text_range(&view).0)
+            .irq_stats(&mut stats);
+        Ok(Response::new(stats))
     }
 
     async fn reset(
@@ -149,6 +170,8 @@ impl Jp for JpService {
         &self,
         req: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        let caller = Caller::of(&req);
+        let slot = self.watch_quota.acquire(caller.quota_key())?;
         let period = interval(req.into_inner().interval_ms);
         let (tx, rx) = mpsc::channel(4);
         let store = Arc::clone(&self.store);
@@ -156,6 +179,8 @@ impl Jp for JpService {
         let mut stopping = self.stopping.clone();
         let started_at = self.started_at;
         tokio::spawn(async move {
+            // The stream's place in the quota, freed when the stream ends.
+            let _slot = slot;
             let mut state = WatchState::new(started_at);
             let mut jvm_state = JvmWatch::default();
             let mut ticker = tokio::time::interval(period);
@@ -169,7 +194,10 @@ impl Jp for JpService {
                     _ = stopping.changed() => break,
                     _ = tx.closed() => break,
                 }
-                let mut update = state.next(&store.kernel_view(), Instant::now());
+                let view = store.kernel_view();
+                let mut update = state.next(&view, Instant::now());
+                AddressView::for_caller(&caller, kernel::text_range(&view).0)
+                    .watch_update(&mut update);
                 // Off the runtime's threads: a big JVM's method totals take a while.
                 let shared = Arc::clone(&jvm);
                 let (delta, back) = match tokio::task::spawn_blocking(move || {
@@ -187,6 +215,9 @@ impl Jp for JpService {
                 };
                 jvm_state = back;
                 update.jvm = delta;
+                if caller.anonymous() {
+                    redact_watch(&mut update);
+                }
                 if tx.send(Ok(update)).await.is_err() {
                     break;
                 }
@@ -199,25 +230,35 @@ impl Jp for JpService {
         &self,
         req: Request<pb::ListJvmsRequest>,
     ) -> Result<Response<pb::JvmList>, Status> {
+        let anonymous = Caller::of(&req).anonymous();
         let held = jvmconv::list(&self.jvm.list());
-        if !req.into_inner().all {
-            return Ok(Response::new(held));
+        let mut list = if req.into_inner().all {
+            let hotspot = blocking(|| Ok(crate::windows::hotspot::list_hotspot_jvms())).await?;
+            super::jvm_hotspot::list_all(held, &hotspot)
+        } else {
+            held
+        };
+        if anonymous {
+            list.jvms.iter_mut().for_each(caller::redact);
         }
-        let hotspot = blocking(|| Ok(crate::windows::hotspot::list_hotspot_jvms())).await?;
-        Ok(Response::new(super::jvm_hotspot::list_all(held, &hotspot)))
+        Ok(Response::new(list))
     }
 
     async fn get_jvm_profile(
         &self,
         req: Request<pb::GetJvmProfileRequest>,
     ) -> Result<Response<pb::JvmProfile>, Status> {
+        let anonymous = Caller::of(&req).anonymous();
         let req = req.into_inner();
         jvmconv::check_profile_request(&req)?;
         let jvm = Arc::clone(&self.jvm);
-        let profile = blocking(move || {
+        let mut profile = heavy::run(move |cancelled| {
             let (summary, snapshot) = jvm_snapshot(&jvm, req.pid)?;
+            cancelled.check()?;
             let tree = snapshot.mct();
+            cancelled.check()?;
             let cpu = snapshot.cpu().map(|c| c.self_ns(tree.nodes.len()));
+            cancelled.check()?;
             Ok(jvmconv::profile(
                 &summary,
                 &tree,
@@ -227,6 +268,9 @@ impl Jp for JpService {
             ))
         })
         .await?;
+        if anonymous {
+            profile.jvm.iter_mut().for_each(caller::redact);
+        }
         Ok(Response::new(profile))
     }
 
@@ -234,17 +278,23 @@ impl Jp for JpService {
         &self,
         req: Request<pb::GetJvmTopRequest>,
     ) -> Result<Response<pb::JvmTop>, Status> {
+        let anonymous = Caller::of(&req).anonymous();
         let req = req.into_inner();
         let order = pb::JvmTopOrder::try_from(req.order)
             .map_err(|_| Status::invalid_argument(format!("unknown order {}", req.order)))?;
         let jvm = Arc::clone(&self.jvm);
-        let top = blocking(move || {
+        let mut top = heavy::run(move |cancelled| {
             let (summary, snapshot) = jvm_snapshot(&jvm, req.pid)?;
+            cancelled.check()?;
             // The inclusive counts need a walk of the tree: after the lock.
             let methods = snapshot.top_methods();
+            cancelled.check()?;
             Ok(jvmconv::top(&summary, methods, order, req.limit))
         })
         .await?;
+        if anonymous {
+            top.jvm.iter_mut().for_each(caller::redact);
+        }
         Ok(Response::new(top))
     }
 
@@ -259,12 +309,15 @@ impl Jp for JpService {
             .map_err(|_| Status::invalid_argument(format!("unknown format {}", req.format)))?;
         let jvm = Arc::clone(&self.jvm);
         let symbols = self.store.symbols();
-        let chunks = blocking(move || {
+        let chunks = heavy::run(move |cancelled| {
             let snapshot = jvm
                 .snapshot(req.pid)
                 .map_err(|held| jvmconv::not_found(req.pid, &held))?;
+            cancelled.check()?;
             let tree = snapshot.mct();
+            cancelled.check()?;
             let cpu = snapshot.cpu().map(|c| c.mct_cpu(&tree, symbols.as_deref()));
+            cancelled.check()?;
             let data = jvmconv::export(&tree, cpu.as_ref(), format)
                 .map_err(|e| Status::internal(format!("cannot write the profile: {e}")))?;
             Ok(jvmconv::chunks(&data))

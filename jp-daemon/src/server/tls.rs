@@ -29,6 +29,9 @@ use super::limits::MAX_TCP_CONNECTIONS;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshakes in progress at once; further connections wait in the listen backlog.
 const MAX_HANDSHAKES: usize = 64;
+/// Each time the TCP listener is full and a client has to wait.
+pub const TOO_MANY_CONNECTIONS: crate::refusals::Refusal =
+    crate::refusals::Refusal::new("grpc", "too_many_connections");
 /// How long, and how much, a refused client may still send (see [`linger`]).
 const LINGER_TIME: Duration = Duration::from_secs(1);
 const LINGER_BYTES: usize = 64 * 1024;
@@ -236,6 +239,7 @@ async fn accept_loop(
         let slot = match Arc::clone(&connections).try_acquire_owned() {
             Ok(slot) => Ok(slot),
             Err(_) => {
+                crate::refusals::count(TOO_MANY_CONNECTIONS, 1);
                 log::warn!(
                     "{MAX_TCP_CONNECTIONS} TCP clients connected: the next one waits until one leaves"
                 );

@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod callers;
 mod jvm_props;
 mod jvm_tap;
 mod limits;

@@ -21,7 +21,7 @@ use prost::Message;
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
-const STEXT: u64 = 0xffff_ffff_8100_0000;
+pub(crate) const STEXT: u64 = 0xffff_ffff_8100_0000;
 
 const KALLSYMS: &str = "\
 ffffffff81000000 T _stext
@@ -137,7 +137,7 @@ fn status() -> CollectorStatus {
     }
 }
 
-fn filled_store() -> Arc<KernelStore> {
+pub(crate) fn filled_store() -> Arc<KernelStore> {
     let store = KernelStore::new();
     store.publish_symbols(Arc::new(Symbols::parse(KALLSYMS).unwrap()));
     store.publish(counts(), status());
@@ -681,7 +681,7 @@ use jp_daemon::store::Sources;
 use jp_mct::{Mct, MethodInfo};
 use std::sync::Mutex;
 
-const JVM: u32 = 4242;
+pub(crate) const JVM: u32 = 4242;
 const GENERATION: u64 = 5;
 
 fn attached() -> SystemTime {
@@ -777,7 +777,7 @@ fn paper_records() -> Vec<Vec<u8>> {
     vec![hello, methods, main, worker]
 }
 
-fn jvm_store() -> SharedJvmStore {
+pub(crate) fn jvm_store() -> SharedJvmStore {
     let mut store = JvmStore::new(JvmLimits {
         retention: Duration::from_secs(60),
         ..JvmLimits::default()

@@ -8,6 +8,7 @@ mod browser;
 mod support;
 
 mod attach;
+mod exporter;
 mod flame;
 mod grpc;
 mod jvm;

@@ -112,6 +112,7 @@ fn go_tool_pprof_names_read_zero_with_the_profiles_values() {
             "{name}: pprof {flat} ns, profile {want} ns\n{cpu}"
         );
     }
+    no_real_kernel_address(&body);
     jpd.stop();
 }
 
@@ -152,4 +153,58 @@ fn go_tool_pprof_reads_a_deep_chain_capped_with_its_marked_frame() {
         let want = if m < cap - 2000 { 3.0 } else { 2.0 };
         assert_eq!(flat.get(&name), Some(&want), "{name}: {text}");
     }
+}
+
+/// `_stext` and `_etext` from /proc/kallsyms (real: the tests run as root).
+fn kernel_text() -> (u64, u64) {
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").expect("read /proc/kallsyms");
+    let find = |name: &str| {
+        kallsyms
+            .lines()
+            .find_map(|l| {
+                let mut f = l.split_whitespace();
+                let addr = f.next()?;
+                let _kind = f.next()?;
+                (f.next()? == name).then(|| u64::from_str_radix(addr, 16).ok())?
+            })
+            .unwrap_or_else(|| panic!("{name} in /proc/kallsyms"))
+    };
+    (find("_stext"), find("_etext"))
+}
+
+/// HTTP carries no credentials: the kernel pprof gives offsets from `_stext`, never
+/// an address that would reveal where KASLR put the kernel.
+fn no_real_kernel_address(gz: &[u8]) {
+    let (stext, etext) = kernel_text();
+    assert!(stext > 1 << 32, "kallsyms shows real addresses to root");
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(gz)
+        .read_to_end(&mut raw)
+        .expect("gzipped");
+    let p = Profile::decode(raw.as_slice()).expect("a profile.proto");
+    let kernel = &p.mapping[0];
+    assert_eq!(
+        p.string_table[kernel.filename as usize],
+        "[kernel.kallsyms]"
+    );
+    assert_eq!(
+        (kernel.memory_start, kernel.memory_limit),
+        (0, etext - stext)
+    );
+    let addresses = p.location.iter().map(|l| l.address).chain(
+        p.mapping
+            .iter()
+            .flat_map(|m| [m.memory_start, m.memory_limit]),
+    );
+    for a in addresses {
+        // Text and modules lie within 4 GiB after _stext.
+        assert!(
+            a < 1 << 32,
+            "address {a:#x} in the profile is not an offset"
+        );
+    }
+    assert!(
+        p.location.iter().any(|l| l.address > 0),
+        "no kernel location"
+    );
 }

@@ -47,6 +47,8 @@ impl Files {
         );
         if client_ca {
             s += &format!("tls_client_ca = {:?}\n", self.ca.display().to_string());
+        } else {
+            s += "tcp_anonymous_reads = true\n";
         }
         if !names.is_empty() {
             s += &format!("tls_client_names = {names:?}\n");
@@ -428,7 +430,7 @@ fn check_config_loads_the_tls_files() {
     let files = Files::new(&ca, &ca.server());
     let dir = files.dir.path();
     let q = |p: &Path| format!("{:?}", p.display().to_string());
-    let tcp = "tcp = \"127.0.0.1:9465\"\n";
+    let tcp = "tcp = \"127.0.0.1:9465\"\ntcp_anonymous_reads = true\n";
     let good = format!(
         "{tcp}tls_cert = {}\ntls_key = {}\n",
         q(&files.cert),
@@ -444,6 +446,13 @@ fn check_config_loads_the_tls_files() {
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains("warning:") && err.contains("without server.tls_client_ca: any client"),
+        "{err}"
+    );
+    // Without the opt-in, TCP without a client CA is an error.
+    let (code, _, err) = check_config(dir, &good.replace("tcp_anonymous_reads = true\n", ""));
+    assert_eq!(code, 1);
+    assert!(
+        err.ends_with(": tcp without tls_client_ca lets anyone who reaches the port read the API: set tls_client_ca, or tcp_anonymous_reads = true to allow anonymous reads (command lines are then cut to the program's name)\n"),
         "{err}"
     );
 
@@ -583,10 +592,71 @@ fn tcp_connections_beyond_the_cap_wait_for_a_free_slot() {
         &format!("{MAX_TCP_CONNECTIONS} TCP clients connected: the next one waits"),
         1,
     );
+    assert_eq!(
+        crate::support::jpd::metric(
+            &jpd.metrics(),
+            "jp_refusals_total{subsystem=\"grpc\",reason=\"too_many_connections\"}"
+        ),
+        Some(1)
+    );
     unix_status(&jpd);
     // One leaves: the next client is served.
     held.truncate(MAX_TCP_CONNECTIONS - 1);
     try_tls_connection(addr, &ca.pem, None, Duration::from_secs(10))
         .unwrap_or_else(|e| panic!("a client after one left: {e}"));
     drop(held);
+}
+
+/// TCP without a client CA and without `tcp_anonymous_reads`: jpd does not start,
+/// and says which keys to set.
+#[test]
+fn tcp_without_a_client_ca_is_refused_at_start() {
+    let ca = Ca::new("jp test CA");
+    let files = Files::new(&ca, &ca.server());
+    let addr = loopback();
+    let config = files.dir.path().join("jpd.toml");
+    let keys = files
+        .server_keys(addr, false, &[])
+        .replace("tcp_anonymous_reads = true\n", "");
+    let socket = files.dir.path().join("jpd.sock");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nsocket = {:?}\n{keys}",
+            socket.display().to_string()
+        ),
+    )
+    .expect("write config");
+    let log = files.dir.path().join("jpd.log");
+    let mut jpd = Command::new(jp_testkit::jpd())
+        .arg("--config")
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("run jpd");
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(status) = jpd.try_wait().expect("wait jpd") {
+            break Some(status);
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = jpd.kill();
+            let _ = jpd.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(1),
+        "jpd started:\n{err}"
+    );
+    assert!(
+        err.contains("tcp without tls_client_ca lets anyone who reaches the port read the API: set tls_client_ca, or tcp_anonymous_reads = true"),
+        "{err}"
+    );
+    assert!(!socket.exists(), "jpd did not start");
+    assert!(TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err());
 }

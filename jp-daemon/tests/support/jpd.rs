@@ -46,6 +46,17 @@ impl Jpd {
         server_extra: &str,
         wrapper: &[String],
     ) -> Jpd {
+        Jpd::start_exporting(extra, env, server_extra, "", wrapper)
+    }
+
+    /// As [`Jpd::start_full`], with extra [export] keys.
+    pub fn start_exporting(
+        extra: &str,
+        env: &[(&str, &str)],
+        server_extra: &str,
+        export_extra: &str,
+        wrapper: &[String],
+    ) -> Jpd {
         require_root();
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("jpd.sock");
@@ -61,7 +72,7 @@ impl Jpd {
         std::fs::write(
             &config,
             format!(
-                "[server]\nsocket = {:?}\n{server_extra}\n[export]\nenabled = true\nlisten = \"{http}\"\nmax_profile_seconds = 60\n\n[kernel]\n{read_interval}{extra}",
+                "[server]\nsocket = {:?}\n{server_extra}\n[export]\nenabled = true\nlisten = \"{http}\"\nmax_profile_seconds = 60\n{export_extra}\n[kernel]\n{read_interval}{extra}",
                 socket.display().to_string()
             ),
         )
