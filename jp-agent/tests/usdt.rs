@@ -685,10 +685,13 @@ fn resync(jdk: Jdk) {
         [1, written[0], written[1]],
         "{what}: hello generations"
     );
-    // main prints the rounds, so it is alive at both writes: it answers each generation
-    // with a full tree. The workers may end before the second write (scheduling decides:
-    // CI saw bushy-0 end before round 15 on JDK 25); then the ended-threads snapshot
-    // carries them, which the rebuilt trees above check exactly.
+    // main prints the rounds, so it is alive at both writes: it answers the first
+    // generation and the one of round 3 with a full tree. The one of round 15 waits for
+    // its report budget like any send: after a full send of its ~75 000 contexts (a few
+    // ms), main may run to its end within the 49 times as long that P = 2 % asks, and
+    // is then answered by its end. The workers may end before the second write
+    // (scheduling decides: CI saw bushy-0 end before round 15 on JDK 25); then the
+    // ended-threads snapshot carries them. Either way the rebuilt trees above are exact.
     let names = c.tap.thread_names();
     for name in ["main", "bushy-0", "bushy-1"] {
         let (stream, _) = names
@@ -697,7 +700,10 @@ fn resync(jdk: Jdk) {
             .unwrap_or_else(|| panic!("{what}: no stream {name}: {names:?}"));
         let full = c.tap.resyncs[stream];
         if name == "main" {
-            assert_eq!(full, 3, "{what}: {name}'s full trees");
+            assert!(
+                (2..=3).contains(&full),
+                "{what}: {name}'s full trees: {full}"
+            );
         } else {
             assert!(
                 (1..=3).contains(&full),
@@ -710,6 +716,91 @@ fn resync(jdk: Jdk) {
 #[test]
 fn resync_jdk17() {
     resync(Jdk::J17);
+}
+
+/// A tracer that writes new generations without pause (as a jpd would, answering losses
+/// that another process's flood caused, were it not for its backoff) does not make the
+/// threads send at every report: a re-send waits for the report budget like any other
+/// send, and the JVM stream's hello and method table go out only with a send that is due.
+/// Counted, not timed: with a new generation before nearly every report, sends that
+/// ignored the budget would number about as many as the reports.
+#[test]
+fn a_generation_storm_keeps_the_report_budget() {
+    let jdk = Jdk::J17;
+    let dir = scratch("usdt-generation-storm");
+    let json_path = dir.join("storm.json");
+    let tap_path = dir.join("storm.tap");
+    let lib = untraced_agent(&dir);
+    // Small reports (every 10 000 bytecodes): many report points between generations.
+    let opts = agent_opts(
+        "default",
+        Some(10_000),
+        &json_path,
+        &format!("usdt_tap={},stats=true", tap_path.display()),
+    );
+    let mut child = Command::new(jdk.java())
+        .arg(format!("-agentpath:{}={opts}", lib.display()))
+        .arg("-cp")
+        .arg(bushy_classes())
+        .args(["Bushy", "30", "2"])
+        .current_dir(&dir)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("storm.stderr")).unwrap())
+        .spawn()
+        .expect("start java");
+    let pid = child.id();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut writer = None;
+    for line in stdout.lines() {
+        if line.unwrap() == "round 3" && writer.is_none() {
+            let control = control_address(pid, &lib);
+            writer = Some(std::thread::spawn(move || storm(pid, control)));
+        }
+    }
+    let status = child.wait().unwrap();
+    let written = writer.expect("Bushy printed no round 3").join().unwrap();
+    let stderr = std::fs::read_to_string(dir.join("storm.stderr")).unwrap_or_default();
+    assert!(status.success(), "Bushy failed: {status}\n{stderr}");
+    let reports: u64 = stderr
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("reports="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no reports= in the agent's stats:\n{stderr}"));
+    let tap = Tap::decode(&std::fs::read(&tap_path).unwrap()).unwrap();
+    let sends = (tap.tree_records - tap.absolute_continuations) as u64;
+    let hellos = tap.hellos.len() as u64;
+    println!(
+        "{written} generations written: {reports} reports, {sends} tree sends, {hellos} hellos"
+    );
+    assert!(
+        written > reports,
+        "the storm was too slow: {written} generations, {reports} reports"
+    );
+    assert!(
+        sends * 4 <= reports,
+        "{sends} tree sends for {reports} reports: re-sends ignored the report budget"
+    );
+    assert!(
+        hellos * 4 <= reports,
+        "{hellos} hellos for {reports} reports: the JVM stream answered every generation"
+    );
+}
+
+/// Writes generation after generation into `pid`'s control block until it exits;
+/// returns how many were written.
+fn storm(pid: u32, control: u64) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let Ok(mem) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))
+    else {
+        return 0;
+    };
+    let mut g = 0x5707_0000_0000_0000u64;
+    while mem.write_all_at(&g.to_le_bytes(), control + 8).is_ok() {
+        g += 1;
+    }
+    g - 0x5707_0000_0000_0000
 }
 
 #[test]

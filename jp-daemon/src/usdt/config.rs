@@ -57,9 +57,10 @@ pub struct UsdtConfig {
     /// Only processes with one of these real uids are listened to; empty: every uid.
     #[serde(deserialize_with = "allow_uids")]
     pub allow_uids: Vec<u32>,
-    /// Only processes in one of these cgroup v2 paths (relative to /sys/fs/cgroup, such
-    /// as "/system.slice/app.service"), or below one, are listened to; empty: every
-    /// cgroup. Resolved when jpd starts: a cgroup created later is not matched.
+    /// Only processes in one of these cgroup v2 paths (relative to the cgroup2 mount,
+    /// /sys/fs/cgroup on a unified host, such as "/system.slice/app.service"), or below
+    /// one, are listened to; empty: every cgroup. Resolved when jpd starts: a cgroup
+    /// created later is not matched.
     #[serde(deserialize_with = "allow_cgroups")]
     pub allow_cgroups: Vec<String>,
 }

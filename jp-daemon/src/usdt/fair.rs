@@ -27,8 +27,22 @@ pub const PROCESS_NOT_ALLOWED: Refusal = Refusal::new("ring", "process_not_allow
 /// Re-send requests held back by a JVM's backoff.
 pub const RESEND_DEFERRED: Refusal = Refusal::new("ring", "resend_deferred");
 
-/// Where cgroup v2 is mounted: an `allow_cgroups` path is relative to it.
+/// Where cgroup v2 is mounted on a unified host; a hybrid one mounts it elsewhere
+/// (`/sys/fs/cgroup/unified`), see [`cgroup2_root`].
 pub const CGROUP2_ROOT: &str = "/sys/fs/cgroup";
+
+/// Where cgroup v2 is mounted (`allow_cgroups` paths are relative to it): the first
+/// `cgroup2` mount in jpd's mount table, else [`CGROUP2_ROOT`].
+pub fn cgroup2_root() -> String {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 2 && f[2] == "cgroup2").then(|| f[1].to_owned())
+        })
+        .unwrap_or_else(|| CGROUP2_ROOT.to_owned())
+}
 
 /// The ring's share per process and who may use it at all.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,7 +54,7 @@ pub struct RingShare {
     pub burst_records: u32,
     /// Real uids whose processes are listened to; empty: every uid.
     pub allow_uids: Vec<u32>,
-    /// cgroup v2 paths (relative to [`CGROUP2_ROOT`], such as
+    /// cgroup v2 paths (relative to the cgroup2 mount, [`cgroup2_root`], such as
     /// `/system.slice/app.service`) whose processes, and those of the cgroups below, are
     /// listened to; empty: every cgroup.
     pub allow_cgroups: Vec<String>,
@@ -92,7 +106,7 @@ impl RingShare {
 /// `bpf_get_current_cgroup_id` returns).
 pub fn cgroup_id(path: &str) -> std::io::Result<u64> {
     use std::os::unix::fs::MetadataExt as _;
-    let full = format!("{CGROUP2_ROOT}/{}", path.trim_start_matches('/'));
+    let full = format!("{}/{}", cgroup2_root(), path.trim_start_matches('/'));
     Ok(std::fs::metadata(full)?.ino())
 }
 

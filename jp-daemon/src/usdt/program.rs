@@ -182,7 +182,7 @@ fn configure_share(ebpf: &mut Ebpf, share: &RingShare) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot store cgroup {path} in {cgroups_name}"))?,
             Err(e) => log::warn!(
                 "[usdt] allow_cgroups: {path}: {e} (under {}); its processes are not listened to",
-                fair::CGROUP2_ROOT
+                fair::cgroup2_root()
             ),
         }
     }

@@ -162,3 +162,91 @@ fn a_flooding_process_is_held_to_its_rate_and_alone_pays_for_it() {
     flooder.exit();
     collector.shutdown();
 }
+
+/// A cgroup v2 of this test's own, removed on drop (its processes must have exited).
+struct TestCgroup {
+    dir: std::path::PathBuf,
+    /// Relative to the cgroup2 mount, as `[usdt] allow_cgroups` takes it.
+    path: String,
+}
+
+impl TestCgroup {
+    fn new(name: &str) -> TestCgroup {
+        let path = format!("/{name}-{}", std::process::id());
+        let dir = std::path::PathBuf::from(format!("{}{path}", fair::cgroup2_root()));
+        std::fs::create_dir(&dir)
+            .unwrap_or_else(|e| panic!("cannot create cgroup {}: {e}", dir.display()));
+        TestCgroup { dir, path }
+    }
+
+    fn enter(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir(&self.dir) {
+            eprintln!("cannot remove {}: {e}", self.dir.display());
+        }
+    }
+}
+
+#[test]
+fn processes_outside_the_allowed_cgroups_are_not_listened_to() {
+    let _turn = crate::support::exclusive();
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let (_lib, prog) = build(dir.path(), "libjpallow.so");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _enter = rt.enter();
+    let cgroup = TestCgroup::new("jp-allow-test");
+    // Both processes map the same library file: its uprobes fire in both, so only the
+    // program's own check keeps the outsider's events out of the ring.
+    let mut inside = Agent::spawn(Command::new(&prog));
+    cgroup.enter(inside.pid);
+    let mut outside = Agent::spawn(Command::new(&prog));
+    let store = Arc::new(Mutex::new(JvmStore::new(JvmLimits::default())));
+    let options = UsdtOptions {
+        library: "libjpallow.so".into(),
+        scan_interval: Duration::from_millis(100),
+        share: RingShare {
+            allow_cgroups: vec![cgroup.path.clone()],
+            ..RingShare::default()
+        },
+        ..UsdtOptions::default()
+    };
+    let refused_before = refusals::get(fair::NOT_ALLOWED);
+    let processes_before = refusals::get(fair::PROCESS_NOT_ALLOWED);
+    let collector = UsdtCollector::start(options, store.clone()).unwrap();
+    generation(&mut inside);
+    // The outsider's semaphore is raised (the file is attached for the other), but the
+    // scan never writes it a generation.
+    assert_eq!(outside.ask("sema"), "sema 1");
+    assert_eq!(outside.fire("flood 100 64").0, 100);
+    assert_eq!(inside.fire("flood 10 64").0, 10);
+    wait_store(&store, "both floods counted", |s| {
+        let k = s.stats().kernel;
+        k.fired == 110
+            && k.sent == 10
+            && s.summary(inside.pid)
+                .is_some_and(|j| j.records_malformed == 10)
+    });
+    let s = store.lock().unwrap();
+    assert_eq!(s.stats().kernel.not_allowed, 100);
+    assert!(s.summary(outside.pid).is_none(), "{:?}", s.list());
+    drop(s);
+    assert_eq!(refusals::get(fair::NOT_ALLOWED) - refused_before, 100);
+    assert_eq!(
+        refusals::get(fair::PROCESS_NOT_ALLOWED) - processes_before,
+        1
+    );
+    assert_eq!(collector.status().processes, vec![inside.pid]);
+    collector.shutdown();
+    inside.exit();
+    outside.exit();
+}

@@ -236,13 +236,21 @@ final class UsdtProfiler implements Profiler {
             return;
         }
         long gen = CONTROL.getLong(GENERATION_OFFSET);
-        // Lock order: this profiler, then a stream (threadEnded holds both).
-        syncJvm(gen);
         Stream s = stream(st);
         // The owner reports; at VM death another thread may end a thread that still runs.
         synchronized (s) {
-            if (!s.ended && (end || s.due())) {
-                long t0 = System.nanoTime();
+            if (s.ended || !(end || s.due())) {
+                return;
+            }
+        }
+        // A new generation's hello and method table go out only with a send that is due, and
+        // their time counts as this send's: a tracer writing generations without pause costs
+        // the thread no more than its report budget. Lock order: this profiler, then a stream
+        // (threadEnded holds both), so the JVM stream is answered outside the stream's lock.
+        long t0 = System.nanoTime();
+        syncJvm(gen);
+        synchronized (s) {
+            if (!s.ended) {
                 s.send(root, gen, end, at);
                 s.sent(t0, System.nanoTime());
             }

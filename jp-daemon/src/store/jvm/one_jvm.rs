@@ -256,7 +256,9 @@ impl Jvm {
             return false;
         }
         if let Some(at) = self.resync_asked_at {
-            let waited = now.duration_since(at).unwrap_or(Duration::ZERO);
+            // A wall clock stepped back must not hold the request back until it catches
+            // up; the collector spaces re-sends on the monotonic clock anyway.
+            let waited = now.duration_since(at).unwrap_or(RESYNC_RETRY);
             if waited < RESYNC_RETRY {
                 return false;
             }

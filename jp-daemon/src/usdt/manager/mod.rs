@@ -250,6 +250,8 @@ impl<S: RecordSink> Manager<S> {
                 && !std::path::Path::new(&format!("/proc/{tgid}")).exists()
             {
                 lock(&self.sink).process_gone(tgid, now);
+                self.backoff.forget(tgid);
+                self.ledger.forget(tgid);
             }
         }
     }

@@ -188,3 +188,24 @@ fn a_process_loss_marks_that_jvm_only() {
     assert!(s.take_resync_requests().is_empty());
     assert!(s.summary(PID + 100).is_none());
 }
+
+#[test]
+fn a_wall_clock_stepped_back_does_not_hold_a_resend_back() {
+    let mut s = started(1);
+    base_thread(&mut s);
+    let e = EventHeader {
+        tgid: PID,
+        tid: PID,
+        ktime_ns: 0,
+        len: 0,
+        status: wire::EVENT_FAULT,
+    };
+    s.ingest(&e, &[], t0() + Duration::from_secs(3600));
+    assert_eq!(s.take_resync_requests(), vec![PID]);
+    // Within the retry time: asked once per incident.
+    s.ingest(&e, &[], t0() + Duration::from_secs(3601));
+    assert!(s.take_resync_requests().is_empty());
+    // The clock stepped back an hour: asked again, not an hour later.
+    s.ingest(&e, &[], t0());
+    assert_eq!(s.take_resync_requests(), vec![PID]);
+}
