@@ -32,6 +32,15 @@ pub struct UsdtConfig {
     /// Nodes of one JVM's merged tree.
     #[serde(deserialize_with = "positive")]
     pub max_nodes_per_jvm: usize,
+    /// MiB the JVM store may hold, all JVMs together (trees, threads' maps, methods,
+    /// names). Past it, records only update what is stored: new nodes, threads and
+    /// methods are dropped and counted (`store/over_budget`), the JVM incomplete.
+    #[serde(deserialize_with = "store_mib")]
+    pub max_store_mib: usize,
+    /// Running JVMs tracked per uid: a process over its uid's quota is not tracked
+    /// (counted `store/uid_quota`), so one user cannot fill the JVM table.
+    #[serde(deserialize_with = "positive")]
+    pub max_jvms_per_uid: usize,
 }
 
 impl Default for UsdtConfig {
@@ -45,6 +54,8 @@ impl Default for UsdtConfig {
             retention_s: JvmLimits::default().retention.as_secs(),
             max_jvms: JvmLimits::default().max_jvms,
             max_nodes_per_jvm: JvmLimits::default().max_nodes_per_jvm,
+            max_store_mib: JvmLimits::default().max_store_bytes >> 20,
+            max_jvms_per_uid: JvmLimits::default().max_jvms_per_uid,
         }
     }
 }
@@ -56,6 +67,8 @@ impl UsdtConfig {
             retention: Duration::from_secs(self.retention_s),
             max_jvms: self.max_jvms,
             max_nodes_per_jvm: self.max_nodes_per_jvm,
+            max_store_bytes: self.max_store_mib << 20,
+            max_jvms_per_uid: self.max_jvms_per_uid,
             ..JvmLimits::default()
         }
     }
@@ -114,6 +127,21 @@ fn retention<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
             "retention_s = {v} is out of range {}..={} (30 days)",
             RETENTION_S_RANGE.start(),
             RETENTION_S_RANGE.end()
+        )))
+    }
+}
+
+pub const MAX_STORE_MIB_RANGE: std::ops::RangeInclusive<usize> = 16..=1 << 20;
+
+fn store_mib<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let v = usize::deserialize(d)?;
+    if MAX_STORE_MIB_RANGE.contains(&v) {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "max_store_mib = {v} is out of range {}..={}",
+            MAX_STORE_MIB_RANGE.start(),
+            MAX_STORE_MIB_RANGE.end()
         )))
     }
 }
@@ -204,6 +232,20 @@ mod tests {
             "retention_s = 9999999 is out of range 0..=2592000 (30 days)"
         );
         assert_eq!(parse("max_jvms = 0").unwrap_err(), "must be at least 1");
+        let l = parse("max_store_mib = 64\nmax_jvms_per_uid = 4\n")
+            .unwrap()
+            .limits();
+        assert_eq!((l.max_store_bytes, l.max_jvms_per_uid), (64 << 20, 4));
+        let d = UsdtConfig::default();
+        assert_eq!((d.max_store_mib, d.max_jvms_per_uid), (512, 32));
+        assert_eq!(
+            parse("max_store_mib = 8").unwrap_err(),
+            "max_store_mib = 8 is out of range 16..=1048576"
+        );
+        assert_eq!(
+            parse("max_jvms_per_uid = 0").unwrap_err(),
+            "must be at least 1"
+        );
         assert!(parse("enabled = 1").is_err());
         assert!(parse("scan = 1")
             .unwrap_err()

@@ -218,15 +218,22 @@ pub fn process_info(pid: u32, start_time_ticks: u64) -> ProcessInfo {
     let exe = fs::read_link(format!("/proc/{pid}/exe"))
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let ns_pid = read_bounded(&format!("/proc/{pid}/status"), 64 << 10)
-        .ok()
-        .and_then(|raw| parse_ns_pid(&String::from_utf8_lossy(&raw)));
+    let status = read_bounded(&format!("/proc/{pid}/status"), 64 << 10)
+        .map(|raw| String::from_utf8_lossy(&raw).into_owned())
+        .unwrap_or_default();
     ProcessInfo {
         start_time_ticks,
-        ns_pid,
+        ns_pid: parse_ns_pid(&status),
         cmdline,
         exe,
+        uid: parse_uid(&status),
     }
+}
+
+/// `Uid:\t1000\t1000\t1000\t1000`: the real uid (the per-uid quota's key).
+fn parse_uid(status: &str) -> Option<u32> {
+    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    line.split_whitespace().next()?.parse().ok()
 }
 
 /// `NSpid:\t1234\t7`: the last is the pid in the innermost namespace; a single value

@@ -163,13 +163,6 @@ impl<T: Copy> ChunkVec<T> {
             .and_then(|v| v.get_mut(i & MASK))
     }
 
-    /// Grows to `len` elements with copies of `fill` (never shrinks).
-    pub fn grow_to(&mut self, len: usize, fill: T) {
-        while self.len < len {
-            self.push(fill);
-        }
-    }
-
     pub fn truncate(&mut self, len: usize) {
         self.thaw();
         while self.len > len {
@@ -193,11 +186,6 @@ impl<T: Copy> ChunkVec<T> {
             .flat_map(|(c, f)| f.as_deref().unwrap_or(c).iter())
     }
 
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
-        self.thaw();
-        self.chunks.iter_mut().flat_map(|c| c.iter_mut())
-    }
-
     /// The array as it is now, sharing its chunks: O(chunks), no element is copied.
     pub fn freeze(&mut self) -> Frozen<T> {
         let chunks = self
@@ -214,15 +202,16 @@ impl<T: Copy> ChunkVec<T> {
     }
 
     /// Bytes allocated for elements and chunk pointers (a chunk shared with a snapshot
-    /// counts here, as the array's).
+    /// counts here, as the array's). O(1): every chunk but the last holds [`CHUNK`]
+    /// elements (the first grows to exactly that), so only the last one is looked at.
     pub fn memory_bytes(&self) -> usize {
-        let elements: usize = self
-            .chunks
-            .iter()
-            .zip(&self.frozen)
-            .map(|(c, f)| f.as_ref().map_or(c.capacity(), |f| f.capacity()))
-            .sum();
-        elements * std::mem::size_of::<T>()
+        let last = match (self.chunks.last(), self.frozen.last()) {
+            (_, Some(Some(f))) => f.capacity(),
+            (Some(c), _) => c.capacity(),
+            _ => 0,
+        };
+        let full = self.chunks.len().saturating_sub(1);
+        (full * CHUNK + last) * std::mem::size_of::<T>()
             + self.chunks.capacity() * std::mem::size_of::<Vec<T>>()
             + self.frozen.capacity() * std::mem::size_of::<Option<Arc<Vec<T>>>>()
     }
@@ -285,7 +274,9 @@ mod tests {
         assert_eq!(c.get(CHUNK + 1), None);
         c.truncate(3);
         assert_eq!(c.iter().copied().collect::<Vec<_>>(), vec![0, 1, 99]);
-        c.grow_to(CHUNK + 2, 7);
+        while c.len() < CHUNK + 2 {
+            c.push(7);
+        }
         assert_eq!((c.len(), c[CHUNK + 1], c[3]), (CHUNK + 2, 7, 7));
         c.truncate(0);
         assert_eq!((c.len(), c.iter().count()), (0, 0));

@@ -46,6 +46,8 @@ pub(crate) struct MethodNames {
     map: NameMap,
     /// Methods arrive class by class: consecutive methods share the file's string.
     last_file: Option<Arc<str>>,
+    /// Bytes of the names and files in `map` (kept so that the size is O(1) to tell).
+    info_bytes: usize,
 }
 
 fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
@@ -103,9 +105,18 @@ impl MethodNames {
         if !budget.charge(old.map_or(0, info_bytes), info_bytes(&info)) {
             return Err(LimitKind::StringBytes);
         }
+        self.info_bytes = self
+            .info_bytes
+            .saturating_sub(old.map_or(0, info_bytes))
+            .saturating_add(info_bytes(&info));
         self.last_file.clone_from(&info.file);
         Arc::make_mut(&mut self.map).insert(def.mid, info);
         Ok(())
+    }
+
+    /// The method is defined.
+    pub fn contains(&self, mid: u32) -> bool {
+        self.map.contains_key(&mid)
     }
 
     /// The method's name and file; `?MID` when jpd has no name for it.
@@ -122,11 +133,11 @@ impl MethodNames {
         self.map.len()
     }
 
+    /// O(1): read for every record (the store's byte budget).
     pub fn memory_bytes(&self) -> usize {
         // Table entries (key, two fat pointers, control byte) plus the strings and their
         // Arc headers (16 bytes each).
-        self.map.capacity() * (4 + 4 + 16 + 16 + 1)
-            + self.map.values().map(|i| info_bytes(i) + 32).sum::<usize>()
+        self.map.capacity() * (4 + 4 + 16 + 16 + 1) + self.info_bytes + self.map.len() * 32
     }
 }
 

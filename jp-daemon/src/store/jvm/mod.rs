@@ -37,6 +37,8 @@
 //! - Limits bound the memory of every JVM; hitting one drops data and makes the JVM
 //!   incomplete with the limit named, never silently.
 
+mod admission;
+mod budget;
 mod chunked;
 pub mod cpu;
 mod methods;
@@ -44,6 +46,7 @@ mod nodes;
 mod one_jvm;
 mod query;
 pub mod sink;
+mod slots;
 mod stream;
 mod totals;
 
@@ -56,6 +59,8 @@ use std::time::{Duration, SystemTime};
 
 use jp_common::wire::{self, EventHeader, WireError};
 
+use crate::refusals;
+
 pub use query::{CpuSnapshot, JvmSnapshot, MethodCalls, MethodTotals, ThreadTree};
 
 /// The store as the daemon shares it between the USDT collector, the server and the
@@ -67,9 +72,17 @@ use one_jvm::Jvm;
 /// says which limit it hit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JvmLimits {
-    /// JVMs kept, running and exited. At the limit the oldest exited JVM is dropped; if
-    /// none has exited, records of a new JVM are dropped (and counted).
+    /// JVMs kept, running and exited. At the limit the oldest exited JVM is dropped,
+    /// else the oldest one that sent no HELLO; if every one is running and said HELLO,
+    /// records of a new JVM are dropped (and counted).
     pub max_jvms: usize,
+    /// Running JVMs kept per uid (of the process, from /proc when the collector finds
+    /// it): a process over its uid's quota is not tracked (and counted).
+    pub max_jvms_per_uid: usize,
+    /// Bytes all JVMs together may hold (the sum of their `memory_bytes`). A record
+    /// that could take the store past it may only update what is there: its new nodes,
+    /// threads and methods are dropped, and the JVM says so.
+    pub max_store_bytes: usize,
     /// Nodes of one JVM's merged tree (the root not counted).
     pub max_nodes_per_jvm: usize,
     /// Live threads of one JVM.
@@ -91,6 +104,8 @@ impl Default for JvmLimits {
     fn default() -> JvmLimits {
         JvmLimits {
             max_jvms: 256,
+            max_jvms_per_uid: 32,
+            max_store_bytes: 512 << 20,
             max_nodes_per_jvm: 4_000_000,
             max_threads_per_jvm: 16_384,
             max_thread_nodes_per_jvm: 16_000_000,
@@ -111,6 +126,9 @@ pub struct ProcessInfo {
     pub ns_pid: Option<u32>,
     pub cmdline: String,
     pub exe: String,
+    /// The process's real uid (`/proc/PID/status`), for the per-uid quota; `None`
+    /// when it could not be read.
+    pub uid: Option<u32>,
 }
 
 /// The eBPF side's counters (`jp_common::wire::usdt_stat`), summed over CPUs.
@@ -230,6 +248,8 @@ pub enum LimitKind {
     ThreadNodes,
     Methods,
     StringBytes,
+    /// The store's byte budget, shared by all JVMs.
+    StoreBytes,
 }
 
 impl LimitKind {
@@ -240,6 +260,7 @@ impl LimitKind {
             LimitKind::ThreadNodes => "max_thread_nodes_per_jvm",
             LimitKind::Methods => "max_methods_per_jvm",
             LimitKind::StringBytes => "max_string_bytes_per_jvm",
+            LimitKind::StoreBytes => "max_store_mib",
         }
     }
 }
@@ -326,7 +347,8 @@ pub struct IngestStats {
     pub gaps: u64,
     /// Records or nodes dropped because a limit was hit.
     pub limit_drops: u64,
-    /// Records of a new JVM dropped because `max_jvms` JVMs are running.
+    /// Records of a new JVM dropped: `max_jvms` JVMs running that all said HELLO, the
+    /// process's uid over its quota, or the store over its byte budget.
     pub jvm_limit_drops: u64,
     /// Re-sends asked for.
     pub resync_requests: u64,
@@ -355,6 +377,10 @@ pub struct JvmStore {
     /// Called whenever `context_version` changes, under the store's lock (see
     /// [`JvmStore::on_context_threads_change`]).
     context_watcher: Option<Box<dyn Fn() + Send>>,
+    /// Bytes all JVMs hold: the sum of their [`Jvm::charged`] (see `budget`).
+    held: u64,
+    /// Processes refused at their uid's quota, until they exit (see `admission`).
+    refused: HashMap<u32, u64>,
 }
 
 impl JvmStore {
@@ -368,6 +394,8 @@ impl JvmStore {
             scratch: Vec::new(),
             context_version: 0,
             context_watcher: None,
+            held: 0,
+            refused: HashMap::new(),
         }
     }
 
@@ -389,37 +417,13 @@ impl JvmStore {
         &self.limits
     }
 
-    /// A process with the agent library was found (before or after its first record).
-    /// A different start time for a known pid means the pid was reused: the old entry
-    /// is replaced.
-    pub fn process_found(&mut self, tgid: u32, info: ProcessInfo, now: SystemTime) {
-        self.generation += 1;
-        if let Some(j) = self.jvms.get_mut(&tgid) {
-            match &j.info {
-                Some(old) if old.start_time_ticks != info.start_time_ticks => {
-                    self.jvms.remove(&tgid);
-                }
-                _ => {
-                    j.info = Some(info);
-                    j.change += 1;
-                    if j.exited_at.take().is_some() {
-                        self.context_threads_changed();
-                    }
-                    return;
-                }
-            }
-        }
-        if let Some(j) = self.entry(tgid, now) {
-            j.info = Some(info);
-        }
-    }
-
     /// jpd wrote `generation` into that process's control block: a re-send is coming,
     /// and a HELLO of this generation is needed for the JVM to be complete.
     /// (The collector calls `process_found` first; if it did not, the JVM is created here.)
     pub fn generation_written(&mut self, tgid: u32, generation: u64) {
         self.generation += 1;
-        if let Some(j) = self.entry(tgid, SystemTime::now()) {
+        let room = self.room_for(0);
+        if let Some(j) = self.entry(tgid, SystemTime::now(), room) {
             j.generation_written(generation);
         }
     }
@@ -460,18 +464,23 @@ impl JvmStore {
         let mut scratch = std::mem::take(&mut self.scratch);
         let body = wire::decode_body(&rec, &mut scratch);
         let limits = self.limits.clone();
-        let Some(jvm) = self.entry(event.tgid, now) else {
+        let room = self.room_for(bytes.len());
+        let Some(jvm) = self.entry(event.tgid, now, room) else {
             self.stats.jvm_limit_drops += 1;
             self.scratch = scratch;
             return;
         };
         let epoch = jvm.context_epoch;
+        jvm.allow_growth(room);
         let out = jvm.apply(&rec.header, body, &limits, now);
         if rec.header.kind == wire::KIND_TREE {
             // Samples may wait for a node this record defined.
             jvm.cpu_retry(now);
         }
-        if jvm.context_epoch != epoch {
+        let (changed_contexts, held) = (jvm.context_epoch != epoch, jvm.memory_bytes());
+        self.charge(event.tgid, held);
+        refusals::count(budget::OVER_BUDGET, out.over_budget);
+        if changed_contexts {
             self.context_threads_changed();
         }
         if scratch.capacity() > stream::SCRATCH_KEPT {
@@ -555,18 +564,7 @@ impl JvmStore {
         for j in self.jvms.values_mut() {
             j.cpu_expire(now);
         }
-    }
-
-    /// The process exited (or vanished): keep its data for the retention time.
-    pub fn process_gone(&mut self, tgid: u32, now: SystemTime) {
-        self.generation += 1;
-        self.context_threads_changed();
-        if let Some(j) = self.jvms.get_mut(&tgid) {
-            if j.exited_at.is_none() {
-                j.exited_at = Some(now);
-                j.change += 1;
-            }
-        }
+        self.recount();
     }
 
     /// The collector's latest state, passed on in [`JvmStore::stats`].
@@ -609,24 +607,6 @@ impl JvmStore {
                     self.queue_resync(t, requested);
                 }
             }
-        }
-    }
-
-    /// Drops exited JVMs whose retention is over, and entries that only records created
-    /// (the collector never found the process, so it cannot say when it exits) once they
-    /// have been silent for the retention time.
-    pub fn expire(&mut self, now: SystemTime) {
-        let keep = self.limits.retention;
-        let before = self.jvms.len();
-        let young = |t: SystemTime| now.duration_since(t).map(|d| d < keep).unwrap_or(true);
-        self.jvms.retain(|_, j| match (j.exited_at, &j.info) {
-            (Some(t), _) => young(t),
-            (None, None) => young(j.last_update.unwrap_or(j.attached_since)),
-            (None, Some(_)) => true,
-        });
-        if self.jvms.len() != before {
-            self.generation += 1;
-            self.context_threads_changed();
         }
     }
 
@@ -722,31 +702,6 @@ impl JvmStore {
     }
 
     // --- internals -----------------------------------------------------------
-
-    /// The JVM of `tgid`, created if new and room is left (an exited JVM is evicted, the
-    /// oldest exit first, when `max_jvms` are kept).
-    fn entry(&mut self, tgid: u32, now: SystemTime) -> Option<&mut Jvm> {
-        if !self.jvms.contains_key(&tgid) {
-            if self.jvms.len() >= self.limits.max_jvms {
-                let oldest = self
-                    .jvms
-                    .iter()
-                    .filter_map(|(&t, j)| j.exited_at.map(|e| (e, t)))
-                    .min()
-                    .map(|(_, t)| t);
-                match oldest {
-                    Some(t) => {
-                        self.jvms.remove(&t);
-                    }
-                    None => return None,
-                }
-            }
-            self.jvms.insert(tgid, Jvm::new(tgid, &self.limits, now));
-            // The sampler counts a known JVM's threads by kind (see context_pids).
-            self.context_threads_changed();
-        }
-        self.jvms.get_mut(&tgid)
-    }
 
     fn malformed(&mut self, tgid: u32, m: Malformed) {
         self.stats.malformed.add(m);

@@ -11,11 +11,11 @@ use jp_common::wire::{
     FLAG_RESYNC, STREAM_ENDED,
 };
 
-use super::chunked::ChunkVec;
 use super::cpu::{self, ContextCpu};
 use super::methods::{MethodNames, StringBudget};
 use super::nodes::NodeTable;
-use super::stream::{node_in, Reject, SlotBudget, ThreadStream};
+use super::slots::NodeMap;
+use super::stream::{Reject, SlotBudget, ThreadStream};
 use super::{JvmLimits, LimitKind, Malformed, MalformedCounts, ProcessInfo};
 
 /// A re-send asked for and not answered (no `generation_written`) is asked again after
@@ -49,6 +49,8 @@ pub(crate) struct Outcome {
     pub gaps: u64,
     pub limit_drops: u64,
     pub resync_requested: bool,
+    /// Parts dropped at the store's byte budget.
+    pub over_budget: u64,
 }
 
 struct EndedThread {
@@ -79,7 +81,9 @@ pub(crate) struct Jvm {
     ended_since_hello: u64,
     /// What the threads that ended contributed to the merged tree, by merged node: a
     /// RESYNC of the agent's [`STREAM_ENDED`] snapshot replaces all of it.
-    ended_counts: ChunkVec<[u64; 2]>,
+    /// A map of the nodes they reached, not an array over all nodes: that RESYNC costs
+    /// what the ended threads sent, not the size of the tree.
+    ended_counts: HashMap<u32, [u64; 2]>,
 
     pub tree: NodeTable,
     pub methods: MethodNames,
@@ -111,7 +115,23 @@ pub(crate) struct Jvm {
     /// Bumps when a thread's context slot comes or goes.
     pub context_epoch: u64,
     /// Ended threads' wire ids → merged nodes, for their late samples, and when kept.
-    ended_node_maps: HashMap<u64, (Vec<u32>, SystemTime)>,
+    ended_node_maps: HashMap<u64, (NodeMap, SystemTime)>,
+
+    // Running sums of what the variable-size parts hold, so that the JVM's memory is
+    // O(1) to tell after every record (the store's byte budget reads it).
+    /// Every thread stream's `thread_cost`.
+    thread_bytes: usize,
+    /// Ended threads' names.
+    ended_name_bytes: usize,
+    /// `ended_node_maps`' maps.
+    ended_map_bytes: usize,
+    /// What the store's byte budget counts for this JVM (its last `memory_bytes`).
+    pub charged: u64,
+}
+
+/// What one thread stream holds beyond its entry in the threads' map.
+fn stream_cost(t: &ThreadStream) -> usize {
+    t.memory_bytes()
 }
 
 /// Ended threads whose ids are kept for late CPU samples, at most.
@@ -120,7 +140,7 @@ const MAX_ENDED_NODE_MAPS: usize = 256;
 /// The merged node of (stream, wire id), from a live thread or a recently ended one.
 fn resolve_node(
     threads: &HashMap<u64, ThreadStream>,
-    ended: &HashMap<u64, (Vec<u32>, SystemTime)>,
+    ended: &HashMap<u64, (NodeMap, SystemTime)>,
     stream: u64,
     id: u64,
 ) -> Option<u32> {
@@ -128,7 +148,7 @@ fn resolve_node(
         return th.node_of(id);
     }
     let (map, _) = ended.get(&stream)?;
-    node_in(map, id)
+    map.node(id)
 }
 
 impl Jvm {
@@ -151,12 +171,13 @@ impl Jvm {
             ended_total: 0,
             ended_broken: 0,
             ended_since_hello: 0,
-            ended_counts: ChunkVec::new(),
+            ended_counts: HashMap::new(),
             tree: NodeTable::new(limits.max_nodes_per_jvm),
             methods: MethodNames::default(),
             slots: SlotBudget {
                 used: 0,
                 limit: limits.max_thread_nodes_per_jvm,
+                grow: true,
             },
             strings: StringBudget {
                 used: 0,
@@ -178,7 +199,22 @@ impl Jvm {
             cpu: ContextCpu::default(),
             context_epoch: 0,
             ended_node_maps: HashMap::new(),
+            thread_bytes: 0,
+            ended_name_bytes: 0,
+            ended_map_bytes: 0,
+            charged: 0,
         }
+    }
+
+    /// Whether the store's byte budget leaves room for this record to grow what the JVM
+    /// holds (new nodes, threads, methods); set by the store before each record.
+    pub fn allow_growth(&mut self, grow: bool) {
+        self.slots.grow = grow;
+    }
+
+    /// What one thread stream holds, its entry in `threads` included.
+    fn thread_cost(&self, stream: u64) -> usize {
+        self.threads.get(&stream).map_or(0, stream_cost)
     }
 
     /// Makes what a snapshot froze writable again (chunks a snapshot still holds are
@@ -190,6 +226,8 @@ impl Jvm {
                 t.thaw();
             }
             self.threads_frozen = false;
+            // A chunk copied back from a snapshot has no spare capacity: sizes changed.
+            self.thread_bytes = self.threads.values().map(stream_cost).sum();
         }
     }
 
@@ -245,6 +283,9 @@ impl Jvm {
     }
 
     fn hit(&mut self, k: LimitKind, out: &mut Outcome) {
+        if k == LimitKind::StoreBytes {
+            out.over_budget += 1;
+        }
         self.limits_hit.insert(k);
         out.limit_drops += 1;
         self.limit_drops += 1;
@@ -270,6 +311,8 @@ impl Jvm {
         self.records_seen += 1;
         self.last_update = Some(now);
         self.record_pid = Some(header.pid);
+        // A record changes at most its own stream's thread.
+        let before = self.thread_cost(header.stream);
         match body {
             Ok(Body::Hello(h)) => self.hello(header, &h, limits, &mut out),
             Ok(Body::Methods(defs)) => self.methods_record(header, &defs, now, &mut out),
@@ -288,6 +331,8 @@ impl Jvm {
         if out.accepted {
             self.records += 1;
         }
+        let after = self.thread_cost(header.stream);
+        self.thread_bytes = self.thread_bytes.saturating_sub(before) + after;
         out
     }
 
@@ -357,6 +402,7 @@ impl Jvm {
         fresh.records = self.records;
         fresh.records_seen = self.records_seen;
         fresh.change = self.change;
+        fresh.charged = self.charged;
         fresh.context_epoch = self.context_epoch + 1;
         *self = fresh;
     }
@@ -393,6 +439,10 @@ impl Jvm {
     ) {
         self.jvm_seq(header, now, out);
         for d in defs {
+            if !self.slots.grow && !self.methods.contains(d.mid) {
+                self.hit(LimitKind::StoreBytes, out);
+                continue;
+            }
             if let Err(k) =
                 self.methods
                     .define(d, self.limits.max_methods_per_jvm, &mut self.strings)
@@ -418,12 +468,8 @@ impl Jvm {
             self.malformed_record(Malformed::AfterEnd, out);
             return;
         }
-        if !self.threads.contains_key(&tid) {
-            if self.threads.len() >= self.limits.max_threads_per_jvm {
-                self.hit(LimitKind::Threads, out);
-                return;
-            }
-            self.threads.insert(tid, ThreadStream::default());
+        if !self.new_thread(tid, out) {
+            return;
         }
         let resync = h.flags & FLAG_RESYNC != 0;
         let absolute = h.flags & FLAG_ABSOLUTE != 0;
@@ -488,11 +534,8 @@ impl Jvm {
                 if resync && tid == STREAM_ENDED {
                     // The snapshot covers every thread whose END came before it: their
                     // own contributions go (the snapshot's replace them).
-                    for (node, c) in self.ended_counts.iter_mut().enumerate() {
-                        if *c != [0, 0] {
-                            self.tree.sub(node as u32, c[0], c[1]);
-                            *c = [0, 0];
-                        }
+                    for (node, [c, b]) in self.ended_counts.drain() {
+                        self.tree.sub(node, c, b);
                     }
                 }
                 th.records += 1;
@@ -542,6 +585,24 @@ impl Jvm {
         }
     }
 
+    /// The stream `tid` exists, created if new and room is left; false (a limit hit)
+    /// if not.
+    fn new_thread(&mut self, tid: u64, out: &mut Outcome) -> bool {
+        if self.threads.contains_key(&tid) {
+            return true;
+        }
+        if self.threads.len() >= self.limits.max_threads_per_jvm {
+            self.hit(LimitKind::Threads, out);
+            return false;
+        }
+        if !self.slots.grow {
+            self.hit(LimitKind::StoreBytes, out);
+            return false;
+        }
+        self.threads.insert(tid, ThreadStream::default());
+        true
+    }
+
     /// `KIND_THREAD`: where the thread publishes its current context. The address is the
     /// JVM's business (a bad one only makes the sampler's reads fail, counted); one that
     /// cannot be an int's (or, on the heap, a cell's address and ints' offsets) is
@@ -555,12 +616,8 @@ impl Jvm {
             self.malformed_record(Malformed::AfterEnd, out);
             return;
         }
-        if !self.threads.contains_key(&h.stream) {
-            if self.threads.len() >= self.limits.max_threads_per_jvm {
-                self.hit(LimitKind::Threads, out);
-                return;
-            }
-            self.threads.insert(h.stream, ThreadStream::default());
+        if !self.new_thread(h.stream, out) {
+            return;
         }
         if let Some(th) = self.threads.get_mut(&h.stream) {
             if th.context_slot != Some(slot) {
@@ -614,8 +671,14 @@ impl Jvm {
     /// Once a pass: ended threads' ids are kept as long as samples may wait for them.
     pub fn cpu_expire(&mut self, now: SystemTime) {
         self.cpu_retry(now);
-        self.ended_node_maps
-            .retain(|_, (_, at)| now.duration_since(*at).unwrap_or_default() < cpu::PENDING_FOR);
+        let bytes = &mut self.ended_map_bytes;
+        self.ended_node_maps.retain(|_, (map, at)| {
+            let keep = now.duration_since(*at).unwrap_or_default() < cpu::PENDING_FOR;
+            if !keep {
+                *bytes = bytes.saturating_sub(map.memory_bytes());
+            }
+            keep
+        });
     }
 
     /// The thread's last record: its counts stay in the merged tree, its map goes.
@@ -627,13 +690,12 @@ impl Jvm {
             // The sampler's last samples of the thread are read up to a pass later: keep
             // its ids for them a while (bounded).
             if self.ended_node_maps.len() < MAX_ENDED_NODE_MAPS {
-                self.ended_node_maps.insert(
-                    tid,
-                    (
-                        th.node_map(),
-                        self.last_update.unwrap_or(SystemTime::UNIX_EPOCH),
-                    ),
-                );
+                let map = th.node_map();
+                self.ended_map_bytes += map.memory_bytes();
+                let at = self.last_update.unwrap_or(SystemTime::UNIX_EPOCH);
+                if let Some((old, _)) = self.ended_node_maps.insert(tid, (map, at)) {
+                    self.ended_map_bytes = self.ended_map_bytes.saturating_sub(old.memory_bytes());
+                }
             }
             self.change += 1;
             self.context_epoch += 1;
@@ -643,14 +705,9 @@ impl Jvm {
             th.finish_resync(&mut self.tree);
         }
         for (node, calls, bytecodes) in th.contributions() {
-            let i = node as usize;
-            if i >= self.ended_counts.len() {
-                self.ended_counts.grow_to(i + 1, [0, 0]);
-            }
-            if let Some(c) = self.ended_counts.get_mut(i) {
-                c[0] = c[0].wrapping_add(calls);
-                c[1] = c[1].wrapping_add(bytecodes);
-            }
+            let c = self.ended_counts.entry(node).or_insert([0, 0]);
+            c[0] = c[0].wrapping_add(calls);
+            c[1] = c[1].wrapping_add(bytecodes);
         }
         th.release(&mut self.slots);
         self.ended_total += 1;
@@ -658,12 +715,14 @@ impl Jvm {
         if broken {
             self.ended_broken += 1;
         }
+        self.ended_name_bytes += th.name.capacity();
         self.ended.insert(tid, EndedThread { name: th.name });
         self.ended_order.push_back(tid);
         while self.ended_order.len() > self.limits.max_ended_threads_per_jvm {
             if let Some(old) = self.ended_order.pop_front() {
                 if let Some(e) = self.ended.remove(&old) {
                     self.strings.used = self.strings.used.saturating_sub(e.name.len());
+                    self.ended_name_bytes = self.ended_name_bytes.saturating_sub(e.name.capacity());
                 }
             }
         }

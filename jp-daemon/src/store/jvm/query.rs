@@ -22,7 +22,7 @@ use super::cpu::Samples;
 use super::methods::{info_in, NameMap};
 use super::nodes::{is_outer, unflag, FrozenTree};
 use super::one_jvm::Jvm;
-use super::stream::FrozenSlots;
+use super::slots::FrozenSlots;
 use super::totals::MethodCount;
 use super::Name;
 

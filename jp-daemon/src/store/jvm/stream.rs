@@ -12,9 +12,8 @@ use std::collections::HashMap;
 
 use jp_common::wire::{TreeBody, TreeEntry};
 
-use super::chunked::prefetch;
-use super::chunked::{ChunkVec, Frozen};
 use super::nodes::{NodeTable, MAX_NODES};
+use super::slots::{dense_allowance, FrozenSlots, NodeMap, Slot, Slots, DROPPED, PENDING, UNDEF};
 use super::{LimitKind, Malformed};
 
 /// Entries looked ahead when prefetching.
@@ -23,33 +22,15 @@ const AHEAD: usize = 16;
 /// own decoding only.
 pub(crate) const SCRATCH_KEPT: usize = 256;
 
-/// Marker: the id is not defined.
-const UNDEF: u32 = u32::MAX;
-/// Marker: defined, but its node was dropped at a limit (its counts are dropped too).
-const DROPPED: u32 = u32::MAX - 1;
-/// Marker: defined earlier in the record being checked.
-const PENDING: u32 = u32::MAX - 2;
 const _: () = assert!(MAX_NODES < PENDING as usize);
-
-/// The thread's part of one node: 20 bytes (packed to 4-byte alignment).
-#[repr(C, packed(4))]
-#[derive(Clone, Copy)]
-struct Slot {
-    calls: u64,
-    bytecodes: u64,
-    node: u32,
-}
-
-const UNDEF_SLOT: Slot = Slot {
-    calls: 0,
-    bytecodes: 0,
-    node: UNDEF,
-};
 
 /// Per-thread node slots charged to the JVM, and the limit on them.
 pub(crate) struct SlotBudget {
     pub used: usize,
     pub limit: usize,
+    /// The store's byte budget leaves room for new slots (see `budget`): when not,
+    /// a record that defines a node is refused at [`LimitKind::StoreBytes`].
+    pub grow: bool,
 }
 
 /// Why a tree record was not applied.
@@ -85,7 +66,7 @@ pub(crate) struct ThreadStream {
     pub records: u64,
     /// Where the thread publishes its current context (its `KIND_THREAD` record).
     pub context_slot: Option<jp_common::wire::ThreadSlot>,
-    slots: ChunkVec<Slot>,
+    slots: Slots,
     /// During a re-send: what the thread contributed before it, by merged node, not yet
     /// replaced by a new total.
     old: HashMap<u32, [u64; 2]>,
@@ -105,7 +86,7 @@ impl ThreadStream {
         let name = (!body.thread_name.is_empty())
             .then(|| String::from_utf8_lossy(body.thread_name).into_owned());
 
-        let mut fresh = ChunkVec::new();
+        let mut fresh = Slots::default();
         let slots = if resync { &mut fresh } else { &mut self.slots };
         check(slots, body.entries, tree, budget)?;
         if resync {
@@ -118,7 +99,7 @@ impl ThreadStream {
                     o[1] = o[1].wrapping_add(s.bytecodes);
                 }
             }
-            budget.used = budget.used.saturating_sub(self.slots.len());
+            budget.used = budget.used.saturating_sub(self.slots.count());
             self.slots = fresh;
         } else if !absolute {
             self.finish_resync(tree);
@@ -140,37 +121,28 @@ impl ThreadStream {
         if id == 0 {
             return Some(0);
         }
-        let slot = self.slots.get(usize::try_from(id).ok()?)?;
-        (slot.node < PENDING).then_some(slot.node)
+        let node = self.slots.node(usize::try_from(id).ok()?);
+        (node < PENDING).then_some(node)
     }
 
     /// Wire node id → merged node of every node (for CPU samples that arrive after the
-    /// thread ended); read it with [`node_in`].
-    pub fn node_map(&self) -> Vec<u32> {
-        self.slots.iter().map(|s| s.node).collect()
+    /// thread ended).
+    pub fn node_map(&self) -> NodeMap {
+        self.slots.node_map()
     }
-}
-
-/// The merged node of wire id `id` in a [`ThreadStream::node_map`], as
-/// [`ThreadStream::node_of`] answers for a live stream.
-pub(crate) fn node_in(map: &[u32], id: u64) -> Option<u32> {
-    if id == 0 {
-        return Some(0);
-    }
-    let node = *map.get(usize::try_from(id).ok()?)?;
-    (node < PENDING).then_some(node)
 }
 
 impl ThreadStream {
     /// The thread ended: its counts stay in the merged tree, its map is freed.
     pub fn release(&mut self, budget: &mut SlotBudget) {
-        budget.used = budget.used.saturating_sub(self.slots.len());
-        self.slots = ChunkVec::new();
+        budget.used = budget.used.saturating_sub(self.slots.count());
+        self.slots = Slots::default();
         self.old = HashMap::new();
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.slots.memory_bytes() + self.old.capacity() * 24 + self.name.capacity()
+        // `old`: (u32, [u64; 2]) and a control byte per entry.
+        self.slots.memory_bytes() + self.old.capacity() * 29 + self.name.capacity()
     }
 
     /// What this thread has put in the merged tree: its nodes' counts and, during a
@@ -190,7 +162,7 @@ impl ThreadStream {
 
     /// The thread's nodes as they are now, sharing the slots' chunks (O(chunks)).
     pub fn freeze(&mut self) -> FrozenSlots {
-        FrozenSlots(self.slots.freeze())
+        self.slots.freeze()
     }
 
     /// Writable again after [`ThreadStream::freeze`].
@@ -199,39 +171,29 @@ impl ThreadStream {
     }
 }
 
-/// A thread's nodes as they were at [`ThreadStream::freeze`].
-pub(crate) struct FrozenSlots(Frozen<Slot>);
-
-impl FrozenSlots {
-    /// As [`ThreadStream::nodes`].
-    pub fn nodes(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
-        self.0
-            .iter()
-            .filter(|s| s.node < PENDING)
-            .map(|s| (s.node, s.calls, s.bytecodes))
-    }
-}
-
 /// Pass 1: checks that every reference resolves, definitions are consistent and slots
-/// fit the budget. Leaves `slots` and `budget` as they were when it fails.
+/// fit the budget. Leaves `slots` and `budget` as they were when it fails. O(entries):
+/// the slots grow by at most [`dense_allowance`] dense slots plus one far slot per
+/// definition, and a failure undoes only what this record did.
 fn check(
-    slots: &mut ChunkVec<Slot>,
+    slots: &mut Slots,
     entries: &[TreeEntry],
     tree: &NodeTable,
     budget: &mut SlotBudget,
 ) -> Result<(), Reject> {
-    let base_len = slots.len();
+    let base_len = slots.dense_len();
     let base_used = budget.used;
+    let mut allowance = dense_allowance(entries.len());
     let mut r = Ok(());
-    let mut marked = 0;
+    let mut checked = 0;
     for (i, e) in entries.iter().enumerate() {
+        checked = i + 1;
         if let Some(ahead) = entries.get(i + AHEAD) {
-            prefetch(slots.get(ahead.node as usize));
+            slots.prefetch(ahead.node as usize);
         }
         let id = e.node as usize;
-        let known = |slots: &ChunkVec<Slot>, i: usize| slots.get(i).map_or(UNDEF, |s| s.node);
         let Some((parent, mid)) = e.definition else {
-            if known(slots, id) == UNDEF {
+            if slots.node(id) == UNDEF {
                 r = Err(Reject::Malformed(Malformed::UnknownNode));
                 break;
             }
@@ -240,13 +202,13 @@ fn check(
         let p = if parent == 0 {
             0
         } else {
-            known(slots, parent as usize)
+            slots.node(parent as usize)
         };
         if p == UNDEF {
             r = Err(Reject::Malformed(Malformed::UnknownParent));
             break;
         }
-        match known(slots, id) {
+        match slots.node(id) {
             UNDEF => {}
             PENDING => {
                 r = Err(Reject::Malformed(Malformed::Redefined));
@@ -262,27 +224,18 @@ fn check(
                 continue;
             }
         }
-        if id >= slots.len() {
-            let need = id + 1 - slots.len();
-            if budget.used.saturating_add(need) > budget.limit {
-                r = Err(Reject::Limit(LimitKind::ThreadNodes));
-                break;
-            }
-            budget.used += need;
-            slots.grow_to(id + 1, UNDEF_SLOT);
+        if !budget.grow {
+            r = Err(Reject::Limit(LimitKind::StoreBytes));
+            break;
         }
-        slots[id].node = PENDING;
-        marked += 1;
+        budget.used += slots.define(id, &mut allowance);
+        if budget.used > budget.limit {
+            r = Err(Reject::Limit(LimitKind::ThreadNodes));
+            break;
+        }
     }
     if r.is_err() {
-        if marked > 0 {
-            for s in slots.iter_mut() {
-                if s.node == PENDING {
-                    s.node = UNDEF;
-                }
-            }
-        }
-        slots.truncate(base_len);
+        slots.rollback(&entries[..checked], base_len);
         budget.used = base_used;
     }
     r
@@ -290,7 +243,7 @@ fn check(
 
 /// Pass 2: cannot fail.
 fn apply(
-    slots: &mut ChunkVec<Slot>,
+    slots: &mut Slots,
     old: &mut HashMap<u32, [u64; 2]>,
     entries: &[TreeEntry],
     absolute: bool,
@@ -299,31 +252,26 @@ fn apply(
     let mut out = Applied::default();
     let big_table = tree.methods().is_big();
     for (i, e) in entries.iter().enumerate() {
-        if let Some(ahead) = entries
-            .get(i + AHEAD)
-            .and_then(|a| slots.get(a.node as usize))
-        {
-            if ahead.node < PENDING {
-                tree.prefetch(ahead.node);
+        if let Some(ahead) = entries.get(i + AHEAD) {
+            let node = slots.node(ahead.node as usize);
+            if node < PENDING {
+                tree.prefetch(node);
             }
         }
         // The method's totals: its id is in the links loaded AHEAD / 2 entries ago
         // (a small method table stays in the cache anyway).
         if big_table {
-            if let Some(near) = entries
-                .get(i + AHEAD / 2)
-                .and_then(|a| slots.get(a.node as usize))
-            {
-                if near.node < PENDING {
-                    tree.prefetch_method(near.node);
+            if let Some(near) = entries.get(i + AHEAD / 2) {
+                let node = slots.node(near.node as usize);
+                if node < PENDING {
+                    tree.prefetch_method(node);
                 }
             }
         }
         let id = e.node as usize;
-        let Some(&slot) = slots.get(id) else {
+        let Some(mut slot) = slots.get(id) else {
             continue;
         };
-        let mut slot = slot;
         if slot.node == PENDING {
             let parent = match e.definition {
                 Some((0, _)) => 0,
@@ -355,7 +303,7 @@ fn apply(
         }
         if slot.node == DROPPED {
             out.dropped += 1;
-            slots[id] = slot;
+            slots.set(id, slot);
             continue;
         }
         let (dc, db) = if absolute {
@@ -369,7 +317,7 @@ fn apply(
         slot.calls = slot.calls.wrapping_add(dc);
         slot.bytecodes = slot.bytecodes.wrapping_add(db);
         tree.add(slot.node, dc, db);
-        slots[id] = slot;
+        slots.set(id, slot);
     }
     out
 }

@@ -3,9 +3,12 @@
 
 use jp_common::wire::STREAM_ENDED;
 
+use std::time::SystemTime;
+
+use super::super::slots::NodeMap;
 use super::super::stream::ThreadStream;
 use super::super::{JvmSummary, LimitKind};
-use super::Jvm;
+use super::{EndedThread, Jvm};
 
 impl Jvm {
     /// Thread streams that are threads (the ended-threads snapshot is not one).
@@ -22,20 +25,28 @@ impl Jvm {
         self.slots.used as u64
     }
 
+    /// Bytes this JVM holds, from the capacities of every structure: O(1) (the
+    /// variable-size parts keep running sums), so the store reads it after every record.
     pub fn memory_bytes(&self) -> u64 {
-        let threads: usize = self
-            .threads
-            .values()
-            .map(|t| t.memory_bytes() + 8 + std::mem::size_of::<ThreadStream>())
-            .sum();
-        let ended: usize = self.ended.values().map(|e| e.name.capacity() + 40).sum();
+        let entry = |k: usize, v: usize| k + v + 1; // a hash map slot: key, value, control
+        let threads = self.thread_bytes
+            + self.threads.capacity() * entry(8, std::mem::size_of::<ThreadStream>());
+        let ended = self.ended_name_bytes
+            + self.ended.capacity() * entry(8, std::mem::size_of::<EndedThread>())
+            + self.ended_order.capacity() * 8;
+        let ended_maps = self.ended_map_bytes
+            + self.ended_node_maps.capacity()
+                * entry(8, std::mem::size_of::<(NodeMap, SystemTime)>());
+        let hello = self.hello.as_ref().map_or(0, |h| h.bytes());
         (std::mem::size_of::<Jvm>()
             + self.tree.memory_bytes()
             + self.methods.memory_bytes()
             + threads
             + ended
-            + self.ended_counts.memory_bytes()
-            + self.ended_order.capacity() * 8) as u64
+            + ended_maps
+            + self.ended_counts.capacity() * entry(4, 16)
+            + self.cpu.memory_bytes()
+            + hello) as u64
     }
 
     pub fn bba_name(&self) -> &'static str {
@@ -80,6 +91,7 @@ impl Jvm {
                 LimitKind::ThreadNodes => self.limits.max_thread_nodes_per_jvm,
                 LimitKind::Methods => self.limits.max_methods_per_jvm,
                 LimitKind::StringBytes => self.limits.max_string_bytes_per_jvm,
+                LimitKind::StoreBytes => self.limits.max_store_bytes >> 20,
             };
             why.push(format!("limit {} = {v} reached, data dropped", k.name()));
         }

@@ -41,7 +41,7 @@ fn the_node_limit_drops_nodes_and_says_so() {
 }
 
 #[test]
-fn a_huge_node_id_hits_the_thread_node_limit_without_allocating() {
+fn a_huge_node_id_takes_one_slot() {
     let mut s = limited(JvmLimits {
         max_thread_nodes_per_jvm: 1000,
         ..JvmLimits::default()
@@ -52,14 +52,44 @@ fn a_huge_node_id_hits_the_thread_node_limit_without_allocating() {
         &resync_rec(1, "", &[def(1, 0, 0, 1, 1), def(big, 1, 1, 1, 1)]),
     );
     let st = s.stats();
-    assert_eq!(st.thread_nodes, 0);
+    assert_eq!(st.thread_nodes, 3, "the root's slot, node 1 and the far id");
     assert!(st.memory_bytes < 100_000, "{}", st.memory_bytes);
     let sum = s.summary(PID).unwrap();
-    assert_eq!(sum.nodes, 0, "the whole record is dropped");
+    assert_eq!((sum.nodes, sum.calls, sum.limit_drops), (2, 2, 0));
+    feed(&mut s, &tree_rec(GEN, 1, 1, 0, "", &[upd(big, 1, 1)]));
+    assert_eq!(s.summary(PID).unwrap().calls, 3);
+}
+
+#[test]
+fn the_thread_node_limit_counts_far_ids_too() {
+    let mut s = limited(JvmLimits {
+        max_thread_nodes_per_jvm: 3,
+        ..JvmLimits::default()
+    });
+    let far = |i: u32| 1_000_000 + i;
+    feed(
+        &mut s,
+        &resync_rec(
+            1,
+            "",
+            &[
+                def(1, 0, 0, 1, 1),
+                def(far(1), 1, 1, 1, 1),
+                def(far(2), 1, 2, 1, 1),
+            ],
+        ),
+    );
+    let sum = s.summary(PID).unwrap();
+    assert_eq!(
+        (sum.nodes, sum.limit_drops),
+        (0, 1),
+        "the whole record is dropped"
+    );
     assert_eq!(
         sum.incomplete_reason,
-        "1 threads waiting for a re-send; limit max_thread_nodes_per_jvm = 1000 reached, data dropped"
+        "1 threads waiting for a re-send; limit max_thread_nodes_per_jvm = 3 reached, data dropped"
     );
+    assert_eq!(s.stats().thread_nodes, 0);
     // Its deltas are dropped as limit drops, without asking for a re-send.
     feed(&mut s, &tree_rec(GEN, 1, 1, 0, "", &[upd(1, 1, 1)]));
     assert_eq!(s.summary(PID).unwrap().limit_drops, 2);

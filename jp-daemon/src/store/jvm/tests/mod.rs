@@ -11,6 +11,7 @@ use jp_mct::{Mct, MethodInfo};
 
 use super::*;
 
+mod budgets;
 mod contexts;
 mod lifecycle;
 mod limits;
@@ -142,6 +143,7 @@ pub(crate) fn started(live_threads: u64) -> JvmStore {
             ns_pid: Some(1),
             cmdline: "java -jar app.jar".into(),
             exe: "/usr/bin/java".into(),
+            uid: None,
         },
         t0(),
     );
