@@ -9,6 +9,7 @@
 extern crate alloc;
 
 pub mod maps;
+pub mod ring;
 pub mod usdt;
 pub mod wire;
 

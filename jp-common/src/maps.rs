@@ -98,9 +98,20 @@ pub const USDT_STATS: MapSpec = map("JP_USDT_STATS", crate::wire::usdt_stat::COU
 pub const USDT_EVENTS: MapSpec = map("JP_USDT_EVENTS", 4096);
 /// The per-CPU copy buffer (eBPF side only).
 pub const USDT_SCRATCH: MapSpec = map("JP_USDT_SCRATCH", 1);
+/// `crate::ring::RingLimits`, one entry, written by jpd before it attaches.
+pub const USDT_LIMITS: MapSpec = map("JP_USDT_LIMITS", 1);
+/// tgid → `crate::ring::ProcessRing` (LRU hash): each process's rate and losses. Sized
+/// for more processes firing at once than a host runs JVMs; an evicted entry starts
+/// with a full bucket and its counts are lost (jpd reads the map every 100 ms).
+pub const USDT_PROCS: MapSpec = map("JP_USDT_PROCS", 4096);
+/// Real uid → 1: the uids whose processes are listened to (`[usdt] allow_uids`).
+pub const USDT_ALLOW_UIDS: MapSpec = map("JP_USDT_ALLOW_UIDS", 256);
+/// cgroup v2 id → 1: the cgroups whose processes (and their sub-cgroups') are listened
+/// to (`[usdt] allow_cgroups`).
+pub const USDT_ALLOW_CGROUPS: MapSpec = map("JP_USDT_ALLOW_CGROUPS", 256);
 
 /// Every map of the object.
-pub const ALL: [MapSpec; 20] = [
+pub const ALL: [MapSpec; 24] = [
     MODES,
     TEXT_COUNTS,
     TEXT_DIRTY,
@@ -121,6 +132,10 @@ pub const ALL: [MapSpec; 20] = [
     USDT_STATS,
     USDT_EVENTS,
     USDT_SCRATCH,
+    USDT_LIMITS,
+    USDT_PROCS,
+    USDT_ALLOW_UIDS,
+    USDT_ALLOW_CGROUPS,
 ];
 
 #[cfg(test)]

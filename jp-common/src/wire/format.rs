@@ -128,7 +128,11 @@ pub mod usdt_stat {
     pub const FAULT: u32 = 3;
     /// `len` above [`super::MAX_RECORD`].
     pub const TOO_LONG: u32 = 4;
-    pub const COUNT: u32 = 5;
+    /// Over the process's rate (`crate::ring`): dropped before anything was copied.
+    pub const RATE_LIMITED: u32 = 5;
+    /// The process is outside the allow-lists: dropped before anything was copied.
+    pub const NOT_ALLOWED: u32 = 6;
+    pub const COUNT: u32 = 7;
 }
 
 /// Why a record was rejected. Every variant means "drop the record and count it".

@@ -378,6 +378,8 @@ mod tests {
             records_lost: 0,
             records_malformed: 0,
             limit_drops: 0,
+            ring_rate_limited: 0,
+            ring_full: 0,
             records: 0,
             nodes: 0,
             methods: 0,

@@ -36,6 +36,8 @@ pub fn summary(s: &JvmSummary) -> pb::JvmSummary {
         methods: s.methods,
         records: s.records,
         limit_drops: s.limit_drops,
+        ring_rate_limited: s.ring_rate_limited,
+        ring_full: s.ring_full,
         finished: s.finished,
         agent_version: s.agent_version.clone(),
         jvm_start_unix_ms: s.jvm_start_unix_ms,

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use super::attach::UprobePmu;
+use super::fair::RingShare;
 use super::manager::{Manager, Tick};
 use super::program::UsdtProgram;
 use super::ring::{self, ReaderStats};
@@ -52,6 +53,8 @@ pub struct UsdtOptions {
     /// they make every BPF program on the host pay two clock reads per run, so only
     /// when asked. Without them the program's run count and time read 0.
     pub bpf_stats: bool,
+    /// Each process's share of the ring, and who may use it.
+    pub share: RingShare,
 }
 
 impl Default for UsdtOptions {
@@ -61,6 +64,7 @@ impl Default for UsdtOptions {
             scan_interval: Duration::from_secs(1),
             ring_buffer_bytes: 8 << 20,
             bpf_stats: false,
+            share: RingShare::default(),
         }
     }
 }
@@ -97,7 +101,7 @@ impl UsdtCollector {
             anyhow::bail!("the USDT collector must run as root (it loads eBPF programs and writes into other processes)");
         }
         let pmu = UprobePmu::from_sysfs()?;
-        let mut program = UsdtProgram::load(opts.ring_buffer_bytes, opts.bpf_stats)?;
+        let mut program = UsdtProgram::load(opts.ring_buffer_bytes, &opts.share, opts.bpf_stats)?;
         let ring = program.take_ring().context("ring buffer already taken")?;
         let reader_stats = Arc::new(ReaderStats::default());
         let reader = runtime.spawn(ring::run(
@@ -107,14 +111,7 @@ impl UsdtCollector {
         ));
 
         let interval = opts.scan_interval.max(TICK);
-        let mut manager = Manager::new(
-            program,
-            pmu,
-            opts.library,
-            opts.scan_interval,
-            sink,
-            reader_stats,
-        );
+        let mut manager = Manager::new(program, pmu, &opts, sink, reader_stats);
         let status = manager.shared_status();
         manager.scan();
         manager.tick(Tick::WithStatus);

@@ -4,6 +4,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::collector::UsdtOptions;
+use super::fair::RingShare;
 use super::program::{MAX_RING_BYTES, MIN_RING_BYTES};
 use crate::restart::{self, RestartNeeded};
 use crate::store::jvm::JvmLimits;
@@ -41,6 +42,26 @@ pub struct UsdtConfig {
     /// (counted `store/uid_quota`), so one user cannot fill the JVM table.
     #[serde(deserialize_with = "positive")]
     pub max_jvms_per_uid: usize,
+    /// Records one process may put in the shared ring per second, on average (a token
+    /// bucket per process in the eBPF program; records over it are dropped there and
+    /// charged to that process, which alone is asked to re-send). 0: no limit, which
+    /// lets one process fill the ring for every other. Default 20000: a busy JVM sends
+    /// a few hundred a second.
+    #[serde(deserialize_with = "records_per_second")]
+    pub records_per_second_per_process: u32,
+    /// Records one process may send at once above its rate (the bucket's size).
+    /// Default 4096: a JVM's start-up (its HELLO, method tables and first trees) and a
+    /// re-send of a large tree fit in it.
+    #[serde(deserialize_with = "burst_records")]
+    pub burst_records: u32,
+    /// Only processes with one of these real uids are listened to; empty: every uid.
+    #[serde(deserialize_with = "allow_uids")]
+    pub allow_uids: Vec<u32>,
+    /// Only processes in one of these cgroup v2 paths (relative to /sys/fs/cgroup, such
+    /// as "/system.slice/app.service"), or below one, are listened to; empty: every
+    /// cgroup. Resolved when jpd starts: a cgroup created later is not matched.
+    #[serde(deserialize_with = "allow_cgroups")]
+    pub allow_cgroups: Vec<String>,
 }
 
 impl Default for UsdtConfig {
@@ -56,6 +77,10 @@ impl Default for UsdtConfig {
             max_nodes_per_jvm: JvmLimits::default().max_nodes_per_jvm,
             max_store_mib: JvmLimits::default().max_store_bytes >> 20,
             max_jvms_per_uid: JvmLimits::default().max_jvms_per_uid,
+            records_per_second_per_process: o.share.records_per_second,
+            burst_records: o.share.burst_records,
+            allow_uids: o.share.allow_uids,
+            allow_cgroups: o.share.allow_cgroups,
         }
     }
 }
@@ -86,6 +111,12 @@ impl UsdtConfig {
             ring_buffer_bytes: self.ring_buffer_kib.saturating_mul(1024),
             // `kernel.bpf_stats` decides, in start_from_config.
             bpf_stats: false,
+            share: RingShare {
+                records_per_second: self.records_per_second_per_process,
+                burst_records: self.burst_records,
+                allow_uids: self.allow_uids.clone(),
+                allow_cgroups: self.allow_cgroups.clone(),
+            },
         }
     }
 }
@@ -155,6 +186,66 @@ fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     }
 }
 
+pub const RECORDS_PER_SECOND_RANGE: std::ops::RangeInclusive<u32> = 100..=10_000_000;
+pub const BURST_RECORDS_RANGE: std::ops::RangeInclusive<u32> = 16..=1 << 20;
+/// Most entries of an allow-list: the program's maps hold this many.
+pub const MAX_ALLOWED: usize = jp_common::maps::USDT_ALLOW_UIDS.max_entries as usize;
+
+fn records_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let v = u32::deserialize(d)?;
+    if v == 0 || RECORDS_PER_SECOND_RANGE.contains(&v) {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "records_per_second_per_process = {v} is out of range {}..={} (0: no limit)",
+            RECORDS_PER_SECOND_RANGE.start(),
+            RECORDS_PER_SECOND_RANGE.end()
+        )))
+    }
+}
+
+fn burst_records<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let v = u32::deserialize(d)?;
+    if BURST_RECORDS_RANGE.contains(&v) {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "burst_records = {v} is out of range {}..={}",
+            BURST_RECORDS_RANGE.start(),
+            BURST_RECORDS_RANGE.end()
+        )))
+    }
+}
+
+fn allow_uids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
+    let v = Vec::<u32>::deserialize(d)?;
+    if v.len() > MAX_ALLOWED {
+        return Err(serde::de::Error::custom(format!(
+            "allow_uids has {} entries, at most {MAX_ALLOWED}",
+            v.len()
+        )));
+    }
+    Ok(v)
+}
+
+fn allow_cgroups<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let v = Vec::<String>::deserialize(d)?;
+    if v.len() > MAX_ALLOWED {
+        return Err(serde::de::Error::custom(format!(
+            "allow_cgroups has {} entries, at most {MAX_ALLOWED}",
+            v.len()
+        )));
+    }
+    if let Some(bad) = v.iter().find(|p| {
+        !p.starts_with('/') || p.split('/').any(|c| c == ".." || c == ".") || p.contains('\n')
+    }) {
+        return Err(serde::de::Error::custom(format!(
+            "allow_cgroups: {bad:?} must be a cgroup path from the cgroup2 root, such as \"/system.slice/app.service\""
+        )));
+    }
+    Ok(v)
+}
+
 fn library<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let v = String::deserialize(d)?;
     if v.is_empty() || v.contains('/') || v.contains('\n') {
@@ -196,6 +287,7 @@ mod tests {
                 scan_interval: Duration::from_millis(250),
                 ring_buffer_bytes: 64 << 10,
                 bpf_stats: false,
+                share: RingShare::default(),
             }
         );
         assert!(!c.enabled);
@@ -250,6 +342,48 @@ mod tests {
         assert!(parse("scan = 1")
             .unwrap_err()
             .starts_with("unknown field `scan`"));
+    }
+
+    #[test]
+    fn ring_share_keys() {
+        let c = UsdtConfig::default();
+        assert_eq!(
+            (c.records_per_second_per_process, c.burst_records),
+            (20_000, 4096)
+        );
+        assert!(c.allow_uids.is_empty() && c.allow_cgroups.is_empty());
+        let c = parse(
+            "records_per_second_per_process = 0\nburst_records = 64\nallow_uids = [0, 1000]\nallow_cgroups = [\"/system.slice/app.service\"]\n",
+        )
+        .unwrap();
+        let share = c.options().share;
+        assert_eq!(
+            share,
+            RingShare {
+                records_per_second: 0,
+                burst_records: 64,
+                allow_uids: vec![0, 1000],
+                allow_cgroups: vec!["/system.slice/app.service".into()],
+            }
+        );
+        assert_eq!(
+            parse("records_per_second_per_process = 5").unwrap_err(),
+            "records_per_second_per_process = 5 is out of range 100..=10000000 (0: no limit)"
+        );
+        assert_eq!(
+            parse("burst_records = 0").unwrap_err(),
+            "burst_records = 0 is out of range 16..=1048576"
+        );
+        assert_eq!(
+            parse("allow_cgroups = [\"system.slice\"]").unwrap_err(),
+            "allow_cgroups: \"system.slice\" must be a cgroup path from the cgroup2 root, such as \"/system.slice/app.service\""
+        );
+        assert!(parse("allow_cgroups = [\"/a/../b\"]").is_err());
+        let many: Vec<String> = (0..=MAX_ALLOWED).map(|u| u.to_string()).collect();
+        assert_eq!(
+            parse(&format!("allow_uids = [{}]", many.join(","))).unwrap_err(),
+            "allow_uids has 257 entries, at most 256"
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ use jp_common::wire::{
 };
 use jp_daemon::usdt::collector::{UsdtCollector, UsdtOptions};
 use jp_daemon::usdt::control;
+use jp_daemon::usdt::fair::RingShare;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -41,6 +42,7 @@ fn options(library: &str, ring_buffer_bytes: u32) -> UsdtOptions {
         scan_interval: Duration::from_millis(100),
         ring_buffer_bytes,
         bpf_stats: false,
+        share: RingShare::default(),
     }
 }
 

@@ -9,6 +9,7 @@ mod attach;
 mod bpf;
 mod collector;
 mod decode;
+mod fair;
 mod hostile;
 mod namespace;
 mod notes;

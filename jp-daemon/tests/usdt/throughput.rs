@@ -99,6 +99,8 @@ fn ebpf_cost_per_record_and_reader_rate() {
         ring_buffer_bytes: 256 << 20,
         // The eBPF cost per record comes from the run-time statistics.
         bpf_stats: true,
+        // The ring and the reader themselves are measured: no process's share applies.
+        share: jp_daemon::usdt::fair::RingShare::unlimited(),
     };
     let collector = UsdtCollector::start(options, sink.clone()).unwrap();
     assert!(agent.ask("wait").starts_with("ready"));

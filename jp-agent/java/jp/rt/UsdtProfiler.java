@@ -241,7 +241,7 @@ final class UsdtProfiler implements Profiler {
         Stream s = stream(st);
         // The owner reports; at VM death another thread may end a thread that still runs.
         synchronized (s) {
-            if (!s.ended && (end || s.due(gen))) {
+            if (!s.ended && (end || s.due())) {
                 long t0 = System.nanoTime();
                 s.send(root, gen, end, at);
                 s.sent(t0, System.nanoTime());
@@ -316,10 +316,13 @@ final class UsdtProfiler implements Profiler {
         }
 
         /**
-         * Whether a report should send now: always when jpd asked for the whole tree (a new
-         * generation) or nothing was sent yet; else only once the time since the last send
-         * ended (wall time) is at least (100 - P) / P times what that send took, with P =
-         * {@link Rt#reportBudget}. This keeps the live view within P % of a thread's time
+         * Whether a report should send now: always when nothing was sent yet; else only once
+         * the time since the last send ended (wall time) is at least (100 - P) / P times what
+         * that send took, with P = {@link Rt#reportBudget}. A new generation (jpd asks for the
+         * whole tree) waits for the budget too: whoever writes generations into the control
+         * block (a jpd answering records lost to another process's flood) must not make the
+         * thread walk and serialize its whole tree at every report; the send that answers it
+         * comes at the first report the budget allows, and is a full one. This keeps the live view within P % of a thread's time
          * however large its tree and however much of it a send visits: when every report
          * (each 10 M bytecodes) walked all of jython's ~157 k contexts, jython under jpd ran
          * 43 % slower than without; 9-13 % with P = 5 and 0-5 % with P = 2, the default (a
@@ -329,8 +332,8 @@ final class UsdtProfiler implements Profiler {
          * loses nothing: the next send carries the counts since the last one, and a thread's
          * end always sends.
          */
-        boolean due(long gen) {
-            if (!synced || gen != generation) {
+        boolean due() {
+            if (!synced) {
                 return true;
             }
             int p = Rt.reportBudget;

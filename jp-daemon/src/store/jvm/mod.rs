@@ -139,6 +139,10 @@ pub struct UsdtKernelCounters {
     pub ring_full: u64,
     pub fault: u64,
     pub too_long: u64,
+    /// Events over their process's rate, dropped before the ring.
+    pub rate_limited: u64,
+    /// Events of processes outside the allow-lists, dropped before the ring.
+    pub not_allowed: u64,
 }
 
 /// Why a record was dropped as malformed.
@@ -319,6 +323,10 @@ pub struct JvmSummary {
     pub records_malformed: u64,
     /// Records (or parts: nodes) dropped because a limit was hit.
     pub limit_drops: u64,
+    /// Events of this process the eBPF program dropped over its rate, and lost to a
+    /// full ring (charged to it alone).
+    pub ring_rate_limited: u64,
+    pub ring_full: u64,
     pub records: u64,
     /// Nodes of the merged tree, the root not counted.
     pub nodes: u64,
@@ -587,27 +595,28 @@ impl JvmStore {
         std::mem::take(&mut self.resync_queue)
     }
 
-    /// eBPF-side counters, summed over CPUs. A grown `ring_full` means records were lost
-    /// somewhere; every running JVM stays incomplete until all its streams have sent
-    /// again (a lost *last* record of a stream shows no gap).
+    /// eBPF-side counters, summed over CPUs. Losses are charged per process, by
+    /// [`JvmStore::process_losses`]: a full ring no longer marks every JVM lossy.
     pub fn set_kernel_counters(&mut self, counters: UsdtKernelCounters) {
         self.generation += 1;
-        let grew = counters.ring_full > self.stats.kernel.ring_full;
         self.stats.kernel = counters;
-        if grew {
-            let tgids: Vec<u32> = self
-                .jvms
-                .iter()
-                .filter(|(_, j)| j.exited_at.is_none())
-                .map(|(&t, _)| t)
-                .collect();
-            for t in tgids {
-                if let Some(j) = self.jvms.get_mut(&t) {
-                    let requested = j.ring_loss();
-                    self.queue_resync(t, requested);
-                }
-            }
+    }
+
+    /// The eBPF program dropped events of this process (over its rate, or to a full
+    /// ring): it stays incomplete until all its streams have sent again (a lost *last*
+    /// record of a stream shows no gap), and it alone is asked to re-send.
+    pub fn process_losses(&mut self, tgid: u32, rate_limited: u64, ring_full: u64) {
+        self.generation += 1;
+        let Some(j) = self.jvms.get_mut(&tgid) else {
+            return;
+        };
+        j.ring_rate_limited += rate_limited;
+        j.ring_full += ring_full;
+        if j.exited_at.is_some() {
+            return;
         }
+        let requested = j.ring_loss();
+        self.queue_resync(tgid, requested);
     }
 
     // --- queries -------------------------------------------------------------

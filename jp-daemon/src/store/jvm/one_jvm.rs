@@ -95,6 +95,9 @@ pub(crate) struct Jvm {
     pub malformed: MalformedCounts,
     lost: u64,
     limit_drops: u64,
+    /// Events the eBPF program dropped over this process's rate, and to a full ring.
+    pub ring_rate_limited: u64,
+    pub ring_full: u64,
     records: u64,
     /// Records with a valid header: the clock of the loss marker.
     records_seen: u64,
@@ -188,6 +191,8 @@ impl Jvm {
             malformed: MalformedCounts::default(),
             lost: 0,
             limit_drops: 0,
+            ring_rate_limited: 0,
+            ring_full: 0,
             records: 0,
             records_seen: 0,
             loss_marker: None,
@@ -399,6 +404,8 @@ impl Jvm {
         fresh.malformed = self.malformed;
         fresh.lost = self.lost;
         fresh.limit_drops = self.limit_drops;
+        fresh.ring_rate_limited = self.ring_rate_limited;
+        fresh.ring_full = self.ring_full;
         fresh.records = self.records;
         fresh.records_seen = self.records_seen;
         fresh.change = self.change;

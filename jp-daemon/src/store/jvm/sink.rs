@@ -23,6 +23,9 @@ pub trait RecordSink: Send + 'static {
     fn take_resync_requests(&mut self) -> Vec<u32>;
     /// eBPF-side counters, summed over CPUs.
     fn set_kernel_counters(&mut self, counters: UsdtKernelCounters);
+    /// The eBPF program dropped events of this process since the last call: over its
+    /// rate (`rate_limited`) or to a full ring (`ring_full`).
+    fn process_losses(&mut self, _tgid: u32, _rate_limited: u64, _ring_full: u64) {}
     /// Called after every scan: drop what is past its retention.
     fn expire(&mut self, _now: SystemTime) {}
     /// Processes the sink holds as running (records from a process no scan has found
@@ -101,6 +104,10 @@ impl RecordSink for JvmStore {
 
     fn set_kernel_counters(&mut self, counters: UsdtKernelCounters) {
         JvmStore::set_kernel_counters(self, counters);
+    }
+
+    fn process_losses(&mut self, tgid: u32, rate_limited: u64, ring_full: u64) {
+        JvmStore::process_losses(self, tgid, rate_limited, ring_full);
     }
 
     fn expire(&mut self, now: SystemTime) {

@@ -1,10 +1,17 @@
 //! The control generations: the first one written into each process once its
-//! control block is mapped, a fresh one on each re-send request, and those another
-//! tracer wrote adopted.
+//! control block is mapped, a fresh one on each re-send request (spaced per JVM, see
+//! [`crate::usdt::fair::ResendBackoff`]), and those another tracer wrote adopted; and
+//! the ring's losses, charged to the processes that lost the records.
+use std::time::Instant;
+
 use super::Manager;
 use crate::lock::lock;
+use crate::refusals;
 use crate::store::jvm::sink::RecordSink;
+use crate::store::jvm::UsdtKernelCounters;
 use crate::usdt::control::{self, ControlError};
+use crate::usdt::discovery::Found;
+use crate::usdt::fair;
 
 impl<S: RecordSink> Manager<S> {
     /// Writes the first generation into a process once its control block is mapped: a
@@ -63,6 +70,83 @@ impl<S: RecordSink> Manager<S> {
             }
             Err(e) => self.error(format!("process {pid}: cannot write the generation: {e}")),
         }
+    }
+
+    /// Of the JVMs the store asks to re-send, those whose spacing allows it now, and
+    /// those held back earlier whose time has come. Each request held back is counted.
+    pub(super) fn space_resends(&mut self, requested: Vec<u32>, now: Instant) -> Vec<u32> {
+        let mut now_due = Vec::new();
+        let mut deferred = 0;
+        for pid in requested {
+            if self.backoff.request(pid, now) {
+                now_due.push(pid);
+            } else {
+                deferred += 1;
+            }
+        }
+        refusals::count(fair::RESEND_DEFERRED, deferred);
+        now_due.extend(self.backoff.due(now));
+        now_due
+    }
+
+    /// Charges the program's drops to the processes they happened to: when the ring
+    /// was full or a process went over its rate since the last look, the processes jpd
+    /// knows are looked up in the program's per-process map, and only those that lost
+    /// something are told (and so asked to re-send). A process that exited or was never
+    /// found is charged nothing: its records are nobody else's loss.
+    pub(super) fn charge_losses(&mut self, now: &UsdtKernelCounters) {
+        let before = std::mem::replace(&mut self.kernel, *now);
+        let grew = |a: u64, b: u64| a.saturating_sub(b);
+        refusals::count(
+            fair::RATE_LIMITED,
+            grew(now.rate_limited, before.rate_limited),
+        );
+        refusals::count(fair::RING_FULL, grew(now.ring_full, before.ring_full));
+        refusals::count(fair::NOT_ALLOWED, grew(now.not_allowed, before.not_allowed));
+        if now.ring_full == before.ring_full && now.rate_limited == before.rate_limited {
+            return;
+        }
+        let mut tgids: Vec<u32> = lock(&self.sink).running_tgids();
+        tgids.extend(self.procs.keys().copied());
+        tgids.sort_unstable();
+        tgids.dedup();
+        let mut charged = Vec::new();
+        for tgid in tgids {
+            let Some(entry) = self.program.process_ring(tgid) else {
+                continue;
+            };
+            let losses = self.ledger.update(tgid, entry);
+            if losses.any() {
+                charged.push((tgid, losses));
+            }
+        }
+        if charged.is_empty() {
+            return;
+        }
+        let mut sink = lock(&self.sink);
+        for (tgid, l) in charged {
+            sink.process_losses(tgid, l.rate_limited, l.ring_full);
+        }
+    }
+
+    /// Whether a process found by the scan is inside the allow-lists; one outside is
+    /// remembered (and not looked at again while it lives) and counted once.
+    pub(super) fn allowed(&mut self, found: &Found) -> bool {
+        let share = &self.share;
+        if share.allow_uids.is_empty() && share.allow_cgroups.is_empty() {
+            return true;
+        }
+        let inside = fair::process_identity(found.pid)
+            .is_some_and(|(uid, cgroup)| fair::process_allowed(share, uid, &cgroup));
+        if !inside {
+            self.outside.insert(found.pid, found.start_time);
+            refusals::count(fair::PROCESS_NOT_ALLOWED, 1);
+            log::debug!(
+                "USDT: process {} is outside [usdt] allow_uids/allow_cgroups",
+                found.pid
+            );
+        }
+        inside
     }
 
     /// Another tracer on the host (a second jpd, a test) writes its own generations

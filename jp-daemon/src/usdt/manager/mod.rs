@@ -13,10 +13,12 @@ use std::time::{Duration, Instant, SystemTime};
 use super::attach::UprobePmu;
 use super::control::{ControlSymbol, GenerationClock};
 use super::discovery::{self, Found};
+use super::fair::{LossLedger, ResendBackoff, RingShare};
 use super::program::UsdtProgram;
 use super::ring::ReaderStats;
 use crate::lock::lock;
 use crate::store::jvm::sink::{FileStatus, RecordSink, RefusedFile, UsdtStatus};
+use crate::store::jvm::UsdtKernelCounters;
 use files::{AttachedFile, FileKey};
 
 /// A tick between scans reads the kernel counters and publishes the status only if it
@@ -55,6 +57,16 @@ pub(super) struct Manager<S> {
     /// When processes without the library are looked at again.
     rechecks: discovery::Rechecks,
     clock: GenerationClock,
+    /// Who may use the ring: processes outside its allow-lists are left alone.
+    share: RingShare,
+    /// Processes outside the allow-lists, with their start time: not looked at again.
+    outside: HashMap<u32, u64>,
+    /// Re-sends spaced per JVM.
+    backoff: ResendBackoff,
+    /// Each process's loss counts as last read, to charge it only what is new.
+    ledger: LossLedger,
+    /// The program's counters as last read.
+    kernel: UsdtKernelCounters,
     next_cookie: u64,
     status: Arc<Mutex<UsdtStatus>>,
     reader_stats: Arc<ReaderStats>,
@@ -72,21 +84,25 @@ impl<S: RecordSink> Manager<S> {
     pub(super) fn new(
         program: UsdtProgram,
         pmu: UprobePmu,
-        library: String,
-        scan_interval: Duration,
+        options: &super::collector::UsdtOptions,
         sink: Arc<Mutex<S>>,
         reader_stats: Arc<ReaderStats>,
     ) -> Manager<S> {
         Manager {
             program,
             pmu,
-            library,
+            library: options.library.clone(),
             sink,
             files: HashMap::new(),
             refused: HashMap::new(),
             procs: HashMap::new(),
-            rechecks: discovery::Rechecks::new(scan_interval),
+            rechecks: discovery::Rechecks::new(options.scan_interval),
             clock: GenerationClock::default(),
+            share: options.share.clone(),
+            outside: HashMap::new(),
+            backoff: ResendBackoff::default(),
+            ledger: LossLedger::default(),
+            kernel: UsdtKernelCounters::default(),
             next_cookie: 1,
             status: Arc::new(Mutex::new(UsdtStatus::default())),
             reader_stats,
@@ -106,10 +122,15 @@ impl<S: RecordSink> Manager<S> {
 
     pub(super) fn scan(&mut self) {
         let started = Instant::now();
-        let procs = &self.procs;
+        let (procs, outside) = (&self.procs, &self.outside);
         let scan = match discovery::scan(
             &self.library,
-            |pid| procs.get(&pid).map(|p| p.start_time),
+            |pid| {
+                procs
+                    .get(&pid)
+                    .map(|p| p.start_time)
+                    .or_else(|| outside.get(&pid).copied())
+            },
             &mut self.rechecks,
         ) {
             Ok(s) => s,
@@ -126,6 +147,9 @@ impl<S: RecordSink> Manager<S> {
                 // The pid was reused by a process that maps the library too.
                 self.gone(f.pid, now);
             }
+            if !self.allowed(&f) {
+                continue;
+            }
             self.add_process(f, now);
         }
         let exited: Vec<u32> = self
@@ -137,6 +161,7 @@ impl<S: RecordSink> Manager<S> {
         for pid in exited {
             self.gone(pid, now);
         }
+        self.outside.retain(|pid, _| present.contains(pid));
         self.unseen_gone(&present, now);
         self.limit_idle_files();
         self.adopt_generations();
@@ -177,6 +202,8 @@ impl<S: RecordSink> Manager<S> {
             return;
         };
         lock(&self.sink).process_gone(pid, now);
+        self.backoff.forget(pid);
+        self.ledger.forget(pid);
         let last_user = match self.files.get_mut(&process.key) {
             Some(file) => {
                 file.users.remove(&pid);
@@ -225,17 +252,21 @@ impl<S: RecordSink> Manager<S> {
             .map(|(&pid, _)| pid)
             .collect();
         let resync = lock(&self.sink).take_resync_requests();
-        if tick == Tick::Quiet && pending.is_empty() && resync.is_empty() {
+        let resends = self.space_resends(resync, Instant::now());
+        if tick == Tick::Quiet && pending.is_empty() && resends.is_empty() {
             return;
         }
         for pid in pending {
             self.first_contact(pid);
         }
-        for pid in resync {
+        for pid in resends {
             self.write_generation(pid);
         }
         match self.program.counters() {
-            Ok(c) => lock(&self.sink).set_kernel_counters(c),
+            Ok(c) => {
+                self.charge_losses(&c);
+                lock(&self.sink).set_kernel_counters(c);
+            }
             Err(e) => self.error(format!("{e:#}")),
         }
         self.publish_status();

@@ -163,6 +163,8 @@ impl Jvm {
             records_lost: self.lost,
             records_malformed: self.malformed.total(),
             limit_drops: self.limit_drops,
+            ring_rate_limited: self.ring_rate_limited,
+            ring_full: self.ring_full,
             records: self.records,
             nodes: self.node_count(),
             methods: self.methods.len() as u64,

@@ -155,20 +155,36 @@ fn events_without_a_record_count_and_leave_silent_streams_suspect() {
 }
 
 #[test]
-fn ring_buffer_overflow_marks_running_jvms() {
+fn a_process_loss_marks_that_jvm_only() {
     let mut s = started(1);
     base_thread(&mut s);
+    // A second JVM beside it, running and complete.
+    const OTHER: u32 = PID + 1;
+    s.process_found(OTHER, ProcessInfo::default(), t0());
+    s.generation_written(OTHER, GEN);
+    // The global counters alone charge nobody: losses come per process.
     s.set_kernel_counters(UsdtKernelCounters {
         fired: 10,
         sent: 9,
         ring_full: 1,
-        fault: 0,
-        too_long: 0,
+        ..UsdtKernelCounters::default()
     });
     assert_eq!(s.stats().kernel.ring_full, 1);
-    assert_eq!(s.take_resync_requests(), vec![PID]);
-    assert!(!s.summary(PID).unwrap().complete);
-    // Unchanged counters: no new incident.
-    s.set_kernel_counters(s.stats().kernel);
     assert!(s.take_resync_requests().is_empty());
+    s.process_losses(PID, 3, 1);
+    assert_eq!(s.take_resync_requests(), vec![PID]);
+    let sum = s.summary(PID).unwrap();
+    assert!(!sum.complete);
+    assert_eq!((sum.ring_rate_limited, sum.ring_full), (3, 1));
+    let other = s.summary(OTHER).unwrap();
+    assert_eq!((other.ring_rate_limited, other.ring_full), (0, 0));
+    assert!(
+        !other.incomplete_reason.contains("lost"),
+        "{}",
+        other.incomplete_reason
+    );
+    // A process the store does not hold: nothing to charge.
+    s.process_losses(PID + 100, 1, 1);
+    assert!(s.take_resync_requests().is_empty());
+    assert!(s.summary(PID + 100).is_none());
 }
