@@ -1,15 +1,13 @@
 //! The agent's control block (`jp_common::wire::Control`, dynamic symbol
 //! `jp_usdt_control`): where it is in a process, and writing a new generation into it
 //! through `/proc/PID/mem`, which asks the agent to re-send its whole state.
-use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::FileExt as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::elf::{self, ElfError, ElfParts};
+use super::{discovery, maps};
 use jp_common::wire::{CONTROL_MAGIC, CONTROL_SYMBOL};
-use object::{Object as _, ObjectSegment as _, ObjectSymbol as _};
-
-use super::maps;
 
 /// Bytes of the block jpd reads and writes: `magic`, `generation`.
 const USED: u64 = 16;
@@ -22,8 +20,8 @@ pub enum ControlError {
         "symbol {CONTROL_SYMBOL} at {0:#x} is not in a part of the library loaded from the file"
     )]
     NotInFile(u64),
-    #[error("malformed ELF: {0}")]
-    Elf(#[from] object::read::Error),
+    #[error("{0}")]
+    Elf(#[from] ElfError),
     #[error("the process has exited")]
     Gone,
     #[error("the control block is not mapped in the process")]
@@ -61,25 +59,31 @@ const PAGE: u64 = 4096;
 
 /// The control block of the library image `data`.
 pub fn control_symbol(data: &[u8]) -> Result<ControlSymbol, ControlError> {
-    let file = object::File::parse(data)?;
-    let symbol = file
-        .dynamic_symbols()
-        .find(|s| s.name_bytes().ok() == Some(CONTROL_SYMBOL.as_bytes()))
+    control_symbol_of(&elf::read(data)?)
+}
+
+/// The control block among the parts read of a library file.
+pub fn control_symbol_of(parts: &ElfParts) -> Result<ControlSymbol, ControlError> {
+    let vaddr = parts
+        .dynamic_symbol(CONTROL_SYMBOL.as_bytes())
         .ok_or(ControlError::NoSymbol)?;
-    let vaddr = symbol.address();
-    let base_vaddr = file
-        .segments()
-        .map(|s| s.address())
+    let base_vaddr = parts
+        .loads
+        .iter()
+        .map(|l| l.vaddr)
         .min()
         .ok_or(ControlError::NotInFile(vaddr))?
         & !(PAGE - 1);
-    for segment in file.segments() {
-        let (offset, filesz) = segment.file_range();
-        let Some(delta) = vaddr.checked_sub(segment.address()) else {
+    for load in &parts.loads {
+        let Some(delta) = vaddr.checked_sub(load.vaddr) else {
             continue;
         };
-        if delta.checked_add(USED).is_some_and(|end| end <= filesz) {
-            let file_offset = offset
+        if delta
+            .checked_add(USED)
+            .is_some_and(|end| end <= load.filesz)
+        {
+            let file_offset = load
+                .offset
                 .checked_add(delta)
                 .ok_or(ControlError::NotInFile(vaddr))?;
             return Ok(ControlSymbol {
@@ -126,12 +130,18 @@ pub fn address_in(
     }
 }
 
-/// Checks the magic at `addr` in process `pid` and writes `generation` after it.
-pub fn write_generation(pid: u32, addr: u64, generation: u64) -> Result<(), ControlError> {
-    let mem = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(format!("/proc/{pid}/mem"))?;
+/// Checks the magic at `addr` in process `pid`, the one started at `start_time`, and
+/// writes `generation` after it. The start time is checked and the memory opened
+/// through one descriptor of `/proc/PID`, so a process given the pid after the first
+/// exited never receives the write.
+pub fn write_generation(
+    pid: u32,
+    start_time: u64,
+    addr: u64,
+    generation: u64,
+) -> Result<(), ControlError> {
+    let dir = discovery::open_process(pid, start_time)?;
+    let mem = discovery::open_in(&dir, c"mem", libc::O_RDWR)?;
     let mut magic = [0u8; 8];
     let n = mem.read_at(&mut magic, addr).map_err(gone_on_eio)?;
     if n != magic.len() {
@@ -214,19 +224,26 @@ mod tests {
         let block: Box<[u64; 8]> = Box::new([CONTROL_MAGIC, 5, 0, 0, 0, 0, 0, 0]);
         let addr = block.as_ptr() as u64;
         let me = std::process::id();
-        write_generation(me, addr, 77).unwrap();
+        let started = discovery::start_time(me).unwrap();
+        write_generation(me, started, addr, 77).unwrap();
         assert_eq!(read_generation(me, addr).unwrap(), 77);
         // SAFETY: the block is ours; a volatile read sees what the kernel wrote.
         assert_eq!(unsafe { std::ptr::read_volatile(&block[1]) }, 77);
         let wrong: Box<[u64; 8]> = Box::new([1, 5, 0, 0, 0, 0, 0, 0]);
         assert!(matches!(
-            write_generation(me, wrong.as_ptr() as u64, 9),
+            write_generation(me, started, wrong.as_ptr() as u64, 9),
             Err(ControlError::BadMagic(1))
         ));
         assert_eq!(wrong[1], 5);
         assert!(matches!(
-            write_generation(u32::MAX - 1, addr, 1),
+            write_generation(u32::MAX - 1, started, addr, 1),
             Err(ControlError::Gone)
         ));
+        // The same pid with another start time is another process: not written.
+        assert!(matches!(
+            write_generation(me, started + 1, addr, 78),
+            Err(ControlError::Gone)
+        ));
+        assert_eq!(read_generation(me, addr).unwrap(), 77);
     }
 }

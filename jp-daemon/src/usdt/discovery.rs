@@ -21,6 +21,7 @@ use std::io::{self, Read as _};
 use std::time::{Duration, Instant};
 
 use super::maps::{self, MappedFile};
+use super::notes;
 use crate::store::jvm::ProcessInfo;
 
 /// One process mapping the library.
@@ -196,6 +197,36 @@ pub fn start_time(pid: u32) -> io::Result<u64> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed /proc/PID/stat"))
 }
 
+/// Opens the directory `/proc/PID` of the process started at `start_time` (field 22 of
+/// its `stat`), read through the directory itself. Files opened relative to it
+/// ([`open_in`]) belong to that process or to none: once it exits, the directory
+/// refers to it still, and a new process given the same pid is not reached.
+pub fn open_process(pid: u32, start_time: u64) -> io::Result<fs::File> {
+    let dir = fs::File::open(format!("/proc/{pid}"))?;
+    let mut stat = Vec::new();
+    open_in(&dir, c"stat", libc::O_RDONLY)?
+        .take(4096)
+        .read_to_end(&mut stat)?;
+    match parse_start_time(&String::from_utf8_lossy(&stat)) {
+        Some(t) if t == start_time => Ok(dir),
+        // Another process with the same pid: as if the first were gone.
+        _ => Err(io::Error::from_raw_os_error(libc::ESRCH)),
+    }
+}
+
+/// Opens `name` in the directory `dir` (`openat`, close-on-exec).
+pub fn open_in(dir: &fs::File, name: &std::ffi::CStr, flags: libc::c_int) -> io::Result<fs::File> {
+    use std::os::fd::{AsRawFd as _, FromRawFd as _};
+    // SAFETY: `name` is NUL-terminated and outlives the call; `dir` is an open
+    // descriptor borrowed for the call.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new descriptor that nothing else owns.
+    Ok(unsafe { fs::File::from_raw_fd(fd) })
+}
+
 /// The command name (field 2) is in parentheses and may itself contain spaces and
 /// parentheses: the fields after it start after the last `)`.
 fn parse_start_time(stat: &str) -> Option<u64> {
@@ -254,6 +285,64 @@ pub(crate) fn read_bounded(path: &str, limit: usize) -> io::Result<Vec<u8>> {
         .take(limit as u64)
         .read_to_end(&mut buf)?;
     Ok(buf)
+}
+
+/// Why a mapped file could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// On a filesystem whose server is a local process (FUSE): an open or a read there
+    /// waits for that process, which may never answer.
+    #[error("on a {0} filesystem, served by a process that may never answer")]
+    UntrustedFilesystem(String),
+    #[error("not a regular file")]
+    NotRegular,
+    /// The process mapped another file at that place since its maps were read.
+    #[error("replaced since the process's maps were read")]
+    Replaced,
+    #[error("cannot open: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Opens the very file that process `pid` maps as `file` says: through
+/// `/proc/PID/map_files/START-END`, the mapping itself, never through its path. No
+/// path is walked, so the process cannot swap a directory or plant a symlink or a
+/// FIFO under jpd; the entry reaches a deleted file and a file in another mount
+/// namespace alike. (It needs `CAP_SYS_ADMIN`, which jpd has; the entry is a link the
+/// kernel resolves itself, so `O_NOFOLLOW` would refuse it.) The open does not block
+/// (`O_NONBLOCK`), the open file must be a regular file and the one the maps named
+/// (device and inode), and a file on FUSE is not opened at all.
+pub fn open_mapped(pid: u32, file: &MappedFile) -> Result<fs::File, OpenError> {
+    if let Some(kind) = filesystem_type(pid, file.dev).filter(|k| k.starts_with("fuse")) {
+        return Err(OpenError::UntrustedFilesystem(kind));
+    }
+    let path = format!("/proc/{pid}/map_files/{:x}-{:x}", file.start, file.end);
+    let opened = notes::open_regular(std::path::Path::new(&path)).map_err(|e| match e.kind() {
+        io::ErrorKind::InvalidInput => OpenError::NotRegular,
+        _ => OpenError::Io(e),
+    })?;
+    let meta = opened.metadata()?;
+    use std::os::unix::fs::MetadataExt as _;
+    if (libc::major(meta.dev()), libc::minor(meta.dev())) != file.dev || meta.ino() != file.inode {
+        return Err(OpenError::Replaced);
+    }
+    Ok(opened)
+}
+
+/// The type of the filesystem with device `dev` in process `pid`'s mount namespace
+/// (`/proc/PID/mountinfo`), if it is listed there.
+fn filesystem_type(pid: u32, dev: (u32, u32)) -> Option<String> {
+    let text = read_bounded(&format!("/proc/{pid}/mountinfo"), 4 << 20).ok()?;
+    parse_filesystem_type(&String::from_utf8_lossy(&text), dev)
+}
+
+/// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw`: the device is
+/// field 3, the type follows the ` - ` separator.
+fn parse_filesystem_type(mountinfo: &str, dev: (u32, u32)) -> Option<String> {
+    let wanted = format!("{}:{}", dev.0, dev.1);
+    mountinfo.lines().find_map(|line| {
+        let (mount, rest) = line.split_once(" - ")?;
+        (mount.split(' ').nth(2)? == wanted).then(|| rest.split(' ').next().map(str::to_owned))?
+    })
 }
 
 #[cfg(test)]
@@ -317,6 +406,53 @@ mod tests {
         assert_eq!(parse_newest_pid("0.00 0.01 0.05 1/79"), None);
         assert_eq!(parse_newest_pid("garbage"), None);
         assert!(newest_pid().is_some());
+    }
+
+    #[test]
+    fn filesystem_types_by_device() {
+        let text = "\
+36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+40 36 0:52 / /home/u/fuse rw,nosuid,nodev shared:9 - fuse.sshfs host: rw,user_id=1000
+";
+        assert_eq!(
+            parse_filesystem_type(text, (98, 0)).as_deref(),
+            Some("ext3")
+        );
+        assert_eq!(
+            parse_filesystem_type(text, (0, 52)).as_deref(),
+            Some("fuse.sshfs")
+        );
+        assert_eq!(parse_filesystem_type(text, (0, 53)), None);
+        assert_eq!(parse_filesystem_type("garbage\n", (0, 0)), None);
+    }
+
+    #[test]
+    fn own_mapped_executable_opens_and_a_fifo_is_refused_without_blocking() {
+        let exe = fs::canonicalize("/proc/self/exe").unwrap();
+        let me = maps::mapped_files(std::process::id())
+            .unwrap()
+            .into_iter()
+            .find(|f| std::path::Path::new(&f.path) == exe)
+            .unwrap();
+        let opened = open_mapped(std::process::id(), &me).unwrap();
+        assert!(opened.metadata().unwrap().is_file());
+        let moved = MappedFile {
+            inode: me.inode + 1,
+            ..me.clone()
+        };
+        assert!(matches!(
+            open_mapped(std::process::id(), &moved),
+            Err(OpenError::Replaced)
+        ));
+
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("libjpagent.so");
+        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        // No writer: a blocking open would wait here for good.
+        let err = notes::open_regular(&fifo).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod collector;
 pub mod config;
 pub mod control;
 pub mod discovery;
+pub mod elf;
 pub mod fair;
 mod manager;
 pub mod maps;

@@ -6,25 +6,22 @@
 //! A uprobe is attached by *file offset*, and the kernel's USDT semaphore support
 //! (`ref_ctr_offset`) takes a file offset too, so both addresses are converted through
 //! the `PT_LOAD` segment that contains them. The file is untrusted: every field is
-//! checked and a malformed file gives an error, never a panic.
+//! checked and a malformed file gives an error, never a panic; only the parts needed are
+//! read, with caps ([`elf`]), so a file costs its headers and notes whatever its size.
 
+use std::fs::File;
 use std::path::Path;
 
-use object::elf::{FileHeader32, FileHeader64, PF_X, PT_LOAD};
-use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
-use object::{Endian, Endianness, FileKind};
+use object::elf::FileHeader64;
+use object::read::elf::NoteIterator;
+use object::{Endian as _, Endianness};
+
+use super::elf::{self, ElfError, ElfParts, Load};
 
 /// ELF note type of SDT probe descriptors (version 3 of `sys/sdt.h`).
 pub const NT_STAPSDT: u32 = 3;
 /// Owner (note name) of SDT notes.
 pub const STAPSDT_OWNER: &[u8] = b"stapsdt";
-/// Section holding the notes.
-pub const NOTE_SECTION: &[u8] = b".note.stapsdt";
-/// Section whose link-time address each note records, to detect prelinking.
-pub const BASE_SECTION: &[u8] = b".stapsdt.base";
-
-/// Files larger than this are refused (libjvm.so is about 20 MiB).
-pub const MAX_FILE_SIZE: u64 = 1 << 30;
 /// More probe sites than this in one file are refused (libjvm.so has 531).
 pub const MAX_PROBES: usize = 1 << 16;
 /// Longest provider, name or argument string accepted, in bytes.
@@ -60,14 +57,17 @@ pub enum NoteError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path} is {size} bytes, larger than the {MAX_FILE_SIZE} accepted")]
-    TooLarge { path: String, size: u64 },
+    #[error("{path} is not a regular file")]
+    NotRegular { path: String },
     #[error("not an ELF file")]
     NotElf,
-    #[error("malformed ELF: {0}")]
-    Elf(#[from] object::read::Error),
-    #[error("section .note.stapsdt is not a note section")]
-    NotNotes,
+    /// A part of the file over the caps of [`elf`]: its size alone refuses it.
+    #[error("{0}")]
+    TooLarge(ElfError),
+    #[error("{0}")]
+    Elf(ElfError),
+    #[error("malformed notes: {0}")]
+    Notes(#[from] object::read::Error),
     #[error("SDT note #{index}: {reason}")]
     BadNote { index: usize, reason: String },
     #[error("more than {MAX_PROBES} SDT probes")]
@@ -80,35 +80,51 @@ pub enum NoteError {
     },
 }
 
-/// Reads `path` and returns its probe sites (empty if it has no `.note.stapsdt`).
+impl From<ElfError> for NoteError {
+    fn from(e: ElfError) -> NoteError {
+        match e {
+            ElfError::NotElf => NoteError::NotElf,
+            ElfError::TooLarge { .. } => NoteError::TooLarge(e),
+            e => NoteError::Elf(e),
+        }
+    }
+}
+
+/// Opens `path` (without blocking on a FIFO or device), checks it is a regular file
+/// and returns its probe sites (empty if it has no `.note.stapsdt`).
 pub fn read_file(path: &Path) -> Result<Vec<Probe>, NoteError> {
     let shown = || path.display().to_string();
-    let size = std::fs::metadata(path)
-        .map_err(|source| NoteError::Read {
+    let file = open_regular(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::InvalidInput => NoteError::NotRegular { path: shown() },
+        _ => NoteError::Read {
             path: shown(),
             source,
-        })?
-        .len();
-    if size > MAX_FILE_SIZE {
-        return Err(NoteError::TooLarge {
-            path: shown(),
-            size,
-        });
-    }
-    let data = std::fs::read(path).map_err(|source| NoteError::Read {
-        path: shown(),
-        source,
+        },
     })?;
-    parse(&data)
+    probes_of(&elf::read(&file)?)
+}
+
+/// Opens `path` for reading without blocking (`O_NONBLOCK`: a FIFO or a device opens
+/// at once) and checks the open file, not the path, is a regular file: the kind
+/// `InvalidInput` if it is not.
+pub fn open_regular(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !file.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
 }
 
 /// Probe sites of the ELF image `data` (empty if it has no `.note.stapsdt`).
 pub fn parse(data: &[u8]) -> Result<Vec<Probe>, NoteError> {
-    match FileKind::parse(data) {
-        Ok(FileKind::Elf64) => parse_elf::<FileHeader64<Endianness>>(data),
-        Ok(FileKind::Elf32) => parse_elf::<FileHeader32<Endianness>>(data),
-        _ => Err(NoteError::NotElf),
-    }
+    probes_of(&elf::read(data)?)
 }
 
 /// The note's fixed part, before the strings.
@@ -118,32 +134,18 @@ struct Addresses {
     semaphore: u64,
 }
 
-fn parse_elf<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<Vec<Probe>, NoteError> {
-    let header = Elf::parse(data)?;
-    let endian = header.endian()?;
-    let word = if header.is_class_64() { 8 } else { 4 };
-    let segments = header.program_headers(endian, data)?;
-    let sections = header.sections(endian, data)?;
-    let base_section = sections
-        .section_by_name(endian, BASE_SECTION)
-        .map(|(_, section)| section.sh_addr(endian).into());
-    let Some((_, note_section)) = sections.section_by_name(endian, NOTE_SECTION) else {
+/// Probe sites among the parts read of an ELF file.
+pub fn probes_of(parts: &ElfParts) -> Result<Vec<Probe>, NoteError> {
+    let endian = parts.endian;
+    let word = parts.word;
+    let Some(section) = &parts.notes else {
         return Ok(Vec::new());
     };
-    let mut notes = note_section
-        .notes(endian, data)?
-        .ok_or(NoteError::NotNotes)?;
-    let loads: Vec<Load> = segments
-        .iter()
-        .filter(|ph| ph.p_type(endian) == PT_LOAD)
-        .map(|ph| Load {
-            vaddr: ph.p_vaddr(endian).into(),
-            offset: ph.p_offset(endian).into(),
-            filesz: ph.p_filesz(endian).into(),
-            exec: ph.p_flags(endian) & PF_X != 0,
-        })
-        .collect();
-
+    // The note header is three 32-bit words in either class.
+    let mut notes =
+        NoteIterator::<FileHeader64<Endianness>>::new(endian, section.align, &section.data)?;
+    let loads = &parts.loads;
+    let base_section = parts.stapsdt_base;
     let mut probes = Vec::new();
     let mut index = 0;
     while let Some(note) = notes.next()? {
@@ -206,31 +208,23 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<Vec<Pr
             args,
             &addrs,
             base_section,
-            &loads,
-            data.len(),
+            loads,
+            parts.file_size,
         )?);
     }
     Ok(probes)
 }
 
-/// A `PT_LOAD` segment, widened to 64 bits.
-struct Load {
-    vaddr: u64,
-    offset: u64,
-    filesz: u64,
-    exec: bool,
-}
-
 /// The file offset of `addr`, if a loaded segment maps it from the file (not from the
 /// zero-filled tail beyond `p_filesz`) and `len` bytes there lie inside the file.
-fn file_offset(loads: &[Load], addr: u64, len: u64, file_len: usize) -> Option<(u64, &Load)> {
+fn file_offset(loads: &[Load], addr: u64, len: u64, file_len: u64) -> Option<(u64, &Load)> {
     loads.iter().find_map(|load| {
         let delta = addr.checked_sub(load.vaddr)?;
         if delta.checked_add(len)? > load.filesz {
             return None;
         }
         let offset = load.offset.checked_add(delta)?;
-        (offset.checked_add(len)? <= file_len as u64).then_some((offset, load))
+        (offset.checked_add(len)? <= file_len).then_some((offset, load))
     })
 }
 
@@ -241,7 +235,7 @@ fn locate(
     addrs: &Addresses,
     base_section: Option<u64>,
     loads: &[Load],
-    file_len: usize,
+    file_len: u64,
 ) -> Result<Probe, NoteError> {
     // A prelinked file was moved after the notes were written; the notes are not
     // relocated, but `.stapsdt.base` is, so the difference is the move.

@@ -24,6 +24,7 @@ use super::attach::process::{self, Credentials};
 use crate::lock::lock;
 use crate::usdt::control::{self, ControlSymbol};
 use crate::usdt::discovery::{self, read_bounded};
+use crate::usdt::elf;
 use crate::usdt::maps::{self, MappedFile};
 
 /// The file name of HotSpot's VM library.
@@ -278,8 +279,8 @@ fn agent_presence(
     let symbol = symbols
         .entry((file.dev, file.inode))
         .or_insert_with(|| {
-            let path = maps::host_path(pid, file).ok()?;
-            control::control_symbol(&fs::read(path).ok()?).ok()
+            let opened = discovery::open_mapped(pid, file).ok()?;
+            control::control_symbol_of(&elf::read(&opened).ok()?).ok()
         })
         .as_ref()
         .copied();

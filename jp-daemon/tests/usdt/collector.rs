@@ -23,12 +23,12 @@ use jp_daemon::usdt::collector::{UsdtCollector, UsdtOptions};
 use jp_daemon::usdt::control;
 use jp_daemon::usdt::fair::RingShare;
 
-const WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
 /// Tests share two cores: one collector at a time keeps timings sane.
-static SERIAL: Mutex<()> = Mutex::new(());
+pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -36,7 +36,7 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn options(library: &str, ring_buffer_bytes: u32) -> UsdtOptions {
+pub(crate) fn options(library: &str, ring_buffer_bytes: u32) -> UsdtOptions {
     UsdtOptions {
         library: library.to_owned(),
         scan_interval: Duration::from_millis(100),
@@ -138,7 +138,7 @@ fn semaphore(agent: &mut Agent) -> u32 {
 }
 
 /// Waits until the collector's published status satisfies `pred`.
-fn wait_status(
+pub(crate) fn wait_status(
     collector: &UsdtCollector,
     what: &str,
     pred: impl Fn(&jp_daemon::store::jvm::sink::UsdtStatus) -> bool,
@@ -261,7 +261,8 @@ fn records_generations_faults_and_exit() {
     let symbol = control::control_symbol(&std::fs::read(&lib).unwrap()).unwrap();
     let addr = control::address_in(pid, dev, inode, &symbol).unwrap();
     let foreign = second + 12_345;
-    control::write_generation(pid, addr, foreign).unwrap();
+    let started = jp_daemon::usdt::discovery::start_time(pid).unwrap();
+    control::write_generation(pid, started, addr, foreign).unwrap();
     wait_for(&sink, WAIT, "the foreign generation", |r| {
         r.generations_of(pid) == [generation, second, foreign]
     });

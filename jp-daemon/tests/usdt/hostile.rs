@@ -164,12 +164,25 @@ fn probe_outside_any_segment_is_an_error() {
 }
 
 #[test]
-fn huge_files_are_refused_before_reading() {
+fn huge_files_cost_only_their_header() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("huge.so");
-    // Sparse: nothing is written, the size alone must stop the parser.
+    // Sparse: reading it whole would page in a gigabyte of zeros; its first bytes
+    // alone say it is not ELF.
     let file = std::fs::File::create(&path).unwrap();
-    file.set_len(notes::MAX_FILE_SIZE + 1).unwrap();
+    file.set_len((1 << 30) + 1).unwrap();
     let err = notes::read_file(&path).unwrap_err();
-    assert!(matches!(err, notes::NoteError::TooLarge { .. }), "{err}");
+    assert!(matches!(err, notes::NoteError::NotElf), "{err}");
+}
+
+#[test]
+fn fifos_are_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("libjpagent.so");
+    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    // No writer ever comes: a blocking open would wait here for good.
+    let err = notes::read_file(&path).unwrap_err();
+    assert!(matches!(err, notes::NoteError::NotRegular { .. }), "{err}");
 }

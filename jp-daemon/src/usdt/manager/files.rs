@@ -1,9 +1,8 @@
 //! The library files the record program is attached to: one uprobe event per probe
 //! site of each distinct file (device, inode), opened through a descriptor jpd keeps
 //! on the file; idle files kept attached or detached (see the collector's module doc).
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::fs::File;
-use std::io::Read as _;
 use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
@@ -13,13 +12,34 @@ use anyhow::Context as _;
 use jp_common::wire::{PROBE_NAME, PROBE_PROVIDER};
 
 use super::Manager;
+use crate::refusals::{self, Refusal};
 use crate::store::jvm::sink::{RecordSink, RefusedFile};
 use crate::usdt::attach::{BpfLink, UprobeEvent};
 use crate::usdt::control::{self, ControlSymbol};
-use crate::usdt::discovery::Found;
-use crate::usdt::maps::{self, MappedFile};
+use crate::usdt::discovery::{self, Found, OpenError};
+use crate::usdt::elf::{self, ElfError, ElfParts};
+use crate::usdt::maps::MappedFile;
 use crate::usdt::program::MAX_SITES;
 use crate::usdt::{notes, spec};
+
+/// A mapped file that is not a regular file (a device node bind-mounted under the
+/// library's name).
+const NOT_REGULAR_FILE: Refusal = Refusal::new("discovery", "not_regular_file");
+/// A part of the file (headers, notes, symbols) over the reader's caps.
+const TOO_LARGE: Refusal = Refusal::new("discovery", "too_large");
+/// Not ELF, or malformed headers, notes or probe arguments.
+const MALFORMED: Refusal = Refusal::new("discovery", "malformed");
+/// A well-formed library without the record probe (an agent built without it).
+const NO_PROBE: Refusal = Refusal::new("discovery", "no_probe");
+/// On FUSE: opening or reading it would wait for a local process.
+const UNTRUSTED_FILESYSTEM: Refusal = Refusal::new("discovery", "untrusted_filesystem");
+
+/// Refused files shown in the status, newest first; every refusal is counted in
+/// [`refusals`] by its reason whether it is shown or not.
+const MAX_LISTED_REFUSED: usize = 64;
+/// Refused files remembered so that they are not opened again; beyond this the
+/// oldest is forgotten (and costs its headers again if a process still maps it).
+const MAX_REFUSED_KEYS: usize = 4096;
 
 /// Probe sites of one library accepted (the agent has one).
 const MAX_SITES_PER_FILE: usize = 64;
@@ -57,7 +77,7 @@ pub(super) struct Site {
 /// Why a file could not be attached.
 enum FileError {
     /// The file itself is unusable: do not try again.
-    Refused(String),
+    Refused(Refusal, String),
     /// Something about this process or this moment: try again at the next scan.
     Transient(String),
 }
@@ -67,7 +87,7 @@ impl<S: RecordSink> Manager<S> {
     /// A refused file is remembered (and logged) once; a transient failure counts as an
     /// error and is tried again at the next scan.
     pub(super) fn ensure_attached(&mut self, found: &Found, key: FileKey) -> bool {
-        if self.refused.contains_key(&key) {
+        if self.refused.contains(&key) {
             return false;
         }
         if self.files.contains_key(&key) {
@@ -84,7 +104,8 @@ impl<S: RecordSink> Manager<S> {
                 self.files.insert(key, file);
                 true
             }
-            Err(FileError::Refused(why)) => {
+            Err(FileError::Refused(kind, why)) => {
+                refusals::count(kind, 1);
                 log::warn!(
                     "USDT: not attaching to {} (process {}): {why}",
                     found.file.path,
@@ -110,10 +131,11 @@ impl<S: RecordSink> Manager<S> {
     /// Opens the library through a host path, reads its probe sites and control block,
     /// and attaches the program to every site.
     fn attach_file(&mut self, pid: u32, mapped: &MappedFile) -> Result<AttachedFile, FileError> {
-        let (file, data) = open_library(pid, mapped)?;
-        let probes = notes::parse(&data).map_err(|e| FileError::Refused(e.to_string()))?;
+        let (file, parts) = open_library(pid, mapped)?;
+        let probes =
+            notes::probes_of(&parts).map_err(|e| FileError::Refused(MALFORMED, e.to_string()))?;
         let sites = record_sites(&probes)?;
-        let control = match control::control_symbol(&data) {
+        let control = match control::control_symbol_of(&parts) {
             Ok(offset) => Some(offset),
             Err(e) => {
                 log::warn!(
@@ -149,7 +171,7 @@ impl<S: RecordSink> Manager<S> {
     ) -> Result<AttachedFile, FileError> {
         for probe in sites {
             let usdt_spec = spec::usdt_spec(&probe.args, 0)
-                .map_err(|e| FileError::Refused(format!("probe arguments: {e}")))?;
+                .map_err(|e| FileError::Refused(MALFORMED, format!("probe arguments: {e}")))?;
             if self.program_sites() >= MAX_SITES {
                 self.detach_file(attached);
                 return Err(FileError::Transient(format!(
@@ -246,32 +268,62 @@ impl<S: RecordSink> Manager<S> {
     }
 }
 
-/// Opens the file `pid` maps through a host path, checks it is the one mapped, and
-/// reads it whole (up to [`notes::MAX_FILE_SIZE`]).
-fn open_library(pid: u32, mapped: &MappedFile) -> Result<(File, Vec<u8>), FileError> {
-    let transient =
-        |what: &str, e: &dyn std::fmt::Display| FileError::Transient(format!("{what}: {e}"));
-    let path = maps::host_path(pid, mapped).map_err(|e| transient("no path", &e))?;
-    let file = File::open(&path).map_err(|e| transient("cannot open", &e))?;
-    let meta = file.metadata().map_err(|e| transient("cannot stat", &e))?;
-    if (libc::major(meta.dev()), libc::minor(meta.dev())) != mapped.dev
-        || meta.ino() != mapped.inode
-    {
-        return Err(FileError::Transient("replaced while opening".into()));
+/// Opens the very file `pid` maps (see [`discovery::open_mapped`]) and reads the
+/// parts of it that attaching needs, never more than [`elf::MAX_FILE_READ`] bytes.
+fn open_library(pid: u32, mapped: &MappedFile) -> Result<(File, ElfParts), FileError> {
+    let file = discovery::open_mapped(pid, mapped).map_err(|e| match e {
+        OpenError::NotRegular => FileError::Refused(NOT_REGULAR_FILE, e.to_string()),
+        OpenError::UntrustedFilesystem(_) => {
+            FileError::Refused(UNTRUSTED_FILESYSTEM, e.to_string())
+        }
+        OpenError::Replaced | OpenError::Io(_) => FileError::Transient(e.to_string()),
+    })?;
+    let parts = elf::read(&file).map_err(|e| match e {
+        ElfError::Io(_) => FileError::Transient(e.to_string()),
+        ElfError::TooLarge { .. } => FileError::Refused(TOO_LARGE, e.to_string()),
+        ElfError::NotElf | ElfError::Object(_) | ElfError::Malformed(_) => {
+            FileError::Refused(MALFORMED, e.to_string())
+        }
+    })?;
+    Ok((file, parts))
+}
+
+/// The refused files: their keys, so that they are not opened again, and the newest
+/// few with their reason, for the status. Both bounded: a process can map as many
+/// files as it likes.
+#[derive(Default)]
+pub(super) struct RefusedFiles {
+    keys: HashSet<FileKey>,
+    /// The keys in the order they were refused, oldest first.
+    order: VecDeque<FileKey>,
+    /// Newest last.
+    listed: VecDeque<RefusedFile>,
+}
+
+impl RefusedFiles {
+    pub(super) fn contains(&self, key: &FileKey) -> bool {
+        self.keys.contains(key)
     }
-    if meta.len() > notes::MAX_FILE_SIZE {
-        return Err(FileError::Refused(format!(
-            "{} bytes, larger than the {} accepted",
-            meta.len(),
-            notes::MAX_FILE_SIZE
-        )));
+
+    pub(super) fn insert(&mut self, key: FileKey, file: RefusedFile) {
+        if self.keys.insert(key) {
+            self.order.push_back(key);
+        }
+        while self.order.len() > MAX_REFUSED_KEYS {
+            if let Some(oldest) = self.order.pop_front() {
+                self.keys.remove(&oldest);
+            }
+        }
+        self.listed.push_back(file);
+        while self.listed.len() > MAX_LISTED_REFUSED {
+            self.listed.pop_front();
+        }
     }
-    let mut data = Vec::new();
-    (&file)
-        .take(notes::MAX_FILE_SIZE)
-        .read_to_end(&mut data)
-        .map_err(|e| transient("cannot read", &e))?;
-    Ok((file, data))
+
+    /// The newest refused files, newest first.
+    pub(super) fn newest(&self) -> Vec<RefusedFile> {
+        self.listed.iter().rev().cloned().collect()
+    }
 }
 
 /// The sites of the record probe among a file's probes: at least one, at most
@@ -282,15 +334,21 @@ fn record_sites(probes: &[notes::Probe]) -> Result<Vec<&notes::Probe>, FileError
         .filter(|p| p.provider == PROBE_PROVIDER && p.name == PROBE_NAME)
         .collect();
     if sites.is_empty() {
-        return Err(FileError::Refused(format!(
+        return Err(FileError::Refused(
+            NO_PROBE,
+            format!(
             "no USDT probe {PROBE_PROVIDER}:{PROBE_NAME} (an agent built without profiler=usdt?)"
-        )));
+        ),
+        ));
     }
     if sites.len() > MAX_SITES_PER_FILE {
-        return Err(FileError::Refused(format!(
-            "{} {PROBE_PROVIDER}:{PROBE_NAME} probe sites, more than {MAX_SITES_PER_FILE}",
-            sites.len()
-        )));
+        return Err(FileError::Refused(
+            MALFORMED,
+            format!(
+                "{} {PROBE_PROVIDER}:{PROBE_NAME} probe sites, more than {MAX_SITES_PER_FILE}",
+                sites.len()
+            ),
+        ));
     }
     Ok(sites)
 }

@@ -44,11 +44,15 @@ impl<S: RecordSink> Manager<S> {
     /// Writes a fresh generation into the process's control block (the uprobes of its
     /// file are attached, so the agent's semaphore is already set).
     pub(super) fn write_generation(&mut self, pid: u32) {
-        let Some(addr) = self.procs.get(&pid).and_then(|p| p.control_addr) else {
+        let Some((addr, start_time)) = self
+            .procs
+            .get(&pid)
+            .and_then(|p| Some((p.control_addr?, p.start_time)))
+        else {
             return;
         };
         let generation = self.clock.next_generation();
-        match control::write_generation(pid, addr, generation) {
+        match control::write_generation(pid, start_time, addr, generation) {
             Ok(()) => {
                 self.generations += 1;
                 if let Some(p) = self.procs.get_mut(&pid) {

@@ -17,9 +17,9 @@ use super::fair::{LossLedger, ResendBackoff, RingShare};
 use super::program::UsdtProgram;
 use super::ring::ReaderStats;
 use crate::lock::lock;
-use crate::store::jvm::sink::{FileStatus, RecordSink, RefusedFile, UsdtStatus};
+use crate::store::jvm::sink::{FileStatus, RecordSink, UsdtStatus};
 use crate::store::jvm::UsdtKernelCounters;
-use files::{AttachedFile, FileKey};
+use files::{AttachedFile, FileKey, RefusedFiles};
 
 /// A tick between scans reads the kernel counters and publishes the status only if it
 /// did something; the tick after a scan always does (jpd's CPU at idle is mostly what
@@ -50,9 +50,9 @@ pub(super) struct Manager<S> {
     library: String,
     sink: Arc<Mutex<S>>,
     files: HashMap<FileKey, AttachedFile>,
-    /// Files that cannot be attached (no probe, malformed), with the reason, so that
-    /// they are tried (and logged) once.
-    refused: HashMap<FileKey, RefusedFile>,
+    /// Files that cannot be attached (no probe, malformed), so that they are tried
+    /// (and logged) once; the newest with their reason for the status.
+    refused: RefusedFiles,
     procs: HashMap<u32, Process>,
     /// When processes without the library are looked at again.
     rechecks: discovery::Rechecks,
@@ -94,7 +94,7 @@ impl<S: RecordSink> Manager<S> {
             library: options.library.clone(),
             sink,
             files: HashMap::new(),
-            refused: HashMap::new(),
+            refused: RefusedFiles::default(),
             procs: HashMap::new(),
             rechecks: discovery::Rechecks::new(options.scan_interval),
             clock: GenerationClock::default(),
@@ -298,11 +298,7 @@ impl<S: RecordSink> Manager<S> {
             generations_written: self.generations,
             errors: self.errors,
             last_error: self.last_error.clone(),
-            refused: {
-                let mut refused: Vec<RefusedFile> = self.refused.values().cloned().collect();
-                refused.sort_by(|a, b| a.path.cmp(&b.path));
-                refused
-            },
+            refused: self.refused.newest(),
             items: r.items.load(Ordering::Relaxed),
             batches: r.batches.load(Ordering::Relaxed),
             malformed_items: r.malformed.load(Ordering::Relaxed),
