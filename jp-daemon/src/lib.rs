@@ -8,6 +8,7 @@ pub mod config;
 pub mod daemon;
 pub mod export;
 pub mod kernel;
+pub mod liveness;
 pub mod lock;
 pub mod notify;
 pub mod probes;

@@ -5,7 +5,8 @@
 //!
 //! jpd sends `READY=1` once its programs are attached and the API socket listens,
 //! `RELOADING=1`/`READY=1` around a SIGHUP reload, `STOPPING=1` on shutdown, and
-//! `WATCHDOG=1` at half of `$WATCHDOG_USEC` while the kernel reader keeps publishing.
+//! `WATCHDOG=1` at half of `$WATCHDOG_USEC` while every collector makes progress
+//! (`daemon/watchdog.rs`).
 
 use std::io;
 use std::os::unix::net::{SocketAddr, UnixDatagram};

@@ -2,7 +2,8 @@
 //! the collectors and stores, the exporters and the gRPC server; `Daemon::serve` turns
 //! SIGHUP into a reload of what can change at run time (sampling frequency,
 //! exporters, pusher, access rules, TLS certificates: `Running::reload`), feeds
-//! systemd's watchdog, and ends at SIGINT/SIGTERM or when the server ends;
+//! systemd's watchdog while every collector makes progress (`watchdog`), and ends at
+//! SIGINT/SIGTERM or when the server ends;
 //! `Daemon::shutdown` is the one shutdown path, whatever ended the life. `main.rs`
 //! only parses flags and calls [`run`]; [`run_with`] takes the stop and reload
 //! requests from a channel instead of signals, so a test can drive a whole life
@@ -16,6 +17,7 @@ mod contexts;
 mod reload;
 mod serve;
 mod start;
+mod watchdog;
 
 use std::path::PathBuf;
 
@@ -126,6 +128,7 @@ fn life(
 ) -> anyhow::Result<()> {
     let _enter = rt.enter();
     let notifier = Notifier::from_env();
+    crate::liveness::fault::announce()?;
     let mut daemon = Daemon::start(rt, config, source)?;
     daemon.announce_ready(&notifier);
     let served = rt.block_on(daemon.serve(overrides, controls, &notifier));

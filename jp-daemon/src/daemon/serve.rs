@@ -1,14 +1,14 @@
 //! Serving, and the one way out of it: requests to stop or reload, systemd's
 //! watchdog, and the server ending on its own all arrive as one [`Event`]; whatever
 //! ended the serving, [`Daemon::shutdown`] follows.
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::start::Daemon;
+use super::watchdog;
 use super::{Control, Overrides};
 use crate::notify::{self, Notifier};
-use crate::store::kernel::KernelStore;
 
 enum Event {
     Control(Control),
@@ -25,17 +25,18 @@ impl Daemon {
         mut controls: mpsc::Receiver<Control>,
         notifier: &Notifier,
     ) -> anyhow::Result<()> {
-        let watchdog = notify::watchdog_timeout().filter(|_| notifier.enabled());
-        let read_interval = Duration::from_millis(self.running.config.kernel.read_interval_ms);
+        let timeout = notify::watchdog_timeout().filter(|_| notifier.enabled());
+        if let Some(t) = timeout {
+            watchdog::arm(t);
+        }
         // A period long enough never to fire when there is no watchdog.
-        let mut ticker = tokio::time::interval(watchdog.map_or(Duration::from_secs(3600), |t| {
-            (t / 2).max(Duration::from_millis(1))
-        }));
+        let mut ticker =
+            tokio::time::interval(timeout.map_or(Duration::from_secs(3600), watchdog::period));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let event = tokio::select! {
                 c = controls.recv() => Event::Control(c.unwrap_or(Control::Stop("the control channel closed"))),
-                _ = ticker.tick(), if watchdog.is_some() => Event::Watchdog,
+                _ = ticker.tick(), if timeout.is_some() => Event::Watchdog,
                 r = &mut self.server.task => Event::ServerEnded(
                     r.unwrap_or_else(|e| Err(anyhow::anyhow!("gRPC server task failed: {e}")))),
             };
@@ -54,12 +55,7 @@ impl Daemon {
                     self.running.reload(overrides.load()).await;
                     notifier.notify("READY=1\nSTATUS=configuration reloaded");
                 }
-                Event::Watchdog => {
-                    if let Some(t) = watchdog {
-                        let store = &self.running.sources.stores.kernel;
-                        watchdog_ping(notifier, store, t, read_interval);
-                    }
-                }
+                Event::Watchdog => watchdog::ping(notifier),
             }
         }
     }
@@ -91,27 +87,5 @@ impl Daemon {
         running.collector.shutdown();
         drop(socket);
         log::info!(target: "jpd", "stopped");
-    }
-}
-
-/// Keeps systemd's watchdog fed only while the kernel reader publishes: a stuck reader
-/// (or a stuck runtime, which never gets here) lets systemd restart jpd.
-fn watchdog_ping(
-    notifier: &Notifier,
-    store: &KernelStore,
-    timeout: Duration,
-    read_interval: Duration,
-) {
-    let last = store.kernel_totals().status.last_read;
-    let age = last
-        .and_then(|t| SystemTime::now().duration_since(t).ok())
-        .unwrap_or(Duration::MAX);
-    if age <= read_interval * 2 + timeout / 2 {
-        notifier.notify("WATCHDOG=1");
-    } else {
-        log::error!(target: "jpd",
-            "the kernel reader has not published for {:.1} s: not feeding the watchdog",
-            age.as_secs_f64()
-        );
     }
 }

@@ -13,6 +13,7 @@ use super::join::{ContextJoin, JoinState};
 use super::options::KernelOptions;
 use super::read::MapReader;
 use super::status::StatusKeeper;
+use crate::liveness::{Heartbeat, KERNEL_READER};
 use crate::lock::lock;
 use crate::store::kernel::symbols::{Symbols, SymbolsStamp};
 use crate::store::kernel::{CollectorStatus, KernelStore};
@@ -123,17 +124,21 @@ pub(super) struct State {
     /// Where the JVMs' context slots come from and the samples under them go.
     join: Option<Arc<dyn ContextJoin>>,
     join_state: JoinState,
+    /// Beaten at every publish: the watchdog's sign that the maps are still read.
+    heartbeat: Heartbeat,
 }
 
 impl State {
     /// Loads and attaches everything and publishes the kernel's symbols.
     pub(super) fn attach(opts: KernelOptions, store: Arc<KernelStore>) -> anyhow::Result<State> {
         let symbols = KernelSymbols::load()?;
+        let read_interval = opts.read_interval;
         let (mut probes, shape) = Probes::load(opts, &symbols.current)?;
         let ebpf = probes.ebpf().context("not attached")?;
         let maps = MapReader::map(ebpf, &shape)?;
         probes.start_programs()?;
         store.publish_symbols(Arc::clone(&symbols.current));
+        let heartbeat = Heartbeat::register(KERNEL_READER, read_interval);
         Ok(State {
             store,
             probes,
@@ -143,6 +148,7 @@ impl State {
             cpus_checked_at: None,
             join: None,
             join_state: JoinState::default(),
+            heartbeat,
         })
     }
 
@@ -214,6 +220,7 @@ impl State {
                 let sampler_ran = self.maps.sampler_ran();
                 let status = self.status.next(&self.probes, reading.lost, sampler_ran);
                 self.store.publish(reading.counts, status);
+                self.heartbeat.beat();
             }
             Err(e) => self.status.failed(&e),
         }

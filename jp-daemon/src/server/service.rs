@@ -97,6 +97,15 @@ impl Jp for JpService {
                 count,
             })
             .collect();
+        status.subsystems = crate::liveness::check()
+            .into_iter()
+            .map(|h| pb::SubsystemHealth {
+                name: h.part.0.to_string(),
+                idle_ms: u64::try_from(h.idle.as_millis()).unwrap_or(u64::MAX),
+                stuck: h.stuck,
+                detail: h.detail,
+            })
+            .collect();
         Ok(Response::new(status))
     }
 

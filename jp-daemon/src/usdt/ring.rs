@@ -11,6 +11,8 @@ use jp_common::wire::{EventHeader, EVENT_HEADER_LEN, EVENT_OK};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+use crate::liveness::fault::{self, Fault};
+use crate::liveness::{Heartbeat, RING_READER};
 use crate::lock::lock;
 use crate::store::jvm::sink::RecordSink;
 
@@ -30,6 +32,10 @@ pub const MAX_HOLD: Duration = Duration::from_millis(1);
 /// context switches. Waiting a few milliseconds first lets records gather and bounds the
 /// wake-ups to a few hundred a second, for at most this much added delay.
 pub const COALESCE: Duration = Duration::from_millis(5);
+
+/// Longest the reader waits for the ring before it beats its heartbeat anyway: on an
+/// idle host no record comes, and quiet must not look stuck to the watchdog.
+pub const IDLE_BEAT: Duration = Duration::from_secs(1);
 
 /// What the reader has seen.
 #[derive(Debug, Default)]
@@ -125,12 +131,20 @@ pub fn drain_batch<S: RecordSink + ?Sized>(
     }
 }
 
-/// Reads the ring until the task is aborted, waking on the ring's epoll readiness.
+/// Reads the ring until the task is aborted, waking on the ring's epoll readiness (or
+/// after [`IDLE_BEAT`] without any, to beat). The heartbeat ends with the task: a
+/// reader that returns, panics or is cancelled is seen gone by the watchdog.
 pub async fn run<S: RecordSink + ?Sized>(
     ring: RingBuf<MapData>,
     sink: Arc<Mutex<S>>,
     stats: Arc<ReaderStats>,
 ) {
+    let heartbeat = Heartbeat::register(RING_READER, IDLE_BEAT);
+    if fault::injected(Fault::RingReaderExit) {
+        log::error!("{}: the USDT ring reader ends now", fault::ENV);
+        heartbeat.end("injected fault ring_reader_exit");
+        return;
+    }
     // SAFETY: the ring buffer owns its map fd, which stays open and unchanged until
     // the RingBuf is dropped, and the AsyncFd owns the RingBuf.
     let registered = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) };
@@ -138,20 +152,25 @@ pub async fn run<S: RecordSink + ?Sized>(
         Ok(fd) => fd,
         Err(e) => {
             log::error!("USDT ring buffer cannot be polled: {e}; no JVM records will arrive");
+            heartbeat.end("the ring buffer cannot be polled");
             return;
         }
     };
     loop {
-        let mut guard = match fd.readable_mut().await {
-            Ok(g) => g,
-            Err(e) => {
+        heartbeat.beat();
+        let mut guard = match tokio::time::timeout(IDLE_BEAT, fd.readable_mut()).await {
+            Err(_idle) => continue,
+            Ok(Ok(g)) => g,
+            Ok(Err(e)) => {
                 log::error!("USDT ring buffer poll failed: {e}; no JVM records will arrive");
+                heartbeat.end("the ring buffer poll failed");
                 return;
             }
         };
         // Drain everything before clearing readiness: the kernel wakes us only when
         // we had caught up.
         while drain_batch(guard.get_inner_mut(), &sink, BATCH, MAX_HOLD, &stats).more {
+            heartbeat.beat();
             // Let other tasks (and the lock's waiters) run between batches.
             tokio::task::yield_now().await;
         }

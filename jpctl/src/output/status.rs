@@ -39,6 +39,12 @@ pub fn status_json(s: &Status) -> serde_json::Value {
             "reason": r.reason,
             "count": r.count,
         })).collect::<Vec<_>>(),
+        "subsystems": s.subsystems.iter().map(|h| serde_json::json!({
+            "name": h.name,
+            "idle_ms": h.idle_ms,
+            "stuck": h.stuck,
+            "detail": h.detail,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -141,6 +147,32 @@ pub fn status_text(s: &Status) -> String {
     }
     out.push_str(&status_jvm_text(s));
     out.push_str(&refusals_text(s));
+    out.push_str(&subsystems_text(s));
+    out
+}
+
+/// jpd's long-running parts, one line each: making progress, or stuck and why (the
+/// watchdog stops feeding systemd then, which restarts jpd). Nothing from a jpd
+/// that does not report them.
+fn subsystems_text(s: &Status) -> String {
+    let mut out = String::new();
+    if s.subsystems.is_empty() {
+        return out;
+    }
+    out.push_str("subsystems:\n");
+    for h in &s.subsystems {
+        let idle = format!("idle {:.1} s", h.idle_ms as f64 / 1000.0);
+        let _ = if h.stuck {
+            writeln!(
+                out,
+                "  {:<14} STUCK {idle}: {}",
+                printable(&h.name),
+                printable(&h.detail)
+            )
+        } else {
+            writeln!(out, "  {:<14} ok    {idle}", printable(&h.name))
+        };
+    }
     out
 }
 
@@ -312,7 +344,20 @@ mod tests {
                 reason: "rate_limited".into(),
                 count: 12,
             }],
-            subsystems: vec![],
+            subsystems: vec![
+                jp_proto::v1::SubsystemHealth {
+                    name: "kernel_reader".into(),
+                    idle_ms: 420,
+                    stuck: false,
+                    detail: String::new(),
+                },
+                jp_proto::v1::SubsystemHealth {
+                    name: "usdt_manager".into(),
+                    idle_ms: 7_040,
+                    stuck: true,
+                    detail: "no progress for 7.0 s (allowed 5.0 s)".into(),
+                },
+            ],
         };
         let expected = concat!(
             "jpd 0.1.0, up 1m 5s\n",
@@ -326,6 +371,9 @@ mod tests {
             "  jp_sample             11581    7.57 ms    653 ns  perf_event cpu-clock 997 Hz on CPUs 0-1\n",
             "refused:\n",
             "  usdt       rate_limited                 12\n",
+            "subsystems:\n",
+            "  kernel_reader  ok    idle 0.4 s\n",
+            "  usdt_manager   STUCK idle 7.0 s: no progress for 7.0 s (allowed 5.0 s)\n",
         );
         assert_eq!(status_text(&s), expected);
         let v = status_json(&s);
@@ -335,6 +383,10 @@ mod tests {
         assert_eq!(v["kernel"]["samples"]["idle"], 50);
         assert_eq!(v["refusals"][0]["reason"], "rate_limited");
         assert_eq!(v["refusals"][0]["count"], 12);
+        assert_eq!(v["subsystems"][1]["name"], "usdt_manager");
+        assert_eq!(v["subsystems"][1]["stuck"], true);
+        assert_eq!(v["subsystems"][1]["idle_ms"], 7_040);
+        assert_eq!(v["subsystems"][0]["detail"], "");
     }
 
     #[test]

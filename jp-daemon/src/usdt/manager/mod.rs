@@ -16,6 +16,8 @@ use super::discovery::{self, Found};
 use super::fair::{LossLedger, ResendBackoff, RingShare};
 use super::program::UsdtProgram;
 use super::ring::ReaderStats;
+use crate::liveness::fault::{self, Fault};
+use crate::liveness::{Heartbeat, USDT_MANAGER};
 use crate::lock::lock;
 use crate::store::jvm::sink::{FileStatus, RecordSink, UsdtStatus};
 use crate::store::jvm::UsdtKernelCounters;
@@ -76,6 +78,8 @@ pub(super) struct Manager<S> {
     errors: u64,
     last_error: String,
     last_error_log: Option<Instant>,
+    /// Beaten at every tick: the watchdog's sign that scans and ticks go on.
+    heartbeat: Heartbeat,
 }
 
 impl<S: RecordSink> Manager<S> {
@@ -112,6 +116,8 @@ impl<S: RecordSink> Manager<S> {
             errors: 0,
             last_error: String::new(),
             last_error_log: None,
+            // A scan is the longest regular step between two ticks.
+            heartbeat: Heartbeat::register(USDT_MANAGER, scan_interval),
         }
     }
 
@@ -121,6 +127,11 @@ impl<S: RecordSink> Manager<S> {
     }
 
     pub(super) fn scan(&mut self) {
+        // Not in the scan at start (jpd would never get ready), at the manager
+        // thread's first.
+        if self.scans > 0 && fault::injected(Fault::UsdtManagerStall) {
+            fault::stall_forever("the USDT manager");
+        }
         let started = Instant::now();
         let (procs, outside) = (&self.procs, &self.outside);
         let scan = match discovery::scan(
@@ -245,6 +256,7 @@ impl<S: RecordSink> Manager<S> {
 
     /// First contacts still pending, re-send requests, counters and the status snapshot.
     pub(super) fn tick(&mut self, tick: Tick) {
+        self.heartbeat.beat();
         let pending: Vec<u32> = self
             .procs
             .iter()
