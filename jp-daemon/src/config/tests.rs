@@ -41,6 +41,12 @@ fn embedded_file_documents_every_key() {
         "enabled =",
         "listen =",
         "max_profile_seconds =",
+        "max_connections =",
+        "max_inflight =",
+        "header_timeout_seconds =",
+        "idle_timeout_seconds =",
+        "allowed_hosts =",
+        "real_kernel_addresses =",
         "[pyroscope]",
         "url =",
         "interval_s =",
@@ -303,6 +309,26 @@ fn export_section() {
         e.to_string(),
         "invalid config c.toml, line 2, column 10: listen = \"localhost\" is not an IP address and port (e.g. \"127.0.0.1:9464\")"
     );
+    let c = Config::parse(
+        "[export]\nmax_connections = 2\nmax_inflight = 1\nallowed_hosts = [\"node7.example\", \"*\"]\n",
+        "c.toml",
+    )
+    .unwrap();
+    assert_eq!((c.export.max_connections, c.export.max_inflight), (2, 1));
+    assert_eq!(c.export.allowed_hosts, ["node7.example", "*"]);
+    for (text, message) in [
+        ("max_connections = 0", "max_connections = 0 is out of range 1..=4096"),
+        ("max_inflight = 5000", "max_inflight = 5000 is out of range 1..=1024"),
+        ("header_timeout_seconds = 0", "header_timeout_seconds = 0 is out of range 1..=300"),
+        ("idle_timeout_seconds = 0", "idle_timeout_seconds = 0 is out of range 1..=3600"),
+        (
+            "allowed_hosts = [\"a.example:9464\"]",
+            "allowed_hosts: \"a.example:9464\" is not a host name (letters, digits, '.', '-', '_'; or \"*\" alone), without a port",
+        ),
+    ] {
+        let e = Config::parse(&format!("[export]\n{text}\n"), "c.toml").unwrap_err();
+        assert!(e.to_string().ends_with(message), "{e}");
+    }
 }
 
 #[test]

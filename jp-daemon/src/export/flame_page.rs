@@ -239,7 +239,7 @@ mod tests {
             enabled: true,
             listen: "127.0.0.1:0".into(),
             max_profile_seconds: 10,
-            open_windows: false,
+            ..ExportConfig::default()
         };
         let e = Exporter::start(&cfg, sources, SystemTime::now())
             .await
@@ -249,7 +249,7 @@ mod tests {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
             let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
             s.write_all(
-                format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+                format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
             )
             .await
             .unwrap();
@@ -285,7 +285,7 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         s.write_all(
-            b"POST /flame HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            b"POST /flame HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         )
         .await
         .unwrap();

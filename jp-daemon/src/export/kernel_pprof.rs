@@ -1,9 +1,12 @@
 //! The kernel profile as pprof: a gzipped `perftools.profiles.Profile`
 //! (github.com/google/pprof, proto/profile.proto; only the fields used here are
 //! declared). Already symbolized — `go tool pprof` and Pyroscope need no kallsyms —
-//! with real addresses: a location per readprofile bucket (its first address) or per
-//! exact out-of-text IP, inside a mapping for the core kernel text
-//! (`[kernel.kallsyms]`, `_stext`..`_etext`) or for the module it belongs to.
+//! a location per readprofile bucket (its first address) or per exact out-of-text
+//! IP, inside a mapping for the core kernel text (`[kernel.kallsyms]`,
+//! `_stext`..`_etext`) or for the module it belongs to. Addresses are real only for
+//! readers who may see `/proc/kallsyms`' addresses; everyone else gets offsets from
+//! `_stext` ([`KernelWindow::address_base`]): the names and the layout are there,
+//! the KASLR slide is not.
 //!
 //! Sample types `samples/count` (the default) and `cpu/nanoseconds` (samples × the
 //! sampling period). User-mode and idle samples are one pseudo-function each
@@ -25,6 +28,9 @@ use crate::store::kernel::ModeCounts;
 
 /// The kernel samples of one time window.
 pub struct KernelWindow<'a> {
+    /// Subtracted from every address (wrapping): 0 for real addresses, `_stext` for
+    /// offsets.
+    pub address_base: u64,
     pub modes: ModeCounts,
     pub buckets: &'a HashMap<u64, u64>,
     pub other_ips: &'a HashMap<u64, u64>,
@@ -179,7 +185,24 @@ pub fn kernel_pprof(w: &KernelWindow<'_>, symbols: &Symbols) -> Profile {
         });
     }
     p.string_table = strings.into_table();
+    rebase(&mut p, w.address_base);
     p
+}
+
+/// Every address of `p` (mappings and locations) less `base`; address 0 (no address)
+/// stays 0.
+fn rebase(p: &mut Profile, base: u64) {
+    if base == 0 {
+        return;
+    }
+    let shift = |a: u64| if a == 0 { 0 } else { a.wrapping_sub(base) };
+    for m in &mut p.mapping {
+        m.memory_start = shift(m.memory_start);
+        m.memory_limit = shift(m.memory_limit);
+    }
+    for l in &mut p.location {
+        l.address = shift(l.address);
+    }
 }
 
 #[cfg(test)]
@@ -202,6 +225,7 @@ mod tests {
         let buckets: HashMap<u64, u64> = [(0, 7), (1, 3), (0x10, 5)].into();
         let others: HashMap<u64, u64> = [(0xffff_ffff_c000_1004, 2)].into();
         let w = KernelWindow {
+            address_base: 0,
             modes: ModeCounts {
                 kernel: 17,
                 user: 40,
@@ -265,6 +289,32 @@ mod tests {
         assert_eq!(p.period, 1_000_000);
         assert_eq!(p.function.len(), 4, "one function per symbol");
         assert_eq!(p.string_table[0], "");
+
+        // Offsets from _stext: the same profile, no address of the kernel's layout.
+        let offsets = kernel_pprof(
+            &KernelWindow {
+                address_base: symbols.text_start,
+                ..w
+            },
+            &symbols,
+        );
+        let addresses = |p: &Profile| -> Vec<u64> { p.location.iter().map(|l| l.address).collect() };
+        assert_eq!(addresses(&offsets), [0, 0x10, 0x100, 0x3f00_1004, 0]);
+        assert_eq!(
+            offsets
+                .mapping
+                .iter()
+                .map(|m| (m.memory_start, m.memory_limit))
+                .collect::<Vec<_>>(),
+            [(0, 0x400), (0x3f00_1000, 0x3f00_1100)]
+        );
+        let mut same = offsets.clone();
+        same.location.iter_mut().for_each(|l| l.address = 0);
+        same.mapping.iter_mut().for_each(|m| (m.memory_start, m.memory_limit) = (0, 0));
+        let mut real = p.clone();
+        real.location.iter_mut().for_each(|l| l.address = 0);
+        real.mapping.iter_mut().for_each(|m| (m.memory_start, m.memory_limit) = (0, 0));
+        assert_eq!(same, real, "only the addresses differ");
     }
 
     use std::io::Read as _;

@@ -11,7 +11,10 @@
 
 mod blocking;
 pub mod config;
+pub mod connections;
 pub mod flame_page;
+pub mod host;
+mod inflight;
 pub mod jvm_metrics;
 pub mod kernel_metrics;
 pub mod kernel_pprof;
@@ -85,6 +88,9 @@ struct Ctx {
     started: SystemTime,
     max_seconds: u64,
     open_windows: bool,
+    /// Real kernel addresses in the kernel pprof (`export.real_kernel_addresses`);
+    /// otherwise offsets from `_stext`.
+    real_kernel_addresses: bool,
 }
 
 /// A running exporter; [`Exporter::stop`] ends it.
@@ -106,23 +112,25 @@ impl Exporter {
             .await
             .with_context(|| format!("cannot listen on {} for [export]", cfg.listen))?;
         let addr = listener.local_addr().context("exporter address")?;
-        let app = router(Ctx {
-            sources,
-            started,
-            max_seconds: cfg.max_profile_seconds,
-            open_windows: cfg.open_windows,
-        });
+        let app = router(
+            Ctx {
+                sources,
+                started,
+                max_seconds: cfg.max_profile_seconds,
+                open_windows: cfg.open_windows,
+                real_kernel_addresses: cfg.real_kernel_addresses,
+            },
+            cfg,
+        );
+        let limits = connections::Limits {
+            max_connections: usize::try_from(cfg.max_connections).unwrap_or(usize::MAX),
+            header_timeout: Duration::from_secs(cfg.header_timeout_seconds),
+            idle_timeout: Duration::from_secs(cfg.idle_timeout_seconds),
+        };
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-            if let Err(e) = served {
-                log::error!("HTTP exporter failed: {e}");
-            }
-        });
+        let task = tokio::spawn(connections::serve(listener, app, limits, async {
+            let _ = stopped.await;
+        }));
         Ok(Exporter {
             addr,
             stop: Some(stop),
@@ -149,16 +157,30 @@ impl Exporter {
     }
 }
 
-fn router(ctx: Ctx) -> Router {
+/// The routes: profiles and flame graphs (which build trees, or sleep through a
+/// window) within `export.max_inflight`; every request within the Host allow-list.
+fn router(ctx: Ctx, cfg: &ExportConfig) -> Router {
     // The live flame graph pages (flame_page.rs) have their own routes and state.
     let flame = flame_page::router(ctx.sources.clone());
+    let heavy = Router::new()
+        .route("/debug/pprof/profile", get(serve_kernel_pprof))
+        .route("/debug/pprof/jvm", get(serve_jvm_pprof))
+        .with_state(ctx.clone())
+        .merge(flame)
+        .route_layer(axum::middleware::from_fn_with_state(
+            inflight::Inflight::new(cfg.max_inflight),
+            inflight::limit,
+        ));
+    let allowed = Arc::new(host::AllowedHosts::of_machine(&cfg.allowed_hosts));
     Router::new()
         .route("/", get(index))
         .route("/metrics", get(metrics_handler))
-        .route("/debug/pprof/profile", get(serve_kernel_pprof))
-        .route("/debug/pprof/jvm", get(serve_jvm_pprof))
         .with_state(ctx)
-        .merge(flame)
+        .merge(heavy)
+        .layer(axum::middleware::from_fn_with_state(
+            allowed,
+            host::check_host,
+        ))
 }
 
 async fn index() -> &'static str {
@@ -224,6 +246,11 @@ async fn serve_kernel_pprof(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -
     let duration = SystemTime::now().duration_since(start).unwrap_or_default();
     blocking::off_runtime(move || {
         let w = kernel_pprof::KernelWindow {
+            address_base: if ctx.real_kernel_addresses {
+                0
+            } else {
+                symbols.text_start
+            },
             modes: window.modes,
             buckets: &window.buckets,
             other_ips: &window.other_ips,
@@ -351,7 +378,7 @@ mod tests {
             enabled: true,
             listen: "127.0.0.1:0".into(),
             max_profile_seconds: 10,
-            open_windows: false,
+            ..ExportConfig::default()
         };
         let e = Exporter::start(&cfg, store, SystemTime::now())
             .await
@@ -361,7 +388,7 @@ mod tests {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
             let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
             s.write_all(
-                format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+                format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
             )
             .await
             .unwrap();
@@ -387,5 +414,94 @@ mod tests {
         assert!(m.contains("\njp_jvms{state=\"running\"} 0\n"), "{m}");
         e.stop().await;
         assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    }
+
+    /// The answer to `GET path` with `Host: host` on a new connection.
+    async fn get_with_host(addr: SocketAddr, path: &str, host: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    async fn exporter(cfg: ExportConfig) -> Exporter {
+        let store = ExportState::new(Sources::from(crate::store::kernel::KernelStore::new()));
+        Exporter::start(&cfg, store, SystemTime::now()).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_foreign_host_is_refused_and_counted() {
+        let e = exporter(ExportConfig {
+            listen: "127.0.0.1:0".into(),
+            allowed_hosts: vec!["prom.example".into()],
+            ..ExportConfig::default()
+        })
+        .await;
+        let addr = e.local_addr();
+        let before = crate::refusals::get(host::HOST_NOT_ALLOWED);
+        for path in ["/metrics", "/debug/pprof/profile?seconds=0", "/flame"] {
+            let r = get_with_host(addr, path, "rebind.attacker.example:9464").await;
+            assert!(r.starts_with("HTTP/1.1 421 Misdirected Request\r\n"), "{r}");
+            assert!(
+                r.ends_with("jpd: Host \"rebind.attacker.example:9464\" is not one this exporter answers for: add it to export.allowed_hosts\n"),
+                "{r}"
+            );
+        }
+        assert_eq!(crate::refusals::get(host::HOST_NOT_ALLOWED) - before, 3);
+        for host in ["localhost:1", "prom.example", &addr.to_string()] {
+            let r = get_with_host(addr, "/metrics", host).await;
+            assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{host}: {r}");
+        }
+        assert_eq!(crate::refusals::get(host::HOST_NOT_ALLOWED) - before, 3);
+        e.stop().await;
+    }
+
+    #[tokio::test]
+    async fn profile_requests_over_the_cap_are_refused_and_scrapes_still_answer() {
+        let e = exporter(ExportConfig {
+            listen: "127.0.0.1:0".into(),
+            max_inflight: 2,
+            ..ExportConfig::default()
+        })
+        .await;
+        let addr = e.local_addr();
+        let before = crate::refusals::get(inflight::TOO_MANY_REQUESTS);
+        // Each sleeps through its 2 s window (then finds no kernel symbols: 503).
+        let long: Vec<_> = (0..6)
+            .map(|_| tokio::spawn(get_with_host(addr, "/debug/pprof/profile?seconds=2", "localhost")))
+            .collect();
+        let mut refused = 0;
+        while crate::refusals::get(inflight::TOO_MANY_REQUESTS) - before < 4 && refused < 500 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            refused += 1;
+        }
+        let m = get_with_host(addr, "/metrics", "localhost").await;
+        assert!(m.starts_with("HTTP/1.1 200 OK\r\n"), "{m}");
+        assert!(
+            m.contains("\njp_refusals_total{subsystem=\"http\",reason=\"too_many_requests\"} "),
+            "{m}"
+        );
+        let mut answers = Vec::new();
+        for r in long {
+            answers.push(r.await.unwrap());
+        }
+        let served = answers
+            .iter()
+            .filter(|a| a.ends_with("kernel symbols are not loaded yet\n"))
+            .count();
+        let busy = answers
+            .iter()
+            .filter(|a| {
+                a.starts_with("HTTP/1.1 503 Service Unavailable\r\n")
+                    && a.contains("\r\nretry-after: 1\r\n")
+                    && a.ends_with("jpd: 2 profile requests are in progress (export.max_inflight); try again later\n")
+            })
+            .count();
+        assert_eq!((served, busy), (2, 4), "{answers:?}");
+        assert_eq!(crate::refusals::get(inflight::TOO_MANY_REQUESTS) - before, 4);
+        e.stop().await;
     }
 }

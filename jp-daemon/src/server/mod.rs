@@ -8,6 +8,7 @@
 //! [`socket::SocketGuard`].
 
 pub mod auth;
+pub mod caller;
 pub mod cert_names;
 pub mod config;
 pub mod conn;

@@ -173,6 +173,8 @@ fn kernel(
         None => (view.counts.clone(), b.prev),
     };
     let w = kernel_pprof::KernelWindow {
+        // Offsets from _stext: the server's readers are not the host's root.
+        address_base: symbols.text_start,
         modes: window.modes,
         buckets: &window.buckets,
         other_ips: &window.other_ips,
