@@ -22,6 +22,7 @@ mod log;
 pub use jp_mct as mct;
 pub mod methods;
 pub mod options;
+mod replace;
 pub mod stats;
 mod sync;
 pub mod usdt;

@@ -3,6 +3,50 @@
 //! window's end less the one at its start.
 
 use super::{Mct, MethodInfo};
+use std::collections::HashMap;
+
+/// Children looked through one by one; a wider node gets an index by method name (a
+/// node may have up to a JVM's whole method table as children: matching them one by
+/// one would cost the square of that).
+const SCAN_CHILDREN: usize = 16;
+
+/// Finds a node's child by method name.
+enum ChildLookup<'t> {
+    Scan(&'t Mct, &'t [usize]),
+    Index(HashMap<&'t str, usize>),
+    None,
+}
+
+impl<'t> ChildLookup<'t> {
+    /// The children of `t`'s node `node` (none if it is not a node).
+    pub(crate) fn of(t: &'t Mct, node: Option<usize>) -> ChildLookup<'t> {
+        let Some(children) = node.and_then(|n| t.nodes.get(n)).map(|n| &n.children[..]) else {
+            return ChildLookup::None;
+        };
+        if children.len() <= SCAN_CHILDREN {
+            return ChildLookup::Scan(t, children);
+        }
+        let mut index = HashMap::with_capacity(children.len());
+        for &c in children {
+            if let Some(n) = t.nodes.get(c) {
+                // The first child of a name, as a scan finds it.
+                index.entry(&*n.method).or_insert(c);
+            }
+        }
+        ChildLookup::Index(index)
+    }
+
+    pub(crate) fn find(&self, method: &str) -> Option<usize> {
+        match self {
+            ChildLookup::Scan(t, children) => children
+                .iter()
+                .copied()
+                .find(|&x| t.nodes.get(x).is_some_and(|x| &*x.method == method)),
+            ChildLookup::Index(index) => index.get(method).copied(),
+            ChildLookup::None => None,
+        }
+    }
+}
 
 /// `after - before` per calling context; contexts new in `after` keep their counts.
 /// Counts never go below zero (a re-send may briefly show less than before).
@@ -25,18 +69,14 @@ pub fn mct_delta_mapped(before: &Mct, after: &Mct) -> (Mct, Vec<Option<usize>>) 
         let Some(node) = after.nodes.get(a) else {
             continue;
         };
+        let before_children = ChildLookup::of(before, b);
         for &c in &node.children {
             let Some(cn) = after.nodes.get(c) else {
                 continue;
             };
             // A context is its path of method names: a method's source file may only be
             // known later (its class's details arrive after the first counts).
-            let bc = b.and_then(|b| before.nodes.get(b)).and_then(|bn| {
-                bn.children
-                    .iter()
-                    .copied()
-                    .find(|&x| before.nodes.get(x).is_some_and(|x| x.method == cn.method))
-            });
+            let bc = before_children.find(&cn.method);
             let (pc, pb) = bc
                 .and_then(|x| before.nodes.get(x))
                 .map_or((0, 0), |x| (x.calls, x.bytecodes));
@@ -130,5 +170,32 @@ mod tests {
             let parent = |t: &Mct, k: usize| t.nodes[k].parent.map(|p| t.nodes[p].method.clone());
             assert_eq!(parent(&d, j), parent(&after, i));
         }
+    }
+
+    #[test]
+    fn wide_nodes_are_matched_by_name() {
+        // More children than are scanned one by one: the lookup goes by an index.
+        const WIDE: usize = 3 * SCAN_CHILDREN;
+        let mut before = Mct::new("precise");
+        let m = before.add(0, info("M.main"), 1, 1);
+        for k in 0..WIDE {
+            before.add(m, info(&format!("M.c{k}")), k as u64, 1);
+        }
+        let mut after = Mct::new("precise");
+        let m = after.add(0, info("M.main"), 1, 1);
+        for k in (0..=WIDE).rev() {
+            after.add(m, info(&format!("M.c{k}")), 2 * k as u64, 3);
+        }
+        let mut want = vec![("M.main".to_string(), 0, 0)];
+        for k in 0..=WIDE {
+            let (calls, bytecodes) = if k < WIDE {
+                (k as u64, 2)
+            } else {
+                (2 * k as u64, 3)
+            };
+            want.push((format!("M.main>M.c{k}"), calls, bytecodes));
+        }
+        want.sort();
+        assert_eq!(rows(&mct_delta(&before, &after)), want);
     }
 }

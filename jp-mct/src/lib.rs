@@ -16,13 +16,21 @@ pub use delta::{mct_delta, mct_delta_mapped};
 pub use folded::write_folded;
 pub use html::{write_flame_html, write_html, FlameTree, FrameCounts, DEFAULT_MIN_SHARE};
 pub use json::{write_json, write_json_cpu};
-pub use pprof::{write_pprof, MctCpu, PprofOptions, TimeRange};
+pub use pprof::{
+    folded_frame_name, write_pprof, write_pprof_folding, MctCpu, PprofOptions, TimeRange,
+};
 pub use read::read_json;
 pub use tree::write_tree;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+
+/// Frames a stack keeps in the formats that list every context's whole stack (pprof,
+/// folded): deeper frames fold into one marked frame ([`folded_frame_name`]). Real
+/// programs' trees are hundreds of frames deep; without a cap a hostile or runaway
+/// recursion makes these formats grow with the square of its depth.
+pub const MAX_STACK_FRAMES: usize = 2048;
 
 /// One calling context. Node 0 of an [`Mct`] is the root (no method, zero counts).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -267,6 +275,21 @@ pub(crate) mod tests {
         let g = t.add(f, info("Paper.g(I)V"), 10, 445);
         t.add(f, info("Paper.h()V"), 10, 10);
         t.add(g, info("Paper.h()V"), 55, 55);
+        t
+    }
+
+    /// A chain `depth` contexts deep (a runaway recursion through 1000 methods), each
+    /// context 1 call and 1 bytecode.
+    pub fn chain(depth: usize) -> Mct {
+        let mut t = Mct::new("precise");
+        let mut parent = 0;
+        for d in 0..depth {
+            let info = MethodInfo {
+                name: format!("m{}", d % 1000).into(),
+                file: None,
+            };
+            parent = t.add(parent, info, 1, 1);
+        }
         t
     }
 

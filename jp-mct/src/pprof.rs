@@ -6,13 +6,19 @@
 //! The tree's profile: sample types `calls/count` and `bytecodes/count`; one sample per
 //! context, its stack the chain of methods (leaf first); one location per method.
 //! [`write_pprof`] is its one writer; what else a profile carries (CPU per context, a
-//! time window) is said by one [`PprofOptions`].
+//! time window) is said by one [`PprofOptions`]. A stack keeps at most
+//! [`MAX_STACK_FRAMES`] frames: a hostile or runaway recursion would otherwise make the
+//! profile grow with the square of its depth (see [`stacks`]).
 //! Check a file with `go tool pprof -top -sample_index=bytecodes FILE`.
 
-use super::Mct;
+mod stacks;
+
+use super::{Mct, MAX_STACK_FRAMES};
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use std::collections::HashMap;
+pub use stacks::folded_frame_name;
+use stacks::{ContextStacks, OtherFrame, OtherFrames};
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -225,35 +231,49 @@ pub struct PprofOptions<'a> {
 
 /// Writes the tree's profile, gzipped: every pprof of a Method Call Tree is written here.
 pub fn write_pprof(t: &Mct, options: PprofOptions<'_>, w: &mut dyn Write) -> io::Result<()> {
-    w.write_all(&gzip(&mct_profile(t, options))?)
+    write_pprof_folding(t, options, w).map(|_| ())
 }
 
-/// The tree's profile message (not yet encoded).
-fn mct_profile(t: &Mct, options: PprofOptions<'_>) -> Profile {
+/// [`write_pprof`], returning how many contexts were deeper than
+/// [`MAX_STACK_FRAMES`] and went into folded samples (see [`stacks`]).
+pub fn write_pprof_folding(
+    t: &Mct,
+    options: PprofOptions<'_>,
+    w: &mut dyn Write,
+) -> io::Result<u64> {
+    let (profile, folded) = mct_profile(t, options);
+    w.write_all(&gzip(&profile)?)?;
+    Ok(folded)
+}
+
+/// The tree's profile message (not yet encoded), and the contexts folded.
+fn mct_profile(t: &Mct, options: PprofOptions<'_>) -> (Profile, u64) {
     let mut strings = Strings::default();
     let sample_type = sample_types(&mut strings, options.cpu.is_some());
     // Both are in the table already (the sample types').
     let (count, bytecodes) = (strings.get("count"), strings.get("bytecodes"));
     let methods = MethodLocations::of(t);
-    let mut sample = context_samples(t, &methods, options.cpu);
-    let kernel = match options.cpu {
-        Some(c) => kernel_samples(t, c, &methods, &mut sample),
-        None => Vec::new(),
-    };
+    let mut others = OtherFrames::after(methods.first_node.len() as u64);
+    let mut contexts = ContextStacks::walk(t, &methods.of_node, options.cpu);
+    let mut sample = std::mem::take(&mut contexts.samples);
+    sample.extend(contexts.folded_samples(&mut others));
+    if let Some(c) = options.cpu {
+        kernel_samples(t, c, &methods, &contexts, &mut others, &mut sample);
+    }
     let location = methods
         .first_node
         .iter()
         .map(|&(id, _)| id)
-        .chain(kernel.iter().map(|&(id, _)| id))
+        .chain(others.ids())
         .map(|id| Location {
             id,
             line: vec![Line { function_id: id }],
             ..Location::default()
         })
         .collect();
-    let function = functions(t, &methods, &kernel, &mut strings);
+    let function = functions(t, &methods, &others, &mut strings);
     let time = options.time.unwrap_or_default();
-    Profile {
+    let profile = Profile {
         sample_type,
         sample,
         location,
@@ -269,7 +289,8 @@ fn mct_profile(t: &Mct, options: PprofOptions<'_>) -> Profile {
         time_nanos: time.time_nanos,
         duration_nanos: time.duration_nanos,
         ..Profile::default()
-    }
+    };
+    (profile, contexts.folded_contexts)
 }
 
 /// `calls/count`, `bytecodes/count`, and `cpu/nanoseconds` when the profile has CPU.
@@ -318,72 +339,52 @@ impl MethodLocations {
             first_node,
         }
     }
-
-    /// The locations of the context `node`, leaf first (the root is none).
-    fn stack(&self, t: &Mct, node: usize) -> Vec<u64> {
-        let mut stack = Vec::new();
-        let mut at = Some(node);
-        while let Some(j) = at.filter(|&j| j != 0) {
-            stack.push(self.of_node[j]);
-            at = t.nodes[j].parent;
-        }
-        stack
-    }
-}
-
-/// One sample per context, in walk order: its counts, and its user-mode CPU when given.
-fn context_samples(t: &Mct, methods: &MethodLocations, cpu: Option<&MctCpu>) -> Vec<Sample> {
-    let mut sample = Vec::new();
-    t.walk(|i, _| {
-        let n = &t.nodes[i];
-        let mut values = vec![value(n.calls), value(n.bytecodes)];
-        if let Some(c) = cpu {
-            values.push(value(c.user_ns.get(i).copied().unwrap_or(0)));
-        }
-        sample.push(Sample {
-            location_id: methods.stack(t, i),
-            value: values,
-        });
-    });
-    sample
 }
 
 /// The kernel-mode CPU under contexts: one sample per (context, kernel function), its
-/// stack the kernel function's location over the context's. Returns the kernel
-/// functions' (location id, name), their ids following the methods'.
-fn kernel_samples<'c>(
+/// stack the kernel function's location over the context's (folded contexts: over their
+/// folded sample's stack, one sample per (folded stack, kernel function)).
+fn kernel_samples(
     t: &Mct,
-    cpu: &'c MctCpu,
+    cpu: &MctCpu,
     methods: &MethodLocations,
+    contexts: &ContextStacks,
+    others: &mut OtherFrames,
     sample: &mut Vec<Sample>,
-) -> Vec<(u64, &'c str)> {
-    let base = methods.first_node.len() as u64;
-    let mut id_of: HashMap<&str, u64> = HashMap::new();
-    let mut kernel: Vec<(u64, &str)> = Vec::new();
+) {
+    let mut folded: BTreeMap<(usize, u64), u64> = BTreeMap::new();
     for (node, name, ns) in &cpu.kernel {
         if *node >= t.nodes.len() {
             continue;
         }
-        let next = base + id_of.len() as u64 + 1;
-        let id = *id_of.entry(name).or_insert_with(|| {
-            kernel.push((next, name));
-            next
-        });
+        let id = others.id(OtherFrame::Kernel, name);
+        if let Some(group) = contexts.group_of(*node) {
+            let at = folded.entry((group, id)).or_insert(0);
+            *at = at.saturating_add(*ns);
+            continue;
+        }
         let mut stack = vec![id];
-        stack.extend(methods.stack(t, *node));
+        stack.extend(contexts.stack_of(t, &methods.of_node, *node));
         sample.push(Sample {
             location_id: stack,
             value: vec![0, 0, value(*ns)],
         });
     }
-    kernel
+    for ((group, id), ns) in folded {
+        let mut stack = vec![id];
+        stack.extend(contexts.folded_stack(group, others));
+        sample.push(Sample {
+            location_id: stack,
+            value: vec![0, 0, value(ns)],
+        });
+    }
 }
 
-/// The methods' functions, then the kernel functions' (in [`KERNEL_FILE`]).
+/// The methods' functions, then the other frames' (kernel functions in [`KERNEL_FILE`]).
 fn functions(
     t: &Mct,
     methods: &MethodLocations,
-    kernel: &[(u64, &str)],
+    others: &OtherFrames,
     strings: &mut Strings,
 ) -> Vec<Function> {
     let mut function: Vec<Function> = methods
@@ -401,25 +402,24 @@ fn functions(
             }
         })
         .collect();
-    let kernel_file = if kernel.is_empty() {
-        0
-    } else {
-        strings.get(KERNEL_FILE)
-    };
-    for &(id, name) in kernel {
+    for (id, kind, name) in others.frames() {
         let n = strings.get(name);
+        let filename = match kind {
+            OtherFrame::Kernel => strings.get(KERNEL_FILE),
+            OtherFrame::Folded => 0,
+        };
         function.push(Function {
             id,
             name: n,
             system_name: n,
-            filename: kernel_file,
+            filename,
         });
     }
     function
 }
 #[cfg(test)]
 mod tests {
-    use super::super::tests::paper_tree;
+    use super::super::tests::{chain, paper_tree};
     use super::*;
     use flate2::read::GzDecoder;
     use prost::Message as _;
@@ -432,7 +432,7 @@ mod tests {
         let mut raw = Vec::new();
         GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
         let p = Profile::decode(raw.as_slice()).unwrap();
-        assert_eq!(p, mct_profile(&paper_tree(), PprofOptions::default()));
+        assert_eq!(p, mct_profile(&paper_tree(), PprofOptions::default()).0);
         assert_eq!(p.string_table[0], "");
         let s = |i: i64| p.string_table[i as usize].clone();
         let types: Vec<(String, String)> = p
@@ -496,7 +496,86 @@ mod tests {
         assert_eq!((p.time_nanos, p.duration_nanos), (-5, 15_000_000_000));
         assert_eq!(
             p.sample,
-            mct_profile(&paper_tree(), PprofOptions::default()).sample
+            mct_profile(&paper_tree(), PprofOptions::default()).0.sample
+        );
+    }
+
+    fn decode(gz: &[u8]) -> (Profile, usize) {
+        let mut raw = Vec::new();
+        GzDecoder::new(gz).read_to_end(&mut raw).unwrap();
+        (Profile::decode(raw.as_slice()).unwrap(), raw.len())
+    }
+
+    #[test]
+    fn a_deep_chain_folds_below_the_cap_into_one_marked_frame() {
+        const DEPTH: usize = 100_000;
+        let folded = DEPTH - MAX_STACK_FRAMES;
+        let t = chain(DEPTH);
+        // Kernel CPU at the cap's context, below it (folded) and far below it.
+        let cap_node = MAX_STACK_FRAMES;
+        let cpu = MctCpu {
+            user_ns: vec![5; DEPTH + 1],
+            kernel: vec![
+                (cap_node, Arc::from("read"), 7),
+                (cap_node + 1, Arc::from("read"), 11),
+                (DEPTH, Arc::from("read"), 13),
+            ],
+        };
+        let options = PprofOptions {
+            cpu: Some(&cpu),
+            ..PprofOptions::default()
+        };
+        let mut gz = Vec::new();
+        assert_eq!(
+            write_pprof_folding(&t, options, &mut gz).unwrap(),
+            folded as u64
+        );
+        let (p, raw) = decode(&gz);
+        // 2048²/2 location ids of 2 bytes ≈ 4.2 MB (uncapped: 100 000²/2 · 3 B = 15 GB).
+        assert!(raw < 6 << 20, "{raw} bytes");
+        let s = |i: i64| p.string_table[i as usize].clone();
+        let name: HashMap<u64, String> = p.function.iter().map(|f| (f.id, s(f.name))).collect();
+        assert_eq!(p.sample.len(), MAX_STACK_FRAMES + 1 + 2);
+        for (k, smp) in p.sample[..MAX_STACK_FRAMES].iter().enumerate() {
+            assert_eq!(smp.location_id.len(), k + 1, "sample {k}");
+            assert_eq!(name[&smp.location_id[0]], format!("m{}", k % 1000));
+            assert_eq!(smp.value, vec![1, 1, 5]);
+        }
+        let marked = format!("[jp: {folded} deeper frames folded]");
+        let f = folded as i64;
+        let last = &p.sample[MAX_STACK_FRAMES];
+        assert_eq!(last.location_id.len(), MAX_STACK_FRAMES + 1);
+        assert_eq!(name[&last.location_id[0]], marked);
+        assert_eq!(
+            last.location_id[1..],
+            p.sample[MAX_STACK_FRAMES - 1].location_id[..]
+        );
+        assert_eq!(last.value, vec![f, f, 5 * f]);
+        // The cap's own context keeps its kernel sample; the folded ones add up.
+        let kernel: Vec<(String, String, usize, Vec<i64>)> = p.sample[MAX_STACK_FRAMES + 1..]
+            .iter()
+            .map(|smp| {
+                let ids = &smp.location_id;
+                (
+                    name[&ids[0]].clone(),
+                    name[&ids[1]].clone(),
+                    ids.len(),
+                    smp.value.clone(),
+                )
+            })
+            .collect();
+        let cap_method = format!("m{}", (MAX_STACK_FRAMES - 1) % 1000);
+        assert_eq!(
+            kernel,
+            vec![
+                (
+                    "read".into(),
+                    cap_method,
+                    MAX_STACK_FRAMES + 1,
+                    vec![0, 0, 7]
+                ),
+                ("read".into(), marked, MAX_STACK_FRAMES + 2, vec![0, 0, 24]),
+            ]
         );
     }
 }

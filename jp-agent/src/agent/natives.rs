@@ -74,7 +74,8 @@ pub(super) fn flat_tree(env: Env, bba: &str, arrays: [JObject; 4]) -> Result<Mct
     })
 }
 
-/// Writes `t` in `format` to `path` (through a temporary file, so a reader never sees half).
+/// Writes `t` in `format` to `path` (through a temporary file, so a reader never sees
+/// half: see [`crate::replace`]).
 pub fn write_file(t: &Mct, format: Format, path: &str) -> std::io::Result<()> {
     let mut buf = Vec::new();
     match format {
@@ -84,11 +85,7 @@ pub fn write_file(t: &Mct, format: Format, path: &str) -> std::io::Result<()> {
         Format::Tree => mct::write_tree(t, &mut buf)?,
         Format::Html => mct::write_html(t, &mut buf)?,
     }
-    let tmp = format!("{path}.{}.tmp", std::process::id());
-    std::fs::write(&tmp, &buf)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    crate::replace::replace_file(path, &buf)
 }
 
 pub(super) unsafe extern "system" fn native_method_name(

@@ -71,13 +71,9 @@ fn path(dir: &str, id: u64, ext: &str) -> String {
     format!("{}/window-{id}.{ext}", dir.trim_end_matches('/'))
 }
 
-/// Writes `text` to `path` through a temporary name.
+/// Writes `text` to `path` through a temporary name (see [`crate::replace`]).
 fn write_atomically(path: &str, text: &[u8]) -> std::io::Result<()> {
-    let tmp = format!("{path}.{}.tmp", std::process::id());
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    crate::replace::replace_file(path, text)
 }
 
 /// `DIR/window-ID.error`: one line, the reason a command was refused.

@@ -19,6 +19,7 @@ pub mod jvm_metrics;
 pub mod kernel_metrics;
 pub mod kernel_pprof;
 pub mod label;
+pub mod mct_pprof;
 mod prometheus;
 pub mod pyroscope;
 mod query;
@@ -361,7 +362,7 @@ async fn serve_jvm_pprof(State(ctx): State<Ctx>, RawQuery(query): RawQuery) -> R
             time: None,
         };
         let mut out = Vec::new();
-        let written = jp_mct::write_pprof(&tree, options, &mut out).map(|()| out);
+        let written = mct_pprof::write_pprof(&tree, options, &mut out).map(|()| out);
         gzipped_profile(written, &format!("jvm-{pid}.pb.gz"))
     })
     .await

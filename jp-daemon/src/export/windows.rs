@@ -113,7 +113,7 @@ pub async fn jvm_pprof(
                 }),
             };
             let mut out = Vec::new();
-            let written = jp_mct::write_pprof(&w.tree, options, &mut out).map(|()| out);
+            let written = super::mct_pprof::write_pprof(&w.tree, options, &mut out).map(|()| out);
             super::gzipped_profile(written, &format!("jvm-{pid}-window-{}.pb.gz", w.id))
         })
         .await,

@@ -377,7 +377,7 @@ pub fn export(
         pb::JvmExportFormat::Json => jp_mct::write_json_cpu(t, cpu, &mut v)?,
         pb::JvmExportFormat::Pprof => {
             let options = jp_mct::PprofOptions { cpu, time: None };
-            jp_mct::write_pprof(t, options, &mut v)?
+            crate::export::mct_pprof::write_pprof(t, options, &mut v)?
         }
         pb::JvmExportFormat::Folded => jp_mct::write_folded(t, &mut v)?,
         pb::JvmExportFormat::Tree => jp_mct::write_tree(t, &mut v)?,

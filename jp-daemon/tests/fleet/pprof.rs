@@ -114,3 +114,42 @@ fn go_tool_pprof_names_read_zero_with_the_profiles_values() {
     }
     jpd.stop();
 }
+
+/// A runaway (or hostile) recursion 100 000 deep: the profile keeps 2048 frames a
+/// stack, the contexts below add up under one marked frame, and `go tool pprof` reads it.
+#[test]
+fn go_tool_pprof_reads_a_deep_chain_capped_with_its_marked_frame() {
+    const DEPTH: usize = 100_000;
+    let cap = jp_mct::MAX_STACK_FRAMES;
+    let mut t = jp_mct::Mct::new("precise");
+    let mut parent = 0;
+    for d in 0..DEPTH {
+        let info = jp_mct::MethodInfo {
+            name: format!("Deep.m{}()V", d % 1000).into(),
+            file: Some("Deep.java".into()),
+        };
+        parent = t.add(parent, info, 1, 1);
+    }
+    let mut gz = Vec::new();
+    let folded = jp_mct::write_pprof_folding(&t, jp_mct::PprofOptions::default(), &mut gz)
+        .expect("write the profile");
+    assert_eq!(folded, (DEPTH - cap) as u64);
+    // About cap²/2 location ids, gzipped: far below the uncapped gigabytes.
+    assert!(gz.len() < 1 << 20, "{} bytes gzipped", gz.len());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("deep.pb.gz");
+    std::fs::write(&file, &gz).expect("write profile");
+
+    let (rows, text) = go_top(&file, "bytecodes");
+    let flat: HashMap<String, f64> = rows.into_iter().map(|(v, n)| (n, v)).collect();
+    let marked = format!("[jp: {folded} deeper frames folded]");
+    assert_eq!(flat.get(&marked), Some(&(folded as f64)), "{text}");
+    // Above the cap every context is its own: m0..m47 three times (depths k, k+1000,
+    // k+2000), the others twice.
+    assert_eq!(flat.len(), 1001, "{text}");
+    for m in 0..1000 {
+        let name = format!("Deep.m{m}()");
+        let want = if m < cap - 2000 { 3.0 } else { 2.0 };
+        assert_eq!(flat.get(&name), Some(&want), "{name}: {text}");
+    }
+}

@@ -29,7 +29,7 @@ use jp_mct::{Mct, MethodInfo, PprofOptions, TimeRange};
 
 use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
 use crate::export::label::label_value;
-use crate::export::{kernel_pprof, ExportState};
+use crate::export::{kernel_pprof, mct_pprof, ExportState};
 use crate::store::jvm::CpuSnapshot;
 use crate::store::read::{self, KernelSince, ReadJvm, ReadWindows};
 
@@ -253,7 +253,7 @@ fn jvms(
             }),
         };
         let mut profile = Vec::new();
-        if let Err(e) = jp_mct::write_pprof(&delta, options, &mut profile) {
+        if let Err(e) = mct_pprof::write_pprof(&delta, options, &mut profile) {
             log::warn!("pyroscope: cannot encode JVM {}'s tree: {e}", s.pid);
             base.generation = None;
             continue;
@@ -336,18 +336,21 @@ pub fn add_into(base: &mut Mct, delta: &Mct) {
         let Some(dn) = delta.nodes.get(d) else {
             continue;
         };
+        // By method name only, as `mct_delta` (the file may arrive later); by an index,
+        // not one by one: a node may have a JVM's whole method table as children.
+        let mut children: HashMap<Arc<str>, usize> = HashMap::new();
+        if let Some(bn) = base.nodes.get(b) {
+            for &x in &bn.children {
+                if let Some(xn) = base.nodes.get(x) {
+                    children.entry(Arc::clone(&xn.method)).or_insert(x);
+                }
+            }
+        }
         for &c in &dn.children {
             let Some(cn) = delta.nodes.get(c) else {
                 continue;
             };
-            // By method name only, as `mct_delta` (the file may arrive later).
-            let found = base.nodes.get(b).and_then(|bn| {
-                bn.children
-                    .iter()
-                    .copied()
-                    .find(|&x| base.nodes.get(x).is_some_and(|x| x.method == cn.method))
-            });
-            let bc = match found {
+            let bc = match children.get(&cn.method).copied() {
                 Some(x) => {
                     let n = &mut base.nodes[x];
                     n.calls = n.calls.saturating_add(cn.calls);
@@ -357,15 +360,19 @@ pub fn add_into(base: &mut Mct, delta: &Mct) {
                     }
                     x
                 }
-                None => base.add(
-                    b,
-                    MethodInfo {
-                        name: Arc::clone(&cn.method),
-                        file: cn.file.clone(),
-                    },
-                    cn.calls,
-                    cn.bytecodes,
-                ),
+                None => {
+                    let x = base.add(
+                        b,
+                        MethodInfo {
+                            name: Arc::clone(&cn.method),
+                            file: cn.file.clone(),
+                        },
+                        cn.calls,
+                        cn.bytecodes,
+                    );
+                    children.insert(Arc::clone(&cn.method), x);
+                    x
+                }
             };
             stack.push((c, bc));
         }

@@ -9,7 +9,7 @@ use jp_mct::{PprofOptions, TimeRange};
 use super::collect::{nanos, series_with, service_name, unix_nanos, Baselines, Labeling};
 use super::wire::RawProfileSeries;
 use crate::export::label::label_value;
-use crate::export::ExportState;
+use crate::export::{mct_pprof, ExportState};
 use crate::store::read::ReadWindows;
 
 pub const WINDOW_SCOPE_LABEL: &str = "window_scope";
@@ -35,7 +35,7 @@ pub fn collect(
             }),
         };
         let mut profile = Vec::new();
-        if let Err(e) = jp_mct::write_pprof(&w.tree, options, &mut profile) {
+        if let Err(e) = mct_pprof::write_pprof(&w.tree, options, &mut profile) {
             log::warn!(
                 "pyroscope: cannot encode window {} of JVM {}: {e}",
                 w.id,

@@ -2,7 +2,9 @@
 //! of counters, and an open-addressing index keyed by (parent, method) that finds a
 //! child without child lists (4 bytes a slot, at most 7/8 full: linear probing stays short
 //! for the lookups, which only definitions make, and the index is the biggest part per
-//! node after the counters).
+//! node after the counters). The JVM chooses the method ids, so the index hashes them
+//! with a random key of its own table ([`SlotHasher`]): ids chosen to collide under a
+//! fixed multiplier would otherwise make every definition walk one long run of slots.
 //!
 //! Links and counters live in [`ChunkVec`]s (see there why; [`NodeTable::freeze`] takes
 //! a snapshot of both in O(chunks)). Per-method totals follow every change of a node's
@@ -55,6 +57,10 @@ pub(crate) struct NodeTable {
     methods: MethodCounts,
     /// Some node's [`OUTER`] flag is not known (deeper than [`DEPTH_CAP`]).
     deep: bool,
+    hasher: SlotHasher,
+    /// Slots looked at by the definitions so far (what a collision attack inflates).
+    #[cfg(test)]
+    probes: u64,
 }
 
 /// The tree's links and counters as they were at [`NodeTable::freeze`]. The links
@@ -67,10 +73,35 @@ pub(crate) struct FrozenTree {
     pub deep: bool,
 }
 
-#[inline]
-fn slot(parent: u32, mid: u32, mask: usize) -> usize {
-    let key = (u64::from(parent) << 32) | u64::from(mid);
-    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask
+/// The index's hash of (parent, mid): a keyed mix whose key is drawn at random for
+/// each table, so that which ids collide cannot be known outside jpd.
+#[derive(Clone, Copy)]
+struct SlotHasher {
+    key: u64,
+}
+
+impl SlotHasher {
+    /// A key from the standard library's per-process random hash keys (each
+    /// `RandomState` differs from the last).
+    fn random() -> SlotHasher {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(0);
+        SlotHasher { key: h.finish() }
+    }
+
+    /// The murmur3 finalizer over the keyed id: every bit of the key and the id moves
+    /// every bit of the slot.
+    #[inline]
+    fn slot(self, parent: u32, mid: u32, mask: usize) -> usize {
+        let mut x = ((u64::from(parent) << 32) | u64::from(mid)) ^ self.key;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^= x >> 33;
+        x as usize & mask
+    }
 }
 
 impl NodeTable {
@@ -85,6 +116,9 @@ impl NodeTable {
             total_bytecodes: 0,
             methods: MethodCounts::default(),
             deep: false,
+            hasher: SlotHasher::random(),
+            #[cfg(test)]
+            probes: 0,
         };
         t.links.push([NONE, NONE]);
         t.counts.push([0, 0]);
@@ -103,8 +137,12 @@ impl NodeTable {
             return None;
         }
         let mask = self.index.len() - 1;
-        let mut s = slot(parent, mid, mask);
+        let mut s = self.hasher.slot(parent, mid, mask);
         loop {
+            #[cfg(test)]
+            {
+                self.probes += 1;
+            }
             let v = self.index[s];
             if v == NONE {
                 break;
@@ -157,7 +195,7 @@ impl NodeTable {
         let mut index = vec![NONE; size];
         let mask = size - 1;
         for (i, l) in self.links.iter().enumerate().skip(1) {
-            let mut s = slot(l[0], l[1] & !OUTER, mask);
+            let mut s = self.hasher.slot(l[0], l[1] & !OUTER, mask);
             while index[s] != NONE {
                 s = (s + 1) & mask;
             }
@@ -280,6 +318,36 @@ mod tests {
         t.sub(2, 1, 1);
         assert_eq!(t.counts(2), Some([2, 3]));
         assert_eq!(t.totals(), (2, 3));
+    }
+
+    /// Method ids that all fall in one slot under the fixed multiplier this index once
+    /// used (`key * 0x9E37_79B9_7F4A_7C15 >> 32`, masked), for every table of up to
+    /// 2^16 slots.
+    fn ids_colliding_under_a_fixed_multiplier(n: usize) -> Vec<u32> {
+        (1u32..)
+            .filter(|&mid| (u64::from(mid).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) & 0xFFFF == 0)
+            .take(n)
+            .collect()
+    }
+
+    #[test]
+    fn colliding_method_ids_define_in_few_probes() {
+        const N: usize = 3000;
+        let mids = ids_colliding_under_a_fixed_multiplier(N);
+        let mut t = NodeTable::new(N);
+        for (i, &mid) in mids.iter().enumerate() {
+            assert_eq!(t.child(0, mid), Some(i as u32 + 1));
+        }
+        // Under the fixed multiplier this is N²/2 = 4.5 M probes; a random key gives a
+        // few per definition (the table is at most 7/8 full).
+        assert!(
+            t.probes <= 8 * N as u64,
+            "{} probes for {N} definitions",
+            t.probes
+        );
+        for (i, &mid) in mids.iter().enumerate() {
+            assert_eq!(t.child(0, mid), Some(i as u32 + 1));
+        }
     }
 
     #[test]
