@@ -117,7 +117,7 @@ impl<S: RecordSink> Manager<S> {
             last_error: String::new(),
             last_error_log: None,
             // A scan is the longest regular step between two ticks.
-            heartbeat: Heartbeat::register(USDT_MANAGER, scan_interval),
+            heartbeat: Heartbeat::register(USDT_MANAGER, options.scan_interval),
         }
     }
 
