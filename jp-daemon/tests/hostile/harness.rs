@@ -84,6 +84,10 @@ impl Scene {
     pub fn start(extra: &str) -> Scene {
         let turn = crate::support::exclusive();
         let dir = tempfile::tempdir().expect("temp dir");
+        // Fake agents may run as another user: they must reach their program.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod the scene's directory");
         // The default library name: jpd's default configuration watches for it.
         let (_, fake_prog) = fake_agent::build(dir.path(), AGENT_LIBRARY);
         let jpd = Jpd::start(&format!("{CONFIG}{extra}"));
@@ -151,6 +155,10 @@ impl Scene {
     /// A fake agent, started, seen by jpd and given a generation: (agent, tid, generation).
     pub fn fake_agent(&self) -> (Agent, u32, u64) {
         let mut agent = Agent::spawn(self.fake_command());
+        agent.ask("wait");
+        // jpd may write a second generation right after the first (a re-send asked at
+        // discovery): the hello must answer the latest.
+        std::thread::sleep(Duration::from_millis(500));
         let answer = agent.ask("wait");
         let f: Vec<&str> = answer.split_whitespace().collect();
         assert!(f.len() == 7 && f[0] == "ready", "{answer:?}");

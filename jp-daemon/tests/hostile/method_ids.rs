@@ -9,15 +9,17 @@ use crate::records::{fire, hello, node, thread_tree};
 const NODES: usize = 60_000;
 /// The index's multiplier: keys are `parent << 32 | mid`.
 const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
-/// Bits of the bucket all the keys share: they collide in every table of up to 2^16
+/// Bits of the bucket all the keys share: they collide in every table of up to 2^15
 /// buckets and fall in a handful of runs in bigger ones.
-const SHARED_BITS: u32 = 16;
+const SHARED_BITS: u32 = 15;
+/// Method ids are below 2^31 on the wire.
+const MAX_MID: u32 = (1 << 31) - 1;
 
 /// Method ids (children of the root) that land in bucket 0 of every table of at most
 /// 2^SHARED_BITS buckets.
 fn colliding_mids(n: usize) -> Vec<u32> {
     let mask = (1u64 << SHARED_BITS) - 1;
-    (1..=u32::MAX)
+    (1..=MAX_MID)
         .filter(|&mid| (u64::from(mid).wrapping_mul(MULTIPLIER) >> 32) & mask == 0)
         .take(n)
         .collect()

@@ -117,9 +117,35 @@ pub fn node(node: u32, parent: u32, mid: u32) -> TreeEntry {
     }
 }
 
-/// Fires `records` through the fake agent (via a file of the scene): how many fired.
+/// Records and bytes fired at once: the attacker paces itself to stay under a
+/// process's rate (`records_per_second_per_process`, 20 000 by default) and to leave
+/// the shared ring room, so that what it sends arrives and does its harm.
+const CHUNK_RECORDS: usize = 1000;
+const CHUNK_BYTES: usize = 256 << 10;
+const PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Fires `records` through the fake agent (via a file of the scene), paced in chunks:
+/// how many fired.
 pub fn fire(agent: &mut Agent, file: &Path, records: &[Vec<u8>]) -> u64 {
-    write_records(file, records);
-    let (fired, _) = agent.fire(&format!("fire {}", file.display()));
+    let mut fired = 0;
+    let mut rest = records;
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let n = rest
+            .iter()
+            .take(CHUNK_RECORDS)
+            .take_while(|r| {
+                bytes += r.len();
+                bytes <= CHUNK_BYTES
+            })
+            .count()
+            .max(1);
+        write_records(file, &rest[..n]);
+        fired += agent.fire(&format!("fire {}", file.display())).0;
+        rest = &rest[n..];
+        if !rest.is_empty() {
+            std::thread::sleep(PAUSE);
+        }
+    }
     fired
 }

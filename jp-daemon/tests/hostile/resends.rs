@@ -73,4 +73,6 @@ fn endless_resends_are_spaced_and_cost_the_real_jvm_nothing() {
         "jpd asked the attacker to re-send {asked} times in {ATTACK_FOR:?} (at most \
          {MAX_ATTACKER_RESENDS}: re-sends back off per JVM)"
     );
+    // The losses past the backoff were noted and the re-sends deferred, and counted.
+    outcome.assert_refused("ring", "resend_deferred", |n| n >= 1);
 }

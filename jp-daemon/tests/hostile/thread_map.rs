@@ -53,8 +53,8 @@ fn a_thread_map_filler_does_not_unjoin_the_real_jvm() {
         "the real JVM's CPU was not joined to its contexts: {contexts} of {app} ns; entry {}",
         jvm.entry
     );
-    // The filler's slots beyond its quota were refused, each one counted.
-    outcome.assert_refused("sampler_map", "uid_quota", |n| {
+    // The filler's threads beyond its JVM's share of the map were left out, and counted.
+    outcome.assert_refused("sampler_map", "jvm_quota", |n| {
         n >= 1 && n <= u64::from(SLOTS)
     });
 }

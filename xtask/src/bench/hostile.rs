@@ -1,9 +1,10 @@
 //! `cargo xtask bench hostile [--quick]`: what each attack of jp-daemon's `hostile`
 //! suite costs jpd and the real JVM beside it. Each attack's test runs ROUNDS times
-//! with `JP_HOSTILE_MEASURE` set: its scene then times the real JVM's rounds before and
-//! during the attack (same JVM, same run, side by side) and jpd's CPU over the attack,
-//! and appends them as one JSON line. Per attack: the median slowdown of the real JVM
-//! (a round during the attack against one before it) with its range over the runs,
+//! with `JP_HOSTILE_MEASURE` set: its scene then times the real JVM's rounds without
+//! the attack (before and after it) and during it (same JVM, same run, side by side) and
+//! jpd's CPU over the attack, and appends them as one JSON line. Per attack: the median
+//! slowdown of the real JVM (the median round during the attack against the median
+//! round without it) with its range over the runs,
 //! jpd's peak resident memory and its growth over the baseline against the store
 //! budget, jpd's CPU, and whether the test's goals held.
 use std::path::Path;
@@ -61,7 +62,7 @@ const MAX_SLOWDOWN: f64 = 0.05;
 /// One run of one attack, as its scene measured it.
 struct Run {
     passed: bool,
-    /// Median round during the attack over the median round before it.
+    /// Median round during the attack over the median round without it, less one.
     slowdown: Option<f64>,
     peak_mib: f64,
     growth_mib: f64,
@@ -159,8 +160,9 @@ fn table(rows: &[(&str, Vec<Run>)], rounds: usize, quick: bool) -> String {
         "## Hostile load: `cargo xtask bench hostile`\n\n\
          Each attack of the `hostile` suite beside a real JVM (JDK 17, the real agent, the \
          `Phases` workload), jpd with its default configuration; {rounds} run(s) per attack{}. \
-         Real JVM: the median round during the attack against the median round before it, in \
-         the same JVM and run (range over the runs). jpd: peak resident memory (VmHWM), its \
+         Real JVM: the median round during the attack against the median round without it \
+         (before and after), in the same JVM and run (range over the runs; a round lasts a \
+         few hundred ms, so a short attack is measured on few rounds). jpd: peak resident memory (VmHWM), its \
          growth over the resident memory before the attack, and its CPU over the attack (% of \
          one core). Goals: growth within the store budget ({BUDGET_MIB} MiB), the real JVM \
          slowed by at most {:.0} %, `jpctl status` always within 1 s, every refusal counted.\n\n\
