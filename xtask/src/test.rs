@@ -29,6 +29,9 @@ pub enum Suite {
     E2e,
     /// jp-daemon's `fleet`: jpd with the real peers (root).
     Fleet,
+    /// jp-daemon's `hostile`: well-formed hostile records beside a real JVM with the real
+    /// agent, against the delivered jpd (root).
+    Hostile,
     /// jp-agent's test binaries: exact counts against the oracle, the rewriter.
     Agent,
     /// jpctl's test binaries.
@@ -49,7 +52,7 @@ impl Suite {
             Suite::Unit => &[],
             Suite::Api | Suite::Usdt => &[AgentLib],
             Suite::Kernel => &[Jpctl],
-            Suite::E2e => &[Jpd, Jpctl, AgentLib],
+            Suite::E2e | Suite::Hostile => &[Jpd, Jpctl, AgentLib],
             Suite::Fleet => &Deliverable::ALL,
             Suite::Agent => &[AgentLib, AgentJar],
             Suite::Jpctl => &[Jpctl, AgentLib],
@@ -66,6 +69,7 @@ impl Suite {
             Suite::Usdt => Some(("jp-daemon", "usdt")),
             Suite::E2e => Some(("jp-daemon", "e2e")),
             Suite::Fleet => Some(("jp-daemon", "fleet")),
+            Suite::Hostile => Some(("jp-daemon", "hostile")),
             Suite::Agent => Some(("jp-agent", "*")),
             Suite::Jpctl => Some(("jpctl", "*")),
             Suite::Bench => Some(("xtask", "bench_windows")),

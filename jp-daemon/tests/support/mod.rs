@@ -1,4 +1,4 @@
-//! The one support module of jpd's test suites (`api`, `kernel`, `usdt`, `e2e`,
+//! The one support module of jpd's test suites (`api`, `kernel`, `usdt`, `e2e`, `hostile`,
 //! `fleet`): the root check, the lock that makes heavy tests
 //! take turns and a kernel workload here; each family's scaffolding in its submodule.
 #![allow(dead_code)] // each suite uses a different part
@@ -9,6 +9,7 @@ pub mod kernel;
 pub mod systemd_container;
 pub mod tls;
 pub mod tmux;
+pub mod tree;
 pub mod usdt;
 
 use std::io::{Read, Write};

@@ -9,6 +9,7 @@ mod cpu;
 mod fleet;
 mod floor;
 mod harness;
+mod hostile;
 mod jvm;
 mod kernel;
 mod report;
@@ -51,6 +52,13 @@ pub enum Which {
         #[arg(value_enum)]
         parts: Vec<cpu::Part>,
     },
+    /// Hostile load: each attack of the `hostile` suite beside a real JVM; jpd's peak
+    /// memory and CPU, the real JVM's rounds during the attack against before it.
+    Hostile {
+        /// One run per attack instead of three.
+        #[arg(long)]
+        quick: bool,
+    },
     /// Exact windows: a dormant agent's cost, opening and closing a window (wall,
     /// safepoints, JIT), the program inside a window, repeated windows, attach to counting.
     Windows {
@@ -89,6 +97,7 @@ pub fn run(which: Which) -> Result<()> {
         Which::Usdt => usdt::run(&everything()?),
         Which::Fleet { parts } => fleet::run(&everything()?, &parts),
         Which::Cpu { parts } => cpu::run(&everything()?, &parts),
+        Which::Hostile { quick } => hostile::run(&everything()?, quick),
         Which::Windows {
             parts,
             jdk,
