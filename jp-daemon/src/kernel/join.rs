@@ -167,6 +167,12 @@ pub struct JoinState {
     /// tid, stream) → the tid as jpd sees it: a sync looks in /proc only for new ones
     /// (syncs follow every announcement, and a JVM may have thousands of threads).
     owned: OwnedThreads,
+    /// Announced threads found gone at an earlier sync, (tgid, announced tid, stream):
+    /// a thread id that ended does not come back to the same stream, so they are not
+    /// looked up again. Without this, a process announcing thousands of made-up thread
+    /// ids cost two /proc lookups each at every sync, and every sync follows an
+    /// announcement of any JVM.
+    gone: HashSet<(u32, u32, u64)>,
     left_out: LeftOut,
 }
 
@@ -183,7 +189,7 @@ impl JoinState {
         else {
             return Ok(());
         };
-        let (want, owned) = self.owned_threads(&announced, join);
+        let (want, owned, gone) = self.owned_threads(&announced, join);
         let capacity = maps::JVM_THREADS.max_entries as usize;
         let (want, over_quota) = fair_share(want, &self.threads, capacity);
         let pids = joined_pids(&want, jvms);
@@ -195,6 +201,7 @@ impl JoinState {
         self.write_pids(ebpf, &pids)?;
         self.threads = written;
         self.owned = owned;
+        self.gone = gone;
         self.pids = pids;
         self.version = Some(version);
         Ok(())
@@ -206,12 +213,17 @@ impl JoinState {
         &self,
         announced: &[SlotThread],
         join: &dyn ContextJoin,
-    ) -> (SampledThreads, OwnedThreads) {
+    ) -> (SampledThreads, OwnedThreads, HashSet<(u32, u32, u64)>) {
         let mut want = SampledThreads::new();
         let mut namespaced = NamespacedTids::default();
         let mut owned = HashMap::with_capacity(announced.len());
+        let mut gone = HashSet::new();
         for t in announced {
             let id = (t.tgid, t.tid, t.stream);
+            if self.gone.contains(&id) {
+                gone.insert(id);
+                continue;
+            }
             let tid = match self.owned.get(&id) {
                 Some(&tid) => tid,
                 None => match thread_owner(t.tgid, t.tid, &mut namespaced) {
@@ -222,7 +234,10 @@ impl JoinState {
                     }
                     // Ended since it announced itself (its end record is on its way):
                     // nothing to read any more, and nothing to hold against the JVM.
-                    Owner::Gone => continue,
+                    Owner::Gone => {
+                        gone.insert(id);
+                        continue;
+                    }
                 },
             };
             owned.insert(id, tid);
@@ -239,7 +254,7 @@ impl JoinState {
                 },
             );
         }
-        (want, owned)
+        (want, owned, gone)
     }
 
     /// Brings `JP_JVM_PIDS` from what the last sync wrote to `pids`.

@@ -36,8 +36,9 @@ uint64_t jp_generation(void) { return jp_usdt_control.generation; }
 
 /// Commands, one per line: `wait` (semaphore set and a generation written), `gen_after
 /// G` (a generation other than G), `fire PATH` (records in PATH, each a u32 LE length
-/// then the bytes), `long N`, `bad N` (address 16), `flood N SIZE`, `sema`, `exit`. Each answers
-/// one line.
+/// then the bytes), `long N`, `bad N` (address 16), `flood N SIZE`, `threads N PATH` (N more
+/// threads that sleep until exit, their ids written to PATH, one a line), `sema`, `exit`.
+/// Each answers one line.
 const PROG_C: &str = r#"
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -45,10 +46,46 @@ const PROG_C: &str = r#"
 #include <string.h>
 #include <stdint.h>
 #include <unistd.h>
+#include <pthread.h>
 
 int jp_fire(const void *addr, unsigned long len);
 unsigned short jp_semaphore(void);
 uint64_t jp_generation(void);
+
+static volatile pid_t *thread_ids;
+static volatile long threads_started;
+
+static void *sleeper(void *arg) {
+    thread_ids[(long)arg] = gettid();
+    __atomic_add_fetch(&threads_started, 1, __ATOMIC_SEQ_CST);
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* Starts n threads with small stacks; writes their ids to path. */
+static long start_threads(long n, const char *path) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    thread_ids = calloc(n, sizeof(pid_t));
+    threads_started = 0;
+    long made = 0;
+    for (long i = 0; i < n; i++) {
+        pthread_t t;
+        if (pthread_create(&t, &attr, sleeper, (void *)i) != 0)
+            break;
+        made++;
+    }
+    while (threads_started < made)
+        usleep(1000);
+    FILE *f = fopen(path, "w");
+    for (long i = 0; f && i < made; i++)
+        fprintf(f, "%d\n", thread_ids[i]);
+    if (f)
+        fclose(f);
+    return made;
+}
 
 int main(void) {
     char line[4096];
@@ -93,6 +130,8 @@ int main(void) {
             }
             free(buf);
             printf("fired %ld tid %d\n", fired, gettid());
+        } else if (sscanf(line, "threads %llu %3999s", &a, path) == 2) {
+            printf("threads %ld\n", start_threads((long)a, path));
         } else if (strncmp(line, "sema", 4) == 0) {
             printf("sema %u\n", jp_semaphore());
         } else if (strncmp(line, "exit", 4) == 0) {
@@ -135,6 +174,7 @@ pub fn build(dir: &Path, library: &str) -> (PathBuf, PathBuf) {
             dir.to_str().unwrap(),
             &link_name,
             "-Wl,-rpath,$ORIGIN",
+            "-pthread",
         ],
     ] {
         let out = Command::new("cc")
