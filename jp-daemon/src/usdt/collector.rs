@@ -31,7 +31,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use super::attach::UprobePmu;
-use super::fair::RingShare;
 use super::manager::{Manager, Tick};
 use super::program::UsdtProgram;
 use super::ring::{self, ReaderStats};
@@ -40,34 +39,7 @@ use crate::store::jvm::sink::UsdtStatus;
 
 use crate::store::jvm::sink::RecordSink;
 
-/// What the collector needs from the configuration.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UsdtOptions {
-    /// File name of the agent library in `/proc/PID/maps`.
-    pub library: String,
-    /// How often `/proc` is rescanned for new and exited processes.
-    pub scan_interval: Duration,
-    /// Size of the ring buffer (a power of two, 64 KiB to 1 GiB).
-    pub ring_buffer_bytes: u32,
-    /// Hold the kernel's BPF run-time statistics on while running (`kernel.bpf_stats`):
-    /// they make every BPF program on the host pay two clock reads per run, so only
-    /// when asked. Without them the program's run count and time read 0.
-    pub bpf_stats: bool,
-    /// Each process's share of the ring, and who may use it.
-    pub share: RingShare,
-}
-
-impl Default for UsdtOptions {
-    fn default() -> Self {
-        UsdtOptions {
-            library: jp_common::wire::AGENT_LIBRARY.to_owned(),
-            scan_interval: Duration::from_secs(1),
-            ring_buffer_bytes: 8 << 20,
-            bpf_stats: false,
-            share: RingShare::default(),
-        }
-    }
-}
+pub use super::options::UsdtOptions;
 
 /// How often new processes and re-send requests are looked at, between scans.
 pub const TICK: Duration = Duration::from_millis(100);

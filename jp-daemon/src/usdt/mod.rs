@@ -20,6 +20,7 @@ pub mod fair;
 mod manager;
 pub mod maps;
 pub mod notes;
+pub mod options;
 pub mod program;
 pub mod ring;
 pub mod spec;

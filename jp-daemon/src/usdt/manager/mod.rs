@@ -88,7 +88,7 @@ impl<S: RecordSink> Manager<S> {
     pub(super) fn new(
         program: UsdtProgram,
         pmu: UprobePmu,
-        options: &super::collector::UsdtOptions,
+        options: &super::options::UsdtOptions,
         sink: Arc<Mutex<S>>,
         reader_stats: Arc<ReaderStats>,
     ) -> Manager<S> {
