@@ -493,7 +493,13 @@ mod tests {
         let b = ingest_throughput(1000, 50_000);
         assert!(b.node_updates >= 50_000, "{b:?}");
         assert!(b.records > 0 && b.seconds > 0.0);
-        assert!(b.bytes_per_node_live > b.bytes_per_node_ended);
+        // Ended threads keep their node maps (for late CPU samples) and their counts as
+        // a map of the nodes they reached, all charged to the store's budget: they may
+        // cost more per node than live threads' dense slots, but within twice as much.
+        assert!(
+            b.bytes_per_node_ended > 0.0 && b.bytes_per_node_ended < 2.0 * b.bytes_per_node_live,
+            "{b:?}"
+        );
     }
 
     #[test]

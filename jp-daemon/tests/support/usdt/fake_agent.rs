@@ -174,6 +174,10 @@ pub fn build(dir: &Path, library: &str) -> (PathBuf, PathBuf) {
             dir.to_str().unwrap(),
             &link_name,
             "-Wl,-rpath,$ORIGIN",
+            // DT_RPATH, not DT_RUNPATH: it wins over LD_LIBRARY_PATH, in which cargo's
+            // test runner may list the real libjpagent.so (when the fake library bears
+            // the agent's name, the program must still load the fake one beside it).
+            "-Wl,--disable-new-dtags",
             "-pthread",
         ],
     ] {
