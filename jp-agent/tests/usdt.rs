@@ -725,9 +725,17 @@ fn resync_jdk17() {
 /// Counted, not timed: with a new generation before nearly every report, sends that
 /// ignored the budget would number about as many as the reports.
 #[test]
-fn a_generation_storm_keeps_the_report_budget() {
-    let jdk = Jdk::J17;
-    let dir = scratch("usdt-generation-storm");
+fn a_generation_storm_keeps_the_report_budget_jdk17() {
+    generation_storm(Jdk::J17);
+}
+
+#[test]
+fn a_generation_storm_keeps_the_report_budget_jdk25() {
+    generation_storm(Jdk::J25);
+}
+
+fn generation_storm(jdk: Jdk) {
+    let dir = scratch(&format!("usdt-generation-storm-{}", jdk.name()));
     let json_path = dir.join("storm.json");
     let tap_path = dir.join("storm.tap");
     let lib = untraced_agent(&dir);
