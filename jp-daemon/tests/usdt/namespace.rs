@@ -4,7 +4,8 @@
 //! gcc, systemtap-sdt-dev and unshare (util-linux).
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
@@ -40,7 +41,7 @@ fn probe_through_proc(child: &mut Child, name: &str, sema: u64) -> String {
         .collect();
     assert_eq!(found.len(), 1, "{found:?}");
     let file = &found[0].1;
-    let path = maps::host_path(pid, file).unwrap();
+    let path = host_path(pid, file).unwrap();
     let probes = notes::read_file(&path).unwrap();
     let tick = probes.iter().find(|p| p.name == "tick").unwrap();
     let pmu = UprobePmu::from_sysfs().unwrap();
@@ -133,4 +134,33 @@ fn program_whose_file_was_deleted() {
         "{report}"
     );
     println!("{report}");
+}
+
+/// A host path to the file `pid` maps (jpd itself opens mappings through
+/// `map_files` only), checked to be that file (same device and inode):
+/// through the process's root, else through its `map_files` entry.
+fn host_path(pid: u32, file: &maps::MappedFile) -> std::io::Result<PathBuf> {
+    let candidates = [
+        PathBuf::from(format!("/proc/{pid}/root{}", file.path)),
+        PathBuf::from(format!(
+            "/proc/{pid}/map_files/{:x}-{:x}",
+            file.start, file.end
+        )),
+    ];
+    for path in candidates {
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        let dev = (libc::major(meta.dev()), libc::minor(meta.dev()));
+        if dev == file.dev && meta.ino() == file.inode {
+            return Ok(path);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!(
+            "no path from this namespace to {} (dev {}:{}, inode {}) mapped by process {pid}",
+            file.path, file.dev.0, file.dev.1, file.inode
+        ),
+    ))
 }
