@@ -6,6 +6,10 @@
 //! the file in `target/jp/` of the workspace (of `$CARGO_TARGET_DIR` if set, as
 //! `cargo xtask build` does); a missing file fails the test with a
 //! message saying to run `cargo xtask build` (never a skip).
+//!
+//! Also one way to read a process's resident memory ([`memory`]).
+pub mod memory;
+
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 

@@ -8,41 +8,11 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use crate::support::jpd::{http_get, metric, Jpd};
+use jp_testkit::memory::{resident_kib, settled_resident_kib};
 use serde_json::Value;
 
 fn jpd_exporting(export_extra: &str) -> Jpd {
     Jpd::start_exporting("", &[], "", export_extra, &[])
-}
-
-/// jpd's resident set, in KiB.
-fn rss_kib(jpd: &Jpd) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", jpd.pid())).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
-/// jpd's resident set once its start-up is over: its first reads of the kernel's
-/// counter arrays (two of 4.7 MiB per CPU here) come some 300 ms after it answers,
-/// and would be charged to whatever a test does first. Waits for two reads half a
-/// second apart that differ by less than 256 KiB.
-fn settled_rss_kib(jpd: &Jpd) -> u64 {
-    let t0 = Instant::now();
-    let mut last = rss_kib(jpd);
-    loop {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = rss_kib(jpd);
-        if now.abs_diff(last) < 256 {
-            return now;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "jpd's memory never settled ({last} KiB, then {now} KiB)"
-        );
-        last = now;
-    }
 }
 
 /// `http/<reason>` as `jpctl status --json` says it, read over the Unix socket (a
@@ -103,7 +73,7 @@ fn two_thousand_idle_connections_do_not_stop_a_scrape() {
     let _one = crate::support::exclusive();
     // Timeouts far away: only the cap acts here.
     let jpd = jpd_exporting("header_timeout_seconds = 300\nidle_timeout_seconds = 3600\n");
-    let rss_before = settled_rss_kib(&jpd);
+    let rss_before = settled_resident_kib(jpd.pid() as u32);
     let idle: Vec<TcpStream> = (0..2000)
         .map(|i| TcpStream::connect(jpd.http).unwrap_or_else(|e| panic!("connection {i}: {e}")))
         .collect();
@@ -117,7 +87,7 @@ fn two_thousand_idle_connections_do_not_stop_a_scrape() {
         Some(2000 - 64 + 1),
         "the scrape's own connection took an idle one's place too"
     );
-    let growth = rss_kib(&jpd).saturating_sub(rss_before);
+    let growth = resident_kib(jpd.pid() as u32).saturating_sub(rss_before);
     // Measured: 3.1–3.4 MiB with the cap of 64, 23 MiB with a cap of 4096.
     assert!(growth < 8 * 1024, "jpd grew by {growth} KiB");
     drop(idle);
@@ -128,7 +98,7 @@ fn two_thousand_idle_connections_do_not_stop_a_scrape() {
 fn two_hundred_long_profile_requests_are_bounded() {
     let _one = crate::support::exclusive();
     let jpd = jpd_exporting("max_connections = 512\nmax_inflight = 8\n");
-    let rss_before = settled_rss_kib(&jpd);
+    let rss_before = settled_resident_kib(jpd.pid() as u32);
     let http = jpd.http;
     let requests: Vec<_> = (0..200)
         .map(|_| {
@@ -151,7 +121,7 @@ fn two_hundred_long_profile_requests_are_bounded() {
         .count();
     assert_eq!((served, busy), (8, 192), "in flight never above the cap");
     assert_eq!(refused_http(&jpd, "too_many_requests"), 192);
-    let growth = rss_kib(&jpd).saturating_sub(rss_before);
+    let growth = resident_kib(jpd.pid() as u32).saturating_sub(rss_before);
     assert!(growth < 32 * 1024, "jpd grew by {growth} KiB");
     // And the cap frees with the requests.
     assert_eq!(jpd.get("/debug/pprof/profile?seconds=0").0, 200);

@@ -9,18 +9,7 @@ use std::time::{Duration, Instant};
 use crate::support::jpd::Jpd;
 use crate::support::usdt::fake_agent::{build, write_records, Agent};
 use jp_common::wire::{self, Writer, FLAG_ABSOLUTE, FLAG_END, FLAG_RESYNC};
-
-/// Resident memory of a process, in bytes (`VmRSS`).
-fn rss(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"));
-    kib << 10
-}
+use jp_testkit::memory::{resident_kib, settled_resident_kib};
 
 /// The attack's records for thread `t` of process `pid` (its main thread's tid).
 fn far_id_thread(pid: u32, generation: u64, t: u64) -> Vec<Vec<u8>> {
@@ -73,7 +62,7 @@ fn far_node_ids_do_not_grow_jpd() {
     let sent: usize = records.iter().map(Vec::len).sum();
     let path = dir.path().join("records");
     write_records(&path, &records);
-    let before = rss(jpd.pid());
+    let before = settled_resident_kib(jpd.pid() as u32) << 10;
     assert_eq!(agent.fire(&format!("fire {}", path.display())).0, 39);
     // Until jpd has applied all 13 threads.
     let t0 = Instant::now();
@@ -89,7 +78,7 @@ fn far_node_ids_do_not_grow_jpd() {
         assert!(t0.elapsed() < Duration::from_secs(30), "{list}");
         std::thread::sleep(Duration::from_millis(100));
     };
-    let grown = rss(jpd.pid()).saturating_sub(before);
+    let grown = (resident_kib(jpd.pid() as u32) << 10).saturating_sub(before);
     assert_eq!((&jvm["nodes"], &jvm["calls"]), (&2.into(), &26.into()));
     // Before: 611 MB for these 39 records. Allow the allocator's own slack.
     assert!(
