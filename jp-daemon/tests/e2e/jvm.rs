@@ -17,29 +17,8 @@ use serde_json::Value;
 /// Fast discovery, so that the tests wait in tenths of seconds.
 const USDT_CONFIG: &str = "[usdt]\nscan_interval_ms = 100\n";
 
-/// The two JDKs every JVM test runs on (the rotation's tests use it too).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Jdk {
-    J17,
-    J25,
-}
-
-impl Jdk {
-    pub(crate) fn home(self) -> PathBuf {
-        let (var, default) = match self {
-            Jdk::J17 => ("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64"),
-            Jdk::J25 => ("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64"),
-        };
-        let home = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
-        assert!(
-            home.join("bin/javac").exists(),
-            "\n\n*** {var}: no JDK at {} — install it (`cargo xtask setup`; JDK 25 is part of \
-             the machine image) or set {var}. The JVM tests must run on JDK 17 and JDK 25. ***\n",
-            home.display()
-        );
-        home
-    }
-}
+/// The two JDKs (the rotation's tests use them from here too).
+pub(crate) use crate::support::jdk::Jdk;
 
 /// `Phases.class`, compiled once per JDK and test process (never reused from an earlier
 /// run: the source may have changed since).

@@ -17,39 +17,11 @@ use jp_daemon::windows::attach::{self, AttachError};
 use jp_daemon::windows::hotspot::{self, AgentPresence, HotspotJvm};
 
 use crate::support::fleet::{compile_fleet_paper, target_dir};
+use crate::support::jdk::Jdk;
 use crate::support::{java_under, require_root};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 const NOBODY: u32 = 65534;
-
-#[derive(Clone, Copy, Debug)]
-enum Jdk {
-    J17,
-    J25,
-}
-
-impl Jdk {
-    fn home(self) -> PathBuf {
-        let (var, default) = match self {
-            Jdk::J17 => ("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64"),
-            Jdk::J25 => ("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64"),
-        };
-        let home = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
-        assert!(
-            home.join("bin/java").exists(),
-            "no JDK at {} ({var}): cargo xtask setup installs it",
-            home.display()
-        );
-        home
-    }
-
-    fn feature(self) -> &'static str {
-        match self {
-            Jdk::J17 => "17",
-            Jdk::J25 => "25",
-        }
-    }
-}
 
 /// FleetPaper compiled once into a directory every user can read (outside `/tmp`, which
 /// the namespaced JVMs replace).

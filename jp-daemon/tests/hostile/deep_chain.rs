@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::harness::{rss, Scene};
 use crate::records::{fire, hello, node, thread_tree};
+use crate::support::jdk::Jdk;
 
 const DEPTH: u32 = 100_000;
 /// What a pprof of the chain may weigh: stacks folded at a depth cap, not Σ depth.
@@ -14,7 +15,7 @@ const MAX_PPROF_BYTES: u64 = 64 << 20;
 #[test]
 fn a_deep_chain_exports_within_bounds() {
     let mut scene = Scene::start("");
-    scene.start_jvm();
+    scene.start_jvm(Jdk::J25);
     let (mut agent, _, generation) = scene.fake_agent();
     let pid = agent.pid;
     let nodes: Vec<_> = (1..=DEPTH).map(|i| node(i, i - 1, 1 + i % 7)).collect();

@@ -6,6 +6,7 @@ use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use crate::harness::Scene;
+use crate::support::jdk::Jdk;
 use crate::support::usdt::fake_agent::Agent;
 
 /// More than the 256 JVMs jpd keeps by default.
@@ -44,7 +45,7 @@ fn sleeping_fake_jvms_do_not_lock_a_real_jvm_out() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    scene.start_jvm();
+    scene.start_jvm(Jdk::J17);
     scene.run_jvm_while(|_| true);
     let outcome = scene.finish("fake JVMs");
     for fake in fakes {

@@ -5,6 +5,7 @@
 
 use crate::harness::Scene;
 use crate::records::{fire, hello, node, thread_slot, thread_tree};
+use crate::support::jdk::Jdk;
 
 /// Threads of the attack: with the hello, 13 records.
 const THREADS: u64 = 6;
@@ -15,7 +16,7 @@ const FAR: u32 = 16_000_000 - 1;
 #[test]
 fn far_node_ids_of_ended_threads_stay_within_the_budget() {
     let mut scene = Scene::start("");
-    scene.start_jvm();
+    scene.start_jvm(Jdk::J25);
     let (mut agent, tid, generation) = scene.fake_agent();
     let pid = agent.pid;
     let mut records = vec![hello(pid, generation, b"FarNodes")];

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::harness::Scene;
 use crate::records::hello;
+use crate::support::jdk::Jdk;
 use crate::support::usdt::fake_agent::write_records;
 
 const FLOOD_FOR: Duration = Duration::from_secs(10);
@@ -15,9 +16,20 @@ const FLOODERS: usize = 2;
 const PER_FILE: usize = 1000;
 
 #[test]
-fn a_flood_costs_the_real_jvm_beside_it_no_resends() {
+fn a_flood_costs_the_real_jvm_beside_it_no_resends_jdk17() {
+    flood_beside(Jdk::J17);
+}
+
+#[test]
+fn a_flood_costs_the_real_jvm_beside_it_no_resends_jdk25() {
+    flood_beside(Jdk::J25);
+}
+
+/// The flood beside a real JVM of `jdk`: its agent's answer to a new generation (the
+/// report budget) is the Java runtime's, which each JDK runs compiled its own way.
+fn flood_beside(jdk: Jdk) {
     let mut scene = Scene::start("");
-    scene.start_jvm();
+    scene.start_jvm(jdk);
     let mut flooders = Vec::new();
     for i in 0..FLOODERS {
         let (agent, _, generation) = scene.fake_agent();

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::support::jdk::Jdk;
 use crate::support::jpd::{metric, Jpd};
 use crate::support::tree::{assert_same_tree, read_json, strip_cpu};
 use crate::support::usdt::fake_agent::{self, Agent};
@@ -129,8 +130,8 @@ impl Scene {
 
     /// Starts the real JVM, waits until jpd lists it and runs the rounds before the
     /// attack; its jpd RSS then is the baseline the budget is measured from.
-    pub fn start_jvm(&mut self) {
-        let mut jvm = RealJvm::start(self.dir.path());
+    pub fn start_jvm(&mut self, jdk: Jdk) {
+        let mut jvm = RealJvm::start(self.dir.path(), jdk);
         let pid = jvm.pid;
         jvm.wait_line("started");
         wait_listed(&self.jpd, pid);
@@ -667,11 +668,8 @@ struct RealJvm {
 }
 
 impl RealJvm {
-    fn start(dir: &Path) -> RealJvm {
-        let jdk = std::env::var_os("JP_JDK17").map_or_else(
-            || "/usr/lib/jvm/java-17-openjdk-amd64".into(),
-            PathBuf::from,
-        );
+    fn start(dir: &Path, jdk: Jdk) -> RealJvm {
+        let jdk = jdk.home();
         let classes = dir.join("classes");
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jvm/Phases.java");
         let javac = Command::new(jdk.join("bin/javac"))

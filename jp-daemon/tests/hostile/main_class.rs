@@ -6,6 +6,7 @@ use jp_common::wire::MethodDef;
 
 use crate::harness::Scene;
 use crate::records::{fire, hello, methods, node, thread_tree};
+use crate::support::jdk::Jdk;
 
 const ESCAPE: &[u8] = b"\x1b]0;owned\x07";
 
@@ -18,7 +19,7 @@ fn hostile_name(tail: u8) -> Vec<u8> {
 #[test]
 fn names_with_escapes_reach_no_terminal_and_no_label_raw() {
     let mut scene = Scene::start("");
-    scene.start_jvm();
+    scene.start_jvm(Jdk::J25);
     let (mut agent, _, generation) = scene.fake_agent();
     let pid = agent.pid;
     let (main, method, thread) = (hostile_name(b'M'), hostile_name(b'm'), hostile_name(b't'));

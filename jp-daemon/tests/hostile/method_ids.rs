@@ -5,6 +5,7 @@
 
 use crate::harness::Scene;
 use crate::records::{fire, hello, node, thread_tree};
+use crate::support::jdk::Jdk;
 
 const NODES: usize = 60_000;
 /// The index's multiplier: keys are `parent << 32 | mid`.
@@ -30,7 +31,7 @@ fn colliding_method_ids_do_not_stall_jpd() {
     let mids = colliding_mids(NODES);
     assert_eq!(mids.len(), NODES);
     let mut scene = Scene::start("");
-    scene.start_jvm();
+    scene.start_jvm(Jdk::J17);
     let (mut agent, _, generation) = scene.fake_agent();
     let pid = agent.pid;
     let nodes: Vec<_> = mids

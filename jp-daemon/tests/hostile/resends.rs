@@ -11,6 +11,7 @@ use jp_common::wire::{header, Writer, FLAG_ABSOLUTE, KIND_TREE, MAX_RECORD};
 
 use crate::harness::Scene;
 use crate::records::{fire, hello, node, thread_tree};
+use crate::support::jdk::Jdk;
 
 const ATTACK_FOR: Duration = Duration::from_secs(10);
 /// Re-sends a per-JVM backoff allows in [`ATTACK_FOR`] (a second apart at the least).
@@ -31,9 +32,19 @@ fn lossy_state(pid: u32, generation: u64) -> Vec<Vec<u8>> {
 }
 
 #[test]
-fn endless_resends_are_spaced_and_cost_the_real_jvm_nothing() {
+fn endless_resends_are_spaced_and_cost_the_real_jvm_nothing_jdk17() {
+    resends_beside(Jdk::J17);
+}
+
+#[test]
+fn endless_resends_are_spaced_and_cost_the_real_jvm_nothing_jdk25() {
+    resends_beside(Jdk::J25);
+}
+
+/// The endless re-sender beside a real JVM of `jdk`.
+fn resends_beside(jdk: Jdk) {
     let mut scene = Scene::start("");
-    scene.start_jvm();
+    scene.start_jvm(jdk);
     let (mut agent, _, first) = scene.fake_agent();
     let pid = agent.pid;
     let file = scene.path("resend.rec");

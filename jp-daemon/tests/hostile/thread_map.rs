@@ -7,6 +7,7 @@
 
 use crate::harness::Scene;
 use crate::records::{fire, hello, thread_slot};
+use crate::support::jdk::Jdk;
 
 const SLOTS: u32 = 16_400;
 /// Thread ids of the made-up threads: none is a real thread's.
@@ -15,7 +16,7 @@ const FIRST_MADE_UP_TID: u32 = 3_000_000;
 #[test]
 fn a_thread_map_filler_does_not_unjoin_the_real_jvm() {
     let mut scene = Scene::start("");
-    scene.start_jvm();
+    scene.start_jvm(Jdk::J17);
     let (mut agent, _, generation) = scene.fake_agent();
     let (mut made_up, _, made_up_generation) = scene.fake_agent();
     let tids_file = scene.path("threads.tids");

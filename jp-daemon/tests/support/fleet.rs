@@ -78,16 +78,7 @@ pub fn urlencode(s: &str) -> String {
 }
 
 pub fn jdk17() -> PathBuf {
-    let home = std::env::var_os("JP_JDK17").map_or_else(
-        || PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64"),
-        PathBuf::from,
-    );
-    assert!(
-        home.join("bin/javac").exists(),
-        "no JDK 17 at {}: cargo xtask setup installs it",
-        home.display()
-    );
-    home
+    super::jdk::Jdk::J17.home()
 }
 
 /// FleetPaper.class (tests/fixtures/fleet_jvm/FleetPaper.java) into `dir`.

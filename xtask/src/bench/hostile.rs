@@ -22,35 +22,35 @@ use crate::setup::{JDK17, JDK25};
 const ATTACKS: [(&str, &str); 8] = [
     (
         "far_node::far_node_ids_of_ended_threads_stay_within_the_budget",
-        "far node id per thread (13 records)",
+        "far node id per thread (13 records; JDK 25)",
     ),
     (
-        "flood::a_flood_costs_the_real_jvm_beside_it_no_resends",
-        "flood (2 processes, 10 s)",
+        "flood::a_flood_costs_the_real_jvm_beside_it_no_resends_jdk17",
+        "flood (2 processes, 10 s; JDK 17)",
     ),
     (
-        "resends::endless_resends_are_spaced_and_cost_the_real_jvm_nothing",
-        "endless re-sends (10 s)",
+        "resends::endless_resends_are_spaced_and_cost_the_real_jvm_nothing_jdk17",
+        "endless re-sends (10 s; JDK 17)",
     ),
     (
         "fake_jvms::sleeping_fake_jvms_do_not_lock_a_real_jvm_out",
-        "300 sleeping fake JVMs",
+        "300 sleeping fake JVMs (JDK 17)",
     ),
     (
         "thread_map::a_thread_map_filler_does_not_unjoin_the_real_jvm",
-        "thread map filler (16 400 slots)",
+        "thread map filler (16 400 slots; JDK 17)",
     ),
     (
         "method_ids::colliding_method_ids_do_not_stall_jpd",
-        "colliding method ids (60 000)",
+        "colliding method ids (60 000; JDK 17)",
     ),
     (
         "deep_chain::a_deep_chain_exports_within_bounds",
-        "100 k-deep chain + pprof",
+        "100 k-deep chain + pprof (JDK 25)",
     ),
     (
         "main_class::names_with_escapes_reach_no_terminal_and_no_label_raw",
-        "names with escapes, 3000 chars",
+        "names with escapes, 3000 chars (JDK 25)",
     ),
 ];
 
@@ -158,8 +158,8 @@ impl Run {
 fn table(rows: &[(&str, Vec<Run>)], rounds: usize, quick: bool) -> String {
     let mut out = format!(
         "## Hostile load: `cargo xtask bench hostile`\n\n\
-         Each attack of the `hostile` suite beside a real JVM (JDK 17, the real agent, the \
-         `Phases` workload), jpd with its default configuration; {rounds} run(s) per attack{}. \
+         Each attack of the `hostile` suite beside a real JVM (the real agent, the `Phases` \
+         workload, on the JDK the attack's row names), jpd with its default configuration; {rounds} run(s) per attack{}. \
          Real JVM: the median round during the attack against the median round without it \
          (before and after), in the same JVM and run (range over the runs; a round lasts a \
          few hundred ms, so a short attack is measured on few rounds). jpd: peak resident memory (VmHWM), its \
