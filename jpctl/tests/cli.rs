@@ -431,6 +431,8 @@ fn broken_jvm() -> pb::JvmSummary {
         incomplete_reason: "1 thread waiting for a re-send".into(),
         records_lost: 3,
         records_malformed: 0,
+        ring_rate_limited: 40,
+        ring_full: 2,
         nodes: 5000,
         ..Default::default()
     }
@@ -744,7 +746,7 @@ fn jvm_list_table_and_json_are_exact() {
         "    pid  jdk          bba      threads        calls       bytecodes     nodes  state                main\n",
         "   4242  17.0.9+9     precise      1/2           78             624         6  exited 1m 5s ago     Paper\n",
         "  5151*  25+36        default    12/40      1000000       987654321      5000  attached 1d 1h ago   app.jar [pid 7 in its namespace]\n",
-        "* pid 5151: incomplete: 1 thread waiting for a re-send (3 records lost, 0 malformed)\n",
+        "* pid 5151: incomplete: 1 thread waiting for a re-send (3 records lost, 0 malformed; of its own records 40 were over its rate, 2 lost to a full ring)\n",
     );
     assert_eq!(out, expected);
     let v: serde_json::Value =
@@ -759,13 +761,15 @@ fn jvm_list_table_and_json_are_exact() {
              "bytecodes": 624, "nodes": 6,
              "attached_since_unix_ms": v["jvms"][0]["attached_since_unix_ms"],
              "exited_unix_ms": exited, "complete": true, "incomplete_reason": null,
-             "records_lost": 0, "records_malformed": 0},
+             "records_lost": 0, "records_malformed": 0,
+             "records_rate_limited": 0, "records_ring_full": 0},
             {"pid": 5151, "ns_pid": 7, "main": "app.jar", "jdk_version": "25+36",
              "bba": "default", "threads": {"live": 12, "total": 40}, "calls": 1000000,
              "bytecodes": 987654321u64, "nodes": 5000,
              "attached_since_unix_ms": attached, "exited_unix_ms": null,
              "complete": false, "incomplete_reason": "1 thread waiting for a re-send",
-             "records_lost": 3, "records_malformed": 0},
+             "records_lost": 3, "records_malformed": 0,
+             "records_rate_limited": 40, "records_ring_full": 2},
         ]})
     );
 }

@@ -37,6 +37,23 @@ pub struct MainTotals {
     /// CPU ns by kind ([`CPU_KINDS`]); `None` while no JVM of the label was joined to
     /// the kernel sampler (no series then, rather than a misleading 0).
     pub cpu_ns: Option<[u64; 4]>,
+    /// The JVMs' own records the eBPF program refused, by [`REFUSED_REASONS`].
+    pub records_refused: [u64; 2],
+}
+
+/// Why the eBPF program refused a JVM's own record, in exposition order: over its
+/// process's rate, or lost to a full ring (charged to the process that sent it).
+pub const REFUSED_REASONS: [&str; 2] = ["rate_limited", "ring_full"];
+
+/// A JVM's refused records by [`REFUSED_REASONS`].
+fn records_refused(j: &JvmSummary) -> [u64; 2] {
+    [j.ring_rate_limited, j.ring_full]
+}
+
+fn add_refused(into: &mut [u64; 2], v: [u64; 2]) {
+    for (t, v) in into.iter_mut().zip(v) {
+        *t = t.saturating_add(v);
+    }
 }
 
 /// Per-kind CPU ns of a JVM's summary; `None` when the sampler is not joined to it.
@@ -69,6 +86,7 @@ struct Seen {
     calls: u64,
     bytecodes: u64,
     cpu_ns: Option<[u64; 4]>,
+    records_refused: [u64; 2],
 }
 
 /// What the JVMs that left the store had counted, per label.
@@ -77,6 +95,7 @@ struct Retired {
     calls: u64,
     bytecodes: u64,
     cpu_ns: Option<[u64; 4]>,
+    records_refused: [u64; 2],
 }
 
 /// Monotonic per-label sums over every JVM jpd ever held.
@@ -108,6 +127,7 @@ impl JvmTotals {
         r.calls = r.calls.saturating_add(s.calls);
         r.bytecodes = r.bytecodes.saturating_add(s.bytecodes);
         add_cpu(&mut r.cpu_ns, s.cpu_ns);
+        add_refused(&mut r.records_refused, s.records_refused);
     }
 
     /// Folds the store's current list in; returns the totals per label.
@@ -151,12 +171,14 @@ impl JvmTotals {
                     calls: j.calls,
                     bytecodes: j.bytecodes,
                     cpu_ns: cpu_by_kind(j),
+                    records_refused: records_refused(j),
                 },
             );
             let t = out.entry(label).or_default();
             t.calls = t.calls.saturating_add(j.calls);
             t.bytecodes = t.bytecodes.saturating_add(j.bytecodes);
             add_cpu(&mut t.cpu_ns, cpu_by_kind(j));
+            add_refused(&mut t.records_refused, records_refused(j));
             if j.exited_at.is_none() {
                 t.threads_live += u64::from(j.threads_live);
                 t.jvms += 1;
@@ -167,6 +189,7 @@ impl JvmTotals {
             t.calls = t.calls.saturating_add(r.calls);
             t.bytecodes = t.bytecodes.saturating_add(r.bytecodes);
             add_cpu(&mut t.cpu_ns, r.cpu_ns);
+            add_refused(&mut t.records_refused, r.records_refused);
         }
         out
     }
@@ -218,6 +241,18 @@ pub fn render(out: &mut String, per_main: &BTreeMap<String, MainTotals>, stats: 
         let Some(cpu) = t.cpu_ns else { continue };
         for (kind, ns) in CPU_KINDS.iter().zip(cpu) {
             f.sample(name, &[("main", main), ("kind", kind)], ns as f64 / 1e9);
+        }
+    }
+    let name = "jp_jvm_records_refused_total";
+    let mut f = Family::header(
+        out,
+        name,
+        "counter",
+        "A JVM's own agent records the eBPF program refused, by main class and reason (rate_limited: over its process's records_per_second_per_process; ring_full: lost to a full ring, charged to the process that sent it). Exited JVMs included.",
+    );
+    for (main, t) in per_main {
+        for (reason, n) in REFUSED_REASONS.iter().zip(t.records_refused) {
+            f.sample(name, &[("main", main), ("reason", reason)], n as f64);
         }
     }
     let name = "jp_jvms";
@@ -406,6 +441,7 @@ mod tests {
                 threads_live: 6,
                 jvms: 2,
                 cpu_ns: None,
+                records_refused: [0, 0],
             }
         );
         // 11 leaves the store; 10 goes on counting.
@@ -417,6 +453,24 @@ mod tests {
         assert_eq!(a["app.Main"].jvms, 1);
         let a = t.update(&[]);
         assert_eq!((a["app.Main"].calls, a["app.Main"].jvms), (10, 0));
+    }
+
+    /// A JVM's refused records stay in its label when it leaves the store, and a pid
+    /// reused by another JVM starts from its own.
+    #[test]
+    fn refused_records_are_monotonic_per_label() {
+        let refused = |pid, limited, full, since| {
+            let mut j = jvm(pid, "app.Main", 1, 1, since);
+            (j.ring_rate_limited, j.ring_full) = (limited, full);
+            j
+        };
+        let mut t = JvmTotals::default();
+        let a = t.update(&[refused(10, 5, 1, 1), refused(11, 2, 0, 1)]);
+        assert_eq!(a["app.Main"].records_refused, [7, 1]);
+        let a = t.update(&[refused(10, 6, 1, 1)]);
+        assert_eq!(a["app.Main"].records_refused, [8, 1]);
+        let a = t.update(&[refused(10, 0, 3, 99)]);
+        assert_eq!(a["app.Main"].records_refused, [8, 4]);
     }
 
     /// CPU by kind sums the JVMs of a label, stays when they leave, and is absent for a
@@ -495,6 +549,7 @@ mod tests {
                 threads_live: 1,
                 jvms: 1,
                 cpu_ns: Some([2_500_000_000, 1_000_000, 0, 3]),
+                records_refused: [12, 0],
             },
         )]
         .into();
@@ -527,6 +582,7 @@ mod tests {
             "jp_jvm_records_total 4\n",
             "# TYPE jp_jvm_cpu_seconds_total counter\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"app\"} 2.5\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"gc\"} 0.001\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"jit\"} 0\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"vm\"} 0.000000003\n",
             "jp_jvm_records_malformed_total{reason=\"none\"} 0\n",
+            "# TYPE jp_jvm_records_refused_total counter\njp_jvm_records_refused_total{main=\"Paper\",reason=\"rate_limited\"} 12\njp_jvm_records_refused_total{main=\"Paper\",reason=\"ring_full\"} 0\n",
             "jp_usdt_records_dropped_total{reason=\"ring_full\"} 0\n",
             "jp_usdt_library_files{state=\"in_use\"} 0\njp_usdt_library_files{state=\"idle\"} 1\njp_usdt_library_files{state=\"refused\"} 0\n",
             "# TYPE jp_usdt_scans_total counter\njp_usdt_scans_total 12\n",

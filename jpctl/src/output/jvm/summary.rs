@@ -33,6 +33,10 @@ pub struct JvmJson<'a> {
     pub incomplete_reason: Option<&'a str>,
     pub records_lost: u64,
     pub records_malformed: u64,
+    /// This JVM's own records the eBPF program refused: over its process's rate
+    /// (`[usdt] records_per_second_per_process`), and lost to a full ring.
+    pub records_rate_limited: u64,
+    pub records_ring_full: u64,
     /// CPU from jpd's kernel sampler by kind of thread; absent when not joined.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuJson<'a>>,
@@ -79,6 +83,8 @@ pub fn jvm_json(j: &JvmSummary) -> JvmJson<'_> {
         incomplete_reason: (!j.complete).then_some(j.incomplete_reason.as_str()),
         records_lost: j.records_lost,
         records_malformed: j.records_malformed,
+        records_rate_limited: j.ring_rate_limited,
+        records_ring_full: j.ring_full,
         cpu: (!j.cpu.is_empty()).then(|| CpuJson {
             total_ns: cpu_total(j),
             kinds: j
@@ -168,8 +174,16 @@ pub(crate) fn incomplete(j: &JvmSummary) -> String {
     } else {
         printable(&j.incomplete_reason)
     };
+    let own = if j.ring_rate_limited + j.ring_full > 0 {
+        format!(
+            "; of its own records {} were over its rate, {} lost to a full ring",
+            j.ring_rate_limited, j.ring_full
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "incomplete: {reason} ({} records lost, {} malformed)",
+        "incomplete: {reason} ({} records lost, {} malformed{own})",
         j.records_lost, j.records_malformed
     )
 }
