@@ -10,6 +10,12 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 pub fn write_folded(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
+    write_folded_folding(t, w).map(|_| ())
+}
+
+/// [`write_folded`], returning how many contexts were deeper than the cap and went into
+/// their folded line (jpd counts them, so that a shortened profile is never silent).
+pub fn write_folded_folding(t: &Mct, w: &mut dyn Write) -> io::Result<u64> {
     let mut readable: HashMap<&str, String> = HashMap::new();
     for n in &t.nodes {
         readable
@@ -25,6 +31,7 @@ pub fn write_folded(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
     // Per context at the cap (in walk order): the bytecodes folded under it and the
     // deepest folded context's frames past the cap.
     let mut folded: Vec<(usize, u64, usize)> = Vec::new();
+    let mut deeper = 0u64;
     let mut result = Ok(());
     t.walk(|i, depth| {
         if result.is_err() {
@@ -37,6 +44,7 @@ pub fn write_folded(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
             if folded.last().is_none_or(|f| f.0 != anchor) {
                 folded.push((anchor, 0, 0));
             }
+            deeper += 1;
             if let Some(f) = folded.last_mut() {
                 f.1 = f.1.wrapping_add(n.bytecodes);
                 f.2 = f.2.max(depth + 1 - MAX_STACK_FRAMES);
@@ -67,7 +75,7 @@ pub fn write_folded(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
             folded_frame_name(deepest)
         )?;
     }
-    Ok(())
+    Ok(deeper)
 }
 
 #[cfg(test)]
@@ -94,7 +102,9 @@ mod tests {
     fn a_deep_chain_folds_below_the_cap_into_one_marked_line() {
         const DEPTH: usize = 100_000;
         let mut v = Vec::new();
-        write_folded(&chain(DEPTH), &mut v).unwrap();
+        let deeper = write_folded_folding(&chain(DEPTH), &mut v).unwrap();
+        // Every context past the cap went into the one folded line.
+        assert_eq!(deeper, (DEPTH - MAX_STACK_FRAMES) as u64);
         // Σ depth lines of up to 4 bytes a frame: 2048²/2 · 4 B ≈ 8.4 MB (uncapped:
         // 100 000²/2 · 4 B = 20 GB).
         assert!(v.len() < 10 << 20, "{} bytes", v.len());

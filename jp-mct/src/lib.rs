@@ -13,7 +13,7 @@ mod read;
 mod tree;
 
 pub use delta::{mct_delta, mct_delta_mapped};
-pub use folded::write_folded;
+pub use folded::{write_folded, write_folded_folding};
 pub use html::{write_flame_html, write_html, FlameTree, FrameCounts, DEFAULT_MIN_SHARE};
 pub use json::{write_json, write_json_cpu};
 pub use pprof::{

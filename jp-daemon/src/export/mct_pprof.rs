@@ -1,6 +1,7 @@
-//! Every pprof jpd writes of a JVM's Method Call Tree (HTTP, gRPC, the Pyroscope pusher),
-//! written by jp-mct's one writer: what it folded below its depth cap is counted here as
-//! a refusal, so `jpctl status` says that a profile was shortened and how often.
+//! Every pprof and folded-stacks file jpd writes of a JVM's Method Call Tree (HTTP, gRPC,
+//! the Pyroscope pusher), written by jp-mct's writers: what they folded below their depth
+//! cap is counted here as a refusal, so `jpctl status` says that a profile was shortened
+//! and how often.
 
 use std::io::{self, Write};
 
@@ -10,6 +11,16 @@ use crate::refusals::{self, Refusal};
 
 /// A context deeper than `jp_mct::MAX_STACK_FRAMES` went into its folded sample.
 pub const DEPTH_CAPPED: Refusal = Refusal::new("pprof", "depth_capped");
+
+/// The same in a folded-stacks export.
+pub const FOLDED_DEPTH_CAPPED: Refusal = Refusal::new("folded", "depth_capped");
+
+/// [`jp_mct::write_folded`], counting the contexts folded below the depth cap.
+pub fn write_folded(t: &Mct, w: &mut dyn Write) -> io::Result<()> {
+    let folded = jp_mct::write_folded_folding(t, w)?;
+    refusals::count(FOLDED_DEPTH_CAPPED, folded);
+    Ok(())
+}
 
 /// [`jp_mct::write_pprof`], counting the contexts folded below the depth cap.
 pub fn write_pprof(t: &Mct, options: PprofOptions<'_>, w: &mut dyn Write) -> io::Result<()> {
@@ -39,5 +50,8 @@ mod tests {
         write_pprof(&t, PprofOptions::default(), &mut Vec::new()).unwrap();
         // No other test of this binary writes a tree deeper than the cap.
         assert_eq!(refusals::get(DEPTH_CAPPED) - before, 3);
+        let before = refusals::get(FOLDED_DEPTH_CAPPED);
+        write_folded(&t, &mut Vec::new()).unwrap();
+        assert_eq!(refusals::get(FOLDED_DEPTH_CAPPED) - before, 3);
     }
 }

@@ -379,7 +379,7 @@ pub fn export(
             let options = jp_mct::PprofOptions { cpu, time: None };
             crate::export::mct_pprof::write_pprof(t, options, &mut v)?
         }
-        pb::JvmExportFormat::Folded => jp_mct::write_folded(t, &mut v)?,
+        pb::JvmExportFormat::Folded => crate::export::mct_pprof::write_folded(t, &mut v)?,
         pb::JvmExportFormat::Tree => jp_mct::write_tree(t, &mut v)?,
     }
     Ok(v)
