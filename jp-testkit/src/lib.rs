@@ -7,7 +7,9 @@
 //! `cargo xtask build` does); a missing file fails the test with a
 //! message saying to run `cargo xtask build` (never a skip).
 //!
-//! Also one way to read a process's resident memory ([`memory`]).
+//! Also the two JDKs the JVM tests run on ([`jdk`]) and one way to read a process's
+//! resident memory ([`memory`]).
+pub mod jdk;
 pub mod memory;
 
 use std::path::{Path, PathBuf};

@@ -9,30 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Jdk {
-    J17,
-    J25,
-}
-
-impl Jdk {
-    /// The JDK's home; a missing JDK fails the test (never a skip).
-    fn home(self) -> PathBuf {
-        let (var, default, name) = match self {
-            Jdk::J17 => ("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64", "JDK 17"),
-            Jdk::J25 => ("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64", "JDK 25"),
-        };
-        let p = std::env::var_os(var)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(default));
-        assert!(
-            p.join("bin/javac").exists(),
-            "{name} is missing at {}: run `cargo xtask setup` or set ${var}; these tests run on JDK 17 and JDK 25",
-            p.display()
-        );
-        p
-    }
-}
+use jp_testkit::jdk::Jdk;
 
 fn run(cmd: &mut Command) -> Output {
     let out = cmd

@@ -15,47 +15,7 @@ use std::time::{Duration, Instant};
 #[allow(unused_imports)]
 pub use mct::{compare, Counts, Mct, Rule};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Jdk {
-    J17,
-    J25,
-}
-
-impl Jdk {
-    pub const ALL: [Jdk; 2] = [Jdk::J17, Jdk::J25];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Jdk::J17 => "jdk17",
-            Jdk::J25 => "jdk25",
-        }
-    }
-
-    /// The JDK's home; a missing JDK fails the test (never a skip).
-    pub fn home(self) -> PathBuf {
-        let (var, default) = match self {
-            Jdk::J17 => ("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64"),
-            Jdk::J25 => ("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64"),
-        };
-        let home = std::env::var_os(var)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| default.into());
-        for tool in ["bin/java", "bin/javac", "include/jvmti.h"] {
-            assert!(
-                home.join(tool).exists(),
-                "\n\n*** {} NOT FOUND: {} is missing. Install it (`cargo xtask setup`) or set {var} \
-                 to its home. These tests must run on both JDK 17 and JDK 25. ***\n",
-                self.name(),
-                home.join(tool).display()
-            );
-        }
-        home
-    }
-
-    pub fn java(self) -> PathBuf {
-        self.home().join("bin/java")
-    }
-}
+pub use jp_testkit::jdk::Jdk;
 
 /// The jp-agent crate directory.
 pub fn crate_dir() -> PathBuf {

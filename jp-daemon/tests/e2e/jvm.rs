@@ -18,7 +18,7 @@ use serde_json::Value;
 const USDT_CONFIG: &str = "[usdt]\nscan_interval_ms = 100\n";
 
 /// The two JDKs (the rotation's tests use them from here too).
-pub(crate) use crate::support::jdk::Jdk;
+pub(crate) use jp_testkit::jdk::Jdk;
 
 /// `Phases.class`, compiled once per JDK and test process (never reused from an earlier
 /// run: the source may have changed since).

@@ -17,8 +17,8 @@ use jp_daemon::windows::attach::{self, AttachError};
 use jp_daemon::windows::hotspot::{self, AgentPresence, HotspotJvm};
 
 use crate::support::fleet::{compile_fleet_paper, target_dir};
-use crate::support::jdk::Jdk;
 use crate::support::{java_under, require_root};
+use jp_testkit::jdk::Jdk;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 const NOBODY: u32 = 65534;

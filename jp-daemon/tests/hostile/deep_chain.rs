@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::harness::{rss, Scene};
 use crate::records::{fire, hello, node, thread_tree};
-use crate::support::jdk::Jdk;
+use jp_testkit::jdk::Jdk;
 
 const DEPTH: u32 = 100_000;
 /// What a pprof of the chain may weigh: stacks folded at a depth cap, not Σ depth.

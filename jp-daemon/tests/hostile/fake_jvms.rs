@@ -6,8 +6,8 @@ use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use crate::harness::Scene;
-use crate::support::jdk::Jdk;
 use crate::support::usdt::fake_agent::Agent;
+use jp_testkit::jdk::Jdk;
 
 /// More than the 256 JVMs jpd keeps by default.
 const FAKES: usize = 300;

@@ -5,7 +5,7 @@
 
 use crate::harness::Scene;
 use crate::records::{fire, hello, node, thread_slot, thread_tree};
-use crate::support::jdk::Jdk;
+use jp_testkit::jdk::Jdk;
 
 /// Threads of the attack: with the hello, 13 records.
 const THREADS: u64 = 6;

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use crate::harness::Scene;
 use crate::records::hello;
-use crate::support::jdk::Jdk;
 use crate::support::usdt::fake_agent::write_records;
+use jp_testkit::jdk::Jdk;
 
 const FLOOD_FOR: Duration = Duration::from_secs(10);
 const FLOODERS: usize = 2;

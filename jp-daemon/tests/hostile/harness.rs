@@ -21,12 +21,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::jdk::Jdk;
 use crate::support::jpd::{metric, Jpd};
 use crate::support::tree::{assert_same_tree, read_json, strip_cpu};
 use crate::support::usdt::fake_agent::{self, Agent};
 use jp_common::wire::AGENT_LIBRARY;
 use jp_daemon::usdt::control;
+use jp_testkit::jdk::Jdk;
 
 /// How often the sampler looks.
 pub const TICK: Duration = Duration::from_millis(200);

@@ -6,7 +6,7 @@ use jp_common::wire::MethodDef;
 
 use crate::harness::Scene;
 use crate::records::{fire, hello, methods, node, thread_tree};
-use crate::support::jdk::Jdk;
+use jp_testkit::jdk::Jdk;
 
 const ESCAPE: &[u8] = b"\x1b]0;owned\x07";
 

@@ -5,7 +5,7 @@
 
 use crate::harness::Scene;
 use crate::records::{fire, hello, node, thread_tree};
-use crate::support::jdk::Jdk;
+use jp_testkit::jdk::Jdk;
 
 const NODES: usize = 60_000;
 /// The index's multiplier: keys are `parent << 32 | mid`.

@@ -11,7 +11,7 @@ use jp_common::wire::{header, Writer, FLAG_ABSOLUTE, KIND_TREE, MAX_RECORD};
 
 use crate::harness::Scene;
 use crate::records::{fire, hello, node, thread_tree};
-use crate::support::jdk::Jdk;
+use jp_testkit::jdk::Jdk;
 
 const ATTACK_FOR: Duration = Duration::from_secs(10);
 /// Re-sends a per-JVM backoff allows in [`ATTACK_FOR`] (a second apart at the least).

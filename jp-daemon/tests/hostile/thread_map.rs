@@ -7,7 +7,7 @@
 
 use crate::harness::Scene;
 use crate::records::{fire, hello, thread_slot};
-use crate::support::jdk::Jdk;
+use jp_testkit::jdk::Jdk;
 
 const SLOTS: u32 = 16_400;
 /// Thread ids of the made-up threads: none is a real thread's.

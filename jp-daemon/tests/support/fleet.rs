@@ -78,7 +78,7 @@ pub fn urlencode(s: &str) -> String {
 }
 
 pub fn jdk17() -> PathBuf {
-    super::jdk::Jdk::J17.home()
+    jp_testkit::jdk::Jdk::J17.home()
 }
 
 /// FleetPaper.class (tests/fixtures/fleet_jvm/FleetPaper.java) into `dir`.

@@ -4,7 +4,6 @@
 #![allow(dead_code)] // each suite uses a different part
 
 pub mod fleet;
-pub mod jdk;
 pub mod jpd;
 pub mod kernel;
 pub mod systemd_container;
