@@ -5,6 +5,7 @@
 //! each seam.
 pub mod bpf_stats;
 pub mod config;
+pub mod config_range;
 pub mod daemon;
 pub mod export;
 pub mod kernel;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::config_range::check as check_range;
 use crate::export::config::ExportConfig;
 use crate::export::pyroscope::config::PyroscopeConfig;
 use crate::kernel::KernelOptions;
@@ -391,22 +392,6 @@ fn line_column(text: &str, at: usize) -> (usize, usize) {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
     (line, column)
-}
-
-fn check_range<T: PartialOrd + fmt::Display>(
-    what: &str,
-    v: T,
-    range: &std::ops::RangeInclusive<T>,
-) -> Result<T, String> {
-    if range.contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{what} = {v} is out of range {}..={}",
-            range.start(),
-            range.end()
-        ))
-    }
 }
 
 fn frequency<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {

@@ -1,4 +1,5 @@
 //! `[export]` of jpd.toml: the HTTP exporters' address and limits.
+use crate::config_range::deserialize as in_range;
 use serde::{Deserialize, Deserializer};
 
 /// Loopback only: exposing profiles beyond the host is the operator's decision.
@@ -80,23 +81,6 @@ fn socket_addr<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
                 "listen = {s:?} is not an IP address and port (e.g. \"127.0.0.1:9464\")"
             ))
         })
-}
-
-fn in_range<'de, D: Deserializer<'de>>(
-    d: D,
-    key: &str,
-    range: std::ops::RangeInclusive<u64>,
-) -> Result<u64, D::Error> {
-    let v = u64::deserialize(d)?;
-    if range.contains(&v) {
-        Ok(v)
-    } else {
-        Err(serde::de::Error::custom(format!(
-            "{key} = {v} is out of range {}..={}",
-            range.start(),
-            range.end()
-        )))
-    }
 }
 
 fn max_profile_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {

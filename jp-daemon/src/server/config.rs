@@ -67,24 +67,12 @@ impl Default for ServerConfig {
     }
 }
 
-fn watch_streams<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<u64, D::Error> {
-    let v = u64::deserialize(d)?;
-    if MAX_WATCH_STREAMS_RANGE.contains(&v) {
-        return Ok(v);
-    }
-    Err(serde::de::Error::custom(format!(
-        "{key} = {v} is out of range {}..={}",
-        MAX_WATCH_STREAMS_RANGE.start(),
-        MAX_WATCH_STREAMS_RANGE.end()
-    )))
-}
-
 fn max_watch_streams_per_uid<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    watch_streams(d, "max_watch_streams_per_uid")
+    crate::config_range::deserialize(d, "max_watch_streams_per_uid", MAX_WATCH_STREAMS_RANGE)
 }
 
 fn max_watch_streams<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    watch_streams(d, "max_watch_streams")
+    crate::config_range::deserialize(d, "max_watch_streams", MAX_WATCH_STREAMS_RANGE)
 }
 
 impl ServerConfig {

@@ -4,6 +4,7 @@
 //! rotation (`windows::rotation`), which adds its own field here.
 use std::path::{Path, PathBuf};
 
+use crate::config_range::deserialize as ranged;
 use serde::{Deserialize, Deserializer};
 
 /// What the agent accepts (`seconds=1..=3600`).
@@ -59,23 +60,6 @@ impl WindowsConfig {
             return beside;
         }
         dir.join("../lib/jp").join(AGENT_LIBRARY_NAME)
-    }
-}
-
-fn ranged<'de, D: Deserializer<'de>>(
-    d: D,
-    key: &str,
-    range: std::ops::RangeInclusive<u32>,
-) -> Result<u32, D::Error> {
-    let v = u32::deserialize(d)?;
-    if range.contains(&v) {
-        Ok(v)
-    } else {
-        Err(serde::de::Error::custom(format!(
-            "{key} = {v} is out of range {}..={}",
-            range.start(),
-            range.end()
-        )))
     }
 }
 

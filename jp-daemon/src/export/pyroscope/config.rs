@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::config_range::check;
 use serde::{Deserialize, Deserializer};
 
 pub const INTERVAL_S_RANGE: std::ops::RangeInclusive<u64> = 1..=3600;
@@ -149,37 +150,21 @@ fn header_safe(s: &str) -> bool {
     s.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
-fn range<T: PartialOrd + std::fmt::Display>(
-    key: &str,
-    v: T,
-    r: &std::ops::RangeInclusive<T>,
-) -> Result<T, String> {
-    if r.contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{key} = {v} is out of range {}..={}",
-            r.start(),
-            r.end()
-        ))
-    }
-}
-
 fn interval_s<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    range("interval_s", u64::deserialize(d)?, &INTERVAL_S_RANGE).map_err(serde::de::Error::custom)
+    check("interval_s", u64::deserialize(d)?, &INTERVAL_S_RANGE).map_err(serde::de::Error::custom)
 }
 
 fn timeout_s<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    range("timeout_s", u64::deserialize(d)?, &TIMEOUT_S_RANGE).map_err(serde::de::Error::custom)
+    check("timeout_s", u64::deserialize(d)?, &TIMEOUT_S_RANGE).map_err(serde::de::Error::custom)
 }
 
 fn max_backlog<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    range("max_backlog", usize::deserialize(d)?, &MAX_BACKLOG_RANGE)
+    check("max_backlog", usize::deserialize(d)?, &MAX_BACKLOG_RANGE)
         .map_err(serde::de::Error::custom)
 }
 
 fn max_backlog_mb<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    range(
+    check(
         "max_backlog_mb",
         u64::deserialize(d)?,
         &MAX_BACKLOG_MB_RANGE,

@@ -2,6 +2,7 @@
 //! running rotation takes the new settings at its next tick.
 use std::fmt;
 
+use crate::config_range::check;
 use serde::{Deserialize, Deserializer};
 
 pub const BUDGET_PERCENT_RANGE: std::ops::RangeInclusive<f64> = 0.001..=50.0;
@@ -98,15 +99,7 @@ impl Percent {
     }
 
     pub fn new(v: f64) -> Result<Percent, String> {
-        if BUDGET_PERCENT_RANGE.contains(&v) {
-            Ok(Percent(v))
-        } else {
-            Err(format!(
-                "budget_percent = {v} is out of range {}..={}",
-                BUDGET_PERCENT_RANGE.start(),
-                BUDGET_PERCENT_RANGE.end()
-            ))
-        }
+        check("budget_percent", v, &BUDGET_PERCENT_RANGE).map(Percent)
     }
 }
 
@@ -135,24 +128,12 @@ impl<'de> Deserialize<'de> for Percent {
     }
 }
 
-fn in_range(key: &str, v: u32, range: &std::ops::RangeInclusive<u32>) -> Result<u32, String> {
-    if range.contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{key} = {v} is out of range {}..={}",
-            range.start(),
-            range.end()
-        ))
-    }
-}
-
 fn seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    in_range("seconds", u32::deserialize(d)?, &SECONDS_RANGE).map_err(serde::de::Error::custom)
+    check("seconds", u32::deserialize(d)?, &SECONDS_RANGE).map_err(serde::de::Error::custom)
 }
 
 fn max_open<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    in_range("max_open", u32::deserialize(d)?, &MAX_OPEN_RANGE).map_err(serde::de::Error::custom)
+    check("max_open", u32::deserialize(d)?, &MAX_OPEN_RANGE).map_err(serde::de::Error::custom)
 }
 
 fn main_class<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
