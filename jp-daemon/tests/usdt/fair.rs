@@ -50,11 +50,7 @@ fn a_flooding_process_is_held_to_its_rate_and_alone_pays_for_it() {
     let dir = tempfile::tempdir().unwrap();
     // A name of its own: this collector's counters count these two processes only.
     let (_lib, prog) = build(dir.path(), "libjpfair.so");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::collector::runtime();
     let _enter = rt.enter();
     let store = Arc::new(Mutex::new(JvmStore::new(JvmLimits::default())));
     // A small ring, so that an unbounded flood overflows it for sure; a share whose
@@ -198,11 +194,7 @@ fn processes_outside_the_allowed_cgroups_are_not_listened_to() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let (_lib, prog) = build(dir.path(), "libjpallow.so");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::collector::runtime();
     let _enter = rt.enter();
     let cgroup = TestCgroup::new("jp-allow-test");
     // Both processes map the same library file: its uprobes fire in both, so only the

@@ -103,11 +103,7 @@ fn real_agent_records_arrive_complete_and_answer_resync() {
     let lib = agent_library(dir.path(), "libjptest-agent-resync.so");
     compile_main(dir.path());
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::collector::runtime();
     let _enter = rt.enter();
     let sink = Arc::new(Mutex::new(Recording::default()));
     let options = UsdtOptions {
@@ -242,11 +238,7 @@ fn real_agent_into_the_jvm_store() {
     let dir = tempfile::tempdir().unwrap();
     let lib = agent_library(dir.path(), "libjptest-agent-store.so");
     compile_main(dir.path());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::collector::runtime();
     let _enter = rt.enter();
     let store = Arc::new(Mutex::new(JvmStore::new(JvmLimits::default())));
     let options = UsdtOptions {

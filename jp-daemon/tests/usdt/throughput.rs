@@ -75,11 +75,7 @@ fn ebpf_cost_per_record_and_reader_rate() {
     let dir = tempfile::tempdir().unwrap();
     // A name of its own: this collector's program then runs for this process only.
     let (_lib, prog) = build(dir.path(), "libjpbench.so");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::collector::runtime();
     let _enter = rt.enter();
     // The agent is started first so that the sink knows its pid.
     let mut agent = Agent::spawn(Command::new(&prog));
