@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use crate::export::config::ExportConfig;
+use crate::export::otlp::config::OtlpConfig;
 use crate::export::pyroscope::config::PyroscopeConfig;
 use crate::kernel::KernelOptions;
 use crate::restart::{self, RestartNeeded};
@@ -40,6 +41,7 @@ pub struct Config {
     pub log: LogConfig,
     pub export: ExportConfig,
     pub pyroscope: PyroscopeConfig,
+    pub otlp: OtlpConfig,
     pub windows: WindowsConfig,
 }
 
@@ -218,6 +220,9 @@ impl Config {
         self.pyroscope
             .check_combinations()
             .map_err(|(key, message)| ("pyroscope", key, message))?;
+        self.otlp
+            .check_combinations()
+            .map_err(|(key, message)| ("otlp", key, message))?;
         let w = &self.windows;
         w.rotation
             .check_within(w.max_seconds, w.max_open)
