@@ -59,9 +59,7 @@ pub fn window_profile(
         other_ips: &window.other_ips,
         shift: status.shift,
         frequency_hz: status.frequency_hz,
-        time_nanos: start
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, nanos),
+        time_nanos: start.duration_since(std::time::UNIX_EPOCH).map_or(0, nanos),
         duration_nanos: now.duration_since(start).map_or(0, nanos),
     };
     kernel_pprof(&w, symbols)

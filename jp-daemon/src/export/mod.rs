@@ -20,8 +20,8 @@ pub mod kernel_metrics;
 pub mod kernel_pprof;
 pub mod label;
 pub mod mct_pprof;
-mod prometheus;
 pub mod otlp;
+mod prometheus;
 pub mod pyroscope;
 mod query;
 pub mod rotation;
@@ -209,7 +209,12 @@ async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
     let rotation_stats = lock(&ctx.sources.rotation).clone();
     rotation::render(&mut text, &rotation_stats);
     pyroscope::render(&mut text, &ctx.sources.pyroscope.stats);
-    pyroscope::render_named(&mut text, &ctx.sources.otlp.stats, "otlp", "the OTLP receiver");
+    pyroscope::render_named(
+        &mut text,
+        &ctx.sources.otlp.stats,
+        "otlp",
+        "the OTLP receiver",
+    );
     prometheus::render_refusals(&mut text, &crate::refusals::snapshot());
     (
         [(

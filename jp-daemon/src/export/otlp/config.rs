@@ -146,8 +146,7 @@ pub fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), String> {
     }
     for (k, v) in headers {
         let name_ok = !k.is_empty()
-            && k
-                .bytes()
+            && k.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if !name_ok {
             return Err(format!(
@@ -155,7 +154,9 @@ pub fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), String> {
             ));
         }
         if !header_safe(v) {
-            return Err(format!("headers: the value of {k:?} is not a valid header value"));
+            return Err(format!(
+                "headers: the value of {k:?} is not a valid header value"
+            ));
         }
     }
     Ok(())
@@ -163,7 +164,9 @@ pub fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), String> {
 
 fn headers<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
     let m = BTreeMap::<String, String>::deserialize(d)?;
-    check_headers(&m).map(|()| m).map_err(serde::de::Error::custom)
+    check_headers(&m)
+        .map(|()| m)
+        .map_err(serde::de::Error::custom)
 }
 
 pub fn check_resource_attributes(a: &BTreeMap<String, String>) -> Result<(), String> {
@@ -180,7 +183,9 @@ pub fn check_resource_attributes(a: &BTreeMap<String, String>) -> Result<(), Str
             ));
         }
         if RESERVED_ATTRIBUTES.contains(&k.as_str()) {
-            return Err(format!("resource_attributes: {k:?} is reserved (jpd sets it)"));
+            return Err(format!(
+                "resource_attributes: {k:?} is reserved (jpd sets it)"
+            ));
         }
     }
     Ok(())
@@ -220,7 +225,9 @@ mod tests {
             parse("endpoint = \"c:4317\"").unwrap_err(),
             "endpoint = \"c:4317\" must start with http:// or https://"
         );
-        assert!(parse("protocol = \"udp\"").unwrap_err().contains("unknown variant"));
+        assert!(parse("protocol = \"udp\"")
+            .unwrap_err()
+            .contains("unknown variant"));
         assert_eq!(
             parse("interval_s = 0").unwrap_err(),
             "interval_s = 0 is out of range 1..=3600"

@@ -47,6 +47,9 @@ pub fn kernel_message(view: &KernelView, start: SystemTime, now: SystemTime) -> 
     let symbols = view.symbols.as_ref()?;
     let p = kernel_pprof::window_profile(&view.counts, &view.status, symbols, start, now);
     let mut builder = jp_mct::otlp::OtlpBuilder::default();
-    builder.add(resource::kernel_resource(&host_name(), &BTreeMap::new()), &p);
+    builder.add(
+        resource::kernel_resource(&host_name(), &BTreeMap::new()),
+        &p,
+    );
     Some(prost::Message::encode_to_vec(&builder.finish()))
 }

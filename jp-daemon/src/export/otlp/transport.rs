@@ -23,7 +23,10 @@ use crate::export::pyroscope::Deliver;
 /// OTLP/gRPC: one channel, connected lazily (and again after a failure) by tonic.
 pub struct GrpcClient {
     client: ProfilesServiceClient<Channel>,
-    headers: Vec<(MetadataKey<tonic::metadata::Ascii>, MetadataValue<tonic::metadata::Ascii>)>,
+    headers: Vec<(
+        MetadataKey<tonic::metadata::Ascii>,
+        MetadataValue<tonic::metadata::Ascii>,
+    )>,
     timeout: Duration,
 }
 
@@ -111,7 +114,10 @@ fn classify(status: &tonic::Status) -> PushError {
 }
 
 impl Deliver for GrpcClient {
-    fn deliver(&self, body: Bytes) -> impl std::future::Future<Output = Result<(), PushError>> + Send {
+    fn deliver(
+        &self,
+        body: Bytes,
+    ) -> impl std::future::Future<Output = Result<(), PushError>> + Send {
         self.export(body)
     }
 }
@@ -147,7 +153,9 @@ impl HttpClient {
         let target = HttpTarget {
             endpoint,
             headers,
-            ca: ca_pem.as_deref().map(|pem| (pem, cfg.tls_ca_file.as_path())),
+            ca: ca_pem
+                .as_deref()
+                .map(|pem| (pem, cfg.tls_ca_file.as_path())),
             timeout: Duration::from_secs(cfg.timeout_s),
             section: "otlp",
         };
@@ -156,7 +164,10 @@ impl HttpClient {
 }
 
 impl Deliver for HttpClient {
-    fn deliver(&self, body: Bytes) -> impl std::future::Future<Output = Result<(), PushError>> + Send {
+    fn deliver(
+        &self,
+        body: Bytes,
+    ) -> impl std::future::Future<Output = Result<(), PushError>> + Send {
         self.0.push(body)
     }
 }

@@ -142,8 +142,12 @@ pub trait IntervalSink {
     /// The kernel profile of the interval.
     fn kernel(&mut self, p: &Profile) -> std::io::Result<()>;
     /// A JVM's tree since its last push (`options`: its CPU and time window).
-    fn jvm(&mut self, s: &JvmSummary, delta: &Mct, options: PprofOptions<'_>)
-        -> std::io::Result<()>;
+    fn jvm(
+        &mut self,
+        s: &JvmSummary,
+        delta: &Mct,
+        options: PprofOptions<'_>,
+    ) -> std::io::Result<()>;
 }
 
 /// Which sources a pusher sends.

@@ -180,20 +180,25 @@ pub struct Pusher {
 
 /// Delivers one encoded push: the transport of a pusher.
 pub trait Deliver: Send + Sync + 'static {
-    fn deliver(&self, body: Bytes) -> impl std::future::Future<Output = Result<(), PushError>> + Send;
+    fn deliver(
+        &self,
+        body: Bytes,
+    ) -> impl std::future::Future<Output = Result<(), PushError>> + Send;
 }
 
 impl Deliver for Client {
-    fn deliver(&self, body: Bytes) -> impl std::future::Future<Output = Result<(), PushError>> + Send {
+    fn deliver(
+        &self,
+        body: Bytes,
+    ) -> impl std::future::Future<Output = Result<(), PushError>> + Send {
         self.push(body)
     }
 }
 
 /// One interval's push from the baselines (moved to `now`): its encoded body and how
 /// many profiles it holds; `None` when there is nothing to push.
-pub type CollectFn = dyn Fn(&ExportState, &mut Baselines, SystemTime) -> Option<(Vec<u8>, u64)>
-    + Send
-    + Sync;
+pub type CollectFn =
+    dyn Fn(&ExportState, &mut Baselines, SystemTime) -> Option<(Vec<u8>, u64)> + Send + Sync;
 
 /// What a pusher is: its name in the log, its queue and baselines, and its bounds.
 pub struct PushPlan {
@@ -251,7 +256,9 @@ impl Pusher {
         Pusher {
             who: plan.who,
             tasks: vec![collector, sender],
-            last: Some(Box::new(move || collect_and_queue(&sources, &plan, &*collect))),
+            last: Some(Box::new(move || {
+                collect_and_queue(&sources, &plan, &*collect)
+            })),
         }
     }
 
@@ -333,7 +340,13 @@ fn collect_and_queue(sources: &ExportState, plan: &PushPlan, collect: &CollectFn
     let batch = collect(sources, b, now);
     drop(guard);
     if let Some((body, profiles)) = batch {
-        shared.enqueue(plan.who, Bytes::from(body), profiles, plan.max, plan.max_bytes);
+        shared.enqueue(
+            plan.who,
+            Bytes::from(body),
+            profiles,
+            plan.max,
+            plan.max_bytes,
+        );
     }
 }
 
@@ -407,18 +420,29 @@ pub fn render_named(out: &mut String, s: &PushStats, prefix: &str, peer: &str) {
     let name = format!("jp_{prefix}_dropped_profiles_total");
     let help = format!("Profiles never delivered, by reason: backlog_full (oldest dropped), rejected (by {peer}), disabled (queued when [{prefix}] was turned off).");
     let mut f = Family::header(out, &name, "counter", &help);
-    f.sample(&name, &[("reason", "backlog_full")], get(&s.dropped_backlog));
+    f.sample(
+        &name,
+        &[("reason", "backlog_full")],
+        get(&s.dropped_backlog),
+    );
     f.sample(&name, &[("reason", "rejected")], get(&s.dropped_rejected));
     f.sample(&name, &[("reason", "disabled")], get(&s.dropped_disabled));
     let name = format!("jp_{prefix}_backlog_requests");
-    Family::header(out, &name, "gauge", "Push requests waiting to be delivered.").sample(
+    Family::header(
+        out,
         &name,
-        &[],
-        get(&s.backlog),
-    );
+        "gauge",
+        "Push requests waiting to be delivered.",
+    )
+    .sample(&name, &[], get(&s.backlog));
     let name = format!("jp_{prefix}_backlog_bytes");
-    Family::header(out, &name, "gauge", "Bytes of push requests waiting to be delivered.")
-        .sample(&name, &[], get(&s.backlog_bytes));
+    Family::header(
+        out,
+        &name,
+        "gauge",
+        "Bytes of push requests waiting to be delivered.",
+    )
+    .sample(&name, &[], get(&s.backlog_bytes));
     let name = format!("jp_{prefix}_last_success_timestamp_seconds");
     let help = format!("When {peer} last accepted a push, seconds since the epoch (0: never).");
     Family::header(out, &name, "gauge", &help).sample(&name, &[], get(&s.last_success_ms) / 1000.0);
