@@ -23,7 +23,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::grpc::venv;
-use crate::support::fleet::{compile_fleet_paper, Java};
+use crate::support::fleet::{compile_fleet_paper, paper_over_intervals};
 use crate::support::jpd::{free_port, metric, Jpd};
 use serde_json::Value;
 
@@ -279,28 +279,7 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree() {
             "resource_attributes = { \"deployment.environment.name\" = \"test\" }\n"
         )
     ));
-    let out_file = scratch.path().join("agent.json");
-    let mut java = Java::start(
-        &jpd,
-        &lib,
-        scratch.path(),
-        &format!(
-            "bba=precise,profiler=usdt,out={},format=json",
-            out_file.display()
-        ),
-    );
-    // Runs over several intervals (several deltas); two spin, for CPU to join.
-    for i in 0..4 {
-        if i % 2 == 1 {
-            java.spin(400);
-        } else {
-            java.run_once();
-        }
-        std::thread::sleep(Duration::from_millis(1300));
-    }
-    let pid = java.child.id();
-    writeln!(java.stdin, "quit").expect("quit");
-    assert!(java.child.wait().expect("wait java").success());
+    let (pid, out_file) = paper_over_intervals(&jpd, &lib, scratch.path());
     let agent = agent_tree(&out_file);
     assert!(!agent.is_empty(), "the agent's tree is empty");
 
