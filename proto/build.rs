@@ -1,5 +1,6 @@
 //! Generates the jp.v1 client and server, and a file descriptor set for gRPC
-//! reflection, from proto/jp/v1/*.proto.
+//! reflection, from proto/jp/v1/*.proto; and the OTLP profiles collector's client
+//! (opentelemetry-proto v1.10.0), whose messages are jp-mct's.
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,5 +17,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .file_descriptor_set_path(out_dir.join("jp_v1_descriptor.bin"))
         .compile_protos(&protos, &["."])?;
+    let otlp = "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto";
+    println!("cargo:rerun-if-changed={otlp}");
+    tonic_prost_build::configure()
+        .build_server(false)
+        .extern_path(
+            ".opentelemetry.proto.profiles.v1development",
+            "::jp_mct::otlp::proto::profiles::v1development",
+        )
+        .extern_path(
+            ".opentelemetry.proto.common.v1",
+            "::jp_mct::otlp::proto::common::v1",
+        )
+        .extern_path(
+            ".opentelemetry.proto.resource.v1",
+            "::jp_mct::otlp::proto::resource::v1",
+        )
+        .compile_protos(&[otlp], &["."])?;
     Ok(())
 }

@@ -8,6 +8,7 @@ mod delta;
 mod folded;
 mod html;
 mod json;
+pub mod otlp;
 pub mod pprof;
 mod read;
 mod tree;

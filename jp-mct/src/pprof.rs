@@ -247,7 +247,7 @@ pub fn write_pprof_folding(
 }
 
 /// The tree's profile message (not yet encoded), and the contexts folded.
-fn mct_profile(t: &Mct, options: PprofOptions<'_>) -> (Profile, u64) {
+pub(crate) fn mct_profile(t: &Mct, options: PprofOptions<'_>) -> (Profile, u64) {
     let mut strings = Strings::default();
     let sample_type = sample_types(&mut strings, options.cpu.is_some());
     // Both are in the table already (the sample types').

@@ -74,6 +74,7 @@ fn profile(top_n: u32) -> pb::KernelProfile {
         unknown_samples: 2,
         buckets: vec![],
         other_ips: vec![],
+        otlp: vec![],
     }
 }
 

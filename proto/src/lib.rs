@@ -12,3 +12,10 @@ pub mod v1 {
 
 /// Full gRPC service name, as health checks and reflection know it.
 pub const SERVICE_NAME: &str = "jp.v1.Jp";
+
+/// The OTLP profiles collector service (opentelemetry-proto v1.10.0, `v1development`):
+/// its client, which jpd's OTLP exporter calls; the messages are `jp_mct::otlp`'s.
+pub mod otlp_collector {
+    #![allow(clippy::all, clippy::pedantic)]
+    tonic::include_proto!("opentelemetry.proto.collector.profiles.v1development");
+}

@@ -69,7 +69,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ),
     (
         "python3-venv",
-        "test-only: a venv for the grpcio client that calls every RPC",
+        "test-only: a venv for the grpcio client that calls every RPC and the OTLP receiver (pip: grpcio, grpcio-tools, opentelemetry-proto==1.45.2)",
     ),
     ("tmux", "test-only: drives jpctl top in a real terminal"),
     (

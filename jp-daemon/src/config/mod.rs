@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::config_range::check as check_range;
 use crate::export::config::ExportConfig;
+use crate::export::otlp::config::OtlpConfig;
 use crate::export::pyroscope::config::PyroscopeConfig;
 use crate::kernel::KernelOptions;
 use crate::restart::{self, RestartNeeded};
@@ -41,6 +42,7 @@ pub struct Config {
     pub log: LogConfig,
     pub export: ExportConfig,
     pub pyroscope: PyroscopeConfig,
+    pub otlp: OtlpConfig,
     pub windows: WindowsConfig,
 }
 
@@ -219,6 +221,9 @@ impl Config {
         self.pyroscope
             .check_combinations()
             .map_err(|(key, message)| ("pyroscope", key, message))?;
+        self.otlp
+            .check_combinations()
+            .map_err(|(key, message)| ("otlp", key, message))?;
         let w = &self.windows;
         w.rotation
             .check_within(w.max_seconds, w.max_open)

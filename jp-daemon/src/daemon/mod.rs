@@ -14,6 +14,7 @@
 
 mod access;
 mod contexts;
+mod otlp;
 mod reload;
 mod serve;
 mod start;

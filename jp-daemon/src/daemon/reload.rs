@@ -20,6 +20,8 @@ pub(super) struct Running {
     pub(super) collector: KernelCollector,
     pub(super) exporter: Option<Exporter>,
     pub(super) pusher: Option<Pusher>,
+    /// The OTLP exporter (`[otlp]`), the same kind of pusher.
+    pub(super) otlp: Option<Pusher>,
     /// The credentials the pusher was started with, to see a rotated secret.
     pub(super) pusher_auth: Result<export::pyroscope::wire::Files, String>,
     pub(super) auth: auth::Authorizer,
@@ -52,6 +54,7 @@ impl Running {
         self.reload_frequency(&new);
         self.reload_exporter(&new).await;
         self.reload_pusher(&new).await;
+        self.reload_otlp(&new).await;
         self.reload_access(&new);
         self.reload_windows(&new);
         // A new `server.tcp` needs a restart, and its certificates with it.

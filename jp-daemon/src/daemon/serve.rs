@@ -81,6 +81,7 @@ impl Daemon {
             let deadline = Duration::from_secs(running.config.pyroscope.timeout_s.min(5));
             rt.block_on(p.finish(&running.sources.pyroscope, deadline));
         }
+        rt.block_on(running.finish_otlp());
         if let Some(usdt) = usdt {
             usdt.shutdown();
         }

@@ -74,6 +74,7 @@ impl Daemon {
             collector,
             exporter: None,
             pusher: None,
+            otlp: None,
             auth: authorizer.clone(),
             tls,
             sources: export::ExportState::new(stores.clone()).with_windows(windows.clone()),
@@ -84,6 +85,8 @@ impl Daemon {
         running.rotation = Some(start_rotation(&running, &stores));
         rt.block_on(running.start_exporter())?;
         rt.block_on(async { running.start_pusher() })
+            .map_err(anyhow::Error::msg)?;
+        rt.block_on(async { running.start_otlp() })
             .map_err(anyhow::Error::msg)?;
         let summary = summary(&running, socket.path(), tcp_addr);
         log::info!(target: "jpd",

@@ -22,9 +22,11 @@ use jp_mct::pprof::{
     value, Function, Line, Location, Mapping, Profile, Sample, Strings, ValueType,
 };
 
+use std::time::SystemTime;
+
 use crate::store::kernel::profile::bucket_addr;
 use crate::store::kernel::symbols::Symbols;
-use crate::store::kernel::ModeCounts;
+use crate::store::kernel::{CollectorStatus, KernelCounts, ModeCounts};
 
 /// The kernel samples of one time window.
 pub struct KernelWindow<'a> {
@@ -38,6 +40,29 @@ pub struct KernelWindow<'a> {
     pub frequency_hz: u64,
     pub time_nanos: i64,
     pub duration_nanos: i64,
+}
+
+/// The profile of `window` (counted from `start` to `now`) for readers outside the
+/// host: addresses as offsets from `_stext` (what the pushers send).
+pub fn window_profile(
+    window: &KernelCounts,
+    status: &CollectorStatus,
+    symbols: &Symbols,
+    start: SystemTime,
+    now: SystemTime,
+) -> Profile {
+    let nanos = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+    let w = KernelWindow {
+        address_base: symbols.text_start,
+        modes: window.modes,
+        buckets: &window.buckets,
+        other_ips: &window.other_ips,
+        shift: status.shift,
+        frequency_hz: status.frequency_hz,
+        time_nanos: start.duration_since(std::time::UNIX_EPOCH).map_or(0, nanos),
+        duration_nanos: now.duration_since(start).map_or(0, nanos),
+    };
+    kernel_pprof(&w, symbols)
 }
 
 /// Builds the profile message (not yet encoded).

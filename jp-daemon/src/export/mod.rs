@@ -20,6 +20,7 @@ pub mod kernel_metrics;
 pub mod kernel_pprof;
 pub mod label;
 pub mod mct_pprof;
+pub mod otlp;
 mod prometheus;
 pub mod pyroscope;
 mod query;
@@ -54,6 +55,8 @@ pub struct ExportState {
     pub jvm_totals: Arc<Mutex<jvm_metrics::JvmTotals>>,
     /// The Pyroscope pusher's queue and counters (they outlive a reload).
     pub pyroscope: Arc<pyroscope::Shared>,
+    /// The OTLP exporter's queue, counters and baselines (the same kind as Pyroscope's).
+    pub otlp: Arc<pyroscope::Shared>,
     /// The windows service, when jpd runs one: its counters, and windows opened for
     /// `/debug/pprof/jvm` (`export.open_windows`).
     pub windows: Option<Windows>,
@@ -67,6 +70,7 @@ impl ExportState {
             stores,
             jvm_totals: Arc::default(),
             pyroscope: Arc::default(),
+            otlp: Arc::default(),
             windows: None,
             rotation: Arc::default(),
         }
@@ -205,6 +209,12 @@ async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
     let rotation_stats = lock(&ctx.sources.rotation).clone();
     rotation::render(&mut text, &rotation_stats);
     pyroscope::render(&mut text, &ctx.sources.pyroscope.stats);
+    pyroscope::render_named(
+        &mut text,
+        &ctx.sources.otlp.stats,
+        "otlp",
+        "the OTLP receiver",
+    );
     prometheus::render_refusals(&mut text, &crate::refusals::snapshot());
     (
         [(

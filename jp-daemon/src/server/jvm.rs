@@ -365,12 +365,14 @@ pub fn top(
     }
 }
 
-/// The whole tree in `format`, written by jp-mct's writers (the agent's own); pprof
-/// and JSON carry CPU per context when the kernel sampler is joined to the JVM (`cpu`).
+/// The whole tree in `format`, written by jp-mct's writers (the agent's own); pprof,
+/// OTLP and JSON carry CPU per context when the kernel sampler is joined to the JVM
+/// (`cpu`). OTLP names the JVM's resource from `jvm`.
 pub fn export(
     t: &Mct,
     cpu: Option<&jp_mct::MctCpu>,
     format: pb::JvmExportFormat,
+    jvm: Option<&JvmSummary>,
 ) -> std::io::Result<Vec<u8>> {
     let mut v = Vec::new();
     match format {
@@ -381,6 +383,10 @@ pub fn export(
         }
         pb::JvmExportFormat::Folded => crate::export::mct_pprof::write_folded(t, &mut v)?,
         pb::JvmExportFormat::Tree => jp_mct::write_tree(t, &mut v)?,
+        pb::JvmExportFormat::Otlp => {
+            let options = jp_mct::PprofOptions { cpu, time: None };
+            crate::export::otlp::write_mct(t, options, jvm, &mut v)?
+        }
     }
     Ok(v)
 }

@@ -134,6 +134,7 @@ pub fn kernel_profile_message(
             .into_iter()
             .map(|(address, samples)| pb::AddressSamples { address, samples })
             .collect(),
+        otlp: Vec::new(),
     }
 }
 

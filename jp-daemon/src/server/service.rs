@@ -135,9 +135,19 @@ impl Jp for JpService {
                 req.source
             )));
         }
+        if req.otlp && req.source != pb::ProfileSource::Timer as i32 {
+            return Err(Status::invalid_argument(
+                "OTLP profiles are of the timer source only",
+            ));
+        }
         let view = self.store.kernel_view();
         let mut profile = kernel::kernel_profile_message(&view, &req);
         AddressView::for_caller(&caller, kernel::text_range(&view).0).kernel_profile(&mut profile);
+        if req.otlp {
+            let start = view.reset_at.unwrap_or(self.started_at);
+            profile.otlp = crate::export::otlp::kernel_message(&view, start, SystemTime::now())
+                .ok_or_else(|| Status::unavailable("kernel symbols are not loaded yet"))?;
+        }
         Ok(Response::new(profile))
     }
 
@@ -310,15 +320,13 @@ impl Jp for JpService {
         let jvm = Arc::clone(&self.jvm);
         let symbols = self.store.symbols();
         let chunks = heavy::run(move |cancelled| {
-            let snapshot = jvm
-                .snapshot(req.pid)
-                .map_err(|held| jvmconv::not_found(req.pid, &held))?;
+            let (summary, snapshot) = jvm_snapshot(&jvm, req.pid)?;
             cancelled.check()?;
             let tree = snapshot.mct();
             cancelled.check()?;
             let cpu = snapshot.cpu().map(|c| c.mct_cpu(&tree, symbols.as_deref()));
             cancelled.check()?;
-            let data = jvmconv::export(&tree, cpu.as_ref(), format)
+            let data = jvmconv::export(&tree, cpu.as_ref(), format, Some(&summary))
                 .map_err(|e| Status::internal(format!("cannot write the profile: {e}")))?;
             Ok(jvmconv::chunks(&data))
         })

@@ -284,6 +284,7 @@ async fn every_rpc_health_reflection_socket_mode_and_removal() {
         top_n: 0,
         include_buckets: false,
         source: 0,
+        otlp: false,
     };
     let p = jp.get_kernel_profile(req).await.unwrap().into_inner();
     let expected = pb::KernelProfile {
@@ -301,6 +302,7 @@ async fn every_rpc_health_reflection_socket_mode_and_removal() {
         unknown_samples: 3,
         buckets: vec![],
         other_ips: vec![],
+        otlp: vec![],
     };
     assert_eq!(p, expected);
     assert_eq!(p.functions[0].load, 0.78125);
@@ -310,6 +312,7 @@ async fn every_rpc_health_reflection_socket_mode_and_removal() {
         top_n: 2,
         include_buckets: true,
         source: 0,
+        otlp: false,
     };
     let p = jp.get_kernel_profile(req).await.unwrap().into_inner();
     let names: Vec<&str> = p.functions.iter().map(|f| f.name.as_str()).collect();
@@ -330,6 +333,7 @@ async fn every_rpc_health_reflection_socket_mode_and_removal() {
         top_n: 0,
         include_buckets: false,
         source: pb::ProfileSource::IrqEntry as i32,
+        otlp: false,
     };
     let p = jp.get_kernel_profile(req).await.unwrap().into_inner();
     assert_eq!(

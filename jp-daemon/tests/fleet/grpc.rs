@@ -29,16 +29,24 @@ fn run(c: &mut Command, what: &str) {
     );
 }
 
-/// The venv with grpcio and grpcio-tools (pip from PyPI the first time).
-fn venv() -> PathBuf {
-    // The tests of this file run in parallel: one creates the venv, the other waits.
+/// The official OpenTelemetry protocol definitions the OTLP peer is built from:
+/// pinned, since v1development changes between releases.
+pub const OPENTELEMETRY_PROTO: &str = "opentelemetry-proto==1.45.2";
+
+/// The venv with grpcio, grpcio-tools and opentelemetry-proto (pip from PyPI the first
+/// time); a package pip cannot install fails the test, naming it.
+pub fn venv() -> PathBuf {
+    // The tests that use it run in parallel: one creates the venv, the others wait.
     static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _creating = CREATING.lock().unwrap_or_else(|p| p.into_inner());
     let dir = target_dir().join("fleet-venv");
     let python = dir.join("bin/python3");
     let ok = python.exists()
         && Command::new(&python)
-            .args(["-c", "import grpc, grpc_tools"])
+            .args([
+                "-c",
+                "import grpc, grpc_tools, opentelemetry.proto.collector.profiles.v1development",
+            ])
             .output()
             .is_ok_and(|o| o.status.success());
     if !ok {
@@ -48,8 +56,18 @@ fn venv() -> PathBuf {
             "python3 -m venv (apt-get install python3-venv)",
         );
         run(
-            Command::new(dir.join("bin/pip")).args(["install", "-q", "grpcio", "grpcio-tools"]),
-            "pip install grpcio grpcio-tools (needs PyPI)",
+            // `python -m pip`: the venv's own pip even in a copied venv, whose `bin/pip`
+            // still names the original's interpreter.
+            Command::new(&python).args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "grpcio",
+                "grpcio-tools",
+                OPENTELEMETRY_PROTO,
+            ]),
+            &format!("pip install grpcio grpcio-tools '{OPENTELEMETRY_PROTO}' (needs PyPI)"),
         );
     }
     python

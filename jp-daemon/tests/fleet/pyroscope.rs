@@ -20,7 +20,7 @@
 //! openssl (test certificates).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::support::fleet::{compile_fleet_paper, tool, Java};
+use crate::support::fleet::{compile_fleet_paper, paper_over_intervals, tool};
 use crate::support::jpd::Jpd;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -614,29 +614,7 @@ fn pushed_jvm_deltas_add_up_to_the_agents_tree() {
         "[usdt]\nscan_interval_ms = 100\n\n[pyroscope]\nenabled = true\nurl = \"{}\"\ninterval_s = 1\nlabels = {{ env = \"test\", cluster = \"c1\" }}\n",
         recv.url()
     ));
-    let out_file = scratch.path().join("agent.json");
-    let mut java = Java::start(
-        &jpd,
-        &lib,
-        scratch.path(),
-        &format!(
-            "bba=precise,profiler=usdt,out={},format=json",
-            out_file.display()
-        ),
-    );
-    // Runs spread over several intervals, so the tree arrives in several deltas; two
-    // of them spin, so that the sampler has CPU to join to their contexts.
-    for i in 0..4 {
-        if i % 2 == 1 {
-            java.spin(400);
-        } else {
-            java.run_once();
-        }
-        std::thread::sleep(Duration::from_millis(1300));
-    }
-    let pid = java.child.id();
-    writeln!(java.stdin, "quit").expect("quit");
-    assert!(java.child.wait().expect("wait java").success());
+    let (pid, out_file) = paper_over_intervals(&jpd, &lib, scratch.path());
     let agent = agent_tree(&out_file);
     assert!(!agent.is_empty(), "the agent's tree is empty");
 

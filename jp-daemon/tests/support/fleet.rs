@@ -94,6 +94,35 @@ pub fn compile_fleet_paper(dir: &Path) {
     assert!(st.success(), "javac {}", src.display());
 }
 
+/// FleetPaper under the agent (its tree also to `out=`, JSON), four runs over about five
+/// seconds — so that the tree reaches jpd in several intervals; two of them spin, so
+/// that jpd's sampler has CPU to join to their contexts — then quit: its pid and the
+/// agent's `out=` file.
+pub fn paper_over_intervals(jpd: &Jpd, lib: &Path, classes: &Path) -> (u32, PathBuf) {
+    let out_file = classes.join("agent.json");
+    let mut java = Java::start(
+        jpd,
+        lib,
+        classes,
+        &format!(
+            "bba=precise,profiler=usdt,out={},format=json",
+            out_file.display()
+        ),
+    );
+    for i in 0..4 {
+        if i % 2 == 1 {
+            java.spin(400);
+        } else {
+            java.run_once();
+        }
+        std::thread::sleep(Duration::from_millis(1300));
+    }
+    let pid = java.child.id();
+    writeln!(java.stdin, "quit").expect("quit");
+    assert!(java.child.wait().expect("wait java").success());
+    (pid, out_file)
+}
+
 /// FleetPaper under jp's agent, driven through stdin.
 pub struct Java {
     pub child: Child,

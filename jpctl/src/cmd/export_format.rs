@@ -9,6 +9,9 @@ pub enum ExportFormat {
     Json,
     /// Gzipped pprof (go tool pprof, Speedscope, ...).
     Pprof,
+    /// OTLP profiles (opentelemetry-proto v1.10.0): a ProfilesData message, as jpd's
+    /// OTLP exporter sends it.
+    Otlp,
     /// Folded stacks for flame graphs.
     Folded,
     /// Indented text tree.
@@ -22,6 +25,7 @@ impl ExportFormat {
         match self {
             ExportFormat::Json => "jp-mct/1 JSON",
             ExportFormat::Pprof => "gzipped pprof",
+            ExportFormat::Otlp => "OTLP profiles",
             ExportFormat::Folded => "folded stacks",
             ExportFormat::Tree => "text tree",
             ExportFormat::Html => "HTML flame graph",
@@ -33,6 +37,7 @@ impl ExportFormat {
         match self {
             ExportFormat::Json | ExportFormat::Html => JvmExportFormat::Json,
             ExportFormat::Pprof => JvmExportFormat::Pprof,
+            ExportFormat::Otlp => JvmExportFormat::Otlp,
             ExportFormat::Folded => JvmExportFormat::Folded,
             ExportFormat::Tree => JvmExportFormat::Tree,
         }

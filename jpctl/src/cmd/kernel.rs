@@ -23,6 +23,9 @@ pub enum Format {
     Readprofile,
     /// A flame graph page (module → function), self-contained HTML.
     Html,
+    /// OTLP profiles (opentelemetry-proto v1.10.0): a ProfilesData message, as jpd's
+    /// OTLP exporter sends it (timer source only).
+    Otlp,
 }
 
 #[derive(Args, Debug)]
@@ -52,10 +55,19 @@ pub async fn run(c: &mut Client, a: KernelArgs) -> anyhow::Result<()> {
         top_n: a.top.unwrap_or(0),
         include_buckets: false,
         source: source as i32,
+        otlp: req_otlp(&a),
     };
     let p = c.get_kernel_profile(req).await.map_err(rpc)?.into_inner();
+    if req_otlp(&a) {
+        return Destination::from_flag(a.output.as_deref()).write(&p.otlp, "(OTLP profiles)");
+    }
     let (text, what) = render(&p, &a)?;
     Destination::from_flag(a.output.as_deref()).write(text.as_bytes(), what)
+}
+
+/// Whether the OTLP message is what is written.
+fn req_otlp(a: &KernelArgs) -> bool {
+    !a.json && a.format == Format::Otlp
 }
 
 /// The profile in the format asked for, and how `-o` names it.
@@ -69,7 +81,7 @@ fn render(p: &KernelProfile, a: &KernelArgs) -> anyhow::Result<(String, &'static
         match a.format {
             Format::Html => (kernel::flame::html(p)?, "(HTML flame graph)"),
             Format::Readprofile => (kernel::readprofile(p), "(readprofile format)"),
-            Format::Table => (kernel::kernel_text(p), "(kernel profile table)"),
+            Format::Table | Format::Otlp => (kernel::kernel_text(p), "(kernel profile table)"),
         }
     })
 }

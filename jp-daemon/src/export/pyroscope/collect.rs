@@ -25,12 +25,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use jp_mct::pprof::Profile;
 use jp_mct::{Mct, MethodInfo, PprofOptions, TimeRange};
 
 use super::wire::{uuid_v4, LabelPair, RawProfileSeries, RawSample};
 use crate::export::label::label_value;
 use crate::export::{kernel_pprof, mct_pprof, ExportState};
-use crate::store::jvm::CpuSnapshot;
+use crate::store::jvm::{CpuSnapshot, JvmSummary};
 use crate::store::read::{self, KernelSince, ReadJvm, ReadWindows};
 
 pub const KERNEL_SERVICE: &str = "jp-kernel";
@@ -136,6 +137,55 @@ pub(super) fn series_with(
     }
 }
 
+/// Where one interval's profiles go: each pusher encodes them its own way.
+pub trait IntervalSink {
+    /// The kernel profile of the interval.
+    fn kernel(&mut self, p: &Profile) -> std::io::Result<()>;
+    /// A JVM's tree since its last push (`options`: its CPU and time window).
+    fn jvm(
+        &mut self,
+        s: &JvmSummary,
+        delta: &Mct,
+        options: PprofOptions<'_>,
+    ) -> std::io::Result<()>;
+}
+
+/// Which sources a pusher sends.
+#[derive(Clone, Copy, Debug)]
+pub struct Sources {
+    pub kernel: bool,
+    pub jvms: bool,
+}
+
+/// Pyroscope's series: gzipped pprof, labelled.
+struct Series<'a> {
+    l: &'a Labeling,
+    out: Vec<RawProfileSeries>,
+}
+
+impl IntervalSink for Series<'_> {
+    fn kernel(&mut self, p: &Profile) -> std::io::Result<()> {
+        let gz = jp_mct::pprof::gzip(p)?;
+        self.out
+            .push(series(KERNEL_PROFILE_NAME, KERNEL_SERVICE, self.l, gz));
+        Ok(())
+    }
+
+    fn jvm(
+        &mut self,
+        s: &JvmSummary,
+        delta: &Mct,
+        options: PprofOptions<'_>,
+    ) -> std::io::Result<()> {
+        let mut profile = Vec::new();
+        mct_pprof::write_pprof(delta, options, &mut profile)?;
+        let service = service_name(&s.main);
+        self.out
+            .push(series(JVM_PROFILE_NAME, &service, self.l, profile));
+        Ok(())
+    }
+}
+
 /// Collects the profiles of the interval ending `now` and moves the baselines there.
 pub fn collect(
     b: &mut Baselines,
@@ -143,58 +193,52 @@ pub fn collect(
     l: &Labeling,
     now: SystemTime,
 ) -> Vec<RawProfileSeries> {
-    let mut out = Vec::new();
-    if l.kernel {
-        match kernel(b, sources, now) {
-            Ok(Some(p)) => out.push(series(KERNEL_PROFILE_NAME, KERNEL_SERVICE, l, p)),
-            Ok(None) => {}
-            Err(e) => log::warn!("pyroscope: cannot encode the kernel profile: {e}"),
-        }
-    }
-    if l.jvms {
-        jvms(b, sources, l, now, &mut out);
-    }
-    b.prev = now;
-    out
+    let mut sink = Series { l, out: Vec::new() };
+    let what = Sources {
+        kernel: l.kernel,
+        jvms: l.jvms,
+    };
+    collect_into(b, sources, what, now, &mut sink);
+    sink.out
 }
 
-fn kernel(
+/// Collects the profiles of the interval ending `now` into `sink` and moves the
+/// baselines there.
+pub fn collect_into(
     b: &mut Baselines,
     sources: &ExportState,
+    what: Sources,
     now: SystemTime,
-) -> std::io::Result<Option<Vec<u8>>> {
+    sink: &mut dyn IntervalSink,
+) {
+    if what.kernel {
+        kernel(b, sources, now, sink);
+    }
+    if what.jvms {
+        jvms(b, sources, now, sink);
+    }
+    b.prev = now;
+}
+
+fn kernel(b: &mut Baselines, sources: &ExportState, now: SystemTime, sink: &mut dyn IntervalSink) {
     let view = sources.stores.kernel.kernel_totals();
     let Some(symbols) = view.symbols else {
         // Nothing can be named yet: the window grows until the symbols are loaded.
-        return Ok(None);
+        return;
     };
     let (window, start) = match &b.kernel {
         Some(since) => since.window(&view.counts),
         None => (view.counts.clone(), b.prev),
     };
-    let w = kernel_pprof::KernelWindow {
-        // Offsets from _stext: the server's readers are not the host's root.
-        address_base: symbols.text_start,
-        modes: window.modes,
-        buckets: &window.buckets,
-        other_ips: &window.other_ips,
-        shift: view.status.shift,
-        frequency_hz: view.status.frequency_hz,
-        time_nanos: unix_nanos(start),
-        duration_nanos: nanos(now.duration_since(start).unwrap_or_default()),
-    };
-    let gz = jp_mct::pprof::gzip(&kernel_pprof::kernel_pprof(&w, &symbols))?;
-    b.kernel = Some(KernelSince::at(view.counts, now));
-    Ok(Some(gz))
+    // Offsets from _stext: the server's readers are not the host's root.
+    let p = kernel_pprof::window_profile(&window, &view.status, &symbols, start, now);
+    match sink.kernel(&p) {
+        Ok(()) => b.kernel = Some(KernelSince::at(view.counts, now)),
+        Err(e) => log::warn!("cannot encode the kernel profile: {e}"),
+    }
 }
 
-fn jvms(
-    b: &mut Baselines,
-    sources: &ExportState,
-    l: &Labeling,
-    now: SystemTime,
-    out: &mut Vec<RawProfileSeries>,
-) {
+fn jvms(b: &mut Baselines, sources: &ExportState, now: SystemTime, sink: &mut dyn IntervalSink) {
     let list = sources.stores.jvm.list();
     b.jvms.retain(|pid, _| list.iter().any(|s| s.pid == *pid));
     // Names the kernel frames of the JVMs' CPU per context.
@@ -252,9 +296,8 @@ fn jvms(
                 duration_nanos: nanos(now.duration_since(start).unwrap_or_default()),
             }),
         };
-        let mut profile = Vec::new();
-        if let Err(e) = mct_pprof::write_pprof(&delta, options, &mut profile) {
-            log::warn!("pyroscope: cannot encode JVM {}'s tree: {e}", s.pid);
+        if let Err(e) = sink.jvm(&s, &delta, options) {
+            log::warn!("cannot encode JVM {}'s tree: {e}", s.pid);
             base.generation = None;
             continue;
         }
@@ -266,13 +309,12 @@ fn jvms(
             base.cpu = Some(c.clone());
         }
         base.until = now;
-        out.push(series(JVM_PROFILE_NAME, &service_name(&s.main), l, profile));
     }
 }
 
 /// A JVM's `service_name`: its main class, bounded and safe (the JVM chose it, and
 /// could otherwise pose as another service or get the whole push rejected).
-pub(super) fn service_name(main: &str) -> String {
+pub(crate) fn service_name(main: &str) -> String {
     if main.is_empty() {
         UNKNOWN_MAIN.to_string()
     } else {

@@ -146,24 +146,24 @@ impl PyroscopeConfig {
 }
 
 /// Visible ASCII and spaces: what an HTTP header value may safely hold.
-fn header_safe(s: &str) -> bool {
+pub(crate) fn header_safe(s: &str) -> bool {
     s.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
-fn interval_s<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(crate) fn interval_s<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     check("interval_s", u64::deserialize(d)?, &INTERVAL_S_RANGE).map_err(serde::de::Error::custom)
 }
 
-fn timeout_s<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(crate) fn timeout_s<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     check("timeout_s", u64::deserialize(d)?, &TIMEOUT_S_RANGE).map_err(serde::de::Error::custom)
 }
 
-fn max_backlog<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+pub(crate) fn max_backlog<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     check("max_backlog", usize::deserialize(d)?, &MAX_BACKLOG_RANGE)
         .map_err(serde::de::Error::custom)
 }
 
-fn max_backlog_mb<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(crate) fn max_backlog_mb<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     check(
         "max_backlog_mb",
         u64::deserialize(d)?,

@@ -92,8 +92,9 @@ impl Shared {
             .store(b.bytes as u64, Ordering::Relaxed);
     }
 
-    /// Queues a push, dropping the oldest ones beyond the bounds.
-    fn enqueue(&self, body: Bytes, profiles: u64, max: usize, max_bytes: usize) {
+    /// Queues a push, dropping the oldest ones beyond the bounds; `who` names the
+    /// pusher in the log.
+    fn enqueue(&self, who: &str, body: Bytes, profiles: u64, max: usize, max_bytes: usize) {
         let mut b = lock(&self.backlog);
         let seq = b.next_seq;
         b.next_seq += 1;
@@ -111,7 +112,7 @@ impl Shared {
                     .dropped_backlog
                     .fetch_add(old.profiles, Ordering::Relaxed);
                 log::warn!(
-                    "pyroscope: backlog full ({} pushes, {} bytes): dropped the oldest push ({} profiles)",
+                    "{who}: backlog full ({} pushes, {} bytes): dropped the oldest push ({} profiles)",
                     b.queue.len(),
                     b.bytes,
                     old.profiles
@@ -161,7 +162,7 @@ impl Shared {
 }
 
 /// The host name for the `host` label.
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .ok()
@@ -171,9 +172,41 @@ fn host_name() -> String {
 
 /// A running pusher; [`Pusher::stop`] ends it (the queue stays in [`Shared`]).
 pub struct Pusher {
+    who: &'static str,
     tasks: Vec<JoinHandle<()>>,
     /// The last collection, run by [`Pusher::finish`].
     last: Option<Box<dyn FnOnce() + Send>>,
+}
+
+/// Delivers one encoded push: the transport of a pusher.
+pub trait Deliver: Send + Sync + 'static {
+    fn deliver(
+        &self,
+        body: Bytes,
+    ) -> impl std::future::Future<Output = Result<(), PushError>> + Send;
+}
+
+impl Deliver for Client {
+    fn deliver(
+        &self,
+        body: Bytes,
+    ) -> impl std::future::Future<Output = Result<(), PushError>> + Send {
+        self.push(body)
+    }
+}
+
+/// One interval's push from the baselines (moved to `now`): its encoded body and how
+/// many profiles it holds; `None` when there is nothing to push.
+pub type CollectFn =
+    dyn Fn(&ExportState, &mut Baselines, SystemTime) -> Option<(Vec<u8>, u64)> + Send + Sync;
+
+/// What a pusher is: its name in the log, its queue and baselines, and its bounds.
+pub struct PushPlan {
+    pub who: &'static str,
+    pub shared: Arc<Shared>,
+    pub interval: Duration,
+    pub max: usize,
+    pub max_bytes: usize,
 }
 
 impl Pusher {
@@ -181,30 +214,52 @@ impl Pusher {
     /// read or TLS cannot be set up; the message names the key.
     pub fn start(cfg: &PyroscopeConfig, sources: ExportState) -> Result<Pusher, String> {
         let client = Client::new(cfg)?;
-        let shared = Arc::clone(&sources.pyroscope);
-        let labeling = Arc::new(Labeling {
+        let labeling = Labeling {
             host: host_name(),
             labels: cfg.labels.clone(),
             kernel: cfg.kernel,
             jvms: cfg.jvms,
+        };
+        let collect: Arc<CollectFn> = Arc::new(move |sources, b, now| {
+            let mut series = collect::collect(b, sources, &labeling, now);
+            if labeling.jvms {
+                windows::collect(b, sources, &labeling, &mut series);
+            }
+            let profiles = series.len() as u64;
+            (profiles > 0).then(|| (PushRequest { series }.encode_to_vec(), profiles))
         });
-        let interval = Duration::from_secs(cfg.interval_s);
-        let max = cfg.max_backlog;
-        let max_bytes = usize::try_from(cfg.max_backlog_mb << 20).unwrap_or(usize::MAX);
+        let plan = PushPlan {
+            who: "pyroscope",
+            shared: Arc::clone(&sources.pyroscope),
+            interval: Duration::from_secs(cfg.interval_s),
+            max: cfg.max_backlog,
+            max_bytes: usize::try_from(cfg.max_backlog_mb << 20).unwrap_or(usize::MAX),
+        };
+        Ok(Pusher::spawn(plan, sources, client, collect))
+    }
+
+    /// Starts a pusher's two tasks: the collector queues one push per interval, the
+    /// sender delivers the queue through `client`.
+    pub fn spawn(
+        plan: PushPlan,
+        sources: ExportState,
+        client: impl Deliver,
+        collect: Arc<CollectFn>,
+    ) -> Pusher {
+        let plan = Arc::new(plan);
         let collector = tokio::spawn(collector(
             sources.clone(),
-            Arc::clone(&labeling),
-            interval,
-            max,
-            max_bytes,
+            Arc::clone(&plan),
+            Arc::clone(&collect),
         ));
-        let sender = tokio::spawn(sender(shared, client));
-        Ok(Pusher {
+        let sender = tokio::spawn(sender(plan.who, Arc::clone(&plan.shared), client));
+        Pusher {
+            who: plan.who,
             tasks: vec![collector, sender],
             last: Some(Box::new(move || {
-                collect_and_queue(&sources, &sources.pyroscope, &labeling, max, max_bytes)
+                collect_and_queue(&sources, &plan, &*collect)
             })),
-        })
+        }
     }
 
     /// jpd is stopping: pushes the interval begun so far with what is queued, for at
@@ -224,7 +279,7 @@ impl Pusher {
         }
         let left = shared.stats.backlog.load(Ordering::Relaxed);
         if left > 0 {
-            log::warn!("pyroscope: stopping with {left} pushes not delivered");
+            log::warn!("{}: stopping with {left} pushes not delivered", self.who);
         }
         self.stop().await;
     }
@@ -241,16 +296,10 @@ impl Pusher {
     }
 }
 
-async fn collector(
-    sources: ExportState,
-    labeling: Arc<Labeling>,
-    interval: Duration,
-    max: usize,
-    max_bytes: usize,
-) {
-    let shared = Arc::clone(&sources.pyroscope);
+async fn collector(sources: ExportState, plan: Arc<PushPlan>, collect: Arc<CollectFn>) {
+    let who = plan.who;
     let start = {
-        let (sources, shared) = (sources.clone(), Arc::clone(&shared));
+        let (sources, shared) = (sources.clone(), Arc::clone(&plan.shared));
         tokio::task::spawn_blocking(move || {
             let epoch = shared.epoch.load(Ordering::Relaxed);
             let mut b = lock(&shared.baselines);
@@ -260,33 +309,27 @@ async fn collector(
         })
     };
     if start.await.is_err() {
-        log::error!("pyroscope: the collector could not start");
+        log::error!("{who}: the collector could not start");
         return;
     }
+    let interval = plan.interval;
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        let (sources, shared, labeling) =
-            (sources.clone(), Arc::clone(&shared), Arc::clone(&labeling));
-        let done = tokio::task::spawn_blocking(move || {
-            collect_and_queue(&sources, &shared, &labeling, max, max_bytes)
-        })
-        .await;
+        let (sources, plan, collect) = (sources.clone(), Arc::clone(&plan), Arc::clone(&collect));
+        let done =
+            tokio::task::spawn_blocking(move || collect_and_queue(&sources, &plan, &*collect))
+                .await;
         if let Err(e) = done {
-            log::error!("pyroscope: collecting profiles failed: {e}");
+            log::error!("{who}: collecting profiles failed: {e}");
         }
     }
 }
 
-/// One interval's profiles, queued as one push (blocking: copies trees, gzips).
-fn collect_and_queue(
-    sources: &ExportState,
-    shared: &Shared,
-    labeling: &Labeling,
-    max: usize,
-    max_bytes: usize,
-) {
+/// One interval's profiles, queued as one push (blocking: copies trees, encodes).
+fn collect_and_queue(sources: &ExportState, plan: &PushPlan, collect: &CollectFn) {
+    let shared = &plan.shared;
     let now = SystemTime::now();
     let epoch = shared.epoch.load(Ordering::Relaxed);
     let mut guard = lock(&shared.baselines);
@@ -294,20 +337,20 @@ fn collect_and_queue(
         Some(b) if b.epoch == epoch => b,
         _ => guard.insert(Baselines::new(epoch, sources, now)),
     };
-    let mut series = collect::collect(b, sources, labeling, now);
-    if labeling.jvms {
-        windows::collect(b, sources, labeling, &mut series);
-    }
+    let batch = collect(sources, b, now);
     drop(guard);
-    if series.is_empty() {
-        return;
+    if let Some((body, profiles)) = batch {
+        shared.enqueue(
+            plan.who,
+            Bytes::from(body),
+            profiles,
+            plan.max,
+            plan.max_bytes,
+        );
     }
-    let profiles = series.len() as u64;
-    let body = PushRequest { series }.encode_to_vec();
-    shared.enqueue(Bytes::from(body), profiles, max, max_bytes);
 }
 
-async fn sender(shared: Arc<Shared>, client: Client) {
+async fn sender(who: &'static str, shared: Arc<Shared>, client: impl Deliver) {
     let mut backoff = MIN_BACKOFF;
     let mut failures = 0u64;
     loop {
@@ -317,7 +360,7 @@ async fn sender(shared: Arc<Shared>, client: Client) {
         };
         let len = body.len() as u64;
         let s = &shared.stats;
-        match client.push(body).await {
+        match client.deliver(body).await {
             Ok(()) => {
                 shared.remove(seq);
                 s.ok.fetch_add(1, Ordering::Relaxed);
@@ -328,7 +371,7 @@ async fn sender(shared: Arc<Shared>, client: Client) {
                     .map_or(0, |d| d.as_millis() as u64);
                 s.last_success_ms.store(now_ms, Ordering::Relaxed);
                 if failures > 0 {
-                    log::info!("pyroscope: pushing again after {failures} failed attempts");
+                    log::info!("{who}: pushing again after {failures} failed attempts");
                 }
                 failures = 0;
                 backoff = MIN_BACKOFF;
@@ -337,15 +380,15 @@ async fn sender(shared: Arc<Shared>, client: Client) {
                 s.rejected.fetch_add(1, Ordering::Relaxed);
                 shared.remove(seq);
                 s.dropped_rejected.fetch_add(profiles, Ordering::Relaxed);
-                log::error!("pyroscope: push refused, {profiles} profiles dropped: {msg}");
+                log::error!("{who}: push refused, {profiles} profiles dropped: {msg}");
             }
             Err(PushError::Retry(msg)) => {
                 s.failed.fetch_add(1, Ordering::Relaxed);
                 failures += 1;
                 if failures == 1 {
-                    log::warn!("pyroscope: push failed, retrying with back-off: {msg}");
+                    log::warn!("{who}: push failed, retrying with back-off: {msg}");
                 } else {
-                    log::debug!("pyroscope: push failed ({failures} in a row): {msg}");
+                    log::debug!("{who}: push failed ({failures} in a row): {msg}");
                 }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -356,65 +399,53 @@ async fn sender(shared: Arc<Shared>, client: Client) {
 
 /// The pusher's counters in the Prometheus exposition (after the others).
 pub fn render(out: &mut String, s: &PushStats) {
+    render_named(out, s, "pyroscope", "the Pyroscope server");
+}
+
+/// A pusher's counters as `jp_<prefix>_*`; `peer` names the receiver in the help.
+pub fn render_named(out: &mut String, s: &PushStats, prefix: &str, peer: &str) {
     let get = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
-    let name = "jp_pyroscope_pushes_total";
-    let mut f = Family::header(
-        out,
-        name,
-        "counter",
-        "Push requests to the Pyroscope server by result: ok, error (retried later), rejected (refused by the server, dropped).",
+    let name = format!("jp_{prefix}_pushes_total");
+    let help = format!("Push requests to {peer} by result: ok, error (retried later), rejected (refused by the receiver, dropped).");
+    let mut f = Family::header(out, &name, "counter", &help);
+    f.sample(&name, &[("result", "ok")], get(&s.ok));
+    f.sample(&name, &[("result", "error")], get(&s.failed));
+    f.sample(&name, &[("result", "rejected")], get(&s.rejected));
+    let name = format!("jp_{prefix}_sent_bytes_total");
+    let help = format!("Bytes of push requests {peer} accepted.");
+    Family::header(out, &name, "counter", &help).sample(&name, &[], get(&s.sent_bytes));
+    let name = format!("jp_{prefix}_sent_profiles_total");
+    let help = format!("Profiles {peer} accepted.");
+    Family::header(out, &name, "counter", &help).sample(&name, &[], get(&s.sent_profiles));
+    let name = format!("jp_{prefix}_dropped_profiles_total");
+    let help = format!("Profiles never delivered, by reason: backlog_full (oldest dropped), rejected (by {peer}), disabled (queued when [{prefix}] was turned off).");
+    let mut f = Family::header(out, &name, "counter", &help);
+    f.sample(
+        &name,
+        &[("reason", "backlog_full")],
+        get(&s.dropped_backlog),
     );
-    f.sample(name, &[("result", "ok")], get(&s.ok));
-    f.sample(name, &[("result", "error")], get(&s.failed));
-    f.sample(name, &[("result", "rejected")], get(&s.rejected));
-    let name = "jp_pyroscope_sent_bytes_total";
+    f.sample(&name, &[("reason", "rejected")], get(&s.dropped_rejected));
+    f.sample(&name, &[("reason", "disabled")], get(&s.dropped_disabled));
+    let name = format!("jp_{prefix}_backlog_requests");
     Family::header(
         out,
-        name,
-        "counter",
-        "Bytes of push requests the Pyroscope server accepted.",
+        &name,
+        "gauge",
+        "Push requests waiting to be delivered.",
     )
-    .sample(name, &[], get(&s.sent_bytes));
-    let name = "jp_pyroscope_sent_profiles_total";
+    .sample(&name, &[], get(&s.backlog));
+    let name = format!("jp_{prefix}_backlog_bytes");
     Family::header(
         out,
-        name,
-        "counter",
-        "Profiles the Pyroscope server accepted.",
-    )
-    .sample(name, &[], get(&s.sent_profiles));
-    let name = "jp_pyroscope_dropped_profiles_total";
-    let mut f = Family::header(
-        out,
-        name,
-        "counter",
-        "Profiles never delivered, by reason: backlog_full (oldest dropped), rejected (by the server), disabled (queued when [pyroscope] was turned off).",
-    );
-    f.sample(name, &[("reason", "backlog_full")], get(&s.dropped_backlog));
-    f.sample(name, &[("reason", "rejected")], get(&s.dropped_rejected));
-    f.sample(name, &[("reason", "disabled")], get(&s.dropped_disabled));
-    let name = "jp_pyroscope_backlog_requests";
-    Family::header(out, name, "gauge", "Push requests waiting to be delivered.").sample(
-        name,
-        &[],
-        get(&s.backlog),
-    );
-    let name = "jp_pyroscope_backlog_bytes";
-    Family::header(
-        out,
-        name,
+        &name,
         "gauge",
         "Bytes of push requests waiting to be delivered.",
     )
-    .sample(name, &[], get(&s.backlog_bytes));
-    let name = "jp_pyroscope_last_success_timestamp_seconds";
-    Family::header(
-        out,
-        name,
-        "gauge",
-        "When the Pyroscope server last accepted a push, seconds since the epoch (0: never).",
-    )
-    .sample(name, &[], get(&s.last_success_ms) / 1000.0);
+    .sample(&name, &[], get(&s.backlog_bytes));
+    let name = format!("jp_{prefix}_last_success_timestamp_seconds");
+    let help = format!("When {peer} last accepted a push, seconds since the epoch (0: never).");
+    Family::header(out, &name, "gauge", &help).sample(&name, &[], get(&s.last_success_ms) / 1000.0);
 }
 
 #[cfg(test)]
@@ -425,21 +456,21 @@ mod tests {
     fn backlog_drops_the_oldest_and_counts_it() {
         let s = Shared::default();
         for i in 0..5u8 {
-            s.enqueue(Bytes::from(vec![i; 10]), 2, 3, 1 << 20);
+            s.enqueue("test", Bytes::from(vec![i; 10]), 2, 3, 1 << 20);
         }
         assert_eq!(s.stats.dropped_backlog.load(Ordering::Relaxed), 4);
         assert_eq!(s.stats.backlog.load(Ordering::Relaxed), 3);
         let (seq, body, _) = s.front().unwrap();
         assert_eq!((seq, body[0]), (2, 2));
         // The push in flight (2) is kept; the next oldest (3) goes.
-        s.enqueue(Bytes::from(vec![5; 10]), 2, 3, 1 << 20);
+        s.enqueue("test", Bytes::from(vec![5; 10]), 2, 3, 1 << 20);
         let seqs: Vec<u64> = lock(&s.backlog).queue.iter().map(|b| b.seq).collect();
         assert_eq!(seqs, [2, 4, 5]);
         assert!(s.remove(2));
         // By bytes: 25 bytes allowed, three pushes of 10 keep two.
         let s = Shared::default();
         for i in 0..3u8 {
-            s.enqueue(Bytes::from(vec![i; 10]), 1, 100, 25);
+            s.enqueue("test", Bytes::from(vec![i; 10]), 1, 100, 25);
         }
         assert_eq!(s.stats.backlog_bytes.load(Ordering::Relaxed), 20);
         assert_eq!(s.stats.dropped_backlog.load(Ordering::Relaxed), 1);

@@ -75,6 +75,18 @@ pub struct Client {
     endpoint: Uri,
     headers: Vec<(HeaderName, HeaderValue)>,
     timeout: Duration,
+    /// The configuration section, in messages.
+    section: &'static str,
+}
+
+/// What an HTTP push client is made of, whatever the receiver.
+pub struct HttpTarget<'a> {
+    pub endpoint: Uri,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// A CA's PEM and the file it came from, instead of Mozilla's roots.
+    pub ca: Option<(&'a [u8], &'a std::path::Path)>,
+    pub timeout: Duration,
+    pub section: &'static str,
 }
 
 impl Client {
@@ -108,16 +120,32 @@ impl Client {
             })?;
             headers.push((HeaderName::from_static("x-scope-orgid"), v));
         }
+        let target = HttpTarget {
+            endpoint,
+            headers,
+            ca: files
+                .ca_pem
+                .as_deref()
+                .map(|pem| (pem, cfg.tls_ca_file.as_path())),
+            timeout: Duration::from_secs(cfg.timeout_s),
+            section: "pyroscope",
+        };
+        Client::over(target)
+    }
+
+    /// A client POSTing to `t.endpoint` over http or https (rustls).
+    pub fn over(t: HttpTarget<'_>) -> Result<Client, String> {
+        let section = t.section;
         let provider = rustls::crypto::ring::default_provider();
-        let tls = match &files.ca_pem {
+        let tls = match t.ca {
             None => hyper_rustls::HttpsConnectorBuilder::new()
                 .with_provider_and_webpki_roots(provider)
-                .map_err(|e| format!("pyroscope: cannot set up TLS: {e}"))?,
-            Some(pem) => {
-                let roots = ca_roots(pem, &cfg.tls_ca_file)?;
+                .map_err(|e| format!("{section}: cannot set up TLS: {e}"))?,
+            Some((pem, path)) => {
+                let roots = ca_roots(section, pem, path)?;
                 let tls = rustls::ClientConfig::builder_with_provider(provider.into())
                     .with_safe_default_protocol_versions()
-                    .map_err(|e| format!("pyroscope: cannot set up TLS: {e}"))?
+                    .map_err(|e| format!("{section}: cannot set up TLS: {e}"))?
                     .with_root_certificates(roots)
                     .with_no_client_auth();
                 hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls)
@@ -127,9 +155,10 @@ impl Client {
         let http = HyperClient::builder(TokioExecutor::new()).build(https);
         Ok(Client {
             http,
-            endpoint,
-            headers,
-            timeout: Duration::from_secs(cfg.timeout_s),
+            endpoint: t.endpoint,
+            headers: t.headers,
+            timeout: t.timeout,
+            section,
         })
     }
 
@@ -160,8 +189,9 @@ impl Client {
             .await
             .map_err(|_| {
                 PushError::Retry(format!(
-                    "no answer within {} s (pyroscope.timeout_s)",
-                    self.timeout.as_secs()
+                    "no answer within {} s ({}.timeout_s)",
+                    self.timeout.as_secs(),
+                    self.section
                 ))
             })??;
         if status == StatusCode::OK {
@@ -229,7 +259,7 @@ impl Files {
                     cfg.tls_ca_file.display()
                 )
             })?;
-            ca_roots(&pem, &cfg.tls_ca_file)?;
+            ca_roots("pyroscope", &pem, &cfg.tls_ca_file)?;
             Some(pem)
         };
         Ok(Files {
@@ -240,10 +270,14 @@ impl Files {
 }
 
 /// The certificates of a PEM file, as trust anchors.
-fn ca_roots(pem: &[u8], path: &std::path::Path) -> Result<rustls::RootCertStore, String> {
+pub(crate) fn ca_roots(
+    section: &str,
+    pem: &[u8],
+    path: &std::path::Path,
+) -> Result<rustls::RootCertStore, String> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::CertificateDer;
-    let bad = |why: String| format!("pyroscope.tls_ca_file = {:?}: {why}", path.display());
+    let bad = |why: String| format!("{section}.tls_ca_file = {:?}: {why}", path.display());
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(pem) {
         let cert = cert.map_err(|e| bad(format!("not PEM certificates: {e}")))?;
