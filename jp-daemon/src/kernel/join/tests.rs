@@ -73,6 +73,9 @@ impl ThreadMap for TestMap {
     }
 }
 
+/// stream → (tid, slot).
+type FakeThreads = BTreeMap<u64, (u32, u64)>;
+
 /// A store of announced threads, as the JVM store hands them to the join: per JVM, what
 /// changed since the mark the join gives (all of it for a JVM it never read, or read
 /// in an earlier incarnation).
@@ -80,15 +83,15 @@ impl ThreadMap for TestMap {
 struct FakeStore {
     version: u64,
     next_incarnation: u64,
-    /// tgid → (incarnation, epoch, stream → (tid, slot)).
-    jvms: BTreeMap<u32, (u64, u64, BTreeMap<u64, (u32, u64)>)>,
+    /// tgid → (incarnation, epoch, its threads).
+    jvms: BTreeMap<u32, (u64, u64, FakeThreads)>,
     /// Each JVM's announced threads at each mark, to tell a reader what changed since.
-    history: HashMap<JvmMark, BTreeMap<u64, (u32, u64)>>,
+    history: HashMap<JvmMark, FakeThreads>,
     refused: Mutex<Vec<(u32, u64)>>,
 }
 
 impl FakeStore {
-    fn change(&mut self, tgid: u32, f: impl FnOnce(&mut BTreeMap<u64, (u32, u64)>)) {
+    fn change(&mut self, tgid: u32, f: impl FnOnce(&mut FakeThreads)) {
         self.version += 1;
         let Some((incarnation, epoch, threads)) = self.jvms.get_mut(&tgid) else {
             return;

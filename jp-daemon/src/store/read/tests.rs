@@ -164,13 +164,13 @@ fn announce(s: &mut JvmStore, tgid: u32, stream: u64, tid: u64) {
     s.ingest(&ev(tgid, &rec), &rec, SystemTime::now());
 }
 
+/// (stream, announced tid) of a JVM's threads.
+type Announced = Vec<(u64, Option<u32>)>;
+
 /// (stream, announced tid) of what a read gave of JVM `tgid`: (all, threads).
-fn read_of(
-    c: &super::super::jvm::ContextThreads,
-    tgid: u32,
-) -> Option<(bool, Vec<(u64, Option<u32>)>)> {
+fn read_of(c: &super::super::jvm::ContextThreads, tgid: u32) -> Option<(bool, Announced)> {
     let j = c.changed.iter().find(|j| j.tgid == tgid)?;
-    let mut threads: Vec<(u64, Option<u32>)> = j
+    let mut threads: Announced = j
         .threads
         .iter()
         .map(|(s, slot)| (*s, slot.map(|t| t.os_tid)))
