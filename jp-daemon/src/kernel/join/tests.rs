@@ -426,6 +426,7 @@ fn recomputed(
 fn incremental_syncs_equal_the_whole_recomputation() {
     const CAPACITY: usize = 24;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut over_capacity = 0;
     for _run in 0..20 {
         let (mut store, mut owners) = (FakeStore::default(), TableOwners::default());
         // Tids 1..40 of each JVM are its own (tid 40 + JVM: a shared id, announced by
@@ -446,11 +447,14 @@ fn incremental_syncs_equal_the_whole_recomputation() {
             for _ in 0..=rng.below(6) {
                 let tgid = 1 + rng.below(4) as u32;
                 let stream = 1 + rng.below(30);
-                match rng.below(10) {
+                match rng.below(60) {
                     0 => store.start(tgid),
                     1 => store.exit(tgid),
-                    2..=3 => store.end(tgid, stream),
+                    2..=15 => store.end(tgid, stream),
                     _ => {
+                        if !store.jvms.contains_key(&tgid) {
+                            store.start(tgid);
+                        }
                         let tid = 1 + rng.below(50) as u32;
                         store.announce(tgid, stream, tid, rng.below(4) * 8);
                     }
@@ -462,10 +466,19 @@ fn incremental_syncs_equal_the_whole_recomputation() {
             // Sorted by (tgid, stream): a thread id announced by several streams is the
             // highest stream's.
             let want = recomputed(&before_sync, &owners, &previous, CAPACITY);
+            let wanted: HashMap<u64, JvmThread> =
+                recomputed(&before_sync, &owners, &previous, usize::MAX);
+            over_capacity += usize::from(wanted.len() > CAPACITY);
             assert_eq!(*state.map.written(), want);
             assert_eq!(map.entries, want);
             previous = want;
             store.take_refusals();
         }
     }
+    // The fair share is what is checked here: many syncs must be over the map's size
+    // (511 with this seed).
+    assert!(
+        over_capacity >= 400,
+        "{over_capacity} of 1200 syncs over capacity"
+    );
 }
