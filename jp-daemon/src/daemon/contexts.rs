@@ -1,5 +1,8 @@
 //! CPU per exact context: the kernel sampler's join wired to the JVM store.
 
+use std::collections::HashMap;
+
+use crate::kernel::join::{Joined, JvmMark, JvmThreads, SlotThread};
 use crate::store::read::JvmJoin;
 
 /// The kernel sampler's join of CPU samples to the JVMs' exact contexts, connected to
@@ -10,27 +13,42 @@ use crate::store::read::JvmJoin;
 pub struct JvmContexts(pub crate::store::jvm::SharedJvmStore);
 
 impl crate::kernel::join::ContextJoin for JvmContexts {
-    fn joined(&self, version: Option<u64>) -> Option<crate::kernel::join::Joined> {
-        let announced = self.0.context_threads_since(version)?;
-        let threads = announced
-            .threads
+    fn joined(&self, version: Option<u64>, marks: &HashMap<u32, JvmMark>) -> Option<Joined> {
+        let announced = self.0.context_threads_since(version, marks)?;
+        let changed = announced
+            .changed
             .into_iter()
-            .map(|(tgid, slot, stream)| crate::kernel::join::SlotThread {
-                tgid,
-                tid: slot.os_tid,
-                slot: slot.slot,
-                heap: slot.heap,
-                stream,
+            .map(|jvm| {
+                let (mut threads, mut ended) = (Vec::new(), Vec::new());
+                for (stream, slot) in jvm.threads {
+                    match slot {
+                        Some(slot) => threads.push(SlotThread {
+                            tgid: jvm.tgid,
+                            tid: slot.os_tid,
+                            slot: slot.slot,
+                            heap: slot.heap,
+                            stream,
+                        }),
+                        None => ended.push(stream),
+                    }
+                }
+                JvmThreads {
+                    tgid: jvm.tgid,
+                    mark: jvm.mark,
+                    all: jvm.all,
+                    announced: threads,
+                    ended,
+                }
             })
             .collect();
-        Some(crate::kernel::join::Joined {
+        Some(Joined {
             version: announced.version,
-            threads,
+            changed,
             pids: announced.pids,
         })
     }
 
-    fn refuse(&self, t: &crate::kernel::join::SlotThread) {
+    fn refuse(&self, t: &SlotThread) {
         log::debug!(
             "jvm {}: thread {} announced a context slot for task {}, which is not the process's: refused",
             t.tgid,

@@ -38,6 +38,7 @@
 //!   incomplete with the limit named, never silently.
 
 mod admission;
+mod announced;
 mod budget;
 mod chunked;
 pub mod cpu;
@@ -61,6 +62,7 @@ use jp_common::wire::{self, EventHeader, WireError};
 
 use crate::refusals;
 
+pub use announced::{ContextMark, ContextThreads, JvmContextThreads};
 pub use query::{CpuSnapshot, JvmSnapshot, MethodCalls, MethodTotals, ThreadTree};
 
 /// The store as the daemon shares it between the USDT collector, the server and the
@@ -478,14 +480,14 @@ impl JvmStore {
             self.scratch = scratch;
             return;
         };
-        let epoch = jvm.context_epoch;
+        let context = jvm.context.mark();
         jvm.allow_growth(room);
         let out = jvm.apply(&rec.header, body, &limits, now);
         if rec.header.kind == wire::KIND_TREE {
             // Samples may wait for a node this record defined.
             jvm.cpu_retry(now);
         }
-        let (changed_contexts, held) = (jvm.context_epoch != epoch, jvm.memory_bytes());
+        let (changed_contexts, held) = (jvm.context.mark() != context, jvm.memory_bytes());
         self.charge(event.tgid, held);
         refusals::count(budget::OVER_BUDGET, out.over_budget);
         if changed_contexts {

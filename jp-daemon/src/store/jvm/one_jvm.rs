@@ -11,6 +11,7 @@ use jp_common::wire::{
     FLAG_RESYNC, STREAM_ENDED,
 };
 
+use super::announced::ContextLog;
 use super::cpu::{self, ContextCpu};
 use super::methods::{MethodNames, StringBudget};
 use super::nodes::NodeTable;
@@ -115,8 +116,8 @@ pub(crate) struct Jvm {
 
     /// CPU per context, from the kernel sampler (see `cpu`).
     pub cpu: ContextCpu,
-    /// Bumps when a thread's context slot comes or goes.
-    pub context_epoch: u64,
+    /// The order in which threads' context slots came and went, for the sampler's join.
+    pub context: ContextLog,
     /// Ended threads' wire ids → merged nodes, for their late samples, and when kept.
     ended_node_maps: HashMap<u64, (NodeMap, SystemTime)>,
 
@@ -202,7 +203,7 @@ impl Jvm {
             change: 0,
             threads_frozen: false,
             cpu: ContextCpu::default(),
-            context_epoch: 0,
+            context: ContextLog::new(),
             ended_node_maps: HashMap::new(),
             thread_bytes: 0,
             ended_name_bytes: 0,
@@ -412,7 +413,6 @@ impl Jvm {
         fresh.records_seen = self.records_seen;
         fresh.change = self.change;
         fresh.charged = self.charged;
-        fresh.context_epoch = self.context_epoch + 1;
         *self = fresh;
     }
 
@@ -631,7 +631,7 @@ impl Jvm {
         if let Some(th) = self.threads.get_mut(&h.stream) {
             if th.context_slot != Some(slot) {
                 th.context_slot = Some(slot);
-                self.context_epoch += 1;
+                self.context.changed(h.stream, self.threads.len());
             }
             out.accepted = true;
         }
@@ -647,7 +647,7 @@ impl Jvm {
             .is_some();
         if refused {
             self.malformed.add(Malformed::BadSlot);
-            self.context_epoch += 1;
+            self.context.changed(stream, self.threads.len());
         }
         refused
     }
@@ -707,7 +707,7 @@ impl Jvm {
                 }
             }
             self.change += 1;
-            self.context_epoch += 1;
+            self.context.changed(tid, self.threads.len());
         }
         let broken = broken || !th.synced;
         if !broken {

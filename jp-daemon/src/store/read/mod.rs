@@ -49,12 +49,15 @@
 //! (a context is its path of method names), and the CPU of each context over the same
 //! window, carried onto the difference's nodes.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use jp_mct::{Mct, MctCpu};
 
-use super::jvm::{CpuSnapshot, IngestStats, JvmSnapshot, JvmStore, JvmSummary};
+use super::jvm::{
+    ContextMark, ContextThreads, CpuSnapshot, IngestStats, JvmSnapshot, JvmStore, JvmSummary,
+};
 use super::kernel::{self, symbols::Symbols, KernelCounts};
 use super::windows::{WindowProfile, WindowStore};
 use crate::lock::lock;
@@ -165,22 +168,17 @@ impl ReadWindows for Mutex<WindowStore> {
     }
 }
 
-/// The threads the agents announced, as the kernel sampler's join reads them.
-pub struct ContextThreads {
-    /// [`JvmStore::context_threads_version`] when read.
-    pub version: u64,
-    /// (tgid, where the thread publishes, stream) of every announced thread.
-    pub threads: Vec<(u32, jp_common::wire::ThreadSlot, u64)>,
-    /// Every running JVM ([`JvmStore::context_pids`]).
-    pub pids: Vec<u32>,
-}
-
 /// The kernel sampler's join to the JVM store: the one party that both reads the
 /// store (the announced threads) and writes to it (CPU samples) besides the USDT
 /// collector. Each call is one short hold of the lock, on the sampler's thread.
 pub trait JvmJoin {
-    /// The announced threads, unless their version is still `seen`.
-    fn context_threads_since(&self, seen: Option<u64>) -> Option<ContextThreads>;
+    /// The announced threads of the JVMs whose marks are not `marks`' (see
+    /// [`JvmStore::context_threads_since`]), unless the store's version is still `seen`.
+    fn context_threads_since(
+        &self,
+        seen: Option<u64>,
+        marks: &HashMap<u32, ContextMark>,
+    ) -> Option<ContextThreads>;
     /// A thread's announced slot was refused (its thread is not the JVM's).
     fn refuse_context_slot(&self, tgid: u32, stream: u64);
     /// Samples counted for JVMs' threads since the last call (`period_ns` each).
@@ -190,17 +188,16 @@ pub trait JvmJoin {
 }
 
 impl JvmJoin for Mutex<JvmStore> {
-    fn context_threads_since(&self, seen: Option<u64>) -> Option<ContextThreads> {
+    fn context_threads_since(
+        &self,
+        seen: Option<u64>,
+        marks: &HashMap<u32, ContextMark>,
+    ) -> Option<ContextThreads> {
         let store = lock(self);
-        let version = store.context_threads_version();
-        if seen == Some(version) {
+        if seen == Some(store.context_threads_version()) {
             return None;
         }
-        Some(ContextThreads {
-            version,
-            threads: store.context_threads(),
-            pids: store.context_pids(),
-        })
+        Some(store.context_threads_since(marks))
     }
 
     fn refuse_context_slot(&self, tgid: u32, stream: u64) {

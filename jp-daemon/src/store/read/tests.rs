@@ -1,10 +1,12 @@
 //! The read side's own rules: what a window over time counts, and what a reader gets
 //! when the JVM is not (or no longer) there.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::*;
-use crate::store::jvm::tests::{base_thread, feed, started, tree_rec, upd, GEN, PID};
+use crate::store::jvm::tests::{base_thread, ev, feed, started, tree_rec, upd, GEN, PID};
+use crate::store::jvm::ContextMark;
 
 /// (path, calls, bytecodes) of every node but the root, sorted.
 fn rows(t: &Mct) -> Vec<(String, u64, u64)> {
@@ -137,11 +139,81 @@ fn a_trees_window_is_its_growth_per_context() {
 #[test]
 fn the_join_reads_the_announced_threads_only_when_they_changed() {
     let jvm = Mutex::new(started(1));
-    let first = jvm.context_threads_since(None).unwrap();
+    let first = jvm.context_threads_since(None, &HashMap::new()).unwrap();
     assert_eq!(first.pids, [PID]);
-    assert!(first.threads.is_empty());
-    assert!(jvm.context_threads_since(Some(first.version)).is_none());
+    assert_eq!(first.changed.len(), 1);
+    assert!(first.changed[0].all && first.changed[0].threads.is_empty());
+    assert!(jvm
+        .context_threads_since(Some(first.version), &HashMap::new())
+        .is_none());
     lock(&jvm).process_gone(PID, SystemTime::now());
-    let gone = jvm.context_threads_since(Some(first.version)).unwrap();
-    assert!(gone.pids.is_empty());
+    let gone = jvm
+        .context_threads_since(Some(first.version), &HashMap::new())
+        .unwrap();
+    assert!(gone.pids.is_empty() && gone.changed.is_empty());
+}
+
+/// JVM `tgid` found, with thread `stream` announcing its context slot for task `tid`.
+fn announce(s: &mut JvmStore, tgid: u32, stream: u64, tid: u64) {
+    let mut buf = vec![0u8; jp_common::wire::MAX_RECORD];
+    let h = jp_common::wire::header(jp_common::wire::KIND_THREAD, tgid, GEN, stream, 0, 0);
+    let mut w = jp_common::wire::Writer::new(&mut buf, &h).expect("header fits");
+    w.varint(tid).expect("fits");
+    w.varint(0x7f00_0000_0000 + 8 * stream).expect("fits");
+    let rec = w.finish().to_vec();
+    s.ingest(&ev(tgid, &rec), &rec, SystemTime::now());
+}
+
+/// (stream, announced tid) of a JVM's threads.
+type Announced = Vec<(u64, Option<u32>)>;
+
+/// (stream, announced tid) of what a read gave of JVM `tgid`: (all, threads).
+fn read_of(c: &super::super::jvm::ContextThreads, tgid: u32) -> Option<(bool, Announced)> {
+    let j = c.changed.iter().find(|j| j.tgid == tgid)?;
+    let mut threads: Announced = j
+        .threads
+        .iter()
+        .map(|(s, slot)| (*s, slot.map(|t| t.os_tid)))
+        .collect();
+    threads.sort_unstable();
+    Some((j.all, threads))
+}
+
+#[test]
+fn one_jvms_announcement_reads_only_its_changed_threads() {
+    let mut s = started(1);
+    let other = PID + 1;
+    s.generation_written(other, GEN);
+    for stream in 1..=1000 {
+        announce(&mut s, other, stream, 10_000 + stream);
+    }
+    announce(&mut s, PID, 1, 77);
+    let store = Mutex::new(s);
+    let first = store.context_threads_since(None, &HashMap::new()).unwrap();
+    assert_eq!(read_of(&first, PID), Some((true, vec![(1, Some(77))])));
+    assert_eq!(
+        read_of(&first, other).map(|(all, t)| (all, t.len())),
+        Some((true, 1000))
+    );
+    let marks: HashMap<u32, ContextMark> = first.changed.iter().map(|j| (j.tgid, j.mark)).collect();
+    // The real JVM announces a thread, and one of its threads ends: the other JVM's
+    // 1000 threads are not read again, nor the real JVM's other ones.
+    announce(&mut lock(&store), PID, 2, 78);
+    announce(&mut lock(&store), PID, 3, 79);
+    lock(&store).context_slot_refused(PID, 1);
+    let next = store
+        .context_threads_since(Some(first.version), &marks)
+        .unwrap();
+    assert_eq!(next.changed.len(), 1, "the other JVM did not change");
+    assert_eq!(
+        read_of(&next, PID),
+        Some((false, vec![(1, None), (2, Some(78)), (3, Some(79))]))
+    );
+    let mut marks = marks;
+    marks.extend(next.changed.iter().map(|j| (j.tgid, j.mark)));
+    announce(&mut lock(&store), PID, 3, 80);
+    let last = store
+        .context_threads_since(Some(next.version), &marks)
+        .unwrap();
+    assert_eq!(read_of(&last, PID), Some((false, vec![(3, Some(80))])));
 }
