@@ -140,13 +140,19 @@ fn stream_cost(t: &ThreadStream) -> usize {
 /// Ended threads whose ids are kept for late CPU samples, at most.
 const MAX_ENDED_NODE_MAPS: usize = 256;
 
-/// The merged node of (stream, wire id), from a live thread or a recently ended one.
+/// The merged node of (stream, wire id), from a live thread or a recently ended one. A
+/// carrier's sample names in the id's high half the stream of the virtual thread mounted on
+/// it (the slot's word, see `jp_common::ctx_kind::USER`).
 fn resolve_node(
     threads: &HashMap<u64, ThreadStream>,
     ended: &HashMap<u64, (NodeMap, SystemTime)>,
     stream: u64,
     id: u64,
 ) -> Option<u32> {
+    let (stream, id) = match id >> 32 {
+        0 => (stream, id),
+        carried => (carried, id & u64::from(u32::MAX)),
+    };
     if let Some(th) = threads.get(&stream) {
         return th.node_of(id);
     }
