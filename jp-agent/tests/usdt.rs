@@ -100,9 +100,12 @@ fn check_run(x: &Expect<'_>, o: &Outputs<'_>) -> Checked {
         };
         assert!(
             !tap.context_slots.is_empty()
-                && tap.context_slots.iter().all(|(stream, &(tid, _, on_heap))| {
-                    tid > 0 && (on_heap == heap || (carrier(stream) && !on_heap))
-                }),
+                && tap
+                    .context_slots
+                    .iter()
+                    .all(|(stream, &(tid, _, on_heap))| {
+                        tid > 0 && (on_heap == heap || (carrier(stream) && !on_heap))
+                    }),
             "{what}: not every thread announced its context {}: {:?}",
             if heap { "on the heap" } else { "in a slot" },
             tap.context_slots
@@ -373,7 +376,15 @@ fn collectors_jdk25() {
 fn programs_(jdk: Jdk) {
     let dir = scratch(&format!("usdt-programs-{}", jdk.name()));
     // Not Overflow: its tens of thousands of levels make path maps quadratic in memory.
-    for main in ["Threads", "Exceptions", "Fib", "Lambdas", "Sync", "Reflect", "VirtualThreads"] {
+    for main in [
+        "Threads",
+        "Exceptions",
+        "Fib",
+        "Lambdas",
+        "Sync",
+        "Reflect",
+        "VirtualThreads",
+    ] {
         // With granularity 1000 every report sends (report_budget=100), so that the delta
         // sends' walk, which descends only where a node was entered since the last send or
         // was on the stack then, runs many times over recursion, throws and threads.

@@ -9,6 +9,7 @@ use crate::ffi::jni::{Env, JClass, JMethodId, JObject, JValue, RawEnv};
 use crate::ffi::jvmti::{self, Capabilities, Jvmti, RawJvmti};
 use crate::log::say;
 use crate::options::{Mode, Options, Publish};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -82,7 +83,9 @@ pub(super) fn start(env: Env, jvmti: &Jvmti, rt: JClass) {
     match set {
         Ok(true) => {}
         Ok(false) => say!("jp-agent: no virtual-thread mount events: carriers are counted by name"),
-        Err(e) => say!("jp-agent: virtual-thread events not set up ({e}): carriers are counted by name"),
+        Err(e) => {
+            say!("jp-agent: virtual-thread events not set up ({e}): carriers are counted by name")
+        }
     }
 }
 
@@ -103,6 +106,27 @@ pub(super) unsafe extern "system" fn on_virtual_thread_end(
     carried(raw, false);
 }
 
+thread_local! {
+    /// This OS thread's carrier (a platform thread keeps its OS thread for life): a global
+    /// reference, so that a mount costs one upcall (`Rt.carried`), not two.
+    static CARRIER: Cell<JObject> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// The carrier of the calling OS thread.
+fn carrier(env: Env, j: &Carried) -> Option<JObject> {
+    let known = CARRIER.with(Cell::get);
+    if !known.is_null() {
+        return Some(known);
+    }
+    let local = env.call_static_object(j.thread, j.current_carrier, &[])?;
+    let global = env.new_global_ref(local);
+    if global.is_null() {
+        return Some(local);
+    }
+    CARRIER.with(|c| c.set(global));
+    Some(global)
+}
+
 fn carried(raw: RawEnv, mounted: bool) {
     guard((), || {
         // SAFETY: the JVM passes this thread's JNIEnv to the event callback.
@@ -112,13 +136,18 @@ fn carried(raw: RawEnv, mounted: bool) {
         let Some(j) = JAVA.get() else {
             return;
         };
-        let Some(carrier) = env.call_static_object(j.thread, j.current_carrier, &[]) else {
+        let Some(carrier) = carrier(env, j) else {
             return;
         };
         env.call_static_void(
             j.rt,
             j.carried,
-            &[JValue { l: carrier }, JValue { z: u8::from(mounted) }],
+            &[
+                JValue { l: carrier },
+                JValue {
+                    z: u8::from(mounted),
+                },
+            ],
         );
     })
 }

@@ -189,27 +189,31 @@ impl Jvmti {
     /// Sets the callback of the extension event named `id` and enables it; false if this
     /// JVM has no such event.
     pub fn set_extension_callback(&self, id: &str, cb: ExtensionThreadFn) -> Result<bool, String> {
-        type Get =
-            unsafe extern "system" fn(RawJvmti, *mut JInt, *mut *mut ExtensionEventInfo) -> JvmtiError;
+        type Get = unsafe extern "system" fn(
+            RawJvmti,
+            *mut JInt,
+            *mut *mut ExtensionEventInfo,
+        ) -> JvmtiError;
         type Set = unsafe extern "system" fn(RawJvmti, JInt, ExtensionThreadFn) -> JvmtiError;
-        // SAFETY: slots GET_EXTENSION_EVENTS and SET_EXTENSION_EVENT_CALLBACK have these
-        // signatures (jvmti.h).
-        let (get, set): (Get, Set) = unsafe {
-            (
-                std::mem::transmute(self.fn_ptr(slot::GET_EXTENSION_EVENTS)),
-                std::mem::transmute(self.fn_ptr(slot::SET_EXTENSION_EVENT_CALLBACK)),
-            )
-        };
+        // SAFETY: slot GET_EXTENSION_EVENTS has this signature (jvmti.h).
+        let get: Get = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_EXTENSION_EVENTS)) };
+        // SAFETY: slot SET_EXTENSION_EVENT_CALLBACK has this signature (jvmti.h).
+        let set: Set =
+            unsafe { std::mem::transmute(self.fn_ptr(slot::SET_EXTENSION_EVENT_CALLBACK)) };
         let mut n: JInt = 0;
         let mut infos: *mut ExtensionEventInfo = std::ptr::null_mut();
         // SAFETY: valid env, out pointers to locals.
-        check(unsafe { get(self.0, &mut n, &mut infos) }, "GetExtensionEvents")?;
+        check(
+            unsafe { get(self.0, &mut n, &mut infos) },
+            "GetExtensionEvents",
+        )?;
         let mut index = None;
         for i in 0..usize::try_from(n).unwrap_or(0) {
             // SAFETY: JVMTI returned an array of `n` infos; each id is a NUL-terminated
             // string it allocated (the strings are left to the JVM: read once at start).
             let info = unsafe { &*infos.add(i) };
-            if !info.id.is_null() && unsafe { CStr::from_ptr(info.id) }.to_bytes() == id.as_bytes() {
+            if !info.id.is_null() && unsafe { CStr::from_ptr(info.id) }.to_bytes() == id.as_bytes()
+            {
                 index = Some(info.index);
             }
         }
@@ -218,7 +222,10 @@ impl Jvmti {
             return Ok(false);
         };
         // SAFETY: valid env, an index JVMTI gave, a callback of the event's signature.
-        check(unsafe { set(self.0, index, cb) }, "SetExtensionEventCallback")?;
+        check(
+            unsafe { set(self.0, index, cb) },
+            "SetExtensionEventCallback",
+        )?;
         // HotSpot posts an event whose callback is set only once it is enabled too.
         self.enable(index as u32)?;
         Ok(true)

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::cpu::{
-    assert_two_to_one, compile, cpu_of_kind, cum_ns, cum_of, export_pprof, jdks, wait_listed,
-    Jvm, CONFIG,
+    assert_two_to_one, compile, cpu_of_kind, cum_ns, cum_of, export_pprof, jdks, wait_listed, Jvm,
+    CONFIG,
 };
 use crate::support::jpd::Jpd;
 use crate::support::require_root;
@@ -24,9 +24,14 @@ fn ns(j: &Value, field: &str) -> u64 {
 /// The app's CPU that is on no context: what jpd counted by thread name.
 fn by_name(j: &Value) -> u64 {
     let app = cpu_of_kind(j, "app");
-    ["contexts_ns", "pending_ns", "unresolved_ns", "read_failed_ns"]
-        .iter()
-        .fold(app, |left, f| left.saturating_sub(ns(j, f)))
+    [
+        "contexts_ns",
+        "pending_ns",
+        "unresolved_ns",
+        "read_failed_ns",
+    ]
+    .iter()
+    .fold(app, |left, f| left.saturating_sub(ns(j, f)))
 }
 
 /// 1000 virtual threads on 2 carriers, half spinning in a() and half in b() (a() twice b()'s
