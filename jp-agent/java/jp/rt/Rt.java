@@ -438,13 +438,7 @@ public final class Rt {
                 if (windowOpen) {
                     windowThreads++;
                 }
-                if (nLive == live.length) {
-                    ThreadState[] a = new ThreadState[nLive * 2];
-                    System.arraycopy(live, 0, a, 0, nLive);
-                    live = a;
-                }
-                s.slot = nLive;
-                live[nLive++] = s;
+                addLive(s);
             }
             bind(s);
             Profiler p = profiler;
@@ -458,6 +452,17 @@ public final class Rt {
             s.busy = false;
         }
         return s;
+    }
+
+    /** Registers {@code s} among the live threads (caller holds LOCK). */
+    private static void addLive(ThreadState s) {
+        if (nLive == live.length) {
+            ThreadState[] a = new ThreadState[nLive * 2];
+            System.arraycopy(live, 0, a, 0, nLive);
+            live = a;
+        }
+        s.slot = nLive;
+        live[nLive++] = s;
     }
 
     /**
@@ -538,13 +543,7 @@ public final class Rt {
             if (s == null) {
                 s = new ThreadState(carrier, granularity);
                 made = true;
-                if (nLive == live.length) {
-                    ThreadState[] a = new ThreadState[nLive * 2];
-                    System.arraycopy(live, 0, a, 0, nLive);
-                    live = a;
-                }
-                s.slot = nLive;
-                live[nLive++] = s;
+                addLive(s);
             }
         }
         Profiler p = profiler;
