@@ -119,4 +119,16 @@ fn a_carriers_sample_counts_under_the_mounted_virtual_threads_context() {
     assert_eq!(at(main, F), 0, "stream 1's f() got nothing");
     let summary = s.summary(PID).expect("the JVM");
     assert_eq!(summary.cpu_pending_ns, 3000, "stream 9 is not known");
+    // The virtual thread ends (it announced no slot of its own); a sample the sampler
+    // logged before its end, read after it, still counts under its context.
+    let end = tree_rec(GEN, 2, 1, wire::FLAG_END, "", &[]);
+    feed(&mut s, &end);
+    s.add_cpu_samples(1000, &[(key(2 << 32 | 1), 4)], t0());
+    let snap = s.snapshot(PID).expect("the JVM");
+    let tree = snap.mct();
+    let own = snap.cpu().expect("CPU").self_ns(tree.nodes.len());
+    let f = (1..tree.nodes.len())
+        .find(|&i| tree.nodes[i].parent == Some(0) && &*tree.nodes[i].method == F)
+        .expect("f() at the root");
+    assert_eq!(own[f], 9000, "the late sample of the ended virtual thread");
 }
