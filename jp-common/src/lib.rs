@@ -141,7 +141,9 @@ pub struct JvmThread {
 
 /// What a sample of a registered JVM's thread is counted under (`CtxKey::kind`).
 pub mod ctx_kind {
-    /// On a thread with a slot, in user mode: `stream`, `id` = the context's node id.
+    /// On a thread with a slot, in user mode: `stream`, `id` = the context's node id (a
+    /// carrier of virtual threads: the high half of `id`, when not 0, is the stream of the
+    /// virtual thread mounted on it, whose context the low half is).
     pub const USER: u32 = 0;
     /// Same, in kernel mode: `kip` = the kernel IP (core text: rounded down to its
     /// readprofile bucket).

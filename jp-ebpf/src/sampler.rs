@@ -115,7 +115,7 @@ fn join_context(cfg: &ProbeConfig, pid_tgid: u64, user: bool, ip: u64) {
         }
         Some((t, Some(id))) => {
             key.stream = t.stream;
-            key.id = u64::from(id);
+            key.id = id;
             if user {
                 key.kind = ctx_kind::USER;
             } else {
@@ -148,10 +148,12 @@ fn join_context(cfg: &ProbeConfig, pid_tgid: u64, user: bool, ip: u64) {
 /// object on the JVM's heap that keeps it (`JvmThread`); None if a read fails or the
 /// object's cookie is not the thread's (the collector moved it and gave its old place to
 /// something else: the thread's context is then unknown, never taken from garbage).
+/// A slot is read as a word: a carrier's names in its high half the stream of the virtual
+/// thread mounted on it (`CtxKey::id`), a platform thread's holds 0 there.
 #[inline(always)]
-fn current_context(t: &JvmThread) -> Option<u32> {
+fn current_context(t: &JvmThread) -> Option<u64> {
     if t.current_offset == 0 {
-        return read_user::<u32>(t.slot);
+        return read_user::<u64>(t.slot);
     }
     let object = read_user::<u64>(t.slot)?;
     if object == 0 {
@@ -169,7 +171,7 @@ fn current_context(t: &JvmThread) -> Option<u32> {
             read_user::<u32>(object.wrapping_add(u64::from(t.cookie_offset)))?,
         )
     };
-    (cookie == t.cookie).then_some(current)
+    (cookie == t.cookie).then_some(u64::from(current))
 }
 
 /// A `T` read from the interrupted process's memory at `address`.

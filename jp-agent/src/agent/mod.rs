@@ -8,6 +8,7 @@
 //! - [`events`]: the JVMTI events (VM init and death, thread end, class-file load).
 //! - [`natives`]: the native methods of `jp.rt.Rt` (profile writing, USDT firing).
 //! - [`attach`]: `Agent_OnAttach`, the way in for a JVM started dormant or without the agent.
+//! - [`vthreads`]: virtual threads' mounts, which repoint their carrier's context slot.
 //! - [`window`]: exact windows: open (instrument a scope), close (restore, write the tree).
 //!
 //! This module holds the state they share.
@@ -21,6 +22,7 @@ mod result;
 mod runtime;
 mod seeding;
 mod startup;
+mod vthreads;
 mod window;
 
 pub use natives::write_file;

@@ -169,15 +169,17 @@ pub(super) fn init_agent(
     if potential.has(Capabilities::CAN_GENERATE_ALL_CLASS_HOOK_EVENTS) {
         caps.set(Capabilities::CAN_GENERATE_ALL_CLASS_HOOK_EVENTS);
     }
+    super::vthreads::ask_capability(&opts, &potential, &mut caps);
     jvmti.add_capabilities(&caps)?;
 
     let cb = Callbacks {
         vm_init: Some(on_vm_init),
         vm_death: Some(on_vm_death),
-        thread_start: None,
         thread_end: Some(on_thread_end),
         class_file_load_hook: Some(on_class_file_load),
         class_load: Some(on_class_load),
+        virtual_thread_end: Some(super::vthreads::on_virtual_thread_end),
+        ..Callbacks::default()
     };
     jvmti.set_callbacks(&cb)?;
     let out_of_line_entry = wants_out_of_line_entry(&jvmti);
@@ -245,6 +247,7 @@ pub(super) fn vm_init(env: Env) -> Result<(), String> {
         agent.opts.profiler.java_name(),
         publish_mode(&agent.opts),
     )?;
+    super::vthreads::start(env, &agent.jvmti, rt);
     LIVE.store(true, Ordering::Release);
     if agent.can_retransform {
         retransform_loaded(env, agent);

@@ -15,6 +15,8 @@ pub const EVENT_VM_DEATH: u32 = 51;
 pub const EVENT_THREAD_END: u32 = 53;
 pub const EVENT_CLASS_FILE_LOAD_HOOK: u32 = 54;
 pub const EVENT_CLASS_LOAD: u32 = 55;
+/// JDK 21+, with `can_support_virtual_threads`.
+pub const EVENT_VIRTUAL_THREAD_END: u32 = 88;
 const JVMTI_ENABLE: u32 = 1;
 const JVMTI_DISABLE: u32 = 0;
 
@@ -26,6 +28,8 @@ pub struct Capabilities([u32; 4]);
 impl Capabilities {
     pub const CAN_GENERATE_ALL_CLASS_HOOK_EVENTS: u32 = 26;
     pub const CAN_RETRANSFORM_CLASSES: u32 = 37;
+    /// JDK 21+: virtual threads' events (mount, unmount, end) and thread-local storage.
+    pub const CAN_SUPPORT_VIRTUAL_THREADS: u32 = 44;
 
     pub fn set(&mut self, bit: u32) {
         self.0[(bit / 32) as usize] |= 1 << (bit % 32);
@@ -52,7 +56,8 @@ pub type ClassFileLoadHookFn = unsafe extern "system" fn(
     *mut *mut c_uchar,
 );
 
-/// The head of jvmtiEventCallbacks (events 50..55); the JVM copies only `size_of` bytes.
+/// jvmtiEventCallbacks up to event 88 (the JVM copies at most its own struct's size, so a
+/// JDK without virtual threads ignores the tail).
 #[repr(C)]
 #[derive(Default)]
 pub struct Callbacks {
@@ -62,6 +67,24 @@ pub struct Callbacks {
     pub thread_end: Option<ThreadFn>,
     pub class_file_load_hook: Option<ClassFileLoadHookFn>,
     pub class_load: Option<ClassFn>,
+    /// Events 56..=86, unused.
+    pub unused: [Option<ThreadFn>; 31],
+    pub virtual_thread_start: Option<ThreadFn>,
+    pub virtual_thread_end: Option<ThreadFn>,
+}
+
+/// An extension event's callback as the JVM calls the virtual-thread ones (jvmtiEnv*,
+/// JNIEnv*, jthread).
+pub type ExtensionThreadFn = unsafe extern "C" fn(RawJvmti, RawEnv, JObject);
+
+/// jvmtiExtensionEventInfo.
+#[repr(C)]
+struct ExtensionEventInfo {
+    index: JInt,
+    id: *const c_char,
+    description: *const c_char,
+    param_count: JInt,
+    params: *mut c_void,
 }
 
 mod slot {
@@ -78,6 +101,8 @@ mod slot {
     pub const GET_THREAD_LOCAL_STORAGE: usize = 102;
     pub const SET_THREAD_LOCAL_STORAGE: usize = 103;
     pub const SET_EVENT_CALLBACKS: usize = 122;
+    pub const GET_EXTENSION_EVENTS: usize = 125;
+    pub const SET_EXTENSION_EVENT_CALLBACK: usize = 126;
     pub const GET_SYSTEM_PROPERTY: usize = 131;
     pub const GET_POTENTIAL_CAPABILITIES: usize = 140;
     pub const ADD_CAPABILITIES: usize = 142;
@@ -159,6 +184,51 @@ impl Jvmti {
         // SAFETY: valid env; null thread = all threads.
         let rc = unsafe { f(self.0, JVMTI_DISABLE, event, std::ptr::null_mut()) };
         check(rc, &format!("disabling event {event}"))
+    }
+
+    /// Sets the callback of the extension event named `id` and enables it; false if this
+    /// JVM has no such event.
+    pub fn set_extension_callback(&self, id: &str, cb: ExtensionThreadFn) -> Result<bool, String> {
+        type Get = unsafe extern "system" fn(
+            RawJvmti,
+            *mut JInt,
+            *mut *mut ExtensionEventInfo,
+        ) -> JvmtiError;
+        type Set = unsafe extern "system" fn(RawJvmti, JInt, ExtensionThreadFn) -> JvmtiError;
+        // SAFETY: slot GET_EXTENSION_EVENTS has this signature (jvmti.h).
+        let get: Get = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_EXTENSION_EVENTS)) };
+        // SAFETY: slot SET_EXTENSION_EVENT_CALLBACK has this signature (jvmti.h).
+        let set: Set =
+            unsafe { std::mem::transmute(self.fn_ptr(slot::SET_EXTENSION_EVENT_CALLBACK)) };
+        let mut n: JInt = 0;
+        let mut infos: *mut ExtensionEventInfo = std::ptr::null_mut();
+        // SAFETY: valid env, out pointers to locals.
+        check(
+            unsafe { get(self.0, &mut n, &mut infos) },
+            "GetExtensionEvents",
+        )?;
+        let mut index = None;
+        for i in 0..usize::try_from(n).unwrap_or(0) {
+            // SAFETY: JVMTI returned an array of `n` infos; each id is a NUL-terminated
+            // string it allocated (the strings are left to the JVM: read once at start).
+            let info = unsafe { &*infos.add(i) };
+            if !info.id.is_null() && unsafe { CStr::from_ptr(info.id) }.to_bytes() == id.as_bytes()
+            {
+                index = Some(info.index);
+            }
+        }
+        self.deallocate(infos.cast());
+        let Some(index) = index else {
+            return Ok(false);
+        };
+        // SAFETY: valid env, an index JVMTI gave, a callback of the event's signature.
+        check(
+            unsafe { set(self.0, index, cb) },
+            "SetExtensionEventCallback",
+        )?;
+        // HotSpot posts an event whose callback is set only once it is enabled too.
+        self.enable(index as u32)?;
+        Ok(true)
     }
 
     pub fn add_to_bootstrap_search(&self, path: &str) -> Result<(), String> {

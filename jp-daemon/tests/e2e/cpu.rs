@@ -210,7 +210,7 @@ pub(crate) fn cpu_of_kind(j: &Value, kind: &str) -> u64 {
 }
 
 /// jpd's pprof of `pid` (with the `cpu` sample type), exported by jpctl.
-fn export_pprof(d: &Jpd, pid: u32, tag: &str) -> PathBuf {
+pub(crate) fn export_pprof(d: &Jpd, pid: u32, tag: &str) -> PathBuf {
     let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cpu-{tag}.pb.gz"));
     d.export_to(pid, "pprof", &file);
     file
@@ -285,7 +285,7 @@ fn go_pprof(file: &Path, args: &[&str]) -> String {
 }
 
 /// Inclusive CPU (ns) by function, from `go tool pprof -top` (the cum column).
-fn cum_ns(file: &Path) -> (Vec<(String, u64)>, String) {
+pub(crate) fn cum_ns(file: &Path) -> (Vec<(String, u64)>, String) {
     let text = go_pprof(
         file,
         &["-top", "-nodecount=100000", "-nodefraction=0", "-unit=ns"],
@@ -306,7 +306,7 @@ fn cum_ns(file: &Path) -> (Vec<(String, u64)>, String) {
     (rows, text)
 }
 
-fn cum_of(rows: &[(String, u64)], prefix: &str) -> u64 {
+pub(crate) fn cum_of(rows: &[(String, u64)], prefix: &str) -> u64 {
     rows.iter()
         .filter(|(f, _)| f.starts_with(prefix))
         .map(|(_, ns)| *ns)

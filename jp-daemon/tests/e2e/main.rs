@@ -6,6 +6,7 @@ mod support;
 
 mod cpu;
 mod cpu_views;
+mod cpu_virtual;
 mod jvm;
 mod kernel;
 mod rotation;

@@ -28,6 +28,15 @@ final class ContextSlot {
     }
 
     /**
+     * A carrier's slot, whole: the context id in the low half, the stream it belongs to in the
+     * high half (0: the announcing thread's own). One store, so that the sampler, which
+     * interrupts the thread that writes it, never reads an id with another stream.
+     */
+    static void setWord(long address, long word) {
+        U.putLong(address, word);
+    }
+
+    /**
      * Lets the sampler read {@code st.current} on the heap (the thread's own state, on the
      * thread itself), holding {@code current}; false where it cannot (see {@link
      * Rt#heapCell}), and the thread takes a slot instead.
@@ -52,7 +61,7 @@ final class ContextSlot {
     static synchronized long allocate() {
         if (nFree > 0) {
             long a = free[--nFree];
-            U.putIntVolatile(null, a, 0);
+            U.putLongVolatile(null, a, 0L); // a carrier's slot also named a stream
             return a;
         }
         long a = U.allocateMemory(BYTES);
@@ -67,7 +76,7 @@ final class ContextSlot {
      * memory would hand it garbage.
      */
     static synchronized void release(long address) {
-        U.putIntVolatile(null, address, 0);
+        U.putLongVolatile(null, address, 0L);
         if (nFree == free.length) {
             long[] f = new long[free.length * 2];
             System.arraycopy(free, 0, f, 0, nFree);

@@ -405,6 +405,19 @@ public final class Rt {
                 return null;
             }
         }
+        if (contextSlots) {
+            // A carrier of virtual threads that got its state at a mount (from a virtual
+            // thread, which cannot set the carrier's thread-local) keeps that one.
+            ThreadState adopted = Carriers.find(t);
+            if (adopted != null) {
+                try {
+                    states.set(adopted);
+                    return adopted;
+                } finally {
+                    release(t);
+                }
+            }
+        }
         ThreadState s;
         try {
             s = new ThreadState(t, granularity);
@@ -425,13 +438,7 @@ public final class Rt {
                 if (windowOpen) {
                     windowThreads++;
                 }
-                if (nLive == live.length) {
-                    ThreadState[] a = new ThreadState[nLive * 2];
-                    System.arraycopy(live, 0, a, 0, nLive);
-                    live = a;
-                }
-                s.slot = nLive;
-                live[nLive++] = s;
+                addLive(s);
             }
             bind(s);
             Profiler p = profiler;
@@ -445,6 +452,17 @@ public final class Rt {
             s.busy = false;
         }
         return s;
+    }
+
+    /** Registers {@code s} among the live threads (caller holds LOCK). */
+    private static void addLive(ThreadState s) {
+        if (nLive == live.length) {
+            ThreadState[] a = new ThreadState[nLive * 2];
+            System.arraycopy(live, 0, a, 0, nLive);
+            live = a;
+        }
+        s.slot = nLive;
+        live[nLive++] = s;
     }
 
     /**
@@ -475,6 +493,89 @@ public final class Rt {
                     attaching[nAttaching] = null;
                     break;
                 }
+            }
+        }
+    }
+
+    /**
+     * JVMTI's virtual-thread mount, unmount and end (JDK 21+), on the virtual thread: see
+     * {@link Carriers}. Never throws into the agent.
+     */
+    static void carried(Thread carrier, boolean mounted) {
+        try {
+            if (contextSlots && !closed) {
+                Carriers.carried(carrier, mounted);
+            }
+        } catch (Throwable e) {
+            // The application's mount must not fail; the carrier keeps what it published.
+        }
+    }
+
+    /** The calling thread's state if it has one (never attaches). */
+    static ThreadState existingState() {
+        ThreadLocal<ThreadState> tl = states;
+        if (tl == null) {
+            return null;
+        }
+        Thread t = Thread.currentThread();
+        ThreadState s = BY_THREAD[System.identityHashCode(t) & (BY_THREAD.length - 1)];
+        return s != null && s.thread == t ? s : tl.get();
+    }
+
+    /**
+     * The state of {@code carrier}, a platform thread that a virtual thread is mounted on
+     * (the calling OS thread is the carrier's, the current Java thread the virtual one): the
+     * carrier's own if it attached, else a new one registered for it (the carrier's later
+     * attach takes it, see {@link #attach}). Null once the runtime is closed.
+     */
+    static ThreadState carrierState(Thread carrier) {
+        ThreadState s = null;
+        boolean made = false;
+        synchronized (LOCK) {
+            if (closed) {
+                return null;
+            }
+            for (int i = 0; i < nLive && s == null; i++) {
+                if (live[i].thread == carrier) {
+                    s = live[i];
+                }
+            }
+            if (s == null) {
+                s = new ThreadState(carrier, granularity);
+                made = true;
+                addLive(s);
+            }
+        }
+        Profiler p = profiler;
+        if (made && p != null) {
+            s.busy = true;
+            try {
+                p.register(carrier, s.root);
+            } finally {
+                s.busy = false;
+            }
+        }
+        return s;
+    }
+
+    /** A carrier's report (it may run no instrumented code of its own to make one). */
+    static void reportCarrier(ThreadState c, ThreadState mounted) {
+        Profiler p = profiler;
+        if (p == null || c.busy || (mounted != null && mounted.busy)) {
+            return;
+        }
+        c.due = false;
+        c.busy = true;
+        if (mounted != null) {
+            mounted.busy = true; // what the report runs profiles into nobody's tree
+        }
+        try {
+            c.reports++;
+            p.report(c.root, c.currentNode());
+        } finally {
+            c.busy = false;
+            if (mounted != null) {
+                mounted.busy = false;
             }
         }
     }

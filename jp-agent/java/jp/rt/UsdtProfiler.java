@@ -423,7 +423,9 @@ final class UsdtProfiler implements Profiler {
             }
             ThreadState owner = root.state;
             long slot = owner == null ? 0 : owner.heapContext ? owner.heapCell : owner.ctxSlot;
-            if (slot != 0 && (full || slot != sentSlot)) {
+            // A mounted virtual thread writes its carrier's slot but has no kernel thread
+            // of its own: the carrier announces the slot.
+            if (slot != 0 && owner.osTid != 0 && (full || slot != sentSlot)) {
                 threadRecord(owner, slot);
             }
             String name = thread != null ? thread.getName() : fixedName;

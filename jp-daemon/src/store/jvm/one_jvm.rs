@@ -3,7 +3,7 @@
 
 mod summary;
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, SystemTime};
 
 use jp_common::wire::{
@@ -120,6 +120,9 @@ pub(crate) struct Jvm {
     pub context: ContextLog,
     /// Ended threads' wire ids → merged nodes, for their late samples, and when kept.
     ended_node_maps: HashMap<u64, (NodeMap, SystemTime)>,
+    /// Live streams a carrier's sample named (virtual threads, which announce no slot of
+    /// their own): their ids are kept at their end too, for their late samples.
+    carried: HashSet<u64>,
 
     // Running sums of what the variable-size parts hold, so that the JVM's memory is
     // O(1) to tell after every record (the store's byte budget reads it).
@@ -141,13 +144,19 @@ fn stream_cost(t: &ThreadStream) -> usize {
 /// Ended threads whose ids are kept for late CPU samples, at most.
 const MAX_ENDED_NODE_MAPS: usize = 256;
 
-/// The merged node of (stream, wire id), from a live thread or a recently ended one.
+/// The merged node of (stream, wire id), from a live thread or a recently ended one. A
+/// carrier's sample names in the id's high half the stream of the virtual thread mounted on
+/// it (the slot's word, see `jp_common::ctx_kind::USER`).
 fn resolve_node(
     threads: &HashMap<u64, ThreadStream>,
     ended: &HashMap<u64, (NodeMap, SystemTime)>,
     stream: u64,
     id: u64,
 ) -> Option<u32> {
+    let (stream, id) = match id >> 32 {
+        0 => (stream, id),
+        carried => (carried, id & u64::from(u32::MAX)),
+    };
     if let Some(th) = threads.get(&stream) {
         return th.node_of(id);
     }
@@ -205,6 +214,7 @@ impl Jvm {
             cpu: ContextCpu::default(),
             context: ContextLog::new(),
             ended_node_maps: HashMap::new(),
+            carried: HashSet::new(),
             thread_bytes: 0,
             ended_name_bytes: 0,
             ended_map_bytes: 0,
@@ -661,6 +671,14 @@ impl Jvm {
         now: SystemTime,
     ) {
         self.cpu.period_ns = period_ns;
+        let carried = key.id >> 32;
+        let on_context = matches!(
+            key.kind,
+            jp_common::ctx_kind::USER | jp_common::ctx_kind::KERNEL
+        );
+        if on_context && carried != 0 && self.threads.contains_key(&carried) {
+            self.carried.insert(carried);
+        }
         let (threads, ended) = (&self.threads, &self.ended_node_maps);
         let resolve = |stream: u64, id: u64| resolve_node(threads, ended, stream, id);
         self.cpu.add(key, n, now, &resolve);
@@ -695,7 +713,7 @@ impl Jvm {
         let Some(mut th) = self.threads.remove(&tid) else {
             return;
         };
-        if th.context_slot.is_some() {
+        if self.carried.remove(&tid) || th.context_slot.is_some() {
             // The sampler's last samples of the thread are read up to a pass later: keep
             // its ids for them a while (bounded).
             if self.ended_node_maps.len() < MAX_ENDED_NODE_MAPS {
@@ -707,7 +725,9 @@ impl Jvm {
                 }
             }
             self.change += 1;
-            self.context.changed(tid, self.threads.len());
+            if th.context_slot.is_some() {
+                self.context.changed(tid, self.threads.len());
+            }
         }
         let broken = broken || !th.synced;
         if !broken {

@@ -45,6 +45,7 @@ impl Jvm {
             + ended
             + ended_maps
             + self.ended_counts.capacity() * entry(4, 16)
+            + self.carried.capacity() * entry(8, 0)
             + self.cpu.memory_bytes()
             + self.context.memory_bytes()
             + hello) as u64

@@ -83,3 +83,52 @@ fn threads_announce_a_slot_or_a_heap_context_and_bad_ones_are_refused() {
     assert_eq!(refused(&s), 5);
     assert_eq!(s.context_threads(), heap);
 }
+
+/// A carrier of virtual threads announces its slot in its own stream (1 here); while a
+/// virtual thread (stream 2) is mounted, the slot's word names stream 2 in its high half:
+/// the sample counts under stream 2's context, never stream 1's node of the same wire id. A
+/// stream jpd does not know waits, as an unknown id does.
+#[test]
+fn a_carriers_sample_counts_under_the_mounted_virtual_threads_context() {
+    let mut s = started(2);
+    base_thread(&mut s);
+    feed(&mut s, &resync_rec(2, "", &[def(1, 0, 1, 1, 10)]));
+    let key = |id: u64| jp_common::CtxKey {
+        tgid: PID,
+        kind: jp_common::ctx_kind::USER,
+        stream: 1,
+        id,
+        kip: 0,
+    };
+    let samples = [(key(2 << 32 | 1), 5), (key(1), 2), (key(9 << 32 | 1), 3)];
+    s.add_cpu_samples(1000, &samples, t0());
+    let snap = s.snapshot(PID).expect("the JVM");
+    let tree = snap.mct();
+    let own = snap.cpu().expect("CPU").self_ns(tree.nodes.len());
+    let at = |parent: usize, method: &str| {
+        let i = (1..tree.nodes.len())
+            .find(|&i| tree.nodes[i].parent == Some(parent) && &*tree.nodes[i].method == method)
+            .unwrap_or_else(|| panic!("no {method} under node {parent}"));
+        own[i]
+    };
+    let main = (1..tree.nodes.len())
+        .find(|&i| &*tree.nodes[i].method == MAIN)
+        .expect("main");
+    assert_eq!(at(0, F), 5000, "the virtual thread's f(), at its root");
+    assert_eq!(at(0, MAIN), 2000, "the carrier's own node 1 (main)");
+    assert_eq!(at(main, F), 0, "stream 1's f() got nothing");
+    let summary = s.summary(PID).expect("the JVM");
+    assert_eq!(summary.cpu_pending_ns, 3000, "stream 9 is not known");
+    // The virtual thread ends (it announced no slot of its own); a sample the sampler
+    // logged before its end, read after it, still counts under its context.
+    let end = tree_rec(GEN, 2, 1, wire::FLAG_END, "", &[]);
+    feed(&mut s, &end);
+    s.add_cpu_samples(1000, &[(key(2 << 32 | 1), 4)], t0());
+    let snap = s.snapshot(PID).expect("the JVM");
+    let tree = snap.mct();
+    let own = snap.cpu().expect("CPU").self_ns(tree.nodes.len());
+    let f = (1..tree.nodes.len())
+        .find(|&i| tree.nodes[i].parent == Some(0) && &*tree.nodes[i].method == F)
+        .expect("f() at the root");
+    assert_eq!(own[f], 9000, "the late sample of the ended virtual thread");
+}
