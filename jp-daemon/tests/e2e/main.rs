@@ -8,5 +8,6 @@ mod cpu;
 mod cpu_views;
 mod jvm;
 mod kernel;
+mod offcpu;
 mod rotation;
 mod windows;

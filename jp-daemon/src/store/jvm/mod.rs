@@ -43,6 +43,7 @@ mod chunked;
 pub mod cpu;
 mod methods;
 mod nodes;
+pub mod offcpu;
 mod one_jvm;
 mod query;
 pub mod sink;
@@ -389,6 +390,8 @@ pub struct JvmStore {
     held: u64,
     /// Processes refused at their uid's quota, until they exit (see `admission`).
     refused: HashMap<u32, u64>,
+    /// The scheduler program's counters, host-wide (see `offcpu`).
+    offcpu_counters: offcpu::OffcpuCounters,
 }
 
 impl JvmStore {
@@ -404,6 +407,7 @@ impl JvmStore {
             context_watcher: None,
             held: 0,
             refused: HashMap::new(),
+            offcpu_counters: offcpu::OffcpuCounters::default(),
         }
     }
 
@@ -573,6 +577,29 @@ impl JvmStore {
             j.cpu_expire(now);
         }
         self.recount();
+    }
+
+    /// Off-CPU time the scheduler program logged for JVMs' threads since the last call:
+    /// (record with the periods' summed ns, periods); `counters` are totals since attach.
+    pub fn add_offcpu(
+        &mut self,
+        periods: &[(jp_common::OffcpuRecord, u64)],
+        counters: offcpu::OffcpuCounters,
+        now: SystemTime,
+    ) {
+        self.generation += 1;
+        self.offcpu_counters = counters;
+        for (r, n) in periods {
+            if let Some(j) = self.jvms.get_mut(&r.tgid) {
+                j.offcpu_periods(r, *n, now);
+            }
+        }
+        self.recount();
+    }
+
+    /// The scheduler program's counters, host-wide, as last handed over.
+    pub fn offcpu_counters(&self) -> offcpu::OffcpuCounters {
+        self.offcpu_counters
     }
 
     /// The collector's latest state, passed on in [`JvmStore::stats`].

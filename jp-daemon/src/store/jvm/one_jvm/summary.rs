@@ -46,6 +46,7 @@ impl Jvm {
             + ended_maps
             + self.ended_counts.capacity() * entry(4, 16)
             + self.cpu.memory_bytes()
+            + self.offcpu.memory_bytes()
             + hello) as u64
     }
 
