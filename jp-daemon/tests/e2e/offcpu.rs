@@ -212,3 +212,60 @@ fn monitor_contention_is_lock_time_under_its_context() {
     }
     d.stop();
 }
+
+/// jpd's count of periods off CPU not timed for `reason`.
+fn dropped(d: &Jpd, reason: &str) -> Option<u64> {
+    let series = format!("jp_offcpu_periods_dropped_total{{reason=\"{reason}\"}}");
+    crate::support::jpd::metric(&d.metrics(), &series)
+}
+
+/// jpd killed and started again while three threads sleep 4 s at a time in d(): a
+/// thread's first switch-in after the new jpd joined it has no switch-out when the join
+/// came while it slept, and is then counted as an orphan, not timed (no negative or
+/// huge time). Whether the join comes during a sleep or during the 50 ms a thread spins
+/// to report depends on when jpd reads that report: at most one orphan per thread. Then
+/// the JVM exits while the threads sleep: they leave off CPU, and nothing is left that a
+/// reused thread id would be timed from.
+#[test]
+fn a_restart_while_threads_sleep_counts_orphans_and_times_nothing_wrong() {
+    require_root();
+    let _one = crate::support::exclusive();
+    for (tag, home) in jdks() {
+        let dir = compile("OffcpuWaits", &format!("{tag}-blocked"), &home);
+        let d = Jpd::start(CONFIG);
+        let args = ["blocked".to_string(), "0".to_string(), "3".to_string()];
+        let mut jvm = Jvm::launch(&[], &home, &dir, "OffcpuWaits", &args);
+        jvm.expect_line("started");
+        jvm.expect_line("done");
+        go(&d, &mut jvm, 3);
+        std::thread::sleep(Duration::from_millis(1000));
+        d.kill9();
+        let d = Jpd::start(CONFIG);
+        let restarted = std::time::Instant::now();
+        let pid = jvm.pid();
+        wait_listed(&d, pid, "joined again", |j| {
+            j["cpu"]["publishing_threads"].as_u64() >= Some(3)
+        });
+        // Every thread slept at least once whole since it was joined again.
+        std::thread::sleep(Duration::from_millis(8500));
+        let what = format!("{tag}: {}", d.metrics());
+        let orphans = dropped(&d, "orphan").unwrap_or(u64::MAX);
+        assert!(orphans <= 3, "{what}");
+        assert_eq!(dropped(&d, "stale"), Some(0), "{what}");
+        assert_eq!(dropped(&d, "lost"), Some(0), "{what}");
+        jvm.finish();
+        std::thread::sleep(Duration::from_millis(500));
+        let elapsed = restarted.elapsed().as_nanos() as u64;
+        let doc = export_json(&d, pid, &format!("{tag}-blocked"));
+        let all = nodes(&doc);
+        let off = offcpu_ns(&of(&all, "OffcpuWaits.d("));
+        // Only sleeps that began after the new jpd joined the threads are timed: at
+        // least one whole each, and none longer than jpd has been running.
+        assert!(
+            off >= 3 * 3_900_000_000 && off <= 3 * elapsed,
+            "{tag}: d() off CPU {off} ns, jpd up {elapsed} ns"
+        );
+        assert_eq!(dropped(&d, "stale"), Some(0), "{tag}");
+        d.stop();
+    }
+}

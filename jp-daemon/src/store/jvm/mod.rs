@@ -372,6 +372,8 @@ pub struct IngestStats {
     pub memory_bytes: u64,
     /// What the USDT collector feeding this store is attached to (none without one).
     pub collector: Option<crate::store::jvm::sink::UsdtStatus>,
+    /// The scheduler program's counters, once it handed any (`kernel.offcpu`).
+    pub offcpu: Option<offcpu::OffcpuCounters>,
 }
 
 /// All JVMs jpd knows. A plain struct: the daemon wraps it in `Arc<Mutex<_>>`.
@@ -390,8 +392,8 @@ pub struct JvmStore {
     held: u64,
     /// Processes refused at their uid's quota, until they exit (see `admission`).
     refused: HashMap<u32, u64>,
-    /// The scheduler program's counters, host-wide (see `offcpu`).
-    offcpu_counters: offcpu::OffcpuCounters,
+    /// The scheduler program's counters, host-wide (see `offcpu`), once it handed any.
+    offcpu_counters: Option<offcpu::OffcpuCounters>,
 }
 
 impl JvmStore {
@@ -407,7 +409,7 @@ impl JvmStore {
             context_watcher: None,
             held: 0,
             refused: HashMap::new(),
-            offcpu_counters: offcpu::OffcpuCounters::default(),
+            offcpu_counters: None,
         }
     }
 
@@ -588,18 +590,13 @@ impl JvmStore {
         now: SystemTime,
     ) {
         self.generation += 1;
-        self.offcpu_counters = counters;
+        self.offcpu_counters = Some(counters);
         for (r, n) in periods {
             if let Some(j) = self.jvms.get_mut(&r.tgid) {
                 j.offcpu_periods(r, *n, now);
             }
         }
         self.recount();
-    }
-
-    /// The scheduler program's counters, host-wide, as last handed over.
-    pub fn offcpu_counters(&self) -> offcpu::OffcpuCounters {
-        self.offcpu_counters
     }
 
     /// The collector's latest state, passed on in [`JvmStore::stats`].
@@ -708,6 +705,7 @@ impl JvmStore {
 
     pub fn stats(&self) -> IngestStats {
         let mut s = self.stats.clone();
+        s.offcpu = self.offcpu_counters;
         s.jvms_running = 0;
         s.jvms_exited = 0;
         s.nodes = 0;
