@@ -66,6 +66,33 @@ fn cpu_ns(ctx: &[&Value]) -> u64 {
         .sum()
 }
 
+/// Inclusive time (ns) of the functions starting with `prefix`, for pprof's `sample`
+/// type, read by `go tool pprof -top` (the cum column).
+fn pprof_cum(file: &Path, sample: &str, prefix: &str) -> (u64, String) {
+    let out = std::process::Command::new(crate::support::fleet::tool("go", "golang-go"))
+        .args(["tool", "pprof", &format!("-sample_index={sample}")])
+        .args(["-top", "-nodecount=100000", "-nodefraction=0", "-unit=ns"])
+        .arg(file)
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("run go tool pprof");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "go tool pprof: {}", String::from_utf8_lossy(&out.stderr));
+    let mut in_table = false;
+    let mut sum = 0;
+    for line in text.lines() {
+        if line.trim_start().starts_with("flat ") {
+            in_table = true;
+            continue;
+        }
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        if in_table && cols.len() >= 6 && cols[5..].join(" ").starts_with(prefix) {
+            sum += cols[3].trim_end_matches("ns").parse::<u64>().unwrap_or(0);
+        }
+    }
+    (sum, text)
+}
+
 /// The numbers after the words of a "done …" line: "done sleep 1 spin 2" → [1, 2].
 fn measured(line: &str) -> Vec<u64> {
     line.split_whitespace()
@@ -170,6 +197,16 @@ fn a_sleep_and_a_spin_split_off_cpu_and_wall_time_by_context() {
             "{what}: wall ratio {ratio}, measured {own}"
         );
         assert!((own - 2.0).abs() < 0.1, "{what}");
+        // The pprof carries the same times: `offcpu` under a() with the futex function
+        // and the kind as leaf frames, `wall` = CPU + off CPU.
+        let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("offcpu-{tag}.pb.gz"));
+        d.export_to(pid, "pprof", &file);
+        let (pprof_off_a, text) = pprof_cum(&file, "offcpu", "OffcpuWaits.a(");
+        assert_eq!(pprof_off_a, off_a, "{what}\n{text}");
+        let (lock_frame, text) = pprof_cum(&file, "offcpu", "off-CPU: lock");
+        assert!(lock_frame >= futex, "{what}\n{text}");
+        let (wall_b, text) = pprof_cum(&file, "wall", "OffcpuWaits.b(");
+        assert_eq!(wall_b, off_b + cpu_b, "{what}\n{text}");
         jvm.finish();
     }
     d.stop();
