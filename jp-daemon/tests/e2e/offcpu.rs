@@ -77,7 +77,11 @@ fn pprof_cum(file: &Path, sample: &str, prefix: &str) -> (u64, String) {
         .output()
         .expect("run go tool pprof");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "go tool pprof: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "go tool pprof: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut in_table = false;
     let mut sum = 0;
     for line in text.lines() {
