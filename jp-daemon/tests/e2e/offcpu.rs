@@ -211,6 +211,23 @@ fn a_sleep_and_a_spin_split_off_cpu_and_wall_time_by_context() {
         assert!(lock_frame >= futex, "{what}\n{text}");
         let (wall_b, text) = pprof_cum(&file, "wall", "OffcpuWaits.b(");
         assert_eq!(wall_b, off_b + cpu_b, "{what}\n{text}");
+        // `jpctl jvm top --by offcpu|wall`: a() first, with the export's times (a() and
+        // b() have one context each).
+        for (by, ns) in [("offcpu", off_a), ("wall", off_a + cpu_a)] {
+            let top = d.jpctl_json(&["jvm", "top", &pid.to_string(), "--by", by, "--json"]);
+            let first = &top["methods"][0];
+            assert!(
+                first["method"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("OffcpuWaits.a(")),
+                "{what}: {top}"
+            );
+            assert_eq!(
+                first[format!("{by}_ns")].as_u64(),
+                Some(ns),
+                "{what}: {top}"
+            );
+        }
         jvm.finish();
     }
     d.stop();
