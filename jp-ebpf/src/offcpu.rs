@@ -2,7 +2,9 @@
 //! the thread's current context (read from its slot: `current` is still the thread
 //! going out) and why it leaves; at switch-in, the time it was away, logged under that
 //! context. Threads of other processes cost one `JP_JVM_PIDS` lookup going out and one
-//! miss in `JP_OFFCPU_START` coming in.
+//! coming in (a small, hot map: the per-thread LRU map is only looked at for JVMs'
+//! threads; an entry a JVM left behind when jpd let it go is evicted in time, and never
+//! timed for another task, see `OffcpuStart::task`). The clock is read only for them.
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_get_stack, bpf_probe_read_kernel},
     macros::raw_tracepoint,
@@ -68,15 +70,14 @@ jp_map!(
 #[raw_tracepoint(tracepoint = "sched_switch")]
 pub fn jp_offcpu(ctx: RawTracePointContext) -> i32 {
     let cfg = config();
-    let now = now_ns();
-    switch_out(&ctx, &cfg, now);
+    switch_out(&ctx, &cfg);
     let next: u64 = ctx.arg(2);
-    switch_in(&cfg, next, now);
+    switch_in(&cfg, next);
     0
 }
 
 #[inline(always)]
-fn switch_out(ctx: &RawTracePointContext, cfg: &ProbeConfig, now: u64) {
+fn switch_out(ctx: &RawTracePointContext, cfg: &ProbeConfig) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: a plain lookup; the value is only compared against None.
@@ -97,6 +98,7 @@ fn switch_out(ctx: &RawTracePointContext, cfg: &ProbeConfig, now: u64) {
     // SAFETY: this CPU's value; switch programs do not nest on one CPU (the scheduler
     // runs them with interrupts off), and only they write it.
     let counters = unsafe { &mut *counters };
+    let now = now_ns();
     if !within_cap(counters, cfg, now) {
         return;
     }
@@ -171,7 +173,7 @@ fn blocked_in(ctx: &RawTracePointContext, cfg: &ProbeConfig) -> u64 {
 }
 
 #[inline(always)]
-fn switch_in(cfg: &ProbeConfig, next: u64, now: u64) {
+fn switch_in(cfg: &ProbeConfig, next: u64) {
     // SAFETY: reads 8 bytes of the `task_struct` the scheduler hands us (`pid` and the
     // `tgid` after it); the helper fails safely on a bad address.
     let read = unsafe {
@@ -182,11 +184,17 @@ fn switch_in(cfg: &ProbeConfig, next: u64, now: u64) {
         return;
     }
     // In memory the pid comes first: as a u64, `tgid << 32 | pid` as the helpers give it.
+    let tgid = (pid_tgid >> 32) as u32;
+    // SAFETY: a plain lookup; the value is only compared against None.
+    if unsafe { JP_JVM_PIDS.get(&tgid) }.is_none() {
+        return;
+    }
     // SAFETY: the value is copied out at once.
     let Some(start) = (unsafe { JP_OFFCPU_START.get(&pid_tgid) }).copied() else {
         count_orphan(pid_tgid);
         return;
     };
+    let now = now_ns();
     let _ = JP_OFFCPU_START.remove(&pid_tgid);
     let Some(counters) = cpu_slot(&JP_OFFCPU_CPUS) else {
         return;
@@ -207,13 +215,11 @@ fn switch_in(cfg: &ProbeConfig, next: u64, now: u64) {
     log_record(cfg.offcpu_log_mask, counters, &record);
 }
 
-/// A joined thread switched in without its switch-out.
+/// A thread of a joined JVM switched in without its switch-out: counted if it is joined.
 #[inline(always)]
 fn count_orphan(pid_tgid: u64) {
-    let tgid = (pid_tgid >> 32) as u32;
-    // SAFETY: plain lookups, only compared against None.
-    let joined =
-        unsafe { JP_JVM_PIDS.get(&tgid).is_some() && JP_JVM_THREADS.get(&pid_tgid).is_some() };
+    // SAFETY: a plain lookup, only compared against None.
+    let joined = unsafe { JP_JVM_THREADS.get(&pid_tgid).is_some() };
     if !joined {
         return;
     }
