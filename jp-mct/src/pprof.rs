@@ -508,6 +508,64 @@ mod tests {
     use std::io::Read;
 
     #[test]
+    fn offcpu_time_adds_offcpu_and_wall_types_with_the_reason_as_leaf_frames() {
+        let t = paper_tree();
+        let f = (0..t.nodes.len())
+            .find(|&i| t.nodes[i].method.as_ref() == "Paper.f()V")
+            .unwrap();
+        let mut user_ns = vec![0; t.nodes.len()];
+        user_ns[f] = 7;
+        let cpu = MctCpu {
+            user_ns,
+            offcpu: vec![OffcpuTime {
+                node: f,
+                kind: Arc::from("lock"),
+                function: Arc::from("futex_do_wait"),
+                ns: 1000,
+            }],
+            ..MctCpu::default()
+        };
+        let options = PprofOptions {
+            cpu: Some(&cpu),
+            ..PprofOptions::default()
+        };
+        let p = mct_profile(&t, options).0;
+        let s = |i: i64| p.string_table[i as usize].clone();
+        let types: Vec<String> = p.sample_type.iter().map(|t| s(t.r#type)).collect();
+        assert_eq!(types, ["calls", "bytecodes", "cpu", "offcpu", "wall"]);
+        let fname: HashMap<u64, String> = p.function.iter().map(|f| (f.id, s(f.name))).collect();
+        let got: Vec<(String, Vec<i64>)> = p
+            .sample
+            .iter()
+            .filter(|smp| smp.value[2..].iter().any(|&v| v > 0))
+            .map(|smp| {
+                let stack: Vec<&str> = smp
+                    .location_id
+                    .iter()
+                    .map(|id| fname[id].as_str())
+                    .collect();
+                (stack.join("<"), smp.value.clone())
+            })
+            .collect();
+        // The context's own sample: its CPU is its wall time; the off-CPU sample: the
+        // kernel function over the kind, over the context.
+        assert_eq!(
+            got,
+            [
+                (
+                    "Paper.f()<Paper.main(java.lang.String[])".to_string(),
+                    vec![1, 106, 7, 0, 7]
+                ),
+                (
+                    "futex_do_wait<off-CPU: lock<Paper.f()<Paper.main(java.lang.String[])"
+                        .to_string(),
+                    vec![0, 0, 0, 1000, 1000]
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn paper_example_decodes() {
         let mut gz = Vec::new();
         write_pprof(&paper_tree(), PprofOptions::default(), &mut gz).unwrap();
