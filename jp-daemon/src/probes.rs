@@ -86,6 +86,10 @@ pub fn load(instance: Instance<'_>) -> anyhow::Result<Ebpf> {
                 maps::OFFCPU_LOG.name,
                 cpu_slots.saturating_mul(config.offcpu_log_mask.saturating_add(1)),
             );
+            if config.offcpu_log_mask == 0 {
+                // Off-CPU time is off: its preallocated per-thread map is not wanted.
+                loader.map_max_entries(maps::OFFCPU_START.name, 1);
+            }
             ""
         }
         Instance::Usdt { ring_bytes } => {
