@@ -47,7 +47,20 @@ pub struct ProbeConfig {
     /// Slots per CPU of `JP_CTX_LOG`, minus one (a power of two minus one; jpd sizes
     /// the log at load). 0: no log, every JVM sample counts as lost.
     pub ctx_log_mask: u32,
-    pub _pad: u32,
+    /// `offsetof(struct task_struct, pid)`; `tgid` is the `pid_t` after it (jpd checks),
+    /// so one 8-byte read gives a task's `pid_tgid`.
+    pub task_pid_off: u32,
+    /// Slots per CPU of `JP_OFFCPU_LOG`, minus one (a power of two minus one). 0: the
+    /// off-CPU program is not attached.
+    pub offcpu_log_mask: u32,
+    /// Switch-outs of joined threads accounted per CPU per second at most; the others
+    /// are counted in `OffcpuCpu::over_cap`.
+    pub offcpu_cap_per_cpu: u32,
+    /// `[__sched_text_start, __sched_text_end)`: the scheduler's own functions
+    /// (`schedule`, `schedule_timeout`, `io_schedule`…), skipped in a blocked thread's
+    /// kernel stack to find the function it blocked in, as the kernel's `wchan` does.
+    pub sched_text_start: u64,
+    pub sched_text_end: u64,
 }
 
 impl ProbeConfig {
@@ -64,7 +77,11 @@ impl ProbeConfig {
         irq_ip_every: 0,
         irq_ip_min_interval_ns: u64::MAX,
         ctx_log_mask: 0,
-        _pad: 0,
+        task_pid_off: 0,
+        offcpu_log_mask: 0,
+        offcpu_cap_per_cpu: 0,
+        sched_text_start: 0,
+        sched_text_end: 0,
     };
 }
 
@@ -166,6 +183,54 @@ pub struct CtxKey {
     pub stream: u64,
     pub id: u64,
     pub kip: u64,
+}
+
+/// What `JP_OFFCPU_LOG` records: a joined thread's time off CPU, logged when it is
+/// switched in again, under the context it was in when it was switched out.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OffcpuRecord {
+    pub tgid: u32,
+    /// The context's node id, as the thread's slot said at switch-out.
+    pub id: u32,
+    /// The thread's stream.
+    pub stream: u64,
+    /// Switch-out to switch-in (ns).
+    pub ns: u64,
+    /// Why it was off CPU: the kernel function it blocked in, or one of [`offcpu_reason`].
+    pub reason: u64,
+}
+
+/// `OffcpuRecord::reason` values that are not kernel addresses.
+pub mod offcpu_reason {
+    /// Preempted while runnable: waiting for a CPU (the run queue).
+    pub const RUN_QUEUE: u64 = 0;
+    /// Blocked, but its kernel stack could not be read.
+    pub const UNKNOWN: u64 = 1;
+}
+
+/// One CPU's off-CPU counters, the value of `JP_OFFCPU_CPUS` (one per CPU number,
+/// mapped by jpd, see `CpuModes`): a whole 64-byte line.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OffcpuCpu {
+    /// Records written to this CPU's part of `JP_OFFCPU_LOG`: the write position (record
+    /// n in slot `n & offcpu_log_mask`), bumped after the slot is written.
+    pub logged: u64,
+    /// Start of the current one-second window of the cap, and switch-outs accounted in it.
+    pub window_start_ns: u64,
+    pub window_count: u64,
+    /// Switch-outs of joined threads not accounted because of the cap.
+    pub over_cap: u64,
+    /// Switch-ins of joined threads without their switch-out (jpd started, or the thread
+    /// was joined, while it was off CPU; or its entry was evicted): counted, not timed.
+    pub orphans: u64,
+    /// Switch-ins whose switch-out was of another task with the same ids (a reused
+    /// thread id), or with a time going backwards: counted, not timed.
+    pub stale: u64,
+    /// Switch-outs of joined threads whose context slot could not be read.
+    pub read_failed: u64,
+    pub _pad: u64,
 }
 
 /// Number of softirq vectors (`NR_SOFTIRQS`: HI … RCU). A vector number at or above it
@@ -325,6 +390,10 @@ mod pod {
     // SAFETY: as above.
     unsafe impl aya::Pod for super::CtxKey {}
     // SAFETY: as above.
+    unsafe impl aya::Pod for super::OffcpuRecord {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::OffcpuCpu {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::wire::EventHeader {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::wire::Control {}
@@ -337,7 +406,9 @@ mod tests {
 
     #[test]
     fn shared_types_have_no_implicit_padding() {
-        assert_eq!(size_of::<ProbeConfig>(), 5 * 8 + 6 * 4);
+        assert_eq!(size_of::<ProbeConfig>(), 7 * 8 + 8 * 4);
+        assert_eq!(size_of::<OffcpuRecord>(), 32);
+        assert_eq!(size_of::<OffcpuCpu>(), 64);
         // Two log records to a line.
         assert_eq!(size_of::<CtxKey>(), 32);
         assert_eq!(size_of::<IrqKey>(), 16);

@@ -62,6 +62,19 @@ pub const JVM_THREADS: MapSpec = map("JP_JVM_THREADS", 1 << 14);
 /// number, mapped by jpd.
 pub const CTX_LOG: MapSpec = map("JP_CTX_LOG", SIZED_AT_LOAD);
 
+// Off-CPU time (jp-ebpf's `offcpu.rs`).
+
+/// pid_tgid → `OffcpuStart` (eBPF side only, LRU hash): joined threads off CPU now.
+/// Sized like `JVM_THREADS` (each joined thread has at most one entry).
+pub const OFFCPU_START: MapSpec = map("JP_OFFCPU_START", 1 << 14);
+/// Off-CPU counters (`crate::OffcpuCpu`), one per CPU number, mapped by jpd.
+pub const OFFCPU_CPUS: MapSpec = map("JP_OFFCPU_CPUS", SIZED_AT_LOAD);
+/// The off-CPU log (`crate::OffcpuRecord`), `ProbeConfig::offcpu_log_mask + 1` slots per
+/// CPU number, mapped by jpd.
+pub const OFFCPU_LOG: MapSpec = map("JP_OFFCPU_LOG", SIZED_AT_LOAD);
+/// Scratch space for the kernel stack at switch-out (eBPF side only).
+pub const OFFCPU_TRACE: MapSpec = map("JP_OFFCPU_TRACE", 1);
+
 // Hard-IRQ handlers (jp-ebpf's `irq.rs`).
 
 /// Scratch space for the kernel stack at handler entry (eBPF side only).
@@ -111,7 +124,7 @@ pub const USDT_ALLOW_UIDS: MapSpec = map("JP_USDT_ALLOW_UIDS", 256);
 pub const USDT_ALLOW_CGROUPS: MapSpec = map("JP_USDT_ALLOW_CGROUPS", 256);
 
 /// Every map of the object.
-pub const ALL: [MapSpec; 24] = [
+pub const ALL: [MapSpec; 28] = [
     MODES,
     TEXT_COUNTS,
     TEXT_DIRTY,
@@ -119,6 +132,10 @@ pub const ALL: [MapSpec; 24] = [
     JVM_PIDS,
     JVM_THREADS,
     CTX_LOG,
+    OFFCPU_START,
+    OFFCPU_CPUS,
+    OFFCPU_LOG,
+    OFFCPU_TRACE,
     IRQ_TRACE,
     IRQ_MODES,
     IRQ_TEXT_COUNTS,

@@ -19,13 +19,15 @@ const AYA_LOGS: &str = "AYA_LOGS";
 
 /// Maps only the kernel collector uses, with the smallest size the kernel accepts: the
 /// USDT instance creates them too, and never reads them.
-const KERNEL_ONLY_MAPS: [(&str, u32); 7] = [
+const KERNEL_ONLY_MAPS: [(&str, u32); 9] = [
     (maps::TEXT_COUNTS.name, 1),
     (maps::OTHER_IPS.name, 1),
     (maps::IRQ_TEXT_COUNTS.name, 1),
     (maps::IRQ_OTHERS.name, 1),
     (maps::IRQ_STATS.name, 1),
     (maps::IRQ_LINES.name, 1),
+    (maps::OFFCPU_START.name, 1),
+    (maps::OFFCPU_LOG.name, 1),
     (AYA_LOGS, 4096),
 ];
 
@@ -68,6 +70,7 @@ pub fn load(instance: Instance<'_>) -> anyhow::Result<Ebpf> {
                 maps::IRQ_MODES,
                 maps::IRQ_START,
                 maps::SIRQ_STATS,
+                maps::OFFCPU_CPUS,
             ] {
                 loader.map_max_entries(map.name, cpu_slots);
             }
@@ -79,6 +82,14 @@ pub fn load(instance: Instance<'_>) -> anyhow::Result<Ebpf> {
                 maps::CTX_LOG.name,
                 cpu_slots.saturating_mul(config.ctx_log_mask.saturating_add(1)),
             );
+            loader.map_max_entries(
+                maps::OFFCPU_LOG.name,
+                cpu_slots.saturating_mul(config.offcpu_log_mask.saturating_add(1)),
+            );
+            if config.offcpu_log_mask == 0 {
+                // Off-CPU time is off: its preallocated per-thread map is not wanted.
+                loader.map_max_entries(maps::OFFCPU_START.name, 1);
+            }
             ""
         }
         Instance::Usdt { ring_bytes } => {

@@ -3,11 +3,16 @@ use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        generated::bpf_probe_read_user,
+    },
     maps::{Array, PerCpuArray, PerCpuHashMap},
     Global,
 };
-use jp_common::{mode, CpuModes, ProbeConfig, TextBlock, TEXT_BLOCK_BUCKETS, TEXT_PAGE_BUCKETS};
+use jp_common::{
+    mode, CpuModes, JvmThread, ProbeConfig, TextBlock, TEXT_BLOCK_BUCKETS, TEXT_PAGE_BUCKETS,
+};
 
 /// `BPF_F_MMAPABLE`: jpd maps the core-text counters instead of reading them by syscall.
 pub const MMAPABLE: u32 = 1 << 10;
@@ -20,14 +25,14 @@ pub const MMAPABLE: u32 = 1 << 10;
 /// `jp_map!(/// doc… JP_NAME: Type = maps::SPEC, flags);` for maps sized in entries,
 /// `jp_map!(/// doc… ring JP_NAME = maps::SPEC, flags);` for a ring buffer (in bytes).
 macro_rules! jp_map {
-    ($(#[$attr:meta])* $name:ident: $ty:ty = $spec:expr, $flags:expr) => {
+    ($(#[$attr:meta])* $vis:vis $name:ident: $ty:ty = $spec:expr, $flags:expr) => {
         const _: () = assert!(
             $spec.is_named(stringify!($name)),
             "the static's identifier differs from its jp_common::maps name"
         );
         $(#[$attr])*
         #[aya_ebpf::macros::map]
-        static $name: $ty = <$ty>::with_max_entries($spec.max_entries, $flags);
+        $vis static $name: $ty = <$ty>::with_max_entries($spec.max_entries, $flags);
     };
     ($(#[$attr:meta])* ring $name:ident = $spec:expr, $flags:expr) => {
         const _: () = assert!(
@@ -235,4 +240,51 @@ pub fn power_of_two(n: u64) -> bool {
 pub fn now_ns() -> u64 {
     // SAFETY: bpf_ktime_get_ns takes no arguments and cannot fail.
     unsafe { bpf_ktime_get_ns() }
+}
+
+/// The current thread's current context id, from its context slot or from the
+/// object on the JVM's heap that keeps it (`JvmThread`); None if a read fails or the
+/// object's cookie is not the thread's (the collector moved it and gave its old place to
+/// something else: the thread's context is then unknown, never taken from garbage).
+/// A slot is read as a word: a carrier's names in its high half the stream of the virtual
+/// thread mounted on it (`CtxKey::id`), a platform thread's holds 0 there.
+#[inline(always)]
+pub fn current_context(t: &JvmThread) -> Option<u64> {
+    if t.current_offset == 0 {
+        return read_user::<u64>(t.slot);
+    }
+    let object = read_user::<u64>(t.slot)?;
+    if object == 0 {
+        // The thread's reference was deleted: it has ended its tree and is leaving, like a
+        // thread whose slot went back to the pool reading its root.
+        return Some(0);
+    }
+    let (current, cookie) = if t.cookie_offset == t.current_offset.wrapping_add(4) {
+        // Side by side (the agent lays them out so): one read.
+        let both = read_user::<u64>(object.wrapping_add(u64::from(t.current_offset)))?;
+        (both as u32, (both >> 32) as u32)
+    } else {
+        (
+            read_user::<u32>(object.wrapping_add(u64::from(t.current_offset)))?,
+            read_user::<u32>(object.wrapping_add(u64::from(t.cookie_offset)))?,
+        )
+    };
+    (cookie == t.cookie).then_some(u64::from(current))
+}
+
+/// A `T` read from the current process's memory at `address`.
+#[inline(always)]
+pub fn read_user<T: Copy + Default>(address: u64) -> Option<T> {
+    let mut v = T::default();
+    // SAFETY: writes at most size_of::<T>() bytes into `v`; the source is the
+    // interrupted process's memory, which the helper reads safely (a fault returns an
+    // error, and `v` is then not used).
+    let ret = unsafe {
+        bpf_probe_read_user(
+            (&mut v as *mut T).cast(),
+            core::mem::size_of::<T>() as u32,
+            address as *const _,
+        )
+    };
+    (ret >= 0).then_some(v)
 }

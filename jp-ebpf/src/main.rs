@@ -1,5 +1,6 @@
 //! jp's eBPF programs (`jp-probes`), one module per probe family:
 //! - `sampler`: `cpu-clock` perf_event sampling of the kernel IP (readprofile buckets),
+//! - `offcpu`: the joined JVM threads' time off CPU, from the scheduler's switch,
 //! - `irq`: hard-IRQ handler hits and time, and the interrupted IP at handler entry,
 //! - `softirq`: softirq count and time per vector,
 //! - `usdt`: the `jp:record` USDT probe of the JVM agent, into a ring buffer.
@@ -20,6 +21,8 @@
 mod common;
 #[cfg(target_arch = "bpf")]
 mod irq;
+#[cfg(target_arch = "bpf")]
+mod offcpu;
 #[cfg(target_arch = "bpf")]
 mod sampler;
 #[cfg(target_arch = "bpf")]

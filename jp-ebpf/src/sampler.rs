@@ -1,6 +1,6 @@
 //! Kernel IP sampling on the `cpu-clock` software event (readprofile-style buckets of core text).
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, generated::bpf_probe_read_user},
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::perf_event,
     maps::{Array, HashMap, PerCpuHashMap},
     programs::PerfEventContext,
@@ -9,8 +9,8 @@ use aya_log_ebpf::warn;
 use jp_common::{ctx_kind, maps, mode, CpuModes, CtxKey, JvmThread, ProbeConfig, TextBlock};
 
 use crate::common::{
-    config, count_mode, jp_map, power_of_two, record_kernel_ip, row_slot, this_cpu, user_mode,
-    TextCounters, MMAPABLE,
+    config, count_mode, current_context, jp_map, power_of_two, record_kernel_ip, row_slot,
+    this_cpu, user_mode, TextCounters, MMAPABLE,
 };
 
 jp_map!(
@@ -43,13 +43,13 @@ jp_map!(
 jp_map!(
     /// JVMs whose threads the sampler counts (tgid → 1), written by jpd: the one lookup that
     /// every non-idle sample pays for the join.
-    JP_JVM_PIDS: HashMap<u32, u32> = maps::JVM_PIDS, 0
+    pub(crate) JP_JVM_PIDS: HashMap<u32, u32> = maps::JVM_PIDS, 0
 );
 
 jp_map!(
     /// Threads with a context slot, by `pid_tgid`, written by jpd from the agents'
     /// `KIND_THREAD` records.
-    JP_JVM_THREADS: HashMap<u64, JvmThread> = maps::JVM_THREADS, 0
+    pub(crate) JP_JVM_THREADS: HashMap<u64, JvmThread> = maps::JVM_THREADS, 0
 );
 
 jp_map!(
@@ -142,53 +142,6 @@ fn join_context(cfg: &ProbeConfig, pid_tgid: u64, user: bool, ip: u64) {
     if !log_sample(cfg.ctx_log_mask, &key) {
         count_mode(&JP_MODES, mode::JVM_LOST);
     }
-}
-
-/// The interrupted thread's current context id, from its context slot or from the
-/// object on the JVM's heap that keeps it (`JvmThread`); None if a read fails or the
-/// object's cookie is not the thread's (the collector moved it and gave its old place to
-/// something else: the thread's context is then unknown, never taken from garbage).
-/// A slot is read as a word: a carrier's names in its high half the stream of the virtual
-/// thread mounted on it (`CtxKey::id`), a platform thread's holds 0 there.
-#[inline(always)]
-fn current_context(t: &JvmThread) -> Option<u64> {
-    if t.current_offset == 0 {
-        return read_user::<u64>(t.slot);
-    }
-    let object = read_user::<u64>(t.slot)?;
-    if object == 0 {
-        // The thread's reference was deleted: it has ended its tree and is leaving, like a
-        // thread whose slot went back to the pool reading its root.
-        return Some(0);
-    }
-    let (current, cookie) = if t.cookie_offset == t.current_offset.wrapping_add(4) {
-        // Side by side (the agent lays them out so): one read.
-        let both = read_user::<u64>(object.wrapping_add(u64::from(t.current_offset)))?;
-        (both as u32, (both >> 32) as u32)
-    } else {
-        (
-            read_user::<u32>(object.wrapping_add(u64::from(t.current_offset)))?,
-            read_user::<u32>(object.wrapping_add(u64::from(t.cookie_offset)))?,
-        )
-    };
-    (cookie == t.cookie).then_some(u64::from(current))
-}
-
-/// A `T` read from the interrupted process's memory at `address`.
-#[inline(always)]
-fn read_user<T: Copy + Default>(address: u64) -> Option<T> {
-    let mut v = T::default();
-    // SAFETY: writes at most size_of::<T>() bytes into `v`; the source is the
-    // interrupted process's memory, which the helper reads safely (a fault returns an
-    // error, and `v` is then not used).
-    let ret = unsafe {
-        bpf_probe_read_user(
-            (&mut v as *mut T).cast(),
-            core::mem::size_of::<T>() as u32,
-            address as *const _,
-        )
-    };
-    (ret >= 0).then_some(v)
 }
 
 /// Writes `key` to this CPU's next slot of `JP_CTX_LOG` and then counts it in

@@ -6,6 +6,9 @@
 //! (readers skip unknown keys): the document says `"cpu_unit": "nanoseconds"`, and a
 //! node with CPU has, after its counts, `"cpu": {"user": n, "kernel": n, "kernel_functions":
 //! {F: n, ...}}` (self time of the context; the kernel functions under it, by name).
+//! A node with time off CPU (jpd's scheduler program) has, after that, `"offcpu": {"ns":
+//! n, "kinds": {KIND: n, ...}, "functions": {F: n, ...}}` (time the context's threads
+//! spent off CPU, by kind of wait and by the kernel function they blocked in).
 //! Without CPU the bytes are exactly the agent's.
 
 use super::{Mct, MctCpu};
@@ -30,6 +33,10 @@ pub fn write_json_cpu(t: &Mct, cpu: Option<&MctCpu>, w: &mut dyn Write) -> io::R
             v.sort_unstable();
         }
     }
+    let mut offcpu_of: HashMap<usize, Vec<&crate::OffcpuTime>> = HashMap::new();
+    for o in cpu.map_or(&[][..], |c| c.offcpu.as_slice()) {
+        offcpu_of.entry(o.node).or_default().push(o);
+    }
     write!(w, "{{\"format\": \"jp-mct/1\", \"bba\": ")?;
     write_str(w, &t.bba)?;
     if cpu.is_some() {
@@ -53,6 +60,9 @@ pub fn write_json_cpu(t: &Mct, cpu: Option<&MctCpu>, w: &mut dyn Write) -> io::R
             )?;
             if let Some(c) = cpu {
                 write_node_cpu(w, c, &kernel_of, i)?;
+                if let Some(o) = offcpu_of.get(&i) {
+                    write_node_offcpu(w, o)?;
+                }
             }
             w.write_all(b", \"children\": [")?;
             let kids = t.sorted_children_ranked(i, &ranks);
@@ -89,6 +99,30 @@ fn write_node_cpu(w: &mut dyn Write, c: &MctCpu, kernel_of: &KernelOf, i: usize)
                 w.write_all(b", ")?;
             }
             write_str(w, f)?;
+            write!(w, ": {ns}")?;
+        }
+        w.write_all(b"}")?;
+    }
+    w.write_all(b"}")
+}
+
+/// `, "offcpu": {...}` of one node's off-CPU times.
+fn write_node_offcpu(w: &mut dyn Write, times: &[&crate::OffcpuTime]) -> io::Result<()> {
+    let mut kinds: std::collections::BTreeMap<&str, u64> = Default::default();
+    let mut functions: std::collections::BTreeMap<&str, u64> = Default::default();
+    for o in times {
+        *kinds.entry(&o.kind).or_default() += o.ns;
+        *functions.entry(&o.function).or_default() += o.ns;
+    }
+    let total: u64 = kinds.values().sum();
+    write!(w, ", \"offcpu\": {{\"ns\": {total}")?;
+    for (key, map) in [("kinds", &kinds), ("functions", &functions)] {
+        write!(w, ", \"{key}\": {{")?;
+        for (k, (name, ns)) in map.iter().enumerate() {
+            if k > 0 {
+                w.write_all(b", ")?;
+            }
+            write_str(w, name)?;
             write!(w, ": {ns}")?;
         }
         w.write_all(b"}")?;
@@ -168,6 +202,7 @@ mod tests {
                 (f, "do_syscall_64".into(), 1_000),
                 (main, "x\"y".into(), 5),
             ],
+            ..MctCpu::default()
         };
         let mut v = Vec::new();
         write_json_cpu(&t, Some(&cpu), &mut v).unwrap();

@@ -18,7 +18,8 @@ pub use folded::{write_folded, write_folded_folding};
 pub use html::{write_flame_html, write_html, FlameTree, FrameCounts, DEFAULT_MIN_SHARE};
 pub use json::{write_json, write_json_cpu};
 pub use pprof::{
-    folded_frame_name, write_pprof, write_pprof_folding, MctCpu, PprofOptions, TimeRange,
+    folded_frame_name, write_pprof, write_pprof_folding, MctCpu, OffcpuTime, PprofOptions,
+    TimeRange,
 };
 pub use read::read_json;
 pub use tree::write_tree;

@@ -168,6 +168,21 @@ pub struct MctCpu {
     pub user_ns: Vec<u64>,
     /// (node index, kernel function, ns) of kernel-mode CPU under a context.
     pub kernel: Vec<(usize, Arc<str>, u64)>,
+    /// Time off CPU under contexts (jpd's scheduler program): with any, the profile has
+    /// two more sample types, `offcpu` and `wall` (= cpu + offcpu), in nanoseconds.
+    pub offcpu: Vec<OffcpuTime>,
+}
+
+/// Time a context spent off CPU for one reason.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct OffcpuTime {
+    /// Node index of the context.
+    pub node: usize,
+    /// The kind of wait ("lock", "network", "disk", "sleep", "run_queue"…).
+    pub kind: Arc<str>,
+    /// The kernel function the thread blocked in (or what stands for it).
+    pub function: Arc<str>,
+    pub ns: u64,
 }
 
 impl MctCpu {
@@ -187,7 +202,22 @@ impl MctCpu {
             .filter_map(|(i, f, ns)| Some((at(*i)?, Arc::clone(f), *ns)))
             .collect();
         kernel.sort();
-        MctCpu { user_ns, kernel }
+        let mut offcpu: Vec<OffcpuTime> = self
+            .offcpu
+            .iter()
+            .filter_map(|o| {
+                Some(OffcpuTime {
+                    node: at(o.node)?,
+                    ..o.clone()
+                })
+            })
+            .collect();
+        offcpu.sort();
+        MctCpu {
+            user_ns,
+            kernel,
+            offcpu,
+        }
     }
 
     /// Which of a tree's `nodes` nodes have CPU of their own.
@@ -202,6 +232,11 @@ impl MctCpu {
         }
         for (i, _, ns) in &self.kernel {
             if let Some(b) = v.get_mut(*i).filter(|_| *ns > 0) {
+                *b = true;
+            }
+        }
+        for o in &self.offcpu {
+            if let Some(b) = v.get_mut(o.node).filter(|_| o.ns > 0) {
                 *b = true;
             }
         }
@@ -249,7 +284,14 @@ pub fn write_pprof_folding(
 /// The tree's profile message (not yet encoded), and the contexts folded.
 pub(crate) fn mct_profile(t: &Mct, options: PprofOptions<'_>) -> (Profile, u64) {
     let mut strings = Strings::default();
-    let sample_type = sample_types(&mut strings, options.cpu.is_some());
+    let with_offcpu = options.cpu.is_some_and(|c| !c.offcpu.is_empty());
+    let mut sample_type = sample_types(&mut strings, options.cpu.is_some());
+    if with_offcpu {
+        sample_type.extend(["offcpu", "wall"].map(|ty| ValueType {
+            r#type: strings.get(ty),
+            unit: strings.get("nanoseconds"),
+        }));
+    }
     // Both are in the table already (the sample types').
     let (count, bytecodes) = (strings.get("count"), strings.get("bytecodes"));
     let methods = MethodLocations::of(t);
@@ -259,6 +301,15 @@ pub(crate) fn mct_profile(t: &Mct, options: PprofOptions<'_>) -> (Profile, u64) 
     sample.extend(contexts.folded_samples(&mut others));
     if let Some(c) = options.cpu {
         kernel_samples(t, c, &methods, &contexts, &mut others, &mut sample);
+        if with_offcpu {
+            // Wall time: a sample's CPU, and the off-CPU samples' time.
+            for s in &mut sample {
+                s.value.resize(3, 0);
+                let cpu = s.value[2];
+                s.value.extend([0, cpu]);
+            }
+            offcpu_samples(t, c, &methods, &contexts, &mut others, &mut sample);
+        }
     }
     let location = methods
         .first_node
@@ -380,6 +431,37 @@ fn kernel_samples(
     }
 }
 
+/// The time off CPU under contexts: one sample per (context, reason), its stack the
+/// kernel function the thread blocked in over a frame naming the kind of wait, over the
+/// context's stack (as async-profiler's wall-clock stacks end in the blocking call).
+fn offcpu_samples(
+    t: &Mct,
+    cpu: &MctCpu,
+    methods: &MethodLocations,
+    contexts: &ContextStacks,
+    others: &mut OtherFrames,
+    sample: &mut Vec<Sample>,
+) {
+    for o in &cpu.offcpu {
+        if o.node >= t.nodes.len() {
+            continue;
+        }
+        let mut stack = vec![
+            others.id(OtherFrame::Kernel, &o.function),
+            others.id(OtherFrame::Folded, &format!("off-CPU: {}", o.kind)),
+        ];
+        match contexts.group_of(o.node) {
+            Some(group) => stack.extend(contexts.folded_stack(group, others)),
+            None => stack.extend(contexts.stack_of(t, &methods.of_node, o.node)),
+        }
+        let ns = value(o.ns);
+        sample.push(Sample {
+            location_id: stack,
+            value: vec![0, 0, 0, ns, ns],
+        });
+    }
+}
+
 /// The methods' functions, then the other frames' (kernel functions in [`KERNEL_FILE`]).
 fn functions(
     t: &Mct,
@@ -424,6 +506,64 @@ mod tests {
     use flate2::read::GzDecoder;
     use prost::Message as _;
     use std::io::Read;
+
+    #[test]
+    fn offcpu_time_adds_offcpu_and_wall_types_with_the_reason_as_leaf_frames() {
+        let t = paper_tree();
+        let f = (0..t.nodes.len())
+            .find(|&i| t.nodes[i].method.as_ref() == "Paper.f()V")
+            .unwrap();
+        let mut user_ns = vec![0; t.nodes.len()];
+        user_ns[f] = 7;
+        let cpu = MctCpu {
+            user_ns,
+            offcpu: vec![OffcpuTime {
+                node: f,
+                kind: Arc::from("lock"),
+                function: Arc::from("futex_do_wait"),
+                ns: 1000,
+            }],
+            ..MctCpu::default()
+        };
+        let options = PprofOptions {
+            cpu: Some(&cpu),
+            ..PprofOptions::default()
+        };
+        let p = mct_profile(&t, options).0;
+        let s = |i: i64| p.string_table[i as usize].clone();
+        let types: Vec<String> = p.sample_type.iter().map(|t| s(t.r#type)).collect();
+        assert_eq!(types, ["calls", "bytecodes", "cpu", "offcpu", "wall"]);
+        let fname: HashMap<u64, String> = p.function.iter().map(|f| (f.id, s(f.name))).collect();
+        let got: Vec<(String, Vec<i64>)> = p
+            .sample
+            .iter()
+            .filter(|smp| smp.value[2..].iter().any(|&v| v > 0))
+            .map(|smp| {
+                let stack: Vec<&str> = smp
+                    .location_id
+                    .iter()
+                    .map(|id| fname[id].as_str())
+                    .collect();
+                (stack.join("<"), smp.value.clone())
+            })
+            .collect();
+        // The context's own sample: its CPU is its wall time; the off-CPU sample: the
+        // kernel function over the kind, over the context.
+        assert_eq!(
+            got,
+            [
+                (
+                    "Paper.f()<Paper.main(java.lang.String[])".to_string(),
+                    vec![1, 106, 7, 0, 7]
+                ),
+                (
+                    "futex_do_wait<off-CPU: lock<Paper.f()<Paper.main(java.lang.String[])"
+                        .to_string(),
+                    vec![0, 0, 0, 1000, 1000]
+                ),
+            ]
+        );
+    }
 
     #[test]
     fn paper_example_decodes() {
@@ -520,6 +660,7 @@ mod tests {
                 (cap_node + 1, Arc::from("read"), 11),
                 (DEPTH, Arc::from("read"), 13),
             ],
+            ..MctCpu::default()
         };
         let options = PprofOptions {
             cpu: Some(&cpu),

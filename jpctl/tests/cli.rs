@@ -547,6 +547,7 @@ fn paper_top(order: i32) -> pb::JvmTop {
         inclusive_bytecodes: inclusive,
         cpu_ns: 0,
         inclusive_cpu_ns: 0,
+        ..Default::default()
     };
     pb::JvmTop {
         jvm: Some(paper_jvm()),

@@ -31,6 +31,8 @@ pub const SHIFT_RANGE: std::ops::RangeInclusive<u32> = 0..=16;
 pub const IRQ_IP_SAMPLE_EVERY_RANGE: std::ops::RangeInclusive<u32> = 1..=1_000_000;
 /// At 10–20 µs a walk, 1000 walks per second cost at most 2 % of each CPU.
 pub const IRQ_IP_SAMPLES_PER_SECOND_RANGE: std::ops::RangeInclusive<u32> = 0..=1000;
+/// Switch-outs accounted per CPU per second: the off-CPU log is sized from it.
+pub const OFFCPU_MAX_SWITCHES_RANGE: std::ops::RangeInclusive<u32> = 1..=1_000_000;
 pub const READ_INTERVAL_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=60_000;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -61,6 +63,13 @@ pub struct KernelConfig {
     pub irq_ip_samples_per_second: u32,
     pub bpf_stats: bool,
     pub jvm_contexts: bool,
+    /// Off-CPU and wall time per JVM context, from the scheduler's switch (needs
+    /// `jvm_contexts`). Default off: the program runs at every context switch of the host.
+    pub offcpu: bool,
+    /// Switch-outs of joined threads accounted per CPU per second at most (1–1000000);
+    /// the excess is counted, not timed. Default 10000.
+    #[serde(deserialize_with = "offcpu_max_switches")]
+    pub offcpu_max_switches_per_cpu_per_second: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -81,6 +90,8 @@ impl Default for KernelConfig {
             irq_ip_samples_per_second: k.irq_ip_samples_per_second,
             bpf_stats: k.bpf_stats,
             jvm_contexts: k.jvm_contexts,
+            offcpu: k.offcpu,
+            offcpu_max_switches_per_cpu_per_second: k.offcpu_max_switches_per_cpu_per_second,
         }
     }
 }
@@ -103,6 +114,8 @@ impl KernelConfig {
             irq_ip_samples_per_second: self.irq_ip_samples_per_second,
             bpf_stats: self.bpf_stats,
             jvm_contexts: self.jvm_contexts,
+            offcpu: self.offcpu,
+            offcpu_max_switches_per_cpu_per_second: self.offcpu_max_switches_per_cpu_per_second,
         }
     }
 }
@@ -142,6 +155,16 @@ impl KernelConfig {
                 "kernel.jvm_contexts",
                 self.jvm_contexts.to_string(),
                 new.jvm_contexts.to_string(),
+            ),
+            (
+                "kernel.offcpu",
+                self.offcpu.to_string(),
+                new.offcpu.to_string(),
+            ),
+            (
+                "kernel.offcpu_max_switches_per_cpu_per_second",
+                self.offcpu_max_switches_per_cpu_per_second.to_string(),
+                new.offcpu_max_switches_per_cpu_per_second.to_string(),
             ),
         ])
     }
@@ -418,6 +441,15 @@ fn irq_ip_samples_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::
         "irq_ip_samples_per_second",
         u32::deserialize(d)?,
         &IRQ_IP_SAMPLES_PER_SECOND_RANGE,
+    )
+    .map_err(serde::de::Error::custom)
+}
+
+fn offcpu_max_switches<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    check_range(
+        "offcpu_max_switches_per_cpu_per_second",
+        u32::deserialize(d)?,
+        &OFFCPU_MAX_SWITCHES_RANGE,
     )
     .map_err(serde::de::Error::custom)
 }

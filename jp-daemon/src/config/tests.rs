@@ -38,6 +38,8 @@ fn embedded_file_documents_every_key() {
         "irq_ip_samples_per_second =",
         "bpf_stats =",
         "jvm_contexts =",
+        "offcpu =",
+        "offcpu_max_switches_per_cpu_per_second =",
         "[log]",
         "level =",
         "[export]",
@@ -101,6 +103,30 @@ fn partial_file_keeps_other_defaults() {
     assert_eq!(c.kernel.shift, 2);
     assert_eq!(c.kernel.frequency_hz, 997);
     assert_eq!(c.server, ServerConfig::default());
+}
+
+#[test]
+fn offcpu_is_off_by_default_and_its_cap_is_checked() {
+    assert!(!Config::default().kernel.offcpu);
+    let c = Config::parse(
+        "[kernel]\noffcpu = true\noffcpu_max_switches_per_cpu_per_second = 500\n",
+        "x.toml",
+    )
+    .unwrap();
+    assert!(c.kernel.options().offcpu);
+    assert_eq!(
+        c.kernel.options().offcpu_max_switches_per_cpu_per_second,
+        500
+    );
+    let e = Config::parse(
+        "[kernel]\noffcpu_max_switches_per_cpu_per_second = 0\n",
+        "x.toml",
+    )
+    .unwrap_err();
+    assert!(
+        format!("{e:#}").contains("offcpu_max_switches_per_cpu_per_second"),
+        "{e:#}"
+    );
 }
 
 #[test]
@@ -381,7 +407,7 @@ fn line_column_counts_characters() {
 type Change = fn(&mut Config);
 
 /// Each key a reload cannot apply, with a change to it: the warning's order.
-fn restart_changes() -> [(&'static str, Change); 10] {
+fn restart_changes() -> [(&'static str, Change); 12] {
     [
         ("server.socket", |c| {
             c.server.socket = "/tmp/other.sock".into()
@@ -399,6 +425,10 @@ fn restart_changes() -> [(&'static str, Change); 10] {
             c.kernel.read_interval_ms += 1
         }),
         ("kernel.jvm_contexts", |c| c.kernel.jvm_contexts ^= true),
+        ("kernel.offcpu", |c| c.kernel.offcpu ^= true),
+        ("kernel.offcpu_max_switches_per_cpu_per_second", |c| {
+            c.kernel.offcpu_max_switches_per_cpu_per_second += 1
+        }),
         ("log.level", |c| c.log.level = "debug".into()),
         ("usdt", |c| c.usdt.max_jvms += 1),
     ]
@@ -435,7 +465,7 @@ fn sections_declare_the_keys_a_reload_cannot_apply() {
         }
     );
     assert_eq!((needed[2].was.as_str(), needed[2].now.as_str()), ("4", "5"));
-    assert_eq!(needed[9].was, format!("{:?}", old.usdt));
+    assert_eq!(needed[11].was, format!("{:?}", old.usdt));
 }
 
 #[test]

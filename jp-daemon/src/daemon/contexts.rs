@@ -61,4 +61,8 @@ impl crate::kernel::join::ContextJoin for JvmContexts {
     fn samples(&self, period_ns: u64, samples: &[(jp_common::CtxKey, u64)]) {
         self.0.add_cpu_samples(period_ns, samples);
     }
+
+    fn offcpu(&self, pass: &crate::kernel::offcpu::OffcpuPass) {
+        self.0.add_offcpu(&pass.periods, pass.counters);
+    }
 }

@@ -344,6 +344,29 @@ pub fn render(out: &mut String, per_main: &BTreeMap<String, MainTotals>, stats: 
     if let Some(c) = &stats.collector {
         collector(out, c);
     }
+    if let Some(c) = &stats.offcpu {
+        offcpu_dropped(out, c);
+    }
+}
+
+/// What the scheduler program could not time (`kernel.offcpu`), by reason.
+fn offcpu_dropped(out: &mut String, c: &crate::store::jvm::offcpu::OffcpuCounters) {
+    let name = "jp_offcpu_periods_dropped_total";
+    let mut f = Family::header(
+        out,
+        name,
+        "counter",
+        "Periods off CPU of joined JVM threads not timed: over the operator's cap, switch-ins without their switch-out (orphan), a reused thread id (stale), an unreadable context slot, or overwritten before jpd read them (lost).",
+    );
+    for (reason, n) in [
+        ("over_cap", c.over_cap),
+        ("orphan", c.orphans),
+        ("stale", c.stale),
+        ("read_failed", c.read_failed),
+        ("lost", c.lost),
+    ] {
+        f.sample(name, &[("reason", reason)], n as f64);
+    }
 }
 
 /// The USDT collector's own health: a fleet alert on "agent library refused" or

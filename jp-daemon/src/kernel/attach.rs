@@ -25,6 +25,7 @@ const IRQ_ENTRY: &str = "jp_irq_entry";
 const IRQ_EXIT: &str = "jp_irq_exit";
 const SIRQ_ENTRY: &str = "jp_sirq_entry";
 const SIRQ_EXIT: &str = "jp_sirq_exit";
+const OFFCPU: &str = "jp_offcpu";
 /// x86-64's device-interrupt entry stub: in a stack trace taken in a hard-IRQ handler,
 /// the frame after it is the interrupted IP (see jp-ebpf's `irq.rs`).
 const IRQ_ENTRY_STUB: &str = "asm_common_interrupt";
@@ -41,6 +42,8 @@ pub(super) struct MapShape {
     pub text: TextLayout,
     /// Slots per CPU of the JVM samples' log.
     pub ctx_log_slots: u32,
+    /// Slots per CPU of the off-CPU log (0: off-CPU is off).
+    pub offcpu_log_slots: u32,
 }
 
 /// jp's kernel programs, loaded and attached.
@@ -94,6 +97,7 @@ impl Probes {
             cpu_slots: cpu_slots as usize,
             text,
             ctx_log_slots: cfg.ctx_log_mask + 1,
+            offcpu_log_slots: opts.offcpu_log_slots(),
         };
         let probes = Probes {
             ebpf: Some(ebpf),
@@ -122,6 +126,9 @@ impl Probes {
         };
         self.stats_fd = crate::bpf_stats::enable_run_time(self.opts.bpf_stats);
         self.attached = attach_tracepoints(ebpf, &self.opts)?;
+        if self.cfg.offcpu_log_mask > 0 {
+            self.attached.push(super::offcpu::attach(ebpf, OFFCPU)?);
+        }
         let p: &mut PerfEvent = program_mut(ebpf, SAMPLER)?;
         p.load().map_err(|e| load_error(SAMPLER, e))?;
         self.follow_cpus()?;
@@ -261,6 +268,11 @@ fn probe_config(opts: &KernelOptions, symbols: &Symbols) -> anyhow::Result<Probe
         .by_name(IRQ_ENTRY_STUB)
         .filter(|s| s.len > 0)
         .with_context(|| format!("no {IRQ_ENTRY_STUB} in /proc/kallsyms (not x86-64?)"))?;
+    let sched_text = if opts.offcpu {
+        super::offcpu::sched_text()?
+    } else {
+        (0, 0)
+    };
     Ok(ProbeConfig {
         text_start: symbols.text_start,
         text_end: symbols.text_end,
@@ -272,7 +284,15 @@ fn probe_config(opts: &KernelOptions, symbols: &Symbols) -> anyhow::Result<Probe
         irq_ip_every: opts.irq_ip_sample_every,
         irq_ip_min_interval_ns: opts.irq_ip_min_interval_ns(),
         ctx_log_mask: opts.ctx_log_slots() - 1,
-        _pad: 0,
+        task_pid_off: if opts.offcpu {
+            super::offcpu::task_pid_offset(&btf)?
+        } else {
+            0
+        },
+        offcpu_log_mask: opts.offcpu_log_slots().saturating_sub(1),
+        offcpu_cap_per_cpu: opts.offcpu_max_switches_per_cpu_per_second,
+        sched_text_start: sched_text.0,
+        sched_text_end: sched_text.1,
     })
 }
 
@@ -308,7 +328,7 @@ fn attach_tracepoints(
     Ok(attached)
 }
 
-fn program_mut<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut T>
+pub(super) fn program_mut<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut T>
 where
     &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
 {
@@ -320,7 +340,7 @@ where
 }
 
 /// Keeps the verifier log: `ProgramError`'s Display includes it for load failures.
-fn load_error(name: &str, e: aya::programs::ProgramError) -> anyhow::Error {
+pub(super) fn load_error(name: &str, e: aya::programs::ProgramError) -> anyhow::Error {
     anyhow::anyhow!("the kernel rejected eBPF program {name}: {e}")
 }
 

@@ -10,6 +10,7 @@
 //! - `read`: the maps read and merged into [`KernelCounts`](crate::store::kernel::KernelCounts),
 //!   with `text_counts`, `ctx_log`, `mapping` and `batch` underneath;
 //! - `status`: the published status, BPF run-time statistics and the errors counted;
+//! - `offcpu`: the off-CPU program's attach and log ([`offcpu::OffcpuPass`] to the join);
 //! - `join`: the JVM threads the sampler joins to their contexts ([`join::ContextJoin`]).
 //!
 //! The maps' names and sizes are `jp_common::maps`, shared with jp-ebpf.
@@ -42,6 +43,7 @@ mod collector;
 mod ctx_log;
 pub mod join;
 mod mapping;
+pub mod offcpu;
 mod online_cpus;
 mod options;
 mod read;

@@ -24,6 +24,13 @@ pub struct KernelOptions {
     /// Off, jpd never registers a JVM with the sampler: every non-idle sample then pays
     /// only the one lookup that misses. Default on.
     pub jvm_contexts: bool,
+    /// Off-CPU time of the joined JVMs' threads, per context and reason, from the
+    /// scheduler's switch (`jp_offcpu`). Default off: the program runs at every context
+    /// switch of the host.
+    pub offcpu: bool,
+    /// Switch-outs of joined threads accounted per CPU per second at most; the excess is
+    /// counted (`offcpu_over_cap`), not timed. Default 10000.
+    pub offcpu_max_switches_per_cpu_per_second: u32,
 }
 
 impl KernelOptions {
@@ -49,6 +56,21 @@ impl KernelOptions {
     }
 }
 
+impl KernelOptions {
+    /// Slots per CPU of the off-CPU log: two read intervals at the cap, a power of two,
+    /// 1024–65536 (32 KiB–2 MiB per CPU); 0 with off-CPU off.
+    pub fn offcpu_log_slots(&self) -> u32 {
+        if !self.offcpu {
+            return 0;
+        }
+        let per_interval = u64::from(self.offcpu_max_switches_per_cpu_per_second)
+            .saturating_mul(u64::try_from(self.read_interval.as_millis()).unwrap_or(u64::MAX))
+            / 1000;
+        let wanted = per_interval.saturating_mul(2).clamp(1024, 1 << 16);
+        u32::try_from(wanted.next_power_of_two()).unwrap_or(1 << 16)
+    }
+}
+
 impl Default for KernelOptions {
     fn default() -> Self {
         KernelOptions {
@@ -59,6 +81,8 @@ impl Default for KernelOptions {
             irq_ip_samples_per_second: 100,
             bpf_stats: false,
             jvm_contexts: true,
+            offcpu: false,
+            offcpu_max_switches_per_cpu_per_second: 10_000,
         }
     }
 }
@@ -81,5 +105,26 @@ mod tests {
         assert_eq!(at(4999, 1000), 16384);
         assert_eq!(at(1, 10), 2048, "at least 2048");
         assert_eq!(at(u64::MAX, 60_000), 1 << 16, "at most 65536");
+    }
+
+    #[test]
+    fn the_offcpu_log_holds_two_read_intervals_at_the_cap() {
+        let on = |cap, ms| {
+            KernelOptions {
+                offcpu: true,
+                offcpu_max_switches_per_cpu_per_second: cap,
+                read_interval: Duration::from_millis(ms),
+                ..KernelOptions::default()
+            }
+            .offcpu_log_slots()
+        };
+        assert_eq!(
+            KernelOptions::default().offcpu_log_slots(),
+            0,
+            "off: no log"
+        );
+        assert_eq!(on(10_000, 1000), 32768);
+        assert_eq!(on(1, 100), 1024, "at least 1024");
+        assert_eq!(on(u32::MAX, 60_000), 1 << 16, "at most 65536");
     }
 }

@@ -334,7 +334,7 @@ fn map_data<'a>(ebpf: &'a Ebpf, name: &str) -> anyhow::Result<&'a MapData> {
     }
 }
 
-fn array_fd<'a>(ebpf: &'a Ebpf, name: &str) -> anyhow::Result<BorrowedFd<'a>> {
+pub(super) fn array_fd<'a>(ebpf: &'a Ebpf, name: &str) -> anyhow::Result<BorrowedFd<'a>> {
     match ebpf.map(name) {
         Some(Map::Array(d)) => Ok(d.fd().as_fd()),
         Some(_) => bail!("map {name} is not an array"),

@@ -10,6 +10,7 @@ use anyhow::{bail, Context as _};
 
 use super::attach::Probes;
 use super::join::{ContextJoin, JoinState};
+use super::offcpu::OffcpuLog;
 use super::options::KernelOptions;
 use super::read::MapReader;
 use super::status::StatusKeeper;
@@ -124,6 +125,8 @@ pub(super) struct State {
     /// Where the JVMs' context slots come from and the samples under them go.
     join: Option<Arc<dyn ContextJoin>>,
     join_state: JoinState,
+    /// The off-CPU log, with `kernel.offcpu` on.
+    offcpu: Option<OffcpuLog>,
     /// Beaten at every publish: the watchdog's sign that the maps are still read.
     heartbeat: Heartbeat,
 }
@@ -136,6 +139,10 @@ impl State {
         let (mut probes, shape) = Probes::load(opts, &symbols.current)?;
         let ebpf = probes.ebpf().context("not attached")?;
         let maps = MapReader::map(ebpf, &shape)?;
+        let offcpu = match shape.offcpu_log_slots {
+            0 => None,
+            slots => Some(OffcpuLog::map(ebpf, shape.cpu_slots, slots)?),
+        };
         probes.start_programs()?;
         store.publish_symbols(Arc::clone(&symbols.current));
         let heartbeat = Heartbeat::register(KERNEL_READER, read_interval);
@@ -148,6 +155,7 @@ impl State {
             cpus_checked_at: None,
             join: None,
             join_state: JoinState::default(),
+            offcpu,
             heartbeat,
         })
     }
@@ -249,6 +257,9 @@ impl State {
                 let hz = self.probes.options().frequency_hz;
                 join.samples(1_000_000_000 / hz.max(1), &samples);
             }
+        }
+        if let Some(log) = self.offcpu.as_mut() {
+            join.offcpu(&log.drain());
         }
         self.sync_join();
     }

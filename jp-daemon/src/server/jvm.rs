@@ -335,6 +335,8 @@ pub fn top(
         pb::JvmTopOrder::Calls => m.calls,
         pb::JvmTopOrder::Inclusive => m.inclusive_bytecodes,
         pb::JvmTopOrder::Cpu => m.cpu_ns,
+        pb::JvmTopOrder::Offcpu => m.offcpu_ns,
+        pb::JvmTopOrder::Wall => m.cpu_ns.saturating_add(m.offcpu_ns),
     };
     methods.sort_by(|a, b| {
         key(b)
@@ -359,6 +361,8 @@ pub fn top(
                 inclusive_bytecodes: m.inclusive_bytecodes,
                 cpu_ns: m.cpu_ns,
                 inclusive_cpu_ns: m.inclusive_cpu_ns,
+                offcpu_ns: m.offcpu_ns,
+                wall_ns: m.cpu_ns.saturating_add(m.offcpu_ns),
             })
             .collect(),
         total_methods: total,

@@ -1035,6 +1035,7 @@ async fn jvm_list_profile_top_export_and_status() {
         inclusive_bytecodes: inclusive,
         cpu_ns: 0,
         inclusive_cpu_ns: 0,
+        ..Default::default()
     };
     let t = jp
         .get_jvm_top(top(pb::JvmTopOrder::Bytecodes, 0))

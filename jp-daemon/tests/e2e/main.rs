@@ -9,5 +9,6 @@ mod cpu_views;
 mod cpu_virtual;
 mod jvm;
 mod kernel;
+mod offcpu;
 mod rotation;
 mod windows;

@@ -170,6 +170,7 @@ fn cpu_is_a_third_profile_with_kernel_frames() {
         // Nodes in insertion order: root, main, f, <init>, g, h under f, h under g.
         user_ns: vec![0, 0, 700, 0, 0, 0, 900],
         kernel: vec![(2, Arc::from("do_syscall_64"), 300)],
+        ..MctCpu::default()
     };
     let options = PprofOptions {
         cpu: Some(&cpu),

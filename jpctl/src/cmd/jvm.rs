@@ -89,6 +89,10 @@ pub enum TopBy {
     Inclusive,
     /// CPU time in the method's own contexts (jpd's kernel sampler).
     Cpu,
+    /// Time off CPU in the method's own contexts (jpd's `kernel.offcpu`).
+    Offcpu,
+    /// Wall time in the method's own contexts: CPU + off CPU.
+    Wall,
 }
 
 /// `--min-share P`: a percentage in [0, 100] (a trailing `%` is allowed).
@@ -166,6 +170,8 @@ async fn top(
         TopBy::Calls => JvmTopOrder::Calls,
         TopBy::Inclusive => JvmTopOrder::Inclusive,
         TopBy::Cpu => JvmTopOrder::Cpu,
+        TopBy::Offcpu => JvmTopOrder::Offcpu,
+        TopBy::Wall => JvmTopOrder::Wall,
     };
     let t = c
         .get_jvm_top(GetJvmTopRequest {

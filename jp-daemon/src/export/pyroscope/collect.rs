@@ -491,6 +491,7 @@ mod tests {
         let cpu = jp_mct::MctCpu {
             user_ns,
             kernel: vec![(read, Arc::from("read_zero"), 5_000)],
+            ..jp_mct::MctCpu::default()
         };
         let (whole, map) = jp_mct::mct_delta_mapped(&before, &after);
         let cpu = cpu.remap(&map, whole.nodes.len());

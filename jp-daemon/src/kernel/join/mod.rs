@@ -85,6 +85,9 @@ pub trait ContextJoin: Send + Sync {
     fn refuse(&self, thread: &SlotThread);
     /// Samples counted since the last call (deltas), `period_ns` each.
     fn samples(&self, period_ns: u64, samples: &[(CtxKey, u64)]);
+    /// Off-CPU time logged since the last call, with the program's counters (totals);
+    /// only with `kernel.offcpu` on.
+    fn offcpu(&self, _pass: &super::offcpu::OffcpuPass) {}
 }
 
 /// What the join found of one announced stream (found once, while its thread id stays).

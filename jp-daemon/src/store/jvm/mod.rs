@@ -44,6 +44,7 @@ mod chunked;
 pub mod cpu;
 mod methods;
 mod nodes;
+pub mod offcpu;
 mod one_jvm;
 mod query;
 pub mod sink;
@@ -373,6 +374,8 @@ pub struct IngestStats {
     pub memory_bytes: u64,
     /// What the USDT collector feeding this store is attached to (none without one).
     pub collector: Option<crate::store::jvm::sink::UsdtStatus>,
+    /// The scheduler program's counters, once it handed any (`kernel.offcpu`).
+    pub offcpu: Option<offcpu::OffcpuCounters>,
 }
 
 /// All JVMs jpd knows. A plain struct: the daemon wraps it in `Arc<Mutex<_>>`.
@@ -391,6 +394,8 @@ pub struct JvmStore {
     held: u64,
     /// Processes refused at their uid's quota, until they exit (see `admission`).
     refused: HashMap<u32, u64>,
+    /// The scheduler program's counters, host-wide (see `offcpu`), once it handed any.
+    offcpu_counters: Option<offcpu::OffcpuCounters>,
 }
 
 impl JvmStore {
@@ -406,6 +411,7 @@ impl JvmStore {
             context_watcher: None,
             held: 0,
             refused: HashMap::new(),
+            offcpu_counters: None,
         }
     }
 
@@ -577,6 +583,24 @@ impl JvmStore {
         self.recount();
     }
 
+    /// Off-CPU time the scheduler program logged for JVMs' threads since the last call:
+    /// (record with the periods' summed ns, periods); `counters` are totals since attach.
+    pub fn add_offcpu(
+        &mut self,
+        periods: &[(jp_common::OffcpuRecord, u64)],
+        counters: offcpu::OffcpuCounters,
+        now: SystemTime,
+    ) {
+        self.generation += 1;
+        self.offcpu_counters = Some(counters);
+        for (r, n) in periods {
+            if let Some(j) = self.jvms.get_mut(&r.tgid) {
+                j.offcpu_periods(r, *n, now);
+            }
+        }
+        self.recount();
+    }
+
     /// The collector's latest state, passed on in [`JvmStore::stats`].
     pub fn set_collector_status(&mut self, status: crate::store::jvm::sink::UsdtStatus) {
         self.stats.collector = Some(status);
@@ -683,6 +707,7 @@ impl JvmStore {
 
     pub fn stats(&self) -> IngestStats {
         let mut s = self.stats.clone();
+        s.offcpu = self.offcpu_counters;
         s.jvms_running = 0;
         s.jvms_exited = 0;
         s.nodes = 0;

@@ -15,6 +15,7 @@ use super::announced::ContextLog;
 use super::cpu::{self, ContextCpu};
 use super::methods::{MethodNames, StringBudget};
 use super::nodes::NodeTable;
+use super::offcpu::ContextOffcpu;
 use super::slots::NodeMap;
 use super::stream::{Reject, SlotBudget, ThreadStream};
 use super::{JvmLimits, LimitKind, Malformed, MalformedCounts, ProcessInfo};
@@ -116,6 +117,8 @@ pub(crate) struct Jvm {
 
     /// CPU per context, from the kernel sampler (see `cpu`).
     pub cpu: ContextCpu,
+    /// Off-CPU time per context, from the scheduler program (see `offcpu`).
+    pub offcpu: ContextOffcpu,
     /// The order in which threads' context slots came and went, for the sampler's join.
     pub context: ContextLog,
     /// Ended threads' wire ids → merged nodes, for their late samples, and when kept.
@@ -212,6 +215,7 @@ impl Jvm {
             change: 0,
             threads_frozen: false,
             cpu: ContextCpu::default(),
+            offcpu: ContextOffcpu::default(),
             context: ContextLog::new(),
             ended_node_maps: HashMap::new(),
             carried: HashSet::new(),
@@ -685,14 +689,24 @@ impl Jvm {
         self.change += 1;
     }
 
-    /// Samples that waited for their node: resolved if it came, or expired.
-    pub fn cpu_retry(&mut self, now: SystemTime) {
-        if !self.cpu.has_pending() {
-            return;
-        }
+    /// Off-CPU time of this JVM's threads, from the scheduler program.
+    pub fn offcpu_periods(&mut self, r: &jp_common::OffcpuRecord, n: u64, now: SystemTime) {
         let (threads, ended) = (&self.threads, &self.ended_node_maps);
         let resolve = |stream: u64, id: u64| resolve_node(threads, ended, stream, id);
-        self.cpu.retry(now, &resolve);
+        self.offcpu.add(r, n, now, &resolve);
+        self.change += 1;
+    }
+
+    /// Samples and off-CPU time that waited for their node: resolved if it came, or expired.
+    pub fn cpu_retry(&mut self, now: SystemTime) {
+        let (threads, ended) = (&self.threads, &self.ended_node_maps);
+        let resolve = |stream: u64, id: u64| resolve_node(threads, ended, stream, id);
+        if self.offcpu.has_pending() {
+            self.offcpu.retry(now, &resolve);
+        }
+        if self.cpu.has_pending() {
+            self.cpu.retry(now, &resolve);
+        }
     }
 
     /// Once a pass: ended threads' ids are kept as long as samples may wait for them.

@@ -43,6 +43,8 @@ pub struct MethodTotals {
     /// method); 0 when the sampler is not joined to the JVM.
     pub cpu_ns: u64,
     pub inclusive_cpu_ns: u64,
+    /// Time off CPU (ns, from the scheduler program) in the method's own contexts.
+    pub offcpu_ns: u64,
 }
 
 /// One method's calls and exclusive bytecodes ([`MethodTotals`] without the inclusive
@@ -127,6 +129,8 @@ pub struct CpuSnapshot {
     pub period_ns: u64,
     pub by_node: HashMap<u32, Samples>,
     pub kernel_under: HashMap<(u32, u64), u64>,
+    /// (node, reason) → time off CPU (ns), see [`super::offcpu`].
+    pub offcpu: HashMap<(u32, u64), u64>,
 }
 
 impl CpuSnapshot {
@@ -156,10 +160,22 @@ impl CpuSnapshot {
             })
             .filter(|&(_, v)| v > 0)
             .collect();
+        let offcpu = self
+            .offcpu
+            .iter()
+            .map(|(&k, &v)| {
+                (
+                    k,
+                    v.saturating_sub(before.offcpu.get(&k).copied().unwrap_or(0)),
+                )
+            })
+            .filter(|&(_, v)| v > 0)
+            .collect();
         CpuSnapshot {
             period_ns: self.period_ns,
             by_node,
             kernel_under,
+            offcpu,
         }
     }
 
@@ -205,7 +221,26 @@ impl CpuSnapshot {
             .map(|((node, f), v)| (node as usize, std::sync::Arc::from(f), v))
             .collect();
         kernel.sort();
-        MctCpu { user_ns, kernel }
+        let mut offcpu: Vec<jp_mct::OffcpuTime> = self
+            .offcpu
+            .iter()
+            .filter(|(&(node, _), _)| (node as usize) < nodes)
+            .map(|(&(node, reason), &ns)| {
+                let function = super::offcpu::reason_function(reason, function_of);
+                jp_mct::OffcpuTime {
+                    node: node as usize,
+                    kind: super::offcpu::reason_kind(reason, &function).into(),
+                    function: function.into(),
+                    ns,
+                }
+            })
+            .collect();
+        offcpu.sort();
+        MctCpu {
+            user_ns,
+            kernel,
+            offcpu,
+        }
     }
 }
 
@@ -256,10 +291,11 @@ impl JvmSnapshot {
             names: jvm.methods.snapshot(),
             methods: jvm.tree.methods().iter().collect(),
             threads,
-            cpu: (jvm.cpu.period_ns > 0).then(|| CpuSnapshot {
+            cpu: (jvm.cpu.period_ns > 0 || !jvm.offcpu.by_node.is_empty()).then(|| CpuSnapshot {
                 period_ns: jvm.cpu.period_ns,
                 by_node: jvm.cpu.by_node.clone(),
                 kernel_under: jvm.cpu.kernel_under.clone(),
+                offcpu: jvm.offcpu.by_node.iter().map(|(&k, p)| (k, p.ns)).collect(),
             }),
         }
     }
@@ -280,6 +316,7 @@ impl JvmSnapshot {
     pub fn top_methods(&self) -> Vec<MethodTotals> {
         let inclusive = self.inclusive();
         let cpu = self.cpu_by_method();
+        let offcpu = self.offcpu_by_method();
         let mut out: Vec<(u32, MethodTotals)> = self
             .methods
             .iter()
@@ -297,12 +334,25 @@ impl JvmSnapshot {
                         inclusive_bytecodes: inclusive,
                         cpu_ns: cpu.get(&mid).map_or(0, |c| c[0]),
                         inclusive_cpu_ns: cpu.get(&mid).map_or(0, |c| c[1]),
+                        offcpu_ns: offcpu.get(&mid).copied().unwrap_or(0),
                     },
                 )
             })
             .collect();
         sort_totals(&mut out, |t| (t.exclusive_bytecodes, &t.name));
         out.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// mid → time off CPU (ns) in the method's own contexts.
+    fn offcpu_by_method(&self) -> HashMap<u32, u64> {
+        let mut out: HashMap<u32, u64> = HashMap::new();
+        for (&(node, _), &ns) in self.cpu.iter().flat_map(|c| c.offcpu.iter()) {
+            match self.links(node) {
+                Some([_, mid]) if node != 0 => *out.entry(mid).or_default() += ns,
+                _ => {}
+            }
+        }
+        out
     }
 
     /// mid → [self, inclusive] CPU (ns). Only nodes with samples are walked: each adds
@@ -630,6 +680,7 @@ pub(crate) fn top_methods<V: TreeView>(v: &V) -> Vec<MethodTotals> {
                 inclusive_bytecodes: inclusive,
                 cpu_ns: 0,
                 inclusive_cpu_ns: 0,
+                offcpu_ns: 0,
             }
         })
         .collect();

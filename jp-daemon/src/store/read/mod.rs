@@ -183,6 +183,13 @@ pub trait JvmJoin {
     fn refuse_context_slot(&self, tgid: u32, stream: u64);
     /// Samples counted for JVMs' threads since the last call (`period_ns` each).
     fn add_cpu_samples(&self, period_ns: u64, samples: &[(jp_common::CtxKey, u64)]);
+    /// Off-CPU time logged for JVMs' threads since the last call, with the scheduler
+    /// program's counters (totals).
+    fn add_offcpu(
+        &self,
+        periods: &[(jp_common::OffcpuRecord, u64)],
+        counters: crate::store::jvm::offcpu::OffcpuCounters,
+    );
     /// `wake` runs (under the lock) whenever the announced threads change.
     fn on_context_threads_change(&self, wake: Box<dyn Fn() + Send>);
 }
@@ -206,6 +213,14 @@ impl JvmJoin for Mutex<JvmStore> {
 
     fn add_cpu_samples(&self, period_ns: u64, samples: &[(jp_common::CtxKey, u64)]) {
         lock(self).add_cpu_samples(period_ns, samples, SystemTime::now());
+    }
+
+    fn add_offcpu(
+        &self,
+        periods: &[(jp_common::OffcpuRecord, u64)],
+        counters: crate::store::jvm::offcpu::OffcpuCounters,
+    ) {
+        lock(self).add_offcpu(periods, counters, SystemTime::now());
     }
 
     fn on_context_threads_change(&self, wake: Box<dyn Fn() + Send>) {

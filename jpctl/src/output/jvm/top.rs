@@ -21,6 +21,12 @@ pub struct MethodTotalsJson<'a> {
     pub cpu_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inclusive_cpu_ns: Option<u64>,
+    /// Time off CPU and wall time in the method's own contexts; absent when jpd does
+    /// not measure off-CPU time for the JVM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offcpu_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_ns: Option<u64>,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
@@ -37,11 +43,19 @@ pub fn order_label(order: i32) -> &'static str {
         Ok(JvmTopOrder::Calls) => "calls",
         Ok(JvmTopOrder::Inclusive) => "inclusive",
         Ok(JvmTopOrder::Cpu) => "cpu",
+        Ok(JvmTopOrder::Offcpu) => "offcpu",
+        Ok(JvmTopOrder::Wall) => "wall",
         _ => "bytecodes",
     }
 }
 
+/// Whether jpd measured time off CPU for any method of `t`.
+fn has_offcpu(t: &JvmTop) -> bool {
+    t.methods.iter().any(|m| m.offcpu_ns > 0)
+}
+
 pub fn jvm_top_json(t: &JvmTop) -> JvmTopJson<'_> {
+    let offcpu = has_offcpu(t);
     JvmTopJson {
         jvm: t.jvm.as_ref().map(jvm_json),
         order: order_label(t.order),
@@ -57,6 +71,8 @@ pub fn jvm_top_json(t: &JvmTop) -> JvmTopJson<'_> {
                 inclusive_bytecodes: m.inclusive_bytecodes,
                 cpu_ns: joined(t.jvm.as_ref()).then_some(m.cpu_ns),
                 inclusive_cpu_ns: joined(t.jvm.as_ref()).then_some(m.inclusive_cpu_ns),
+                offcpu_ns: offcpu.then_some(m.offcpu_ns),
+                wall_ns: offcpu.then_some(m.wall_ns),
             })
             .collect(),
     }
@@ -94,6 +110,8 @@ pub fn jvm_top_text(t: &JvmTop) -> String {
         Ok(JvmTopOrder::Calls) => "calls",
         Ok(JvmTopOrder::Inclusive) => "inclusive bytecodes",
         Ok(JvmTopOrder::Cpu) => "CPU time",
+        Ok(JvmTopOrder::Offcpu) => "time off CPU",
+        Ok(JvmTopOrder::Wall) => "wall time",
         _ => "exclusive bytecodes",
     };
     let _ = writeln!(
@@ -102,18 +120,22 @@ pub fn jvm_top_text(t: &JvmTop) -> String {
         t.methods.len(),
         t.total_methods
     );
-    let cpu_head = if cpu.is_some() {
+    let mut cpu_head = if cpu.is_some() {
         format!("{:>10} {:>10} ", "cpu ms", "incl ms")
     } else {
         String::new()
     };
+    let offcpu = has_offcpu(t);
+    if offcpu {
+        let _ = write!(cpu_head, "{:>10} {:>10} ", "offcpu ms", "wall ms");
+    }
     let _ = writeln!(
         out,
         "{cpu_head}{:>15} {:>6} {:>12} {:>15} {:>6}  method",
         "bytecodes", "share", "calls", "inclusive", "incl%"
     );
     for m in &t.methods {
-        let cpu_cols = if cpu.is_some() {
+        let mut cpu_cols = if cpu.is_some() {
             format!(
                 "{:>10.1} {:>10.1} ",
                 m.cpu_ns as f64 / 1e6,
@@ -122,6 +144,14 @@ pub fn jvm_top_text(t: &JvmTop) -> String {
         } else {
             String::new()
         };
+        if offcpu {
+            let _ = write!(
+                cpu_cols,
+                "{:>10.1} {:>10.1} ",
+                m.offcpu_ns as f64 / 1e6,
+                m.wall_ns as f64 / 1e6
+            );
+        }
         let _ = writeln!(
             out,
             "{cpu_cols}{:>15} {:>5.1}% {:>12} {:>15} {:>5.1}%  {}",

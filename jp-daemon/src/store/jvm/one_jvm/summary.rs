@@ -48,6 +48,7 @@ impl Jvm {
             + self.carried.capacity() * entry(8, 0)
             + self.cpu.memory_bytes()
             + self.context.memory_bytes()
+            + self.offcpu.memory_bytes()
             + hello) as u64
     }
 

@@ -1,0 +1,171 @@
+//! Off-CPU time, the user-space half of `jp_offcpu` (jp-ebpf's `offcpu.rs`): what the
+//! program needs from the running kernel (the `task_struct` layout, the scheduler's text),
+//! its attach on `sched_switch`, and `JP_OFFCPU_LOG`, drained every pass like the JVM
+//! samples' log (`ctx_log`): each CPU's `OffcpuCpu::logged` is its write position, the
+//! record numbered `n` is in slot `n % slots`, written before the position moves past it.
+use std::collections::HashMap;
+use std::io::BufRead as _;
+
+use anyhow::{bail, Context as _};
+use aya::programs::RawTracePoint;
+use aya::Ebpf;
+use jp_common::{maps, OffcpuCpu, OffcpuRecord};
+
+use super::attach::{load_error, program_mut};
+use super::btf::Btf;
+use super::mapping::CpuSlots;
+use crate::store::jvm::offcpu::OffcpuCounters;
+
+/// The scheduler's switch: a raw tracepoint, as the IRQ programs. A `tp_btf` program
+/// runs through the same `bpf_trace_run` call; the `sched:sched_switch` perf tracepoint
+/// would first format the event's fields (two 16-byte names among them) for nothing.
+const SWITCH: &str = "sched_switch";
+
+/// Loads `program` and attaches it to the scheduler's switch.
+pub(super) fn attach(
+    ebpf: &mut Ebpf,
+    program: &'static str,
+) -> anyhow::Result<(&'static str, String)> {
+    let p: &mut RawTracePoint = program_mut(ebpf, program)?;
+    p.load().map_err(|e| load_error(program, e))?;
+    p.attach(SWITCH)
+        .with_context(|| format!("cannot attach {program} to {SWITCH}"))?;
+    Ok((
+        program,
+        format!("raw_tracepoint {SWITCH} (off-CPU time of joined threads)"),
+    ))
+}
+
+/// `offsetof(struct task_struct, pid)`, checked to be followed by `tgid` (the program
+/// reads both in one 8-byte read).
+pub(super) fn task_pid_offset(btf: &Btf) -> anyhow::Result<u32> {
+    let pid = btf.member_offset("task_struct", "pid")?;
+    let tgid = btf.member_offset("task_struct", "tgid")?;
+    if tgid != pid + 4 {
+        bail!("task_struct's tgid ({tgid}) does not follow its pid ({pid}): off-CPU time unsupported on this kernel");
+    }
+    Ok(pid)
+}
+
+/// `[__sched_text_start, __sched_text_end)` from `/proc/kallsyms` (markers that share
+/// their address with a function, so not in `Symbols`).
+pub(super) fn sched_text() -> anyhow::Result<(u64, u64)> {
+    let file = std::fs::File::open("/proc/kallsyms").context("cannot open /proc/kallsyms")?;
+    let (mut start, mut end) = (None, None);
+    for line in std::io::BufReader::new(file).lines() {
+        let line = line.context("reading /proc/kallsyms")?;
+        let mut f = line.split_whitespace();
+        let (Some(addr), Some(_), Some(name)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let slot = match name {
+            "__sched_text_start" => &mut start,
+            "__sched_text_end" => &mut end,
+            _ => continue,
+        };
+        *slot = u64::from_str_radix(addr, 16).ok();
+        if start.is_some() && end.is_some() {
+            break;
+        }
+    }
+    match (start, end) {
+        (Some(s), Some(e)) if s != 0 && s < e => Ok((s, e)),
+        _ => bail!("no __sched_text_start/__sched_text_end in /proc/kallsyms (addresses hidden?)"),
+    }
+}
+
+/// What a pass read of off-CPU time: the periods summed by (tgid, stream, context,
+/// reason), as (record holding their summed ns, periods), and the program's counters
+/// summed over CPUs (totals since attach).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OffcpuPass {
+    pub periods: Vec<(OffcpuRecord, u64)>,
+    pub counters: OffcpuCounters,
+}
+
+pub(super) struct OffcpuLog {
+    cpus: CpuSlots<OffcpuCpu>,
+    slots: CpuSlots<OffcpuRecord>,
+    per_cpu: u64,
+    drained: Vec<u64>,
+    lost: u64,
+}
+
+impl OffcpuLog {
+    /// Maps the counters and the log of `cpus` CPUs, `per_cpu` slots each.
+    pub(super) fn map(ebpf: &Ebpf, cpus: usize, per_cpu: u32) -> anyhow::Result<OffcpuLog> {
+        let fd = |name: &str| super::read::array_fd(ebpf, name);
+        Ok(OffcpuLog {
+            cpus: CpuSlots::map(fd(maps::OFFCPU_CPUS.name)?, cpus, maps::OFFCPU_CPUS.name)?,
+            slots: CpuSlots::map_rows(
+                fd(maps::OFFCPU_LOG.name)?,
+                cpus,
+                per_cpu as usize,
+                maps::OFFCPU_LOG.name,
+            )?,
+            per_cpu: u64::from(per_cpu),
+            drained: vec![0; cpus],
+            lost: 0,
+        })
+    }
+
+    /// The periods logged since the last drain, summed by key. Positions are read before
+    /// the slots and again after: a slot the program may have reused meanwhile is lost
+    /// (counted), never read half-written.
+    pub(super) fn drain(&mut self) -> OffcpuPass {
+        let before: Vec<u64> = self.cpus.read().iter().map(|c| c.logged).collect();
+        let mut read: Vec<(usize, u64, Vec<OffcpuRecord>)> = Vec::with_capacity(before.len());
+        for (cpu, &end) in before.iter().enumerate() {
+            let Some(drained) = self.drained.get_mut(cpu) else {
+                continue;
+            };
+            let start = (*drained).min(end).max(end.saturating_sub(self.per_cpu));
+            self.lost += start.saturating_sub(*drained);
+            let records = (start..end)
+                .filter_map(|n| self.slots.value(cpu, (n % self.per_cpu) as usize))
+                .collect();
+            read.push((cpu, start, records));
+            *drained = end;
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        let after = self.cpus.read();
+        let mut sums: HashMap<(u32, u64, u32, u64), (u64, u64)> = HashMap::new();
+        for (cpu, start, records) in read {
+            let now = after.get(cpu).map_or(0, |c| c.logged);
+            let unsure = now.saturating_sub(self.per_cpu).saturating_sub(start);
+            let unsure = usize::try_from(unsure)
+                .unwrap_or(usize::MAX)
+                .min(records.len());
+            self.lost += unsure as u64;
+            for r in records.into_iter().skip(unsure) {
+                let s = sums.entry((r.tgid, r.stream, r.id, r.reason)).or_default();
+                s.0 = s.0.saturating_add(r.ns);
+                s.1 += 1;
+            }
+        }
+        let mut counters = OffcpuCounters {
+            lost: self.lost,
+            ..OffcpuCounters::default()
+        };
+        for c in &after {
+            counters.over_cap += c.over_cap;
+            counters.orphans += c.orphans;
+            counters.stale += c.stale;
+            counters.read_failed += c.read_failed;
+        }
+        let periods = sums
+            .into_iter()
+            .map(|((tgid, stream, id, reason), (ns, n))| {
+                let r = OffcpuRecord {
+                    tgid,
+                    id,
+                    stream,
+                    ns,
+                    reason,
+                };
+                (r, n)
+            })
+            .collect();
+        OffcpuPass { periods, counters }
+    }
+}
