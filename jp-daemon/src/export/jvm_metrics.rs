@@ -197,6 +197,18 @@ impl JvmTotals {
 
 /// Appends the JVM families to `out`.
 pub fn render(out: &mut String, per_main: &BTreeMap<String, MainTotals>, stats: &IngestStats) {
+    per_main_families(out, per_main);
+    ingest_families(out, stats);
+    if let Some(c) = &stats.collector {
+        collector(out, c);
+    }
+    if let Some(c) = &stats.offcpu {
+        offcpu_dropped(out, c);
+    }
+}
+
+/// The families labelled by main class.
+fn per_main_families(out: &mut String, per_main: &BTreeMap<String, MainTotals>) {
     type Get = fn(&MainTotals) -> f64;
     let per: [(&str, &str, &str, Get); 4] = [
         (
@@ -255,6 +267,10 @@ pub fn render(out: &mut String, per_main: &BTreeMap<String, MainTotals>, stats: 
             f.sample(name, &[("main", main), ("reason", reason)], n as f64);
         }
     }
+}
+
+/// The ingestion's health: JVMs held, records decoded, lost, refused and dropped.
+fn ingest_families(out: &mut String, stats: &IngestStats) {
     let name = "jp_jvms";
     let mut f = Family::header(
         out,
@@ -340,12 +356,6 @@ pub fn render(out: &mut String, per_main: &BTreeMap<String, MainTotals>, stats: 
         ),
     ] {
         Family::header(out, name, "gauge", help).sample(name, &[], v as f64);
-    }
-    if let Some(c) = &stats.collector {
-        collector(out, c);
-    }
-    if let Some(c) = &stats.offcpu {
-        offcpu_dropped(out, c);
     }
 }
 

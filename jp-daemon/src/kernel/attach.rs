@@ -3,6 +3,7 @@
 //! sampler's `cpu-clock` events, followed across CPU hotplug and re-opened at a new
 //! frequency.
 use std::collections::BTreeMap;
+use std::io::BufRead as _;
 use std::os::fd::OwnedFd;
 
 use anyhow::{bail, Context as _};
@@ -127,7 +128,7 @@ impl Probes {
         self.stats_fd = crate::bpf_stats::enable_run_time(self.opts.bpf_stats);
         self.attached = attach_tracepoints(ebpf, &self.opts)?;
         if self.cfg.offcpu_log_mask > 0 {
-            self.attached.push(super::offcpu::attach(ebpf, OFFCPU)?);
+            self.attached.push(attach_offcpu(ebpf, OFFCPU)?);
         }
         let p: &mut PerfEvent = program_mut(ebpf, SAMPLER)?;
         p.load().map_err(|e| load_error(SAMPLER, e))?;
@@ -268,11 +269,7 @@ fn probe_config(opts: &KernelOptions, symbols: &Symbols) -> anyhow::Result<Probe
         .by_name(IRQ_ENTRY_STUB)
         .filter(|s| s.len > 0)
         .with_context(|| format!("no {IRQ_ENTRY_STUB} in /proc/kallsyms (not x86-64?)"))?;
-    let sched_text = if opts.offcpu {
-        super::offcpu::sched_text()?
-    } else {
-        (0, 0)
-    };
+    let sched_text = if opts.offcpu { sched_text()? } else { (0, 0) };
     Ok(ProbeConfig {
         text_start: symbols.text_start,
         text_end: symbols.text_end,
@@ -285,7 +282,7 @@ fn probe_config(opts: &KernelOptions, symbols: &Symbols) -> anyhow::Result<Probe
         irq_ip_min_interval_ns: opts.irq_ip_min_interval_ns(),
         ctx_log_mask: opts.ctx_log_slots() - 1,
         task_pid_off: if opts.offcpu {
-            super::offcpu::task_pid_offset(&btf)?
+            task_pid_offset(&btf)?
         } else {
             0
         },
@@ -326,6 +323,61 @@ fn attach_tracepoints(
         attached.push((prog, what));
     }
     Ok(attached)
+}
+
+/// The scheduler's switch: a raw tracepoint, as the IRQ programs. A `tp_btf` program
+/// runs through the same `bpf_trace_run` call; the `sched:sched_switch` perf tracepoint
+/// would first format the event's fields (two 16-byte names among them) for nothing.
+const SWITCH: &str = "sched_switch";
+
+/// Loads `program` and attaches it to the scheduler's switch.
+fn attach_offcpu(ebpf: &mut Ebpf, program: &'static str) -> anyhow::Result<(&'static str, String)> {
+    let p: &mut RawTracePoint = program_mut(ebpf, program)?;
+    p.load().map_err(|e| load_error(program, e))?;
+    p.attach(SWITCH)
+        .with_context(|| format!("cannot attach {program} to {SWITCH}"))?;
+    Ok((
+        program,
+        format!("raw_tracepoint {SWITCH} (off-CPU time of joined threads)"),
+    ))
+}
+
+/// `offsetof(struct task_struct, pid)`, checked to be followed by `tgid` (the program
+/// reads both in one 8-byte read).
+fn task_pid_offset(btf: &Btf) -> anyhow::Result<u32> {
+    let pid = btf.member_offset("task_struct", "pid")?;
+    let tgid = btf.member_offset("task_struct", "tgid")?;
+    if tgid != pid + 4 {
+        bail!("task_struct's tgid ({tgid}) does not follow its pid ({pid}): off-CPU time unsupported on this kernel");
+    }
+    Ok(pid)
+}
+
+/// `[__sched_text_start, __sched_text_end)` from `/proc/kallsyms` (markers that share
+/// their address with a function, so not in `Symbols`).
+fn sched_text() -> anyhow::Result<(u64, u64)> {
+    let file = std::fs::File::open("/proc/kallsyms").context("cannot open /proc/kallsyms")?;
+    let (mut start, mut end) = (None, None);
+    for line in std::io::BufReader::new(file).lines() {
+        let line = line.context("reading /proc/kallsyms")?;
+        let mut f = line.split_whitespace();
+        let (Some(addr), Some(_), Some(name)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let slot = match name {
+            "__sched_text_start" => &mut start,
+            "__sched_text_end" => &mut end,
+            _ => continue,
+        };
+        *slot = u64::from_str_radix(addr, 16).ok();
+        if start.is_some() && end.is_some() {
+            break;
+        }
+    }
+    match (start, end) {
+        (Some(s), Some(e)) if s != 0 && s < e => Ok((s, e)),
+        _ => bail!("no __sched_text_start/__sched_text_end in /proc/kallsyms (addresses hidden?)"),
+    }
 }
 
 pub(super) fn program_mut<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> anyhow::Result<&'a mut T>

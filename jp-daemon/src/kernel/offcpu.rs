@@ -1,78 +1,14 @@
-//! Off-CPU time, the user-space half of `jp_offcpu` (jp-ebpf's `offcpu.rs`): what the
-//! program needs from the running kernel (the `task_struct` layout, the scheduler's text),
-//! its attach on `sched_switch`, and `JP_OFFCPU_LOG`, drained every pass like the JVM
-//! samples' log (`ctx_log`): each CPU's `OffcpuCpu::logged` is its write position, the
+//! Off-CPU time, the user-space half of `jp_offcpu` (jp-ebpf's `offcpu.rs`; what it needs
+//! from the running kernel and its attach are `attach.rs`'s, as every program's):
+//! `JP_OFFCPU_LOG`, drained every pass like the JVM samples' log (`ctx_log`): each CPU's `OffcpuCpu::logged` is its write position, the
 //! record numbered `n` is in slot `n % slots`, written before the position moves past it.
 use std::collections::HashMap;
-use std::io::BufRead as _;
 
-use anyhow::{bail, Context as _};
-use aya::programs::RawTracePoint;
 use aya::Ebpf;
 use jp_common::{maps, OffcpuCpu, OffcpuRecord};
 
-use super::attach::{load_error, program_mut};
-use super::btf::Btf;
 use super::mapping::CpuSlots;
 use crate::store::jvm::offcpu::OffcpuCounters;
-
-/// The scheduler's switch: a raw tracepoint, as the IRQ programs. A `tp_btf` program
-/// runs through the same `bpf_trace_run` call; the `sched:sched_switch` perf tracepoint
-/// would first format the event's fields (two 16-byte names among them) for nothing.
-const SWITCH: &str = "sched_switch";
-
-/// Loads `program` and attaches it to the scheduler's switch.
-pub(super) fn attach(
-    ebpf: &mut Ebpf,
-    program: &'static str,
-) -> anyhow::Result<(&'static str, String)> {
-    let p: &mut RawTracePoint = program_mut(ebpf, program)?;
-    p.load().map_err(|e| load_error(program, e))?;
-    p.attach(SWITCH)
-        .with_context(|| format!("cannot attach {program} to {SWITCH}"))?;
-    Ok((
-        program,
-        format!("raw_tracepoint {SWITCH} (off-CPU time of joined threads)"),
-    ))
-}
-
-/// `offsetof(struct task_struct, pid)`, checked to be followed by `tgid` (the program
-/// reads both in one 8-byte read).
-pub(super) fn task_pid_offset(btf: &Btf) -> anyhow::Result<u32> {
-    let pid = btf.member_offset("task_struct", "pid")?;
-    let tgid = btf.member_offset("task_struct", "tgid")?;
-    if tgid != pid + 4 {
-        bail!("task_struct's tgid ({tgid}) does not follow its pid ({pid}): off-CPU time unsupported on this kernel");
-    }
-    Ok(pid)
-}
-
-/// `[__sched_text_start, __sched_text_end)` from `/proc/kallsyms` (markers that share
-/// their address with a function, so not in `Symbols`).
-pub(super) fn sched_text() -> anyhow::Result<(u64, u64)> {
-    let file = std::fs::File::open("/proc/kallsyms").context("cannot open /proc/kallsyms")?;
-    let (mut start, mut end) = (None, None);
-    for line in std::io::BufReader::new(file).lines() {
-        let line = line.context("reading /proc/kallsyms")?;
-        let mut f = line.split_whitespace();
-        let (Some(addr), Some(_), Some(name)) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        let slot = match name {
-            "__sched_text_start" => &mut start,
-            "__sched_text_end" => &mut end,
-            _ => continue,
-        };
-        *slot = u64::from_str_radix(addr, 16).ok();
-        if start.is_some() && end.is_some() {
-            break;
-        }
-    }
-    match (start, end) {
-        (Some(s), Some(e)) if s != 0 && s < e => Ok((s, e)),
-        _ => bail!("no __sched_text_start/__sched_text_end in /proc/kallsyms (addresses hidden?)"),
-    }
-}
 
 /// What a pass read of off-CPU time: the periods summed by (tgid, stream, context,
 /// reason), as (record holding their summed ns, periods), and the program's counters
