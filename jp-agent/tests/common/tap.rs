@@ -7,6 +7,26 @@ use super::mct::{Counts, Mct, Path};
 use jp_common::wire::{self, Hello, MethodIter, Tree, MAX_RECORD};
 use std::collections::{BTreeMap, HashMap};
 
+/// The generations the HELLO records of a capture still being written answer, so far (a
+/// record cut at the end is left for the next look).
+pub fn hello_generations(buf: &[u8]) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while let Some(len) = buf.get(at..at + 4) {
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        let Some(rec) = buf.get(at + 4..at + 4 + len) else {
+            break;
+        };
+        at += 4 + len;
+        if let Ok(r) = wire::split_record(rec) {
+            if r.header.kind == wire::KIND_HELLO {
+                out.push(r.header.generation);
+            }
+        }
+    }
+    out
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HelloInfo {
     pub generation: u64,
