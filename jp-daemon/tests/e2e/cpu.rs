@@ -12,32 +12,14 @@ use std::time::{Duration, Instant};
 use crate::support::fleet::tool;
 use crate::support::jpd::Jpd;
 use crate::support::require_root;
+use jp_testkit::jdk::Jdk;
 use serde_json::Value;
 
 pub(crate) const CONFIG: &str = "[usdt]\nscan_interval_ms = 100\n";
 
-fn jdk_home(var: &str, default: &str) -> PathBuf {
-    let home = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
-    assert!(
-        home.join("bin/javac").exists(),
-        "\n\n*** {var}: no JDK at {} — install it (`cargo xtask setup`; JDK 25 is part of \
-         the machine image) or set {var}. ***\n",
-        home.display()
-    );
-    home
-}
-
+/// The two JDKs as (tag, home), for the tests' directories and messages.
 pub(crate) fn jdks() -> [(&'static str, PathBuf); 2] {
-    [
-        (
-            "jdk17",
-            jdk_home("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64"),
-        ),
-        (
-            "jdk25",
-            jdk_home("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64"),
-        ),
-    ]
+    Jdk::ALL.map(|j| (j.name(), j.home()))
 }
 
 /// `CpuSplit.class` for one JDK, compiled fresh in this test process.

@@ -26,22 +26,8 @@ const WORK_BYTECODES: u64 = 4;
 const MAIN: &str = "WinTiny.main([Ljava/lang/String;)V";
 const WORK: &str = "WinTiny.work(I)I";
 
-fn jdk_home(var: &str, default: &str) -> PathBuf {
-    let home = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
-    assert!(
-        home.join("bin/javac").exists(),
-        "\n\n*** {var}: no JDK at {} — install it (`cargo xtask setup`) or set {var}. The \
-         window tests must run on JDK 17 and JDK 25. ***\n",
-        home.display()
-    );
-    home
-}
-
 fn jdks() -> [PathBuf; 2] {
-    [
-        jdk_home("JP_JDK17", "/usr/lib/jvm/java-17-openjdk-amd64"),
-        jdk_home("JP_JDK25", "/usr/lib/jvm/temurin-25-jdk-amd64"),
-    ]
+    jp_testkit::jdk::Jdk::ALL.map(|j| j.home())
 }
 
 /// `WinTiny.class` compiled by `jdk` into a fresh directory.
