@@ -54,13 +54,19 @@ impl Caller {
         }
     }
 
-    /// Whether the caller could read the kernel's addresses itself: root, or a
-    /// process holding CAP_SYSLOG. Everyone else (TCP callers too: they have no
-    /// credentials on this host) sees offsets from `_stext`.
+    /// Whether the caller could read the kernel's addresses itself, as the kernel
+    /// decides it for `/proc/kallsyms` now: root; anyone when the host shows them to
+    /// all (`kernel.kptr_restrict` = 0 and `kernel.perf_event_paranoid` ≤ 1); a process
+    /// holding CAP_SYSLOG unless `kptr_restrict` = 2. Everyone else (TCP callers too:
+    /// they have no credentials on this host) sees offsets from `_stext`.
     pub fn may_read_kernel_addresses(&self) -> bool {
         match *self {
             Caller::Unix { uid: 0, .. } => true,
-            Caller::Unix { uid, pid } => has_syslog_capability(uid, pid),
+            Caller::Unix { uid, pid } => {
+                let host = HostKallsyms::read();
+                host.shown_to_all()
+                    || (host.shown_to_syslog_capable() && has_syslog_capability(uid, pid))
+            }
             Caller::Tls { .. } | Caller::Unknown => false,
         }
     }
@@ -83,6 +89,41 @@ impl Caller {
             Caller::Tls { ip, .. } => QuotaKey::Ip(ip),
             Caller::Unknown => QuotaKey::Unknown,
         }
+    }
+}
+
+/// The two settings by which the kernel decides who sees `/proc/kallsyms`' values
+/// (`kallsyms_show_value`). Read at each call: an operator may change them at any time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostKallsyms {
+    pub kptr_restrict: i64,
+    pub perf_event_paranoid: i64,
+}
+
+impl HostKallsyms {
+    /// The host's settings; one that cannot be read counts as the strictest.
+    pub fn read() -> HostKallsyms {
+        let sysctl = |name: &str| {
+            std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .unwrap_or(i64::MAX)
+        };
+        HostKallsyms {
+            kptr_restrict: sysctl("kptr_restrict"),
+            perf_event_paranoid: sysctl("perf_event_paranoid"),
+        }
+    }
+
+    /// `kptr_restrict` = 0 shows the values to every reader when perf events are
+    /// open to users (`perf_event_paranoid` ≤ 1); otherwise it falls back to CAP_SYSLOG.
+    pub fn shown_to_all(&self) -> bool {
+        self.kptr_restrict == 0 && self.perf_event_paranoid <= 1
+    }
+
+    /// `kptr_restrict` 0 or 1: a reader with CAP_SYSLOG sees them; 2 hides them from all.
+    pub fn shown_to_syslog_capable(&self) -> bool {
+        (0..=1).contains(&self.kptr_restrict)
     }
 }
 
@@ -206,6 +247,31 @@ mod tests {
     }
 
     #[test]
+    fn the_hosts_settings_decide_as_the_kernel_does() {
+        let host = |kptr_restrict, perf_event_paranoid| HostKallsyms {
+            kptr_restrict,
+            perf_event_paranoid,
+        };
+        // (kptr_restrict, perf_event_paranoid) → (everyone, CAP_SYSLOG holders)
+        for ((k, p), want) in [
+            ((0, -1), (true, true)),
+            ((0, 1), (true, true)),
+            ((0, 2), (false, true)),
+            ((1, 0), (false, true)),
+            ((1, 2), (false, true)),
+            ((2, -1), (false, false)),
+            ((i64::MAX, i64::MAX), (false, false)),
+        ] {
+            let h = host(k, p);
+            assert_eq!(
+                (h.shown_to_all(), h.shown_to_syslog_capable()),
+                want,
+                "kptr_restrict {k}, perf_event_paranoid {p}"
+            );
+        }
+    }
+
+    #[test]
     fn who_sees_real_addresses() {
         let root = Caller::Unix { uid: 0, pid: 1 };
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
@@ -216,13 +282,17 @@ mod tests {
         assert!(root.may_read_kernel_addresses());
         assert!(!tls.may_read_kernel_addresses());
         assert!(!Caller::Unknown.may_read_kernel_addresses());
-        // This very process, under a uid it does not run as: not the same user.
+        // This very process, under a uid it does not run as: not the same user, so
+        // it sees real addresses only where the host shows them to everyone.
         let me = std::process::id() as i32;
-        assert!(!Caller::Unix {
-            uid: 12345,
-            pid: me
-        }
-        .may_read_kernel_addresses());
+        assert_eq!(
+            Caller::Unix {
+                uid: 12345,
+                pid: me
+            }
+            .may_read_kernel_addresses(),
+            HostKallsyms::read().shown_to_all()
+        );
         assert!(!tls.anonymous());
         assert!(Caller::Tls {
             ip,
