@@ -8,7 +8,7 @@
 //! hook never takes it (it runs inside the open's retransformation), only [`SCOPE`] and
 //! [`REGISTRY`].
 
-use super::registry::{elapsed_ms, thread_cpu_ns, Registry, CHUNK, REGISTRY};
+use super::registry::{chunk_size, elapsed_ms, thread_cpu_ns, Registry, REGISTRY};
 use super::runtime::{bind_java_side, define_runtime_classes, register_natives, start_runtime};
 use super::{is_jdk_loader, Agent, AGENT, JAVA, LIVE, STATS};
 use crate::command::{code, Command, OpenWindow};
@@ -304,7 +304,7 @@ fn instrument_loaded(env: Env, agent: &Agent, opts: &Options) -> Instrumented {
     } = classes_in_scope(env, agent, opts);
     let mut longest = 0;
     let mut transformed = 0;
-    for chunk in todo.chunks(CHUNK) {
+    for chunk in todo.chunks(chunk_size(todo.len())) {
         let ok = retransform_halving(env, agent, chunk, &mut longest);
         transformed += ok;
         skipped += chunk.len() as u64 - ok.min(chunk.len() as u64);
