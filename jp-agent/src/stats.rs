@@ -22,6 +22,8 @@ pub struct Stats {
     pub methods_passed: AtomicU64,
     pub call_sites_passed: AtomicU64,
     pub rewrite_nanos: AtomicU64,
+    /// The hook's CPU time (not wall) in classes being retransformed (a window's open).
+    pub retransform_rewrite_nanos: AtomicU64,
     /// Profiler calls (report points) of all threads, known at VM death.
     pub reports: AtomicU64,
     /// Calls whose new context was folded into an overflow node (a context limit was
@@ -52,6 +54,7 @@ impl Stats {
             methods_passed: AtomicU64::new(0),
             call_sites_passed: AtomicU64::new(0),
             rewrite_nanos: AtomicU64::new(0),
+            retransform_rewrite_nanos: AtomicU64::new(0),
             reports: AtomicU64::new(0),
             calls_folded: AtomicU64::new(0),
             merged_contexts_folded: AtomicU64::new(0),

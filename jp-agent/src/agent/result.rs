@@ -23,11 +23,17 @@ pub(super) struct OpenState {
     pub opts: Arc<Options>,
     pub opened_unix_ms: u64,
     pub open_ms: u64,
+    /// CPU time of the thread that opened (its wall minus its wait for a CPU).
+    pub open_cpu_ms: u64,
+    /// Of that: the class-file hook rewriting the classes being retransformed (CPU).
+    pub open_hook_ms: u64,
     pub longest_retransform_ms: u64,
     pub transformed_at_open: u64,
     pub skipped: u64,
     /// Of the skipped: refused by the rewriter in an earlier window, not retransformed again.
     pub refused_earlier: u64,
+    /// Of the skipped: classes whose initialization failed (they can never run).
+    pub unusable: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +69,7 @@ pub(super) struct Closed<'a> {
     pub by: ClosedBy,
     pub closed_unix_ms: u64,
     pub close_ms: u64,
+    pub close_cpu_ms: u64,
     pub restore: Restored,
     pub loaded_in_window: u64,
 }
@@ -89,7 +96,7 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
     let o = c.open;
     let mut s = String::new();
     let contexts = tree.tree.nodes.len().saturating_sub(1);
-    let lines: [(&str, String); 20] = [
+    let lines: [(&str, String); 24] = [
         ("id", o.cmd.id.to_string()),
         ("pid", std::process::id().to_string()),
         ("seconds", o.cmd.seconds.to_string()),
@@ -101,6 +108,7 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
         ("classes_transformed", o.transformed_at_open.to_string()),
         ("classes_skipped", o.skipped.to_string()),
         ("classes_refused_earlier", o.refused_earlier.to_string()),
+        ("classes_unusable", o.unusable.to_string()),
         ("classes_loaded_in_window", c.loaded_in_window.to_string()),
         ("classes_restored", c.restore.restored.to_string()),
         (
@@ -109,6 +117,9 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
         ),
         ("open_ms", o.open_ms.to_string()),
         ("close_ms", c.close_ms.to_string()),
+        ("open_cpu_ms", o.open_cpu_ms.to_string()),
+        ("open_hook_ms", o.open_hook_ms.to_string()),
+        ("close_cpu_ms", c.close_cpu_ms.to_string()),
         (
             "longest_retransform_ms",
             o.longest_retransform_ms

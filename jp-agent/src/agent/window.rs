@@ -8,9 +8,9 @@
 //! hook never takes it (it runs inside the open's retransformation), only [`SCOPE`] and
 //! [`REGISTRY`].
 
-use super::registry::{elapsed_ms, Registry, CHUNK, REGISTRY};
+use super::registry::{chunk_size, elapsed_ms, thread_cpu_ns, Registry, REGISTRY};
 use super::runtime::{bind_java_side, define_runtime_classes, register_natives, start_runtime};
-use super::{is_jdk_loader, Agent, AGENT, JAVA, LIVE};
+use super::{is_jdk_loader, Agent, AGENT, JAVA, LIVE, STATS};
 use crate::command::{code, Command, OpenWindow};
 use crate::ffi::jni::{self, Env, JClass};
 use crate::ffi::jvmti;
@@ -170,6 +170,8 @@ fn open_window(
     }
     let java = JAVA.get().ok_or("the runtime is not bound")?;
     let t0 = Instant::now();
+    let cpu0 = thread_cpu_ns();
+    let hook0 = STATS.retransform_rewrite_nanos.load(Ordering::Relaxed);
     let opened_unix_ms = unix_ms(SystemTime::now());
     *lock(&REGISTRY) = Registry::default();
     if !env.call_static_void(java.rt, java.open_window, &[]) {
@@ -195,10 +197,17 @@ fn open_window(
         opts,
         opened_unix_ms,
         open_ms: elapsed_ms(t0),
+        open_cpu_ms: thread_cpu_ns().saturating_sub(cpu0) / 1_000_000,
+        open_hook_ms: STATS
+            .retransform_rewrite_nanos
+            .load(Ordering::Relaxed)
+            .saturating_sub(hook0)
+            / 1_000_000,
         longest_retransform_ms: done.longest_ms,
         transformed_at_open: done.transformed,
         skipped: done.skipped,
         refused_earlier: done.refused_earlier,
+        unusable: done.unusable,
     };
     let (id, seconds) = (state.cmd.id, state.cmd.seconds);
     slot.open = Some(state);
@@ -206,21 +215,40 @@ fn open_window(
     Ok(())
 }
 
+/// The loaded classes in the window's scope, sorted.
+struct InScope {
+    /// May be retransformed, not refused before, not in the error state.
+    todo: Vec<JClass>,
+    skipped: u64,
+    refused_earlier: u64,
+    /// Of the skipped: classes whose initialization failed (they never run again).
+    unusable: u64,
+}
+
 /// The loaded classes the window's scope selects, that may be retransformed and that the
-/// rewriter did not refuse before.
-fn classes_in_scope(env: Env, agent: &Agent, opts: &Options) -> (Vec<JClass>, u64, u64) {
+/// rewriter did not refuse before. A class whose initialization failed is left out: it
+/// can never run, and HotSpot refuses to redefine it, which fails its whole chunk after
+/// the hook and the parsing of every class before it (a JDK 25 jython open spent ~40 %
+/// of its CPU halving such chunks).
+fn classes_in_scope(env: Env, agent: &Agent, opts: &Options) -> InScope {
     let jvmti = agent.jvmti;
     let classes = match jvmti.loaded_classes() {
         Ok(c) => c,
         Err(e) => {
             say!("jp-agent: warning: {e}; the window instruments only classes loaded from now");
-            return (Vec::new(), 0, 0);
+            return InScope {
+                todo: Vec::new(),
+                skipped: 0,
+                refused_earlier: 0,
+                unusable: 0,
+            };
         }
     };
     let refused = lock(&super::registry::UNTRANSFORMABLE).clone();
     let mut todo = Vec::new();
     let mut skipped = 0;
     let mut refused_earlier = 0;
+    let mut unusable = 0;
     for c in classes {
         let name = agent.class_name(c);
         let in_scope = name.as_deref().is_some_and(|name| {
@@ -238,11 +266,23 @@ fn classes_in_scope(env: Env, agent: &Agent, opts: &Options) -> (Vec<JClass>, u6
         } else if !jvmti.is_modifiable(c) {
             skipped += 1;
             env.delete_local_ref(c);
+        } else if jvmti
+            .class_status(c)
+            .is_some_and(|s| s & jvmti::CLASS_STATUS_ERROR != 0)
+        {
+            skipped += 1;
+            unusable += 1;
+            env.delete_local_ref(c);
         } else {
             todo.push(c);
         }
     }
-    (todo, skipped, refused_earlier)
+    InScope {
+        todo,
+        skipped,
+        refused_earlier,
+        unusable,
+    }
 }
 
 /// What the open's retransformation did.
@@ -250,15 +290,21 @@ struct Instrumented {
     transformed: u64,
     skipped: u64,
     refused_earlier: u64,
+    unusable: u64,
     longest_ms: u64,
 }
 
 /// Retransforms the loaded classes in scope, in chunks.
 fn instrument_loaded(env: Env, agent: &Agent, opts: &Options) -> Instrumented {
-    let (todo, mut skipped, refused_earlier) = classes_in_scope(env, agent, opts);
+    let InScope {
+        todo,
+        mut skipped,
+        refused_earlier,
+        unusable,
+    } = classes_in_scope(env, agent, opts);
     let mut longest = 0;
     let mut transformed = 0;
-    for chunk in todo.chunks(CHUNK) {
+    for chunk in todo.chunks(chunk_size(todo.len())) {
         let ok = retransform_halving(env, agent, chunk, &mut longest);
         transformed += ok;
         skipped += chunk.len() as u64 - ok.min(chunk.len() as u64);
@@ -270,6 +316,7 @@ fn instrument_loaded(env: Env, agent: &Agent, opts: &Options) -> Instrumented {
         transformed,
         skipped,
         refused_earlier,
+        unusable,
         longest_ms: longest,
     }
 }
@@ -321,6 +368,7 @@ fn close_window(env: Env, agent: &Agent, slot: &mut WindowSlot, by: ClosedBy) {
         cv.notify_all();
     }
     let t0 = Instant::now();
+    let cpu0 = thread_cpu_ns();
     let _ = agent.jvmti.disable(jvmti::EVENT_CLASS_FILE_LOAD_HOOK);
     set_scope(None);
     let registry = std::mem::take(&mut *lock(&REGISTRY));
@@ -341,6 +389,7 @@ fn close_window(env: Env, agent: &Agent, slot: &mut WindowSlot, by: ClosedBy) {
         by,
         closed_unix_ms: unix_ms(SystemTime::now()),
         close_ms: elapsed_ms(t0),
+        close_cpu_ms: thread_cpu_ns().saturating_sub(cpu0) / 1_000_000,
         restore,
         loaded_in_window,
     };

@@ -17,6 +17,9 @@ pub const EVENT_CLASS_FILE_LOAD_HOOK: u32 = 54;
 pub const EVENT_CLASS_LOAD: u32 = 55;
 /// JDK 21+, with `can_support_virtual_threads`.
 pub const EVENT_VIRTUAL_THREAD_END: u32 = 88;
+/// `GetClassStatus` bit: the class's initialization failed; it can never run code again,
+/// and HotSpot refuses to redefine it (`JVMTI_ERROR_INVALID_CLASS`).
+pub const CLASS_STATUS_ERROR: JInt = 8;
 const JVMTI_ENABLE: u32 = 1;
 const JVMTI_DISABLE: u32 = 0;
 
@@ -93,6 +96,7 @@ mod slot {
     pub const ALLOCATE: usize = 46;
     pub const DEALLOCATE: usize = 47;
     pub const GET_CLASS_SIGNATURE: usize = 48;
+    pub const GET_CLASS_STATUS: usize = 49;
     pub const GET_CLASS_LOADER: usize = 57;
     pub const GET_LOADED_CLASSES: usize = 78;
     pub const GET_METHOD_NAME: usize = 64;
@@ -357,6 +361,17 @@ impl Jvmti {
         // SAFETY: valid env and class ref.
         let rc = unsafe { f(self.0, class, &mut b) };
         rc == JVMTI_ERROR_NONE && b != 0
+    }
+
+    /// The class's JVMTI status bits (`CLASS_STATUS_*`); None if JVMTI refused.
+    pub fn class_status(&self, class: JClass) -> Option<JInt> {
+        type F = unsafe extern "system" fn(RawJvmti, JClass, *mut JInt) -> JvmtiError;
+        // SAFETY: slot GET_CLASS_STATUS has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_CLASS_STATUS)) };
+        let mut status: JInt = 0;
+        // SAFETY: valid env and class ref, out pointer to a local.
+        let rc = unsafe { f(self.0, class, &mut status) };
+        (rc == JVMTI_ERROR_NONE).then_some(status)
     }
 
     /// The class's JVM signature, e.g. `Lpkg/Name;`.

@@ -189,6 +189,12 @@ impl LiveJvm {
     pub fn jit_cpu_ns(&self) -> f64 {
         compiler_threads_cpu_ns(self.pid())
     }
+
+    /// CPU of the JVM's VM thread, which does the work of a safepoint's operation (the
+    /// `RedefineClasses` of a switch) while every Java thread waits.
+    pub fn vm_thread_cpu_ns(&self) -> f64 {
+        threads_cpu_ns(self.pid(), |comm| comm.starts_with("VM Thread"))
+    }
 }
 
 impl Drop for LiveJvm {
@@ -202,16 +208,23 @@ impl Drop for LiveJvm {
 
 /// CPU of a process's JIT compiler threads, from each thread's `comm` and `schedstat`.
 pub fn compiler_threads_cpu_ns(pid: u32) -> f64 {
+    threads_cpu_ns(pid, |comm| {
+        comm.starts_with("C1 Compiler") || comm.starts_with("C2 Compiler")
+    })
+}
+
+/// CPU of the threads of a process whose `comm` `wanted` accepts (their `schedstat`).
+fn threads_cpu_ns(pid: u32, wanted: impl Fn(&str) -> bool) -> f64 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0.0;
     };
     let mut total = 0.0;
     for t in tasks.flatten() {
         let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        if !(comm.starts_with("C1 Compiler") || comm.starts_with("C2 Compiler")) {
+        if !wanted(&comm) {
             continue;
         }
-        // A compiler thread may end between readdir and read: it no longer counts.
+        // A thread may end between readdir and read: it no longer counts.
         if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
             total += s
                 .split_whitespace()

@@ -28,6 +28,10 @@ pub(super) struct Switch {
     /// close's start to 5 s after its `.done`.
     pub jit_open_s: f64,
     pub jit_close_s: f64,
+    /// The VM thread's CPU (ms) from the request to the answer, and from the close's start
+    /// to its `.done`: the work of the switch's safepoint operations.
+    pub vm_open_ms: f64,
+    pub vm_close_ms: f64,
     /// Median round (ms) in the 5 s before, in the second half of the window, 5–10 s
     /// after the close; the rounds each median took.
     pub before: (f64, usize),
@@ -55,6 +59,7 @@ pub(super) fn run(bench: &Bench) -> Result<String> {
             all.push(measure(bench, jdk, program, seconds)?);
         }
         switch_tables.push_str(&switch_table(jdk.0, &programs, &all, &mut goals));
+        switch_tables.push_str(&cpu_table(jdk.0, &programs, &all, &mut goals));
         inside_tables.push_str(&inside_table(jdk.0, &programs, &all, &mut goals));
     }
     Ok(format!(
@@ -70,7 +75,13 @@ the agent's `open_ms`, per 1000 classes it transformed. Safepoints: every pause 
 named below the table). JIT: the CPU of the JVM's C1/C2 compiler threads (their \
 `/proc/PID/task/*/schedstat`) from the switch to 5 s after it, against what they spent from \
 the JVM's start to the end of its warm-up. One window per program: each figure is one \
-measurement, so only a large margin to its goal means something.\n{switch_tables}\n\
+measurement, so only a large margin to its goal means something. The second table of each \
+JDK is the same switches in CPU: the agent's `open_cpu_ms` and `close_cpu_ms` (the CPU time of \
+the thread that opened or closed), `open_hook_ms` (of it, the class-file hook rewriting the \
+classes), and the VM thread's CPU (its `schedstat`, sampled every 50 ms) over the open and \
+over the close, also per `RedefineClasses` pause. On a shared machine a switch's wall is \
+mostly a wait for a CPU, of the opening thread and of the VM thread inside each pause; its \
+CPU is what it takes with a core to itself.\n{switch_tables}\n\
 ### Inside a window\n\n\
 The same JVMs: the median round (CPU of the working thread) in the second half of the \
 window, and from 5 s to 10 s after the close, over the median round in the {SETTLE:?} before \
@@ -126,12 +137,15 @@ struct Target<'a> {
     dir: &'a Path,
 }
 
-/// The JIT compilers' CPU sampled every 50 ms while the bench waits: (unix ms, ns).
-struct JitLog(Vec<(f64, f64)>);
+/// The JIT compilers' CPU sampled every 50 ms while the bench waits: (unix ms, ns), and
+/// the VM thread's beside it.
+struct JitLog(Vec<(f64, f64)>, Vec<(f64, f64)>);
 
 impl JitLog {
     fn sample(&mut self, live: &LiveJvm) {
-        self.0.push((jvm::unix_ms(), live.jit_cpu_ns()));
+        let now = jvm::unix_ms();
+        self.0.push((now, live.jit_cpu_ns()));
+        self.1.push((now, live.vm_thread_cpu_ns()));
     }
 
     /// Waits until `until`, sampling.
@@ -145,24 +159,40 @@ impl JitLog {
         Ok(())
     }
 
-    /// The last sample at or before `unix_ms` (the first one if none).
+    /// The JIT's CPU at the last sample at or before `unix_ms`.
     fn at_or_before(&self, unix_ms: f64) -> f64 {
-        self.0
-            .iter()
-            .rev()
-            .find(|(t, _)| *t <= unix_ms)
-            .or(self.0.first())
-            .map_or(0.0, |s| s.1)
+        sample_at_or_before(&self.0, unix_ms)
     }
 
-    /// The first sample at or after `unix_ms` (the last one if none).
+    /// The JIT's CPU at the first sample at or after `unix_ms`.
     fn at_or_after(&self, unix_ms: f64) -> f64 {
-        self.0
-            .iter()
-            .find(|(t, _)| *t >= unix_ms)
-            .or(self.0.last())
-            .map_or(0.0, |s| s.1)
+        sample_at_or_after(&self.0, unix_ms)
     }
+
+    /// The VM thread's CPU (ms) between the last sample at or before `from` and the first
+    /// at or after `to`.
+    fn vm_ms_between(&self, from: f64, to: f64) -> f64 {
+        (sample_at_or_after(&self.1, to) - sample_at_or_before(&self.1, from)) / 1e6
+    }
+}
+
+/// The last sample at or before `unix_ms` (the first one if none).
+fn sample_at_or_before(samples: &[(f64, f64)], unix_ms: f64) -> f64 {
+    samples
+        .iter()
+        .rev()
+        .find(|(t, _)| *t <= unix_ms)
+        .or(samples.first())
+        .map_or(0.0, |s| s.1)
+}
+
+/// The first sample at or after `unix_ms` (the last one if none).
+fn sample_at_or_after(samples: &[(f64, f64)], unix_ms: f64) -> f64 {
+    samples
+        .iter()
+        .find(|(t, _)| *t >= unix_ms)
+        .or(samples.last())
+        .map_or(0.0, |s| s.1)
 }
 
 /// One window: rounds before, the open, rounds inside, the close, rounds after.
@@ -170,9 +200,11 @@ fn one_window(bench: &Bench, t: &mut Target, id: u64, seconds: u32, scope: &str)
     let live = &mut *t.live;
     let t0 = Instant::now();
     let before = live.median_between(t0, t0 + SETTLE)?;
-    let mut jit = JitLog(Vec::new());
+    let mut jit = JitLog(Vec::new(), Vec::new());
     jit.sample(live);
     let opened = jvm::open_window(live.pid(), &bench.lib, t.dir, id, seconds, scope)?;
+    // Sampled at once: the open's VM thread CPU is the difference with the first sample.
+    jit.sample(live);
     let window = Duration::from_secs(u64::from(seconds));
     // Sampling the JIT until the agent closed the window (its `.done`) and 5 s after the
     // open at least.
@@ -193,6 +225,8 @@ fn one_window(bench: &Bench, t: &mut Target, id: u64, seconds: u32, scope: &str)
         - jit.0.first().map_or(0.0, |s| s.1))
         / 1e9;
     let jit_at_close = jit.at_or_before(close_start);
+    let vm_open_ms = jit.vm_ms_between(opened.requested_unix_ms, opened.answered_unix_ms);
+    let vm_close_ms = jit.vm_ms_between(close_start, seen_unix_ms);
     jit.wait(live, seen + SETTLE)?;
     let jit_close_s = (live.jit_cpu_ns() - jit_at_close) / 1e9;
     // Inside: the second half of the window, up to the close's start.
@@ -213,6 +247,8 @@ fn one_window(bench: &Bench, t: &mut Target, id: u64, seconds: u32, scope: &str)
         opened,
         jit_open_s,
         jit_close_s,
+        vm_open_ms,
+        vm_close_ms,
         before: ms(before),
         inside: ms(inside),
         after: ms(after),
@@ -320,6 +356,47 @@ fn switch_table(label: &str, programs: &[&Program], all: &[Measured], goals: &mu
     goals.push(format!(
         "{label}: JIT CPU in the 5 s after a switch ≤ {JIT_OVER_WARMUP}× the warm-up's: {} (worst {worst_jit:.2}×).",
         verdict(worst_jit <= JIT_OVER_WARMUP)
+    ));
+    s
+}
+
+/// What the switches cost in CPU: on a shared host their wall is mostly a wait for a CPU
+/// (the opening thread's, and the VM thread's inside each pause).
+fn cpu_table(label: &str, programs: &[&Program], all: &[Measured], goals: &mut Goals) -> String {
+    let mut s = format!(
+        "\n#### {label}: the switches' CPU\n\n| program | classes | open: wall / CPU of the opening thread (ms) | of the CPU: the hook's rewriting (ms) | open CPU per 1000 classes (s) | VM thread CPU in the open (ms) / per `RedefineClasses` pause | close: wall / CPU of the closing thread (ms) | VM thread CPU in the close (ms) / per pause |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+    );
+    let (mut worst_rate, mut worst_per_pause, mut worst_per_2000) = (0.0f64, 0.0f64, 0.0f64);
+    for (program, m) in programs.iter().zip(all) {
+        let w = &m.whole;
+        let classes = num(&w.done, "classes_transformed");
+        let open_cpu = num(&w.done, "open_cpu_ms");
+        let rate = open_cpu / classes * 1000.0 / 1e3;
+        worst_rate = worst_rate.max(rate);
+        let per_pause = |vm_ms: f64, p: &Pauses| vm_ms / (p.redefine.0.max(1) as f64);
+        let (open_pp, close_pp) = (
+            per_pause(w.vm_open_ms, &w.open_pauses),
+            per_pause(w.vm_close_ms, &w.close_pauses),
+        );
+        worst_per_pause = worst_per_pause.max(open_pp).max(close_pp);
+        worst_per_2000 =
+            worst_per_2000.max(w.vm_open_ms.max(w.vm_close_ms) * 2000.0 / classes.max(1.0));
+        s.push_str(&format!(
+            "| {} | {classes:.0} | {:.0} / {open_cpu:.0} | {:.0} | {rate:.3} | {:.0} / {open_pp:.1} | {:.0} / {:.0} | {:.0} / {close_pp:.1} |\n",
+            program.name,
+            num(&w.done, "open_ms"),
+            num(&w.done, "open_hook_ms"),
+            w.vm_open_ms,
+            num(&w.done, "close_ms"),
+            num(&w.done, "close_cpu_ms"),
+            w.vm_close_ms,
+        ));
+    }
+    goals.push(format!(
+        "{label}, in CPU (what a switch takes with a core to itself): open ≤ {OPEN_S_PER_1000} s per 1000 classes: {} (worst {worst_rate:.3} s); the VM thread's CPU per `RedefineClasses` pause ≤ {LONGEST_PAUSE_MS} ms (the mean of a switch's pauses): {} (worst {worst_per_pause:.1} ms); per switch ≤ {PAUSES_PER_2000_MS} ms per 2000 classes: {} (worst {worst_per_2000:.1} ms).",
+        verdict(worst_rate <= OPEN_S_PER_1000),
+        verdict(worst_per_pause <= LONGEST_PAUSE_MS),
+        verdict(worst_per_2000 <= PAUSES_PER_2000_MS)
     ));
     s
 }
