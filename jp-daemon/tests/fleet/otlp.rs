@@ -11,9 +11,14 @@
 //! - a receiver down, then up: it gets every window queued meanwhile, contiguous; over
 //!   HTTP/protobuf with a header;
 //! - a receiver that answers garbage, then one that hangs: jpd keeps answering, counts
-//!   the losses, and stops on time.
+//!   the losses, and stops on time;
+//! - gRPC and HTTP/protobuf over TLS with a CA made here (`tls_ca_file`) and an
+//!   authorization header; another CA's certificate fails, counted;
+//! - a receiver slow but within `timeout_s`, then slower than it, then quick again:
+//!   jpd keeps answering, and every window reaches it but the ones the backlog's bound
+//!   dropped (counted).
 //!
-//! Needs root (jpd loads eBPF), `JPD`, `JPCTL`, `JP_AGENT_LIB`, a JDK 17, python3-venv
+//! Needs root (jpd loads eBPF), `JPD`, `JPCTL`, `JP_AGENT_LIB`, JDK 17 and 25, python3-venv
 //! and PyPI (grpcio, opentelemetry-proto).
 
 use std::collections::BTreeMap;
@@ -23,8 +28,10 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::grpc::venv;
-use crate::support::fleet::{compile_fleet_paper, paper_over_intervals};
+use crate::support::fleet::{compile_fleet_paper, paper_over_intervals_on};
 use crate::support::jpd::{free_port, metric, Jpd};
+use crate::support::tls::Ca;
+use jp_testkit::jdk::Jdk;
 use serde_json::Value;
 
 const PEER: &str = concat!(
@@ -41,12 +48,26 @@ struct Peer {
 
 impl Peer {
     fn start(port: u16) -> Peer {
+        Peer::spawn(port, None)
+    }
+
+    /// Both receivers over TLS, serving `cert` with `key` (PEM files).
+    fn start_tls(port: u16, cert: &Path, key: &Path) -> Peer {
+        Peer::spawn(port, Some((cert, key)))
+    }
+
+    fn spawn(port: u16, tls: Option<(&Path, &Path)>) -> Peer {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut child = Command::new(venv())
+        let mut command = Command::new(venv());
+        command
             .arg(PEER)
             .arg("receive")
             .arg(format!("127.0.0.1:{port}"))
-            .arg(dir.path())
+            .arg(dir.path());
+        if let Some((cert, key)) = tls {
+            command.arg("--tls").arg(cert).arg(key);
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -61,6 +82,13 @@ impl Peer {
             child,
             dir,
         }
+    }
+
+    /// From now on the receivers answer `seconds` after a request arrives.
+    fn set_delay(&mut self, seconds: f64) {
+        let stdin = self.stdin.as_mut().expect("the peer's stdin");
+        writeln!(stdin, "delay {seconds}").expect("tell the peer its delay");
+        stdin.flush().expect("flush");
     }
 
     /// Every request received so far, in arrival order.
@@ -265,7 +293,16 @@ fn otlp_config(port: u16, extra: &str) -> String {
 // --- tests -----------------------------------------------------------------------
 
 #[test]
-fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree() {
+fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree_jdk17() {
+    exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(Jdk::J17);
+}
+
+#[test]
+fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree_jdk25() {
+    exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(Jdk::J25);
+}
+
+fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(jdk: Jdk) {
     let lib = jp_testkit::agent_lib();
     let scratch = tempfile::tempdir().expect("temp dir");
     compile_fleet_paper(scratch.path());
@@ -279,7 +316,7 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree() {
             "resource_attributes = { \"deployment.environment.name\" = \"test\" }\n"
         )
     ));
-    let (pid, out_file) = paper_over_intervals(&jpd, &lib, scratch.path());
+    let (pid, out_file) = paper_over_intervals_on(jdk, &jpd, &lib, scratch.path());
     let agent = agent_tree(&out_file);
     assert!(!agent.is_empty(), "the agent's tree is empty");
 
@@ -317,8 +354,11 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree() {
     assert_eq!(tree(&whole), agent, "jpctl jvm export --format otlp");
     let version = whole[0]["attributes"]["process.runtime.version"].clone();
     assert!(
-        version.as_str().is_some_and(|v| !v.is_empty()),
-        "runtime version {version}"
+        version
+            .as_str()
+            .is_some_and(|v| v.split(['.', '+', '-']).next() == Some(jdk.feature())),
+        "runtime version {version} on {}",
+        jdk.name()
     );
 
     // Exported CPU adds up to jpd's per context (the export file's), once settled.
@@ -402,6 +442,12 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree() {
         }
     }
     assert_contiguous(&kernel_windows(&messages));
+    // The file jpctl writes is the message the exporter sends: the same resource.
+    assert_eq!(
+        &attributes(whole[0]),
+        &jvm_attributes,
+        "jpctl jvm export --format otlp"
+    );
     let (m, messages) = settled(&jpd, &peer);
     assert_eq!(
         metric(&m, "jp_otlp_pushes_total{result=\"ok\"}"),
@@ -434,7 +480,10 @@ fn kernel_functions(v: &Value) -> BTreeMap<String, u64> {
 #[test]
 fn jpctl_kernel_otlp_holds_the_kernel_profile() {
     let _one = crate::support::exclusive();
-    let jpd = Jpd::start("[usdt]\nenabled = false\n");
+    // Not exporting, but the operator's resource attributes are in the file.
+    let jpd = Jpd::start(
+        "[usdt]\nenabled = false\n\n[otlp]\nresource_attributes = { \"deployment.environment.name\" = \"file\" }\n",
+    );
     let dir = tempfile::tempdir().expect("temp dir");
     crate::support::read_dev_zero(Duration::from_millis(1500));
     let file = dir.path().join("kernel.otlp");
@@ -444,6 +493,17 @@ fn jpctl_kernel_otlp_holds_the_kernel_profile() {
     let message = decode(&file);
     let kernel = resources(std::slice::from_ref(&message), "jp-kernel");
     assert_eq!(kernel.len(), 1, "{message}");
+    let s = |v: &str| Value::String(v.to_string());
+    let want: BTreeMap<String, Value> = [
+        ("service.name", s("jp-kernel")),
+        ("host.name", s(&host())),
+        ("os.type", s("linux")),
+        ("deployment.environment.name", s("file")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(attributes(kernel[0]), want, "jpctl kernel --format otlp");
     let samples = by_stack(&kernel, "samples/count");
     let (before, after) = (kernel_functions(&before), kernel_functions(&after));
     let mut seen = 0;
@@ -614,5 +674,212 @@ fn garbage_and_hanging_receivers_never_block_jpd_and_losses_are_counted() {
     assert_eq!(full % 2, 0, "whole exports are dropped: {m}");
     assert!(metric(&m, "jp_otlp_backlog_requests").unwrap() <= 2, "{m}");
     // SIGTERM with a receiver that hangs: jpd still exits within its deadline.
+    jpd.stop();
+}
+
+/// jpd's gRPC API and /metrics answer within a bound far below the slow receiver's
+/// delay: a request waiting on the receiver would show as a hang, not as slowness.
+fn answers_promptly(jpd: &Jpd) {
+    let bound = Duration::from_secs(8);
+    let t0 = Instant::now();
+    assert!(jpd.jpctl_ok(&["status"]), "jpctl status");
+    assert!(t0.elapsed() < bound, "jpctl status took {:?}", t0.elapsed());
+    let t0 = Instant::now();
+    assert!(metric(&jpd.metrics(), "jp_otlp_backlog_requests").is_some());
+    assert!(t0.elapsed() < bound, "/metrics took {:?}", t0.elapsed());
+}
+
+/// The distinct kernel windows received, in time order (a request the receiver kept
+/// after the client gave up on it arrives again: the same window twice).
+fn distinct_kernel_windows(messages: &[Value]) -> Vec<(u64, u64)> {
+    let mut w = kernel_windows(messages);
+    w.sort();
+    w.dedup();
+    w
+}
+
+fn otlp_tls_config(endpoint: &str, protocol: &str, ca: &Path) -> String {
+    format!(
+        "[usdt]\nenabled = false\n\n[otlp]\nenabled = true\nendpoint = \"{endpoint}\"\nprotocol = \"{protocol}\"\ninterval_s = 1\ntimeout_s = 2\njvms = false\ntls_ca_file = {:?}\nheaders = {{ authorization = \"Bearer t0ken\" }}\n",
+        ca.display().to_string()
+    )
+}
+
+/// Replaces `from` by `to` in jpd's configuration and reloads it.
+fn reconfigure(jpd: &Jpd, from: &str, to: &str) {
+    let text = std::fs::read_to_string(&jpd.config).expect("read jpd's configuration");
+    assert!(text.contains(from), "{from} is not in {text}");
+    std::fs::write(&jpd.config, text.replace(from, to)).expect("write jpd's configuration");
+    jpd.signal(libc::SIGHUP);
+}
+
+fn received_over(peer: &Peer, transport: &str) -> usize {
+    peer.received()
+        .iter()
+        .filter(|m| m["transport"] == transport)
+        .count()
+}
+
+#[test]
+fn grpc_and_http_over_tls_trust_the_configured_ca_and_send_the_headers() {
+    let _one = crate::support::exclusive();
+    let files = tempfile::tempdir().expect("temp dir");
+    let ca = Ca::new("jp OTLP test CA");
+    let ca_file = ca.write(files.path(), "ca.pem");
+    let other_ca = Ca::new("another CA").write(files.path(), "other.pem");
+    let (cert, key) = ca.server().write(files.path(), "receiver");
+    let port = free_port();
+    let peer = Peer::start_tls(port, &cert, &key);
+    let grpc = format!("https://127.0.0.1:{port}");
+    let jpd = Jpd::start(&otlp_tls_config(&grpc, "grpc", &ca_file));
+    wait_for(
+        "3 exports over gRPC with TLS",
+        Duration::from_secs(30),
+        || received_over(&peer, "grpc:Bearer t0ken") >= 3,
+    );
+
+    // Another CA: every export fails, counted; jpd keeps answering.
+    reconfigure(
+        &jpd,
+        &otlp_tls_config(&grpc, "grpc", &ca_file),
+        &otlp_tls_config(&grpc, "grpc", &other_ca),
+    );
+    let before = failures(&jpd.metrics());
+    wait_for(
+        "2 failed exports to a receiver of another CA",
+        Duration::from_secs(30),
+        || failures(&jpd.metrics()) >= before + 2,
+    );
+    assert!(jpd.jpctl_ok(&["status"]), "jpd answers gRPC");
+    let m = jpd.metrics();
+    assert_eq!(
+        metric(&m, "jp_otlp_pushes_total{result=\"rejected\"}"),
+        Some(0),
+        "a certificate jpd does not trust is retried, not dropped: {m}"
+    );
+    assert!(
+        jpd.log_text().contains("otlp: push failed"),
+        "the failure is logged"
+    );
+
+    // HTTP/protobuf over TLS, the right CA again: what queued meanwhile arrives too.
+    let http = format!("https://127.0.0.1:{}", port + 1);
+    reconfigure(
+        &jpd,
+        &otlp_tls_config(&grpc, "grpc", &other_ca),
+        &otlp_tls_config(&http, "http/protobuf", &ca_file),
+    );
+    wait_for(
+        "the queue to drain over HTTPS",
+        Duration::from_secs(60),
+        || {
+            metric(&jpd.metrics(), "jp_otlp_backlog_requests") == Some(0)
+                && received_over(&peer, "http:Bearer t0ken") >= 2
+        },
+    );
+    let (m, messages) = settled(&jpd, &peer);
+    for msg in &messages {
+        let t = msg["transport"].as_str().expect("transport");
+        assert!(
+            ["grpc:Bearer t0ken", "http:Bearer t0ken"].contains(&t),
+            "{t}"
+        );
+        for r in resources(std::slice::from_ref(msg), "jp-kernel") {
+            assert_eq!(r["attributes"]["os.type"], "linux");
+            let types: Vec<&Value> = r["profiles"]
+                .as_array()
+                .expect("profiles")
+                .iter()
+                .map(|p| &p["type"])
+                .collect();
+            assert_eq!(types, ["samples/count", "cpu/nanoseconds"]);
+        }
+    }
+    // Nothing lost: one window after the other, including the failed ones'.
+    assert_contiguous(&kernel_windows(&messages));
+    for reason in ["backlog_full", "rejected", "disabled"] {
+        let series = format!("jp_otlp_dropped_profiles_total{{reason=\"{reason}\"}}");
+        assert_eq!(metric(&m, &series), Some(0), "{series}");
+    }
+    jpd.stop();
+}
+
+#[test]
+fn a_slow_receiver_never_blocks_jpd_and_only_the_bound_drops_windows() {
+    let _one = crate::support::exclusive();
+    let port = free_port();
+    let mut peer = Peer::start(port);
+    let interval = Duration::from_secs(2);
+    let jpd = Jpd::start(&format!(
+        "[usdt]\nenabled = false\n\n[otlp]\nenabled = true\nendpoint = \"http://127.0.0.1:{port}\"\ninterval_s = {}\ntimeout_s = 3\njvms = false\nmax_backlog = 2\n",
+        interval.as_secs()
+    ));
+
+    // Slow but within timeout_s: every export arrives, none fails.
+    peer.set_delay(1.5);
+    wait_for("3 slow exports", Duration::from_secs(30), || {
+        peer.received().len() >= 3
+    });
+    answers_promptly(&jpd);
+    assert_eq!(failures(&jpd.metrics()), 0, "{}", jpd.metrics());
+
+    // Slower than timeout_s: exports time out, the backlog fills and drops its oldest.
+    peer.set_delay(30.0);
+    wait_for(
+        "2 timed-out exports, 2 exports dropped from the full backlog",
+        Duration::from_secs(60),
+        || {
+            let m = jpd.metrics();
+            answers_promptly(&jpd);
+            let backlog = metric(&m, "jp_otlp_backlog_requests").expect("backlog");
+            assert!(backlog <= 2, "the backlog is over its bound: {m}");
+            metric(&m, "jp_otlp_pushes_total{result=\"error\"}").is_some_and(|n| n >= 2)
+                && metric(
+                    &m,
+                    "jp_otlp_dropped_profiles_total{reason=\"backlog_full\"}",
+                )
+                .is_some_and(|n| n >= 4)
+        },
+    );
+
+    // Quick again: the backlog drains.
+    peer.set_delay(0.0);
+    let quick_from = now_ns();
+    wait_for("the backlog to drain", Duration::from_secs(90), || {
+        metric(&jpd.metrics(), "jp_otlp_backlog_requests") == Some(0)
+            && distinct_kernel_windows(&peer.received())
+                .iter()
+                .any(|w| w.0 > quick_from)
+    });
+    let (m, messages) = settled(&jpd, &peer);
+    let windows = distinct_kernel_windows(&messages);
+    assert_eq!(
+        windows.len(),
+        kernel_windows(&messages).len(),
+        "a window the receiver answered too late for was kept: {windows:?}"
+    );
+    // Every gap between two received windows is windows the bound dropped, whole
+    // intervals each; together exactly the exports counted as dropped (two profiles
+    // each).
+    let dropped = metric(
+        &m,
+        "jp_otlp_dropped_profiles_total{reason=\"backlog_full\"}",
+    )
+    .expect("dropped");
+    assert_eq!(dropped % 2, 0, "whole exports are dropped: {m}");
+    let mut missing = 0;
+    for w in windows.windows(2) {
+        let gap = w[1].0 - (w[0].0 + w[0].1);
+        missing += (gap as f64 / interval.as_nanos() as f64).round() as u64;
+    }
+    assert_eq!(
+        missing,
+        dropped / 2,
+        "windows missing at the receiver vs exports dropped: {windows:?}\n{m}"
+    );
+    for reason in ["rejected", "disabled"] {
+        let series = format!("jp_otlp_dropped_profiles_total{{reason=\"{reason}\"}}");
+        assert_eq!(metric(&m, &series), Some(0), "{series}");
+    }
     jpd.stop();
 }
