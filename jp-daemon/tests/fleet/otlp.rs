@@ -28,7 +28,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::grpc::venv;
-use crate::support::fleet::{compile_fleet_paper, paper_over_intervals_on};
+use crate::support::fleet::{
+    compile_fleet_paper, host_name as host, paper_over_intervals_on, wait_for,
+};
 use crate::support::jpd::{free_port, metric, Jpd};
 use crate::support::tls::Ca;
 use jp_testkit::jdk::Jdk;
@@ -231,27 +233,20 @@ fn settled(jpd: &Jpd, peer: &Peer) -> (String, Vec<Value>) {
     }
 }
 
+/// No profile was dropped for any of `reasons`.
+fn assert_nothing_dropped(m: &str, reasons: &[&str]) {
+    for reason in reasons {
+        let series = format!("jp_otlp_dropped_profiles_total{{reason=\"{reason}\"}}");
+        assert_eq!(metric(m, &series), Some(0), "{series}");
+    }
+}
+
 fn profile_count(messages: &[Value]) -> u64 {
     messages
         .iter()
         .flat_map(|m| m["resources"].as_array().expect("resources"))
         .map(|r| r["profiles"].as_array().expect("profiles").len() as u64)
         .sum()
-}
-
-fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn attributes(r: &Value) -> BTreeMap<String, Value> {
@@ -589,10 +584,7 @@ fn a_receiver_down_then_up_gets_every_window_queued() {
         "{queued} windows of the down time delivered: {windows:?}"
     );
     let (m, _) = settled(&jpd, &peer);
-    for reason in ["backlog_full", "rejected", "disabled"] {
-        let series = format!("jp_otlp_dropped_profiles_total{{reason=\"{reason}\"}}");
-        assert_eq!(metric(&m, &series), Some(0), "{series}");
-    }
+    assert_nothing_dropped(&m, &["backlog_full", "rejected", "disabled"]);
     jpd.stop();
 }
 
@@ -797,10 +789,7 @@ fn grpc_and_http_over_tls_trust_the_configured_ca_and_send_the_headers() {
     }
     // Nothing lost: one window after the other, including the failed ones'.
     assert_contiguous(&kernel_windows(&messages));
-    for reason in ["backlog_full", "rejected", "disabled"] {
-        let series = format!("jp_otlp_dropped_profiles_total{{reason=\"{reason}\"}}");
-        assert_eq!(metric(&m, &series), Some(0), "{series}");
-    }
+    assert_nothing_dropped(&m, &["backlog_full", "rejected", "disabled"]);
     jpd.stop();
 }
 
@@ -877,9 +866,6 @@ fn a_slow_receiver_never_blocks_jpd_and_only_the_bound_drops_windows() {
         dropped / 2,
         "windows missing at the receiver vs exports dropped: {windows:?}\n{m}"
     );
-    for reason in ["rejected", "disabled"] {
-        let series = format!("jp_otlp_dropped_profiles_total{{reason=\"{reason}\"}}");
-        assert_eq!(metric(&m, &series), Some(0), "{series}");
-    }
+    assert_nothing_dropped(&m, &["rejected", "disabled"]);
     jpd.stop();
 }

@@ -77,6 +77,23 @@ pub fn urlencode(s: &str) -> String {
         .collect()
 }
 
+/// This machine's host name, as jpd reads it for `host.name` and its labels.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("read the host name")
+        .trim()
+        .to_string()
+}
+
+/// Polls `done` every 100 ms until it holds; fails naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 pub fn jdk17() -> PathBuf {
     jp_testkit::jdk::Jdk::J17.home()
 }
