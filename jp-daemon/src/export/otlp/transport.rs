@@ -197,3 +197,46 @@ fn read_ca(cfg: &OtlpConfig) -> Result<Option<Vec<u8>>, String> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn https(ca: &std::path::Path) -> OtlpConfig {
+        OtlpConfig {
+            enabled: true,
+            endpoint: "https://collector.example:4317".into(),
+            tls_ca_file: ca.to_path_buf(),
+            ..OtlpConfig::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn grpc_over_tls_takes_a_ca_file_and_refuses_a_bad_one_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, params.self_signed(&key).unwrap().pem()).unwrap();
+        assert!(GrpcClient::new(&https(&ca)).is_ok());
+
+        let not_pem = dir.path().join("not.pem");
+        std::fs::write(&not_pem, "not a certificate\n").unwrap();
+        let e = GrpcClient::new(&https(&not_pem)).err().unwrap();
+        assert_eq!(
+            e,
+            format!(
+                "otlp.tls_ca_file = {:?}: holds no certificate",
+                not_pem.display()
+            )
+        );
+        let missing = dir.path().join("missing.pem");
+        let e = GrpcClient::new(&https(&missing)).err().unwrap();
+        assert!(e.starts_with("otlp.tls_ca_file = "), "{e}");
+        // Mozilla's roots without a CA file.
+        let mut cfg = https(&missing);
+        cfg.tls_ca_file = Default::default();
+        assert!(GrpcClient::new(&cfg).is_ok());
+    }
+}
