@@ -305,7 +305,7 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(jdk: Jdk) {
     let peer = Peer::start(port);
     let _one = crate::support::exclusive();
     let jpd = Jpd::start(&format!(
-        "[usdt]\nscan_interval_ms = 100\n\n{}",
+        "offcpu = true\n[usdt]\nscan_interval_ms = 100\n\n{}",
         otlp_config(
             port,
             "resource_attributes = { \"deployment.environment.name\" = \"test\" }\n"
@@ -356,26 +356,23 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(jdk: Jdk) {
         jdk.name()
     );
 
-    // Exported CPU adds up to jpd's per context (the export file's), once settled.
+    // Exported CPU, off-CPU and wall time (kernel.offcpu) add up to jpd's per context
+    // (the export file's), once settled: the JVM has quit, its times are final.
     let t0 = Instant::now();
     loop {
         jpd.export_to(pid, "otlp", &file);
         let exported = decode(&file);
-        let want = by_stack(
-            &resources(std::slice::from_ref(&exported), "FleetPaper"),
-            "cpu/nanoseconds",
-        );
-        let got = by_stack(
-            &resources(&peer.received(), "FleetPaper"),
-            "cpu/nanoseconds",
-        );
-        let spun: i64 = want.values().sum();
-        if got == want && spun >= 100 * 1_003_009 {
+        let times = |messages: &[Value], ty: &str| by_stack(&resources(messages, "FleetPaper"), ty);
+        let types = ["cpu/nanoseconds", "offcpu/nanoseconds", "wall/nanoseconds"];
+        let want = types.map(|ty| times(std::slice::from_ref(&exported), ty));
+        let got = types.map(|ty| times(&peer.received(), ty));
+        let spun: i64 = want[0].values().sum();
+        if got == want && spun >= 100 * 1_003_009 && !want[1].is_empty() {
             break;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(10),
-            "CPU per context: exported {got:?}\njpd's {want:?}"
+            "CPU, off-CPU, wall per context: exported {got:?}\njpd's {want:?}"
         );
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -430,8 +427,9 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(jdk: Jdk) {
                 .collect();
             let got = got.join(" ");
             let joined = format!("{types} cpu/nanoseconds");
+            let off = format!("{joined} offcpu/nanoseconds wall/nanoseconds");
             assert!(
-                got == types || (what == "jvm" && got == joined),
+                got == types || (what == "jvm" && (got == joined || got == off)),
                 "{what}: types {got}"
             );
         }
