@@ -608,6 +608,14 @@ fn bad_peer(answer: Option<&'static [u8]>) -> u16 {
     port
 }
 
+/// Waits (30 s at most) until 2 more exports than now have failed.
+fn two_more_failures(jpd: &Jpd, what: &str) {
+    let before = failures(&jpd.metrics());
+    wait_for(&format!("2 {what}"), Duration::from_secs(30), || {
+        failures(&jpd.metrics()) >= before + 2
+    });
+}
+
 fn failures(m: &str) -> u64 {
     metric(m, "jp_otlp_pushes_total{result=\"error\"}").unwrap_or(0)
         + metric(m, "jp_otlp_pushes_total{result=\"rejected\"}").unwrap_or(0)
@@ -638,22 +646,12 @@ fn garbage_and_hanging_receivers_never_block_jpd_and_losses_are_counted() {
     assert_eq!(metric(&m, "jp_otlp_sent_profiles_total"), Some(0));
 
     // Retargeted to a peer that never answers: the same.
-    let text = std::fs::read_to_string(&jpd.config).unwrap();
-    std::fs::write(
-        &jpd.config,
-        text.replace(
-            &format!("127.0.0.1:{garbage}"),
-            &format!("127.0.0.1:{hang}"),
-        ),
-    )
-    .unwrap();
-    jpd.signal(libc::SIGHUP);
-    let before = failures(&jpd.metrics());
-    wait_for(
-        "2 timed-out exports to the hanging peer",
-        Duration::from_secs(30),
-        || failures(&jpd.metrics()) >= before + 2,
+    reconfigure(
+        &jpd,
+        &format!("127.0.0.1:{garbage}"),
+        &format!("127.0.0.1:{hang}"),
     );
+    two_more_failures(&jpd, "timed-out exports to the hanging peer");
     assert!(jpd.jpctl_ok(&["status"]), "jpd answers gRPC");
     let m = jpd.metrics();
     let full = metric(
@@ -734,12 +732,7 @@ fn grpc_and_http_over_tls_trust_the_configured_ca_and_send_the_headers() {
         &otlp_tls_config(&grpc, "grpc", &ca_file),
         &otlp_tls_config(&grpc, "grpc", &other_ca),
     );
-    let before = failures(&jpd.metrics());
-    wait_for(
-        "2 failed exports to a receiver of another CA",
-        Duration::from_secs(30),
-        || failures(&jpd.metrics()) >= before + 2,
-    );
+    two_more_failures(&jpd, "failed exports to a receiver of another CA");
     assert!(jpd.jpctl_ok(&["status"]), "jpd answers gRPC");
     let m = jpd.metrics();
     assert_eq!(
