@@ -3,11 +3,12 @@
 //! `opentelemetry-proto` with grpcio, which decodes every message with the official
 //! classes (and checks the dictionary's rules) and hands it here as JSON.
 //!
-//! - a JVM under the agent: the exported deltas add up, calling context by calling
-//!   context, to the agent's `out=` tree, and so does `jpctl jvm export --format otlp`;
-//!   the exported CPU adds up to jpd's per context; every resource has its attributes;
+//! - a JVM under the agent, on JDK 17 and 25: the exported deltas add up, calling
+//!   context by calling context, to the agent's `out=` tree, and so does `jpctl jvm
+//!   export --format otlp`; the exported CPU, off-CPU and wall time (`kernel.offcpu`) add
+//!   up to jpd's per context; every resource has its attributes, the file's too;
 //! - `jpctl kernel --format otlp`: the kernel's functions and their samples, between two
-//!   readings of `jpctl kernel`;
+//!   readings of `jpctl kernel`, and the operator's resource attributes;
 //! - a receiver down, then up: it gets every window queued meanwhile, contiguous; over
 //!   HTTP/protobuf with a header;
 //! - a receiver that answers garbage, then one that hangs: jpd keeps answering, counts
