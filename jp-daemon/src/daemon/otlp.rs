@@ -11,6 +11,7 @@ use crate::export::otlp::push;
 impl Running {
     pub(super) fn start_otlp(&mut self) -> Result<(), String> {
         let c = &self.config.otlp;
+        self.sources.otlp_attributes.set(&c.resource_attributes);
         if c.enabled {
             self.otlp = Some(push::start(c, self.sources.clone())?);
             log::info!(target: "jpd",
@@ -35,6 +36,9 @@ impl Running {
         }
         self.config.otlp = new.otlp.clone();
         if !new.otlp.enabled {
+            self.sources
+                .otlp_attributes
+                .set(&new.otlp.resource_attributes);
             self.sources.otlp.disable();
             if old.enabled {
                 log::info!(target: "jpd", "otlp: exporting stopped");

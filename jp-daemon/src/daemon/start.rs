@@ -97,6 +97,7 @@ impl Daemon {
             sources: stores,
             windows: Some(windows),
             watch_limits: (&running.config.server).into(),
+            otlp_attributes: running.sources.otlp_attributes.clone(),
         };
         let server = Server::spawn(rt, listener, tcp, api, authorizer);
         Ok(Daemon {

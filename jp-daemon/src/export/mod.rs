@@ -57,6 +57,8 @@ pub struct ExportState {
     pub pyroscope: Arc<pyroscope::Shared>,
     /// The OTLP exporter's queue, counters and baselines (the same kind as Pyroscope's).
     pub otlp: Arc<pyroscope::Shared>,
+    /// `[otlp] resource_attributes`, shared with the API's OTLP files.
+    pub otlp_attributes: otlp::OperatorAttributes,
     /// The windows service, when jpd runs one: its counters, and windows opened for
     /// `/debug/pprof/jvm` (`export.open_windows`).
     pub windows: Option<Windows>,
@@ -71,6 +73,7 @@ impl ExportState {
             jvm_totals: Arc::default(),
             pyroscope: Arc::default(),
             otlp: Arc::default(),
+            otlp_attributes: Default::default(),
             windows: None,
             rotation: Arc::default(),
         }

@@ -371,12 +371,14 @@ pub fn top(
 
 /// The whole tree in `format`, written by jp-mct's writers (the agent's own); pprof,
 /// OTLP and JSON carry CPU per context when the kernel sampler is joined to the JVM
-/// (`cpu`). OTLP names the JVM's resource from `jvm`.
+/// (`cpu`). OTLP names the JVM's resource from `jvm`, with the operator's attributes
+/// (`otlp_extra`).
 pub fn export(
     t: &Mct,
     cpu: Option<&jp_mct::MctCpu>,
     format: pb::JvmExportFormat,
     jvm: Option<&JvmSummary>,
+    otlp_extra: &std::collections::BTreeMap<String, String>,
 ) -> std::io::Result<Vec<u8>> {
     let mut v = Vec::new();
     match format {
@@ -389,7 +391,7 @@ pub fn export(
         pb::JvmExportFormat::Tree => jp_mct::write_tree(t, &mut v)?,
         pb::JvmExportFormat::Otlp => {
             let options = jp_mct::PprofOptions { cpu, time: None };
-            crate::export::otlp::write_mct(t, options, jvm, &mut v)?
+            crate::export::otlp::write_mct(t, options, jvm, otlp_extra, &mut v)?
         }
     }
     Ok(v)

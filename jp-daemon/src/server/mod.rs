@@ -48,6 +48,8 @@ pub struct Api {
     pub windows: Option<Windows>,
     /// The caps on Watch streams (`server.max_watch_streams_per_uid`, `max_watch_streams`).
     pub watch_limits: watch_quota::WatchLimits,
+    /// `[otlp] resource_attributes`, for `jpctl jvm export` / `jpctl kernel` in OTLP.
+    pub otlp_attributes: crate::export::otlp::OperatorAttributes,
 }
 
 impl From<Sources> for Api {
@@ -56,6 +58,7 @@ impl From<Sources> for Api {
             sources,
             windows: None,
             watch_limits: watch_quota::WatchLimits::default(),
+            otlp_attributes: Default::default(),
         }
     }
 }

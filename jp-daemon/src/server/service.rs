@@ -37,6 +37,7 @@ pub struct JpService {
     /// graceful shutdown does not wait for them forever.
     stopping: watch::Receiver<bool>,
     watch_quota: WatchQuota,
+    otlp_attributes: crate::export::otlp::OperatorAttributes,
 }
 
 impl JpService {
@@ -51,6 +52,7 @@ impl JpService {
             started_at: SystemTime::now(),
             stopping,
             watch_quota: WatchQuota::new(api.watch_limits),
+            otlp_attributes: api.otlp_attributes,
         }
     }
 }
@@ -145,8 +147,10 @@ impl Jp for JpService {
         AddressView::for_caller(&caller, kernel::text_range(&view).0).kernel_profile(&mut profile);
         if req.otlp {
             let start = view.reset_at.unwrap_or(self.started_at);
-            profile.otlp = crate::export::otlp::kernel_message(&view, start, SystemTime::now())
-                .ok_or_else(|| Status::unavailable("kernel symbols are not loaded yet"))?;
+            let extra = self.otlp_attributes.get();
+            profile.otlp =
+                crate::export::otlp::kernel_message(&view, start, SystemTime::now(), &extra)
+                    .ok_or_else(|| Status::unavailable("kernel symbols are not loaded yet"))?;
         }
         Ok(Response::new(profile))
     }
@@ -319,6 +323,7 @@ impl Jp for JpService {
             .map_err(|_| Status::invalid_argument(format!("unknown format {}", req.format)))?;
         let jvm = Arc::clone(&self.jvm);
         let symbols = self.store.symbols();
+        let otlp_extra = self.otlp_attributes.get();
         let chunks = heavy::run(move |cancelled| {
             let (summary, snapshot) = jvm_snapshot(&jvm, req.pid)?;
             cancelled.check()?;
@@ -326,7 +331,7 @@ impl Jp for JpService {
             cancelled.check()?;
             let cpu = snapshot.cpu().map(|c| c.mct_cpu(&tree, symbols.as_deref()));
             cancelled.check()?;
-            let data = jvmconv::export(&tree, cpu.as_ref(), format, Some(&summary))
+            let data = jvmconv::export(&tree, cpu.as_ref(), format, Some(&summary), &otlp_extra)
                 .map_err(|e| Status::internal(format!("cannot write the profile: {e}")))?;
             Ok(jvmconv::chunks(&data))
         })

@@ -143,7 +143,7 @@ pub fn answer(
     };
     let mut out = vec![first];
     if let Some(f) = format {
-        let data = jvmconv::export(&w.tree, None, f, None)
+        let data = jvmconv::export(&w.tree, None, f, None, &Default::default())
             .map_err(|e| Status::internal(format!("cannot write the window's tree: {e}")))?;
         out.extend(
             jvmconv::chunks(&data)

@@ -29,6 +29,7 @@ fn service(watch_limits: WatchLimits) -> (JpService, tokio::sync::watch::Sender<
         },
         windows: None,
         watch_limits,
+        otlp_attributes: Default::default(),
     };
     let (running, stopping) = tokio::sync::watch::channel(false);
     (JpService::new(api, stopping), running)

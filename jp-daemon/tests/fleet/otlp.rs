@@ -3,17 +3,23 @@
 //! `opentelemetry-proto` with grpcio, which decodes every message with the official
 //! classes (and checks the dictionary's rules) and hands it here as JSON.
 //!
-//! - a JVM under the agent: the exported deltas add up, calling context by calling
-//!   context, to the agent's `out=` tree, and so does `jpctl jvm export --format otlp`;
-//!   the exported CPU adds up to jpd's per context; every resource has its attributes;
+//! - a JVM under the agent, on JDK 17 and 25: the exported deltas add up, calling
+//!   context by calling context, to the agent's `out=` tree, and so does `jpctl jvm
+//!   export --format otlp`; the exported CPU, off-CPU and wall time (`kernel.offcpu`) add
+//!   up to jpd's per context; every resource has its attributes, the file's too;
 //! - `jpctl kernel --format otlp`: the kernel's functions and their samples, between two
-//!   readings of `jpctl kernel`;
+//!   readings of `jpctl kernel`, and the operator's resource attributes;
 //! - a receiver down, then up: it gets every window queued meanwhile, contiguous; over
 //!   HTTP/protobuf with a header;
 //! - a receiver that answers garbage, then one that hangs: jpd keeps answering, counts
-//!   the losses, and stops on time.
+//!   the losses, and stops on time;
+//! - gRPC and HTTP/protobuf over TLS with a CA made here (`tls_ca_file`) and an
+//!   authorization header; another CA's certificate fails, counted;
+//! - a receiver slow but within `timeout_s`, then slower than it, then quick again:
+//!   jpd keeps answering, and every window reaches it but the ones the backlog's bound
+//!   dropped (counted).
 //!
-//! Needs root (jpd loads eBPF), `JPD`, `JPCTL`, `JP_AGENT_LIB`, a JDK 17, python3-venv
+//! Needs root (jpd loads eBPF), `JPD`, `JPCTL`, `JP_AGENT_LIB`, JDK 17 and 25, python3-venv
 //! and PyPI (grpcio, opentelemetry-proto).
 
 use std::collections::BTreeMap;
@@ -23,8 +29,12 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::grpc::venv;
-use crate::support::fleet::{compile_fleet_paper, paper_over_intervals};
+use crate::support::fleet::{
+    compile_fleet_paper, host_name as host, paper_over_intervals_on, wait_for,
+};
 use crate::support::jpd::{free_port, metric, Jpd};
+use crate::support::tls::Ca;
+use jp_testkit::jdk::Jdk;
 use serde_json::Value;
 
 const PEER: &str = concat!(
@@ -41,12 +51,26 @@ struct Peer {
 
 impl Peer {
     fn start(port: u16) -> Peer {
+        Peer::spawn(port, None)
+    }
+
+    /// Both receivers over TLS, serving `cert` with `key` (PEM files).
+    fn start_tls(port: u16, cert: &Path, key: &Path) -> Peer {
+        Peer::spawn(port, Some((cert, key)))
+    }
+
+    fn spawn(port: u16, tls: Option<(&Path, &Path)>) -> Peer {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut child = Command::new(venv())
+        let mut command = Command::new(venv());
+        command
             .arg(PEER)
             .arg("receive")
             .arg(format!("127.0.0.1:{port}"))
-            .arg(dir.path())
+            .arg(dir.path());
+        if let Some((cert, key)) = tls {
+            command.arg("--tls").arg(cert).arg(key);
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -61,6 +85,13 @@ impl Peer {
             child,
             dir,
         }
+    }
+
+    /// From now on the receivers answer `seconds` after a request arrives.
+    fn set_delay(&mut self, seconds: f64) {
+        let stdin = self.stdin.as_mut().expect("the peer's stdin");
+        writeln!(stdin, "delay {seconds}").expect("tell the peer its delay");
+        stdin.flush().expect("flush");
     }
 
     /// Every request received so far, in arrival order.
@@ -203,27 +234,20 @@ fn settled(jpd: &Jpd, peer: &Peer) -> (String, Vec<Value>) {
     }
 }
 
+/// No profile was dropped for any of `reasons`.
+fn assert_nothing_dropped(m: &str, reasons: &[&str]) {
+    for reason in reasons {
+        let series = format!("jp_otlp_dropped_profiles_total{{reason=\"{reason}\"}}");
+        assert_eq!(metric(m, &series), Some(0), "{series}");
+    }
+}
+
 fn profile_count(messages: &[Value]) -> u64 {
     messages
         .iter()
         .flat_map(|m| m["resources"].as_array().expect("resources"))
         .map(|r| r["profiles"].as_array().expect("profiles").len() as u64)
         .sum()
-}
-
-fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn attributes(r: &Value) -> BTreeMap<String, Value> {
@@ -265,7 +289,16 @@ fn otlp_config(port: u16, extra: &str) -> String {
 // --- tests -----------------------------------------------------------------------
 
 #[test]
-fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree() {
+fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree_jdk17() {
+    exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(Jdk::J17);
+}
+
+#[test]
+fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree_jdk25() {
+    exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(Jdk::J25);
+}
+
+fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(jdk: Jdk) {
     let lib = jp_testkit::agent_lib();
     let scratch = tempfile::tempdir().expect("temp dir");
     compile_fleet_paper(scratch.path());
@@ -273,13 +306,13 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree() {
     let peer = Peer::start(port);
     let _one = crate::support::exclusive();
     let jpd = Jpd::start(&format!(
-        "[usdt]\nscan_interval_ms = 100\n\n{}",
+        "offcpu = true\n[usdt]\nscan_interval_ms = 100\n\n{}",
         otlp_config(
             port,
             "resource_attributes = { \"deployment.environment.name\" = \"test\" }\n"
         )
     ));
-    let (pid, out_file) = paper_over_intervals(&jpd, &lib, scratch.path());
+    let (pid, out_file) = paper_over_intervals_on(jdk, &jpd, &lib, scratch.path());
     let agent = agent_tree(&out_file);
     assert!(!agent.is_empty(), "the agent's tree is empty");
 
@@ -317,30 +350,30 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree() {
     assert_eq!(tree(&whole), agent, "jpctl jvm export --format otlp");
     let version = whole[0]["attributes"]["process.runtime.version"].clone();
     assert!(
-        version.as_str().is_some_and(|v| !v.is_empty()),
-        "runtime version {version}"
+        version
+            .as_str()
+            .is_some_and(|v| v.split(['.', '+', '-']).next() == Some(jdk.feature())),
+        "runtime version {version} on {}",
+        jdk.name()
     );
 
-    // Exported CPU adds up to jpd's per context (the export file's), once settled.
+    // Exported CPU, off-CPU and wall time (kernel.offcpu) add up to jpd's per context
+    // (the export file's), once settled: the JVM has quit, its times are final.
     let t0 = Instant::now();
     loop {
         jpd.export_to(pid, "otlp", &file);
         let exported = decode(&file);
-        let want = by_stack(
-            &resources(std::slice::from_ref(&exported), "FleetPaper"),
-            "cpu/nanoseconds",
-        );
-        let got = by_stack(
-            &resources(&peer.received(), "FleetPaper"),
-            "cpu/nanoseconds",
-        );
-        let spun: i64 = want.values().sum();
-        if got == want && spun >= 100 * 1_003_009 {
+        let times = |messages: &[Value], ty: &str| by_stack(&resources(messages, "FleetPaper"), ty);
+        let types = ["cpu/nanoseconds", "offcpu/nanoseconds", "wall/nanoseconds"];
+        let want = types.map(|ty| times(std::slice::from_ref(&exported), ty));
+        let got = types.map(|ty| times(&peer.received(), ty));
+        let spun: i64 = want[0].values().sum();
+        if got == want && spun >= 100 * 1_003_009 && !want[1].is_empty() {
             break;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(10),
-            "CPU per context: exported {got:?}\njpd's {want:?}"
+            "CPU, off-CPU, wall per context: exported {got:?}\njpd's {want:?}"
         );
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -395,13 +428,20 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree() {
                 .collect();
             let got = got.join(" ");
             let joined = format!("{types} cpu/nanoseconds");
+            let off = format!("{joined} offcpu/nanoseconds wall/nanoseconds");
             assert!(
-                got == types || (what == "jvm" && got == joined),
+                got == types || (what == "jvm" && (got == joined || got == off)),
                 "{what}: types {got}"
             );
         }
     }
     assert_contiguous(&kernel_windows(&messages));
+    // The file jpctl writes is the message the exporter sends: the same resource.
+    assert_eq!(
+        &attributes(whole[0]),
+        &jvm_attributes,
+        "jpctl jvm export --format otlp"
+    );
     let (m, messages) = settled(&jpd, &peer);
     assert_eq!(
         metric(&m, "jp_otlp_pushes_total{result=\"ok\"}"),
@@ -434,7 +474,10 @@ fn kernel_functions(v: &Value) -> BTreeMap<String, u64> {
 #[test]
 fn jpctl_kernel_otlp_holds_the_kernel_profile() {
     let _one = crate::support::exclusive();
-    let jpd = Jpd::start("[usdt]\nenabled = false\n");
+    // Not exporting, but the operator's resource attributes are in the file.
+    let jpd = Jpd::start(
+        "[usdt]\nenabled = false\n\n[otlp]\nresource_attributes = { \"deployment.environment.name\" = \"file\" }\n",
+    );
     let dir = tempfile::tempdir().expect("temp dir");
     crate::support::read_dev_zero(Duration::from_millis(1500));
     let file = dir.path().join("kernel.otlp");
@@ -444,6 +487,17 @@ fn jpctl_kernel_otlp_holds_the_kernel_profile() {
     let message = decode(&file);
     let kernel = resources(std::slice::from_ref(&message), "jp-kernel");
     assert_eq!(kernel.len(), 1, "{message}");
+    let s = |v: &str| Value::String(v.to_string());
+    let want: BTreeMap<String, Value> = [
+        ("service.name", s("jp-kernel")),
+        ("host.name", s(&host())),
+        ("os.type", s("linux")),
+        ("deployment.environment.name", s("file")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(attributes(kernel[0]), want, "jpctl kernel --format otlp");
     let samples = by_stack(&kernel, "samples/count");
     let (before, after) = (kernel_functions(&before), kernel_functions(&after));
     let mut seen = 0;
@@ -529,10 +583,7 @@ fn a_receiver_down_then_up_gets_every_window_queued() {
         "{queued} windows of the down time delivered: {windows:?}"
     );
     let (m, _) = settled(&jpd, &peer);
-    for reason in ["backlog_full", "rejected", "disabled"] {
-        let series = format!("jp_otlp_dropped_profiles_total{{reason=\"{reason}\"}}");
-        assert_eq!(metric(&m, &series), Some(0), "{series}");
-    }
+    assert_nothing_dropped(&m, &["backlog_full", "rejected", "disabled"]);
     jpd.stop();
 }
 
@@ -556,6 +607,14 @@ fn bad_peer(answer: Option<&'static [u8]>) -> u16 {
         }
     });
     port
+}
+
+/// Waits (30 s at most) until 2 more exports than now have failed.
+fn two_more_failures(jpd: &Jpd, what: &str) {
+    let before = failures(&jpd.metrics());
+    wait_for(&format!("2 {what}"), Duration::from_secs(30), || {
+        failures(&jpd.metrics()) >= before + 2
+    });
 }
 
 fn failures(m: &str) -> u64 {
@@ -588,22 +647,12 @@ fn garbage_and_hanging_receivers_never_block_jpd_and_losses_are_counted() {
     assert_eq!(metric(&m, "jp_otlp_sent_profiles_total"), Some(0));
 
     // Retargeted to a peer that never answers: the same.
-    let text = std::fs::read_to_string(&jpd.config).unwrap();
-    std::fs::write(
-        &jpd.config,
-        text.replace(
-            &format!("127.0.0.1:{garbage}"),
-            &format!("127.0.0.1:{hang}"),
-        ),
-    )
-    .unwrap();
-    jpd.signal(libc::SIGHUP);
-    let before = failures(&jpd.metrics());
-    wait_for(
-        "2 timed-out exports to the hanging peer",
-        Duration::from_secs(30),
-        || failures(&jpd.metrics()) >= before + 2,
+    reconfigure(
+        &jpd,
+        &format!("127.0.0.1:{garbage}"),
+        &format!("127.0.0.1:{hang}"),
     );
+    two_more_failures(&jpd, "timed-out exports to the hanging peer");
     assert!(jpd.jpctl_ok(&["status"]), "jpd answers gRPC");
     let m = jpd.metrics();
     let full = metric(
@@ -614,5 +663,201 @@ fn garbage_and_hanging_receivers_never_block_jpd_and_losses_are_counted() {
     assert_eq!(full % 2, 0, "whole exports are dropped: {m}");
     assert!(metric(&m, "jp_otlp_backlog_requests").unwrap() <= 2, "{m}");
     // SIGTERM with a receiver that hangs: jpd still exits within its deadline.
+    jpd.stop();
+}
+
+/// jpd's gRPC API and /metrics answer within a bound far below the slow receiver's
+/// delay: a request waiting on the receiver would show as a hang, not as slowness.
+fn answers_promptly(jpd: &Jpd) {
+    let bound = Duration::from_secs(8);
+    let t0 = Instant::now();
+    assert!(jpd.jpctl_ok(&["status"]), "jpctl status");
+    assert!(t0.elapsed() < bound, "jpctl status took {:?}", t0.elapsed());
+    let t0 = Instant::now();
+    assert!(metric(&jpd.metrics(), "jp_otlp_backlog_requests").is_some());
+    assert!(t0.elapsed() < bound, "/metrics took {:?}", t0.elapsed());
+}
+
+/// The distinct kernel windows received, in time order (a request the receiver kept
+/// after the client gave up on it arrives again: the same window twice).
+fn distinct_kernel_windows(messages: &[Value]) -> Vec<(u64, u64)> {
+    let mut w = kernel_windows(messages);
+    w.sort();
+    w.dedup();
+    w
+}
+
+fn otlp_tls_config(endpoint: &str, protocol: &str, ca: &Path) -> String {
+    format!(
+        "[usdt]\nenabled = false\n\n[otlp]\nenabled = true\nendpoint = \"{endpoint}\"\nprotocol = \"{protocol}\"\ninterval_s = 1\ntimeout_s = 2\njvms = false\ntls_ca_file = {:?}\nheaders = {{ authorization = \"Bearer t0ken\" }}\n",
+        ca.display().to_string()
+    )
+}
+
+/// Replaces `from` by `to` in jpd's configuration and reloads it.
+fn reconfigure(jpd: &Jpd, from: &str, to: &str) {
+    let text = std::fs::read_to_string(&jpd.config).expect("read jpd's configuration");
+    assert!(text.contains(from), "{from} is not in {text}");
+    std::fs::write(&jpd.config, text.replace(from, to)).expect("write jpd's configuration");
+    jpd.signal(libc::SIGHUP);
+}
+
+fn received_over(peer: &Peer, transport: &str) -> usize {
+    peer.received()
+        .iter()
+        .filter(|m| m["transport"] == transport)
+        .count()
+}
+
+#[test]
+fn grpc_and_http_over_tls_trust_the_configured_ca_and_send_the_headers() {
+    let _one = crate::support::exclusive();
+    let files = tempfile::tempdir().expect("temp dir");
+    let ca = Ca::new("jp OTLP test CA");
+    let ca_file = ca.write(files.path(), "ca.pem");
+    let other_ca = Ca::new("another CA").write(files.path(), "other.pem");
+    let (cert, key) = ca.server().write(files.path(), "receiver");
+    let port = free_port();
+    let peer = Peer::start_tls(port, &cert, &key);
+    let grpc = format!("https://127.0.0.1:{port}");
+    let jpd = Jpd::start(&otlp_tls_config(&grpc, "grpc", &ca_file));
+    wait_for(
+        "3 exports over gRPC with TLS",
+        Duration::from_secs(30),
+        || received_over(&peer, "grpc:Bearer t0ken") >= 3,
+    );
+
+    // Another CA: every export fails, counted; jpd keeps answering.
+    reconfigure(
+        &jpd,
+        &otlp_tls_config(&grpc, "grpc", &ca_file),
+        &otlp_tls_config(&grpc, "grpc", &other_ca),
+    );
+    two_more_failures(&jpd, "failed exports to a receiver of another CA");
+    assert!(jpd.jpctl_ok(&["status"]), "jpd answers gRPC");
+    let m = jpd.metrics();
+    assert_eq!(
+        metric(&m, "jp_otlp_pushes_total{result=\"rejected\"}"),
+        Some(0),
+        "a certificate jpd does not trust is retried, not dropped: {m}"
+    );
+    assert!(
+        jpd.log_text().contains("otlp: push failed"),
+        "the failure is logged"
+    );
+
+    // HTTP/protobuf over TLS, the right CA again: what queued meanwhile arrives too.
+    let http = format!("https://127.0.0.1:{}", port + 1);
+    reconfigure(
+        &jpd,
+        &otlp_tls_config(&grpc, "grpc", &other_ca),
+        &otlp_tls_config(&http, "http/protobuf", &ca_file),
+    );
+    wait_for(
+        "the queue to drain over HTTPS",
+        Duration::from_secs(60),
+        || {
+            metric(&jpd.metrics(), "jp_otlp_backlog_requests") == Some(0)
+                && received_over(&peer, "http:Bearer t0ken") >= 2
+        },
+    );
+    let (m, messages) = settled(&jpd, &peer);
+    for msg in &messages {
+        let t = msg["transport"].as_str().expect("transport");
+        assert!(
+            ["grpc:Bearer t0ken", "http:Bearer t0ken"].contains(&t),
+            "{t}"
+        );
+        for r in resources(std::slice::from_ref(msg), "jp-kernel") {
+            assert_eq!(r["attributes"]["os.type"], "linux");
+            let types: Vec<&Value> = r["profiles"]
+                .as_array()
+                .expect("profiles")
+                .iter()
+                .map(|p| &p["type"])
+                .collect();
+            assert_eq!(types, ["samples/count", "cpu/nanoseconds"]);
+        }
+    }
+    // Nothing lost: one window after the other, including the failed ones'.
+    assert_contiguous(&kernel_windows(&messages));
+    assert_nothing_dropped(&m, &["backlog_full", "rejected", "disabled"]);
+    jpd.stop();
+}
+
+#[test]
+fn a_slow_receiver_never_blocks_jpd_and_only_the_bound_drops_windows() {
+    let _one = crate::support::exclusive();
+    let port = free_port();
+    let mut peer = Peer::start(port);
+    let interval = Duration::from_secs(2);
+    let jpd = Jpd::start(&format!(
+        "[usdt]\nenabled = false\n\n[otlp]\nenabled = true\nendpoint = \"http://127.0.0.1:{port}\"\ninterval_s = {}\ntimeout_s = 3\njvms = false\nmax_backlog = 2\n",
+        interval.as_secs()
+    ));
+
+    // Slow but within timeout_s: every export arrives, none fails.
+    peer.set_delay(1.5);
+    wait_for("3 slow exports", Duration::from_secs(30), || {
+        peer.received().len() >= 3
+    });
+    answers_promptly(&jpd);
+    assert_eq!(failures(&jpd.metrics()), 0, "{}", jpd.metrics());
+
+    // Slower than timeout_s: exports time out, the backlog fills and drops its oldest.
+    peer.set_delay(30.0);
+    wait_for(
+        "2 timed-out exports, 2 exports dropped from the full backlog",
+        Duration::from_secs(60),
+        || {
+            let m = jpd.metrics();
+            answers_promptly(&jpd);
+            let backlog = metric(&m, "jp_otlp_backlog_requests").expect("backlog");
+            assert!(backlog <= 2, "the backlog is over its bound: {m}");
+            metric(&m, "jp_otlp_pushes_total{result=\"error\"}").is_some_and(|n| n >= 2)
+                && metric(
+                    &m,
+                    "jp_otlp_dropped_profiles_total{reason=\"backlog_full\"}",
+                )
+                .is_some_and(|n| n >= 4)
+        },
+    );
+
+    // Quick again: the backlog drains.
+    peer.set_delay(0.0);
+    let quick_from = now_ns();
+    wait_for("the backlog to drain", Duration::from_secs(90), || {
+        metric(&jpd.metrics(), "jp_otlp_backlog_requests") == Some(0)
+            && distinct_kernel_windows(&peer.received())
+                .iter()
+                .any(|w| w.0 > quick_from)
+    });
+    let (m, messages) = settled(&jpd, &peer);
+    let windows = distinct_kernel_windows(&messages);
+    assert_eq!(
+        windows.len(),
+        kernel_windows(&messages).len(),
+        "a window the receiver answered too late for was kept: {windows:?}"
+    );
+    // Every gap between two received windows is windows the bound dropped, whole
+    // intervals each; together exactly the exports counted as dropped (two profiles
+    // each).
+    let dropped = metric(
+        &m,
+        "jp_otlp_dropped_profiles_total{reason=\"backlog_full\"}",
+    )
+    .expect("dropped");
+    assert_eq!(dropped % 2, 0, "whole exports are dropped: {m}");
+    let mut missing = 0;
+    for w in windows.windows(2) {
+        let gap = w[1].0 - (w[0].0 + w[0].1);
+        missing += (gap as f64 / interval.as_nanos() as f64).round() as u64;
+    }
+    assert_eq!(
+        missing,
+        dropped / 2,
+        "windows missing at the receiver vs exports dropped: {windows:?}\n{m}"
+    );
+    assert_nothing_dropped(&m, &["rejected", "disabled"]);
     jpd.stop();
 }

@@ -28,7 +28,9 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::support::fleet::{compile_fleet_paper, paper_over_intervals, tool};
+use crate::support::fleet::{
+    compile_fleet_paper, host_name as host, paper_over_intervals, tool, wait_for,
+};
 use crate::support::jpd::Jpd;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -391,21 +393,6 @@ fn metric(text: &str, series: &str) -> Option<u64> {
                 .ok()
         })
         .map(|v| v as u64)
-}
-
-fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Windows of one series, in push order: each starts where the previous ended.

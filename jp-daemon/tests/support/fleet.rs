@@ -77,6 +77,23 @@ pub fn urlencode(s: &str) -> String {
         .collect()
 }
 
+/// This machine's host name, as jpd reads it for `host.name` and its labels.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("read the host name")
+        .trim()
+        .to_string()
+}
+
+/// Polls `done` every 100 ms until it holds; fails naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 pub fn jdk17() -> PathBuf {
     jp_testkit::jdk::Jdk::J17.home()
 }
@@ -99,8 +116,20 @@ pub fn compile_fleet_paper(dir: &Path) {
 /// that jpd's sampler has CPU to join to their contexts — then quit: its pid and the
 /// agent's `out=` file.
 pub fn paper_over_intervals(jpd: &Jpd, lib: &Path, classes: &Path) -> (u32, PathBuf) {
+    paper_over_intervals_on(jp_testkit::jdk::Jdk::J17, jpd, lib, classes)
+}
+
+/// [`paper_over_intervals`] on `jdk` (the classes are JDK 17's, which every later JDK
+/// runs).
+pub fn paper_over_intervals_on(
+    jdk: jp_testkit::jdk::Jdk,
+    jpd: &Jpd,
+    lib: &Path,
+    classes: &Path,
+) -> (u32, PathBuf) {
     let out_file = classes.join("agent.json");
-    let mut java = Java::start(
+    let mut java = Java::start_on(
+        jdk,
         jpd,
         lib,
         classes,
@@ -133,12 +162,23 @@ impl Java {
     /// Starts FleetPaper from `classes` with the agent `lib` and its `options`, and
     /// waits until jpd has attached to it.
     pub fn start(jpd: &Jpd, lib: &Path, classes: &Path, options: &str) -> Java {
+        Java::start_on(jp_testkit::jdk::Jdk::J17, jpd, lib, classes, options)
+    }
+
+    /// [`Java::start`] on `jdk`.
+    pub fn start_on(
+        jdk: jp_testkit::jdk::Jdk,
+        jpd: &Jpd,
+        lib: &Path,
+        classes: &Path,
+        options: &str,
+    ) -> Java {
         // Reports paced by bytecodes (JP's way), not by time: the tests count each run's
         // calls exactly (68, from the worker thread, whose tree reaches jpd when it ends),
         // so the main thread, which waits on stdin between runs, must not report its own
         // calls at a moment of its own; a spinning worker still reports (and publishes its
         // context) every 10 M bytecodes.
-        let mut child = Command::new(jdk17().join("bin/java"))
+        let mut child = Command::new(jdk.java())
             .arg(format!(
                 "-agentpath:{}={options},granularity=10000000",
                 lib.display()

@@ -208,6 +208,61 @@ fn cpu_is_a_third_profile_with_kernel_frames() {
     );
 }
 
+/// Off-CPU time (jpd's scheduler program) is two more profiles, `offcpu` and `wall`
+/// (= cpu + offcpu), as pprof has two more sample types: the exporter's requests and
+/// `jpctl jvm export --format otlp` carry them with no change of their own.
+#[test]
+fn offcpu_and_wall_are_profiles_of_their_own() {
+    let cpu = MctCpu {
+        // Nodes in insertion order: root, main, f, <init>, g, h under f, h under g.
+        user_ns: vec![0, 0, 700, 0, 0, 0, 0],
+        offcpu: vec![
+            crate::pprof::OffcpuTime {
+                node: 2,
+                kind: Arc::from("lock"),
+                function: Arc::from("futex_do_wait"),
+                ns: 5_000,
+            },
+            crate::pprof::OffcpuTime {
+                node: 6,
+                kind: Arc::from("sleep"),
+                function: Arc::from("do_nanosleep"),
+                ns: 9_000,
+            },
+        ],
+        ..MctCpu::default()
+    };
+    let options = PprofOptions {
+        cpu: Some(&cpu),
+        time: None,
+    };
+    let d = decode(options);
+    let ps = profiles(&d);
+    let types: Vec<String> = ps.iter().map(|p| readable(&d, p).0).collect();
+    assert_eq!(
+        types,
+        [
+            "calls/count",
+            "bytecodes/count",
+            "cpu/nanoseconds",
+            "offcpu/nanoseconds",
+            "wall/nanoseconds"
+        ]
+    );
+    let [_, _, c, _, e, _] = stacks();
+    let lock = format!("futex_do_wait<off-CPU: lock<{c}");
+    let sleep = format!("do_nanosleep<off-CPU: sleep<{e}");
+    assert_eq!(readable(&d, ps[2]).1, vec![(c.clone(), 700)]);
+    assert_eq!(
+        readable(&d, ps[3]).1,
+        vec![(lock.clone(), 5_000), (sleep.clone(), 9_000)]
+    );
+    assert_eq!(
+        readable(&d, ps[4]).1,
+        vec![(c, 700), (lock, 5_000), (sleep, 9_000)]
+    );
+}
+
 #[test]
 fn resources_share_one_dictionary() {
     let mut b = OtlpBuilder::default();

@@ -60,7 +60,7 @@ pub struct OtlpConfig {
     #[serde(deserialize_with = "headers")]
     pub headers: BTreeMap<String, String>,
     /// https only: a PEM file of the CA certificates to trust instead of Mozilla's roots
-    /// (HTTP/protobuf; gRPC over TLS trusts Mozilla's roots). Default: none.
+    /// (both protocols; read and checked at start and on SIGHUP). Default: none.
     pub tls_ca_file: PathBuf,
     /// Added to every resource (e.g. `deployment.environment.name`); at most 32, never
     /// one jpd sets (`service.name`, `process.pid`, `process.runtime.*`). Default: none.

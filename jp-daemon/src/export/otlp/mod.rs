@@ -10,6 +10,7 @@ mod transport;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 use jp_mct::{Mct, PprofOptions};
@@ -21,18 +22,37 @@ use crate::refusals;
 use crate::store::jvm::JvmSummary;
 use crate::store::kernel::KernelView;
 
+/// `[otlp] resource_attributes` as jpd runs now (set at start and on SIGHUP, whether
+/// exporting is on or not): the files jpctl asks for carry the same resources as the
+/// exporter's requests.
+#[derive(Clone, Debug, Default)]
+pub struct OperatorAttributes(Arc<RwLock<BTreeMap<String, String>>>);
+
+impl OperatorAttributes {
+    pub fn set(&self, attributes: &BTreeMap<String, String>) {
+        let mut current = self.0.write().unwrap_or_else(|p| p.into_inner());
+        attributes.clone_into(&mut current);
+    }
+
+    pub fn get(&self) -> BTreeMap<String, String> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
 /// A JVM's tree as a `ProfilesData` message, its resource [`resource::jvm_resource`]
-/// (without a summary, e.g. a kept window's tree: `host.name` alone). Contexts folded
-/// below the depth cap are counted as pprof's are.
+/// with the operator's `extra` attributes (without a summary, e.g. a kept window's
+/// tree: `host.name` alone). Contexts folded below the depth cap are counted as
+/// pprof's are.
 pub fn write_mct(
     t: &Mct,
     options: PprofOptions<'_>,
     jvm: Option<&JvmSummary>,
+    extra: &BTreeMap<String, String>,
     w: &mut dyn Write,
 ) -> io::Result<()> {
     let host = host_name();
     let resource = match jvm {
-        Some(s) => resource::jvm_resource(s, &host, &BTreeMap::new()),
+        Some(s) => resource::jvm_resource(s, &host, extra),
         None => vec![jp_mct::otlp::string_attribute("host.name", &host)],
     };
     let folded = jp_mct::otlp::write_otlp(t, options, resource, w)?;
@@ -41,15 +61,17 @@ pub fn write_mct(
 }
 
 /// The kernel samples of `view` (counted since `start`) as a `ProfilesData` message, the
-/// kernel's resource without operator attributes; `None` before the kernel symbols are
-/// loaded.
-pub fn kernel_message(view: &KernelView, start: SystemTime, now: SystemTime) -> Option<Vec<u8>> {
+/// kernel's resource with the operator's `extra` attributes; `None` before the kernel
+/// symbols are loaded.
+pub fn kernel_message(
+    view: &KernelView,
+    start: SystemTime,
+    now: SystemTime,
+    extra: &BTreeMap<String, String>,
+) -> Option<Vec<u8>> {
     let symbols = view.symbols.as_ref()?;
     let p = kernel_pprof::window_profile(&view.counts, &view.status, symbols, start, now);
     let mut builder = jp_mct::otlp::OtlpBuilder::default();
-    builder.add(
-        resource::kernel_resource(&host_name(), &BTreeMap::new()),
-        &p,
-    );
+    builder.add(resource::kernel_resource(&host_name(), extra), &p);
     Some(prost::Message::encode_to_vec(&builder.finish()))
 }

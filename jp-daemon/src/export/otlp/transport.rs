@@ -13,11 +13,11 @@ use jp_proto::otlp_collector::profiles_service_client::ProfilesServiceClient;
 use jp_proto::otlp_collector::ExportProfilesServiceRequest;
 use prost::Message;
 use tonic::metadata::{MetadataKey, MetadataValue};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::Code;
 
 use super::config::OtlpConfig;
-use crate::export::pyroscope::wire::{Client, HttpTarget, PushError};
+use crate::export::pyroscope::wire::{ca_roots, Client, HttpTarget, PushError};
 use crate::export::pyroscope::Deliver;
 
 /// OTLP/gRPC: one channel, connected lazily (and again after a failure) by tonic.
@@ -32,19 +32,18 @@ pub struct GrpcClient {
 
 impl GrpcClient {
     pub fn new(cfg: &OtlpConfig) -> Result<GrpcClient, String> {
-        if cfg.endpoint.starts_with("https://") {
-            return Err(format!(
-                "otlp.endpoint = {:?}: gRPC over TLS is not supported yet; use protocol = \"http/protobuf\" for https",
-                cfg.endpoint
-            ));
-        }
         let timeout = Duration::from_secs(cfg.timeout_s);
-        let endpoint = Endpoint::from_shared(cfg.endpoint.clone())
+        let mut endpoint = Endpoint::from_shared(cfg.endpoint.clone())
             .map_err(|e| format!("otlp.endpoint = {:?}: {e}", cfg.endpoint))?
             .connect_timeout(timeout)
             .timeout(timeout)
             .user_agent(concat!("jpd/", env!("CARGO_PKG_VERSION")))
             .map_err(|e| format!("otlp: {e}"))?;
+        if cfg.endpoint.starts_with("https://") {
+            endpoint = endpoint
+                .tls_config(grpc_tls(cfg)?)
+                .map_err(|e| format!("otlp: cannot set up TLS: {e}"))?;
+        }
         let headers = cfg
             .headers
             .iter()
@@ -172,6 +171,20 @@ impl Deliver for HttpClient {
     }
 }
 
+/// TLS of an `https://` gRPC endpoint: the certificates of `tls_ca_file` (checked
+/// here, so a bad file stops the start instead of failing every export), else
+/// Mozilla's roots as OTLP/HTTP trusts; HTTP/2 negotiated by ALPN.
+fn grpc_tls(cfg: &OtlpConfig) -> Result<ClientTlsConfig, String> {
+    let tls = ClientTlsConfig::new();
+    Ok(match read_ca(cfg)? {
+        Some(pem) => {
+            ca_roots("otlp", &pem, &cfg.tls_ca_file)?;
+            tls.ca_certificate(Certificate::from_pem(pem))
+        }
+        None => tls.with_webpki_roots(),
+    })
+}
+
 /// `tls_ca_file`'s PEM, if set.
 fn read_ca(cfg: &OtlpConfig) -> Result<Option<Vec<u8>>, String> {
     if cfg.tls_ca_file.as_os_str().is_empty() {
@@ -183,4 +196,47 @@ fn read_ca(cfg: &OtlpConfig) -> Result<Option<Vec<u8>>, String> {
             cfg.tls_ca_file.display()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn https(ca: &std::path::Path) -> OtlpConfig {
+        OtlpConfig {
+            enabled: true,
+            endpoint: "https://collector.example:4317".into(),
+            tls_ca_file: ca.to_path_buf(),
+            ..OtlpConfig::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn grpc_over_tls_takes_a_ca_file_and_refuses_a_bad_one_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, params.self_signed(&key).unwrap().pem()).unwrap();
+        assert!(GrpcClient::new(&https(&ca)).is_ok());
+
+        let not_pem = dir.path().join("not.pem");
+        std::fs::write(&not_pem, "not a certificate\n").unwrap();
+        let e = GrpcClient::new(&https(&not_pem)).err().unwrap();
+        assert_eq!(
+            e,
+            format!(
+                "otlp.tls_ca_file = {:?}: holds no certificate",
+                not_pem.display()
+            )
+        );
+        let missing = dir.path().join("missing.pem");
+        let e = GrpcClient::new(&https(&missing)).err().unwrap();
+        assert!(e.starts_with("otlp.tls_ca_file = "), "{e}");
+        // Mozilla's roots without a CA file.
+        let mut cfg = https(&missing);
+        cfg.tls_ca_file = Default::default();
+        assert!(GrpcClient::new(&cfg).is_ok());
+    }
 }
