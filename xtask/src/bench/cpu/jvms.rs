@@ -101,7 +101,10 @@ pub(in crate::bench) fn jpd_config_with(dir: &Path, setting: JpdSetting) -> Resu
 }
 
 /// The running JVMs jpd lists: (pid, joined, main), joined = the `cpu` field is there.
-pub(in crate::bench) fn jvm_list(out: &Deliverables, socket: &Path) -> Result<Vec<(u32, bool, String)>> {
+pub(in crate::bench) fn jvm_list(
+    out: &Deliverables,
+    socket: &Path,
+) -> Result<Vec<(u32, bool, String)>> {
     let v = jpctl_json(out, socket, &["jvm", "list", "--json"])?;
     Ok(v["jvms"]
         .as_array()

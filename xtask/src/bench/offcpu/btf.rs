@@ -7,7 +7,10 @@ const BTF_MAGIC: u16 = 0xeb9f;
 /// The id of the type named `name` (the first with that name).
 pub(super) fn type_id(name: &str) -> Result<u32> {
     let btf = std::fs::read("/sys/kernel/btf/vmlinux").context("cannot read the kernel's BTF")?;
-    let u16_at = |at: usize| btf.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u16_at = |at: usize| {
+        btf.get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
     let u32_at = |at: usize| {
         btf.get(at..at + 4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))

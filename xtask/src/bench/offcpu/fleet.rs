@@ -74,7 +74,10 @@ pub(super) fn run(out: &Deliverables, dir: &Path) -> Result<String> {
         .collect();
     let (lo, hi) = min_max(&diffs);
     let verdict = if lo > 0.0 {
-        format!("off-CPU adds **{:.2}** points of one core (every round more)", median(&mut diffs.clone()))
+        format!(
+            "off-CPU adds **{:.2}** points of one core (every round more)",
+            median(&mut diffs.clone())
+        )
     } else {
         format!("the difference ({lo:.2} to {hi:.2} points) is not distinguishable from the spread between rounds")
     };

@@ -6,32 +6,61 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-use crate::build::Deliverables;
 use crate::setup::JDK17;
+
+/// Spinning threads of the preempted load: more than the 2 CPUs.
+const SPINNING: u32 = 4;
 
 /// A Switches JVM; killed when dropped.
 pub(super) struct SwitchJvm(Child);
 
 impl SwitchJvm {
-    /// One pair of threads at `round_trips` per second, the agent publishing their
-    /// contexts (`profiler=usdt`: jpd joins it).
-    pub(super) fn start(out: &Deliverables, dir: &Path, round_trips: u64) -> Result<SwitchJvm> {
+    /// `Switches`: one pair of threads at `round_trips` per second; their contexts in
+    /// native slots if `slot` (`publish=slot`), else on the heap (the default).
+    pub(super) fn pingpong(
+        agent: &Path,
+        dir: &Path,
+        round_trips: u64,
+        slot: bool,
+    ) -> Result<SwitchJvm> {
+        let options = if slot {
+            "profiler=usdt,publish=slot"
+        } else {
+            "profiler=usdt"
+        };
+        let args = ["Switches", "1", &round_trips.to_string()];
+        SwitchJvm::start(agent, options, dir, &args)
+    }
+
+    /// The cpu bench's `CpuLoad`: SPINNING threads (`load-N`) calling small methods, never
+    /// blocking.
+    pub(super) fn spinning(agent: &Path, dir: &Path) -> Result<SwitchJvm> {
+        SwitchJvm::start(
+            agent,
+            "profiler=usdt",
+            dir,
+            &["CpuLoad", &SPINNING.to_string(), "0", "1000"],
+        )
+    }
+
+    /// `main_and_args` under the agent with `options` (`profiler=usdt`: jpd joins it);
+    /// it prints `ready` once its threads run.
+    fn start(agent: &Path, options: &str, dir: &Path, main_and_args: &[&str]) -> Result<SwitchJvm> {
         let mut child = Command::new(Path::new(JDK17).join("bin/java"))
-            .arg(format!("-agentpath:{}=profiler=usdt", out.agent_lib.display()))
+            .arg(format!("-agentpath:{}={options}", agent.display()))
             .args(["-Xmx64m", "-cp"])
             .arg(dir)
-            .arg("Switches")
-            .args(["1".to_string(), round_trips.to_string()])
+            .args(main_and_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
             .context("cannot start java")?;
-        let stdout = child.stdout.take().context("Switches' stdout")?;
+        let stdout = child.stdout.take().context("the load JVM's stdout")?;
         let jvm = SwitchJvm(child);
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;
         if line.trim() != "ready" {
-            bail!("Switches did not start (printed {line:?})");
+            bail!("{main_and_args:?} did not start (printed {line:?})");
         }
         Ok(jvm)
     }
@@ -51,14 +80,17 @@ impl Drop for SwitchJvm {
 }
 
 /// Context switches (voluntary and not) of `pid`'s load threads so far: those named
-/// `ping…` or `pong…`.
+/// `ping…`, `pong…` or `load-…`.
 pub(super) fn thread_switches(pid: u32) -> Result<u64> {
     let dir = format!("/proc/{pid}/task");
     let mut total = 0;
     for entry in std::fs::read_dir(&dir).with_context(|| format!("cannot read {dir}"))? {
         let path = entry?.path();
         let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-        if !(comm.starts_with("ping") || comm.starts_with("pong")) {
+        if !["ping", "pong", "load-"]
+            .iter()
+            .any(|p| comm.starts_with(p))
+        {
             continue;
         }
         // A thread may end between readdir and read: it no longer counts.

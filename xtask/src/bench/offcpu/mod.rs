@@ -33,7 +33,10 @@ use super::report::write_section_after;
 use crate::build::Deliverables;
 use crate::cmd::root;
 use crate::setup::JDK17;
-use switch::{Arm, Setting};
+use switch::{Setting, ARMS};
+
+/// The agent's file name in the `switch` part.
+const AGENT_NAME: &str = "libjpagent-offcpu-bench.so";
 
 #[derive(ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Part {
@@ -83,16 +86,24 @@ fn switch_part(out: &Deliverables, dir: &Path) -> Result<String> {
     let window = Duration::from_secs(env_num("JP_OFFCPU_WINDOW_S", 10));
     let socket = dir.join("jpd-offcpu.sock");
     let config = dir.join("jpd-offcpu.toml");
+    // The agent under a name of the bench's own, which this jpd alone looks for: other
+    // people's JVMs with the agent (tests on this shared machine) are not joined, so their
+    // switches stay untracked in every arm.
+    let agent_lib = dir.join(AGENT_NAME);
+    std::fs::copy(&out.agent_lib, &agent_lib)?;
     // The cap raised out of the way: every tracked switch takes the whole path.
     std::fs::write(
         &config,
-        "[kernel]\noffcpu = true\noffcpu_max_switches_per_cpu_per_second = 1000000\n\n\
-[usdt]\nscan_interval_ms = 500\n",
+        format!(
+            "[kernel]\noffcpu = true\noffcpu_max_switches_per_cpu_per_second = 1000000\n\n\
+[usdt]\nscan_interval_ms = 500\nlibrary = \"{AGENT_NAME}\"\n"
+        ),
     )?;
     let jpd = Jpd::start_with(out, &socket, Some(&config))?;
     let probes = switch::probes(&jpd)?;
     let setting = Setting {
         out,
+        agent_lib: &agent_lib,
         dir,
         socket: &socket,
         window,
@@ -101,13 +112,9 @@ fn switch_part(out: &Deliverables, dir: &Path) -> Result<String> {
     let load_before = load_average();
     let mut windows = Vec::new();
     for round in 0..rounds {
-        // Alternating order: a drift of the machine hits both arms alike.
-        let order = if round % 2 == 0 {
-            [Arm::Untracked, Arm::Tracked]
-        } else {
-            [Arm::Tracked, Arm::Untracked]
-        };
-        for arm in order {
+        // Rotating order: a drift of the machine hits every arm alike.
+        for i in 0..ARMS.len() {
+            let arm = ARMS[(i + round) % ARMS.len()];
             eprintln!(
                 "xtask: bench offcpu switch: round {}/{rounds}, {}",
                 round + 1,

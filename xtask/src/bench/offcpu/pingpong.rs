@@ -2,8 +2,8 @@
 //! pipes at a set rate of round trips, paced in 1 ms ticks as the JVM load (`Switches.java`)
 //! is. Every hand-over blocks one thread in `pipe_read` and wakes the other: context
 //! switches of a process jpd does not track.
-use std::io::{Read as _, Write as _};
 use std::fs::File;
+use std::io::{Read as _, Write as _};
 use std::os::fd::FromRawFd as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -49,8 +49,8 @@ impl PingPong {
                     }
                     let due = round_trips_per_s * tick / 1000;
                     while done < due {
-                        let ok = to_pong_w.write_all(&b).is_ok()
-                            && to_ping_r.read_exact(&mut b).is_ok();
+                        let ok =
+                            to_pong_w.write_all(&b).is_ok() && to_ping_r.read_exact(&mut b).is_ok();
                         if !ok {
                             return;
                         }

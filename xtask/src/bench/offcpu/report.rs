@@ -1,7 +1,21 @@
 //! The `switch` part's table and verdicts.
-use super::switch::{Arm, Setting, Window};
+use super::switch::{Arm, Setting, Window, ARMS};
 use crate::bench::cpu::spread_cell;
 use crate::bench::report::median;
+
+/// Per switch of the load's threads (one switch-out and its switch-in), round by round:
+/// the window's difference less the switches of other tasks (priced at the same round's
+/// untracked difference), over the load's share.
+fn per_load_switch(windows: &[Window], arm: Arm, untracked: &[f64]) -> Vec<f64> {
+    let deltas = of(windows, arm, Window::delta);
+    let shares = of(windows, arm, Window::load_share);
+    deltas
+        .iter()
+        .zip(untracked)
+        .zip(&shares)
+        .map(|((d, u), s)| (d - (1.0 - s) * u) / s.max(0.01))
+        .collect()
+}
 
 /// The issue's goals, ns per switch above the empty program.
 const GOAL_TRACKED_NS: f64 = 150.0;
@@ -25,7 +39,7 @@ fn verdict(values: &[f64], goal: f64) -> String {
 
 pub(super) fn switch(windows: &[Window], s: &Setting, btf: bool, load_before: &str) -> String {
     let mut rows = String::new();
-    for arm in [Arm::Untracked, Arm::Tracked] {
+    for arm in ARMS {
         let cell = |f: &dyn Fn(&Window) -> f64, digits| spread_cell(&of(windows, arm, f), digits);
         let btf_cell = if btf {
             cell(&|w| w.btf.per_run() - w.empty.per_run(), 1)
@@ -50,14 +64,13 @@ pub(super) fn switch(windows: &[Window], s: &Setting, btf: bool, load_before: &s
     }
     let untracked = of(windows, Arm::Untracked, Window::delta);
     let tracked = of(windows, Arm::Tracked, Window::delta);
-    // Per tracked switch, round by round: the tracked window's average less its untracked
-    // part (priced at the same round's untracked figure), over the load's share.
-    let shares = of(windows, Arm::Tracked, Window::load_share);
-    let per_tracked: Vec<f64> = tracked
+    let per_tracked = per_load_switch(windows, Arm::Tracked, &untracked);
+    let per_slot = per_load_switch(windows, Arm::TrackedSlot, &untracked);
+    let per_preempted = per_load_switch(windows, Arm::Preempted, &untracked);
+    let walk: Vec<f64> = per_tracked
         .iter()
-        .zip(&untracked)
-        .zip(&shares)
-        .map(|((t, u), s)| (t - (1.0 - s) * u) / s.max(0.01))
+        .zip(&per_preempted)
+        .map(|(t, p)| t - p)
         .collect();
     format!(
         "### `jp_offcpu` per context switch, above an empty program at the same attach point\n\n\
@@ -74,16 +87,23 @@ not track it: one `JP_JVM_PIDS` miss going out and one coming in); **tracked**: 
 agent `profiler=usdt`, joined by jpd) whose two threads hand a turn over with \
 `LockSupport.park/unpark` (futex waits: every switch-out of theirs reads the context, walks \
 the kernel stack and remembers the period; every switch-in times and logs it; a window starts \
-once jpd shows off-CPU time under the JVM's contexts). \"Load share\": 2 × the load threads' own \
-switches (`/proc/…/status`) over all the host's switches (each switch-out and its switch-in \
-are a run each); the rest are other processes of this shared machine. \"Other JVMs joined\": \
+once jpd shows off-CPU time under the JVM's contexts); **tracked, `publish=slot`**: the same \
+JVM with the agent's `publish=slot` (the context read from a native slot: one user read at \
+switch-out instead of two, the reference and the object's field); **tracked, preempted**: the cpu bench's \
+CpuLoad JVM, 4 threads spinning on calls (joined; more threads than CPUs, so their switches \
+are preemptions: the tracked path with the run-queue reason, no kernel stack walk). \"Load \
+share\": the load threads' own switches (`/proc/…/status`, each a switch-out) over all the \
+host's switches (each run of a program is one switch); the rest are other processes of this \
+shared machine. \"Other JVMs joined\": \
 other people's JVMs with the agent (tests) that this jpd joined during a window (their \
 switches were tracked too). Machine load average (1 min) at the start: {load_before}.\n\n\
 | load | switches/s (host) | load share % | empty ns/run | `jp_offcpu` ns/run | `jp_offcpu` − empty, ns | empty tp_btf − empty raw_tp, ns | other JVMs joined |\n\
 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n{rows}\n\
-Each cell: median [min–max] over rounds. Per tracked switch (the tracked window's difference \
-less its untracked share priced at the same round's untracked difference, over the load's \
-share): {} ns.\n\n\
+Each cell: median [min–max] over rounds. Per switch of the load's own threads (a switch-out \
+and its switch-in: the window's difference less the other tasks' switches priced at the same \
+round's untracked difference, over the load's share): blocked (park/unpark) {} ns, the same with \
+`publish=slot` {} ns, preempted {} ns; blocked − preempted (the kernel stack walk of a blocked \
+switch-out, and what else differs between the two loads) {} ns.\n\n\
 - Goal, switches of processes jpd does not track ≤ {GOAL_UNTRACKED_NS:.0} ns above the empty \
 program: {}.\n\
 - Goal, ≤ {GOAL_TRACKED_NS:.0} ns per switch on average above the empty program under ~20 k \
@@ -96,8 +116,11 @@ switches/s with the JVM join on (the tracked load): {}; per tracked switch alone
         s.window.as_secs(),
         s.round_trips,
         s.round_trips * 4 + 2000,
-        windows.len() / 2,
+        windows.len() / ARMS.len(),
         spread_cell(&per_tracked, 0),
+        spread_cell(&per_slot, 0),
+        spread_cell(&per_preempted, 0),
+        spread_cell(&walk, 0),
         verdict(&untracked, GOAL_UNTRACKED_NS),
         verdict(&tracked, GOAL_TRACKED_NS),
         verdict(&per_tracked, GOAL_TRACKED_NS),

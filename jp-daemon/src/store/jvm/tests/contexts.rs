@@ -164,5 +164,9 @@ fn a_carriers_offcpu_time_counts_under_the_mounted_virtual_thread_also_after_its
         .expect("f() at the root");
     let offcpu = &snap.cpu().expect("CPU").offcpu;
     let at_f = offcpu.get(&(f as u32, REASON)).copied();
-    assert_eq!(at_f, Some(9000), "both periods under the virtual thread's f()");
+    assert_eq!(
+        at_f,
+        Some(9000),
+        "both periods under the virtual thread's f()"
+    );
 }
