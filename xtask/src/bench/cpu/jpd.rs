@@ -179,6 +179,25 @@ pub(in crate::bench) fn jpd_window(
     })
 }
 
+/// jpd's CPU (% of one core) in the windows labelled `label`.
+pub(in crate::bench) fn cpu_of(windows: &[JpdWindow], label: &str) -> Vec<f64> {
+    windows
+        .iter()
+        .filter(|w| w.label == label)
+        .map(|w| w.cpu_pct)
+        .collect()
+}
+
+/// jpd's median resident memory (MiB) in the windows labelled `label`.
+pub(in crate::bench) fn rss_median(windows: &[JpdWindow], label: &str) -> f64 {
+    let mut v: Vec<f64> = windows
+        .iter()
+        .filter(|w| w.label == label)
+        .map(|w| w.rss_mib)
+        .collect();
+    median(&mut v)
+}
+
 pub(super) fn run(out: &Deliverables, dir: &Path) -> Result<String> {
     let jvms = env_num("JP_CPU_JVMS", 20);
     let threads = env_num("JP_CPU_THREADS", 50) as u32;
@@ -228,21 +247,8 @@ pub(super) fn run(out: &Deliverables, dir: &Path) -> Result<String> {
             w.label, w.cpu_pct, w.rss_mib, w.load_cores, w.listed, w.joined, w.resolved
         ));
     }
-    let of = |label: &str| -> Vec<f64> {
-        windows
-            .iter()
-            .filter(|w| w.label == label)
-            .map(|w| w.cpu_pct)
-            .collect()
-    };
-    let rss_of = |label: &str| -> f64 {
-        let mut v: Vec<f64> = windows
-            .iter()
-            .filter(|w| w.label == label)
-            .map(|w| w.rss_mib)
-            .collect();
-        median(&mut v)
-    };
+    let of = |label: &str| cpu_of(&windows, label);
+    let rss_of = |label: &str| rss_median(&windows, label);
     let (on, off, bare) = (of(ON), of(OFF), of(BARE));
     let diffs: Vec<f64> = windows
         .chunks(2)

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::bench::cpu::jpd::{jpd_window, JpdWindow, Loads};
+use crate::bench::cpu::jpd::{cpu_of, jpd_window, rss_median, JpdWindow, Loads};
 use crate::bench::cpu::jvms::JpdSetting;
 use crate::bench::cpu::{min_max, spread_cell};
 use crate::bench::harness::env_num;
@@ -49,21 +49,8 @@ pub(super) fn run(out: &Deliverables, dir: &Path) -> Result<String> {
             w.label, w.cpu_pct, w.rss_mib, w.load_cores, w.joined, w.resolved
         ));
     }
-    let of = |label: &str| -> Vec<f64> {
-        windows
-            .iter()
-            .filter(|w| w.label == label)
-            .map(|w| w.cpu_pct)
-            .collect()
-    };
-    let rss = |label: &str| -> f64 {
-        let mut v: Vec<f64> = windows
-            .iter()
-            .filter(|w| w.label == label)
-            .map(|w| w.rss_mib)
-            .collect();
-        median(&mut v)
-    };
+    let of = |label: &str| cpu_of(&windows, label);
+    let rss = |label: &str| rss_median(&windows, label);
     let diffs: Vec<f64> = windows
         .chunks(2)
         .map(|c| match c {

@@ -95,8 +95,9 @@ are preemptions: the tracked path with the run-queue reason, no kernel stack wal
 share\": the load threads' own switches (`/proc/…/status`, each a switch-out) over all the \
 host's switches (each run of a program is one switch); the rest are other processes of this \
 shared machine. \"Other JVMs joined\": \
-other people's JVMs with the agent (tests) that this jpd joined during a window (their \
-switches were tracked too). Machine load average (1 min) at the start: {load_before}.\n\n\
+running JVMs other than the window's own that this jpd joined (the most in any window; \
+other people's tests on this machine load the agent under its usual name, which this jpd \
+does not look for: the bench's JVMs load a copy under a name of their own). Machine load average (1 min) at the start: {load_before}.\n\n\
 | load | switches/s (host) | load share % | empty ns/run | `jp_offcpu` ns/run | `jp_offcpu` − empty, ns | empty tp_btf − empty raw_tp, ns | other JVMs joined |\n\
 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n{rows}\n\
 Each cell: median [min–max] over rounds. Per switch of the load's own threads (a switch-out \

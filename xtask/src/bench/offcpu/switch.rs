@@ -154,9 +154,11 @@ pub(super) fn window(s: &Setting, probes: &Probes, arm: Arm) -> Result<Window> {
     );
     drop(stats);
     let list = jvm_list(s.out, s.socket)?;
+    // Running JVMs other than this window's (the earlier windows' JVMs stay listed, exited).
+    let ours = jvm.as_ref().map(SwitchJvm::pid);
     let foreign_joined = list
         .iter()
-        .filter(|(p, j, _)| *j && Some(*p) != jvm.as_ref().map(SwitchJvm::pid))
+        .filter(|(p, j, _)| *j && Some(*p) != ours && Path::new(&format!("/proc/{p}")).exists())
         .count();
     if let Some(j) = &jvm {
         if !list.iter().any(|(p, joined, _)| *p == j.pid() && *joined) {
