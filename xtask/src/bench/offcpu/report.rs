@@ -17,7 +17,7 @@ fn per_load_switch(windows: &[Window], arm: Arm, untracked: &[f64]) -> Vec<f64> 
         .collect()
 }
 
-/// The goals, ns per switch above the empty program.
+/// The goals, ns per switch above the empty program.
 const GOAL_TRACKED_NS: f64 = 150.0;
 const GOAL_UNTRACKED_NS: f64 = 50.0;
 
