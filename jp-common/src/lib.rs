@@ -191,10 +191,13 @@ pub struct CtxKey {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct OffcpuRecord {
     pub tgid: u32,
-    /// The context's node id, as the thread's slot said at switch-out.
-    pub id: u32,
+    pub _pad: u32,
     /// The thread's stream.
     pub stream: u64,
+    /// The thread's slot word at switch-out, whole: the context's node id in the low half;
+    /// a carrier's names the mounted virtual thread's stream in the high half (read as a
+    /// CPU sample's `CtxKey::id`, see `ctx_kind::USER`).
+    pub id: u64,
     /// Switch-out to switch-in (ns).
     pub ns: u64,
     /// Why it was off CPU: the kernel function it blocked in, or one of [`offcpu_reason`].
@@ -407,7 +410,7 @@ mod tests {
     #[test]
     fn shared_types_have_no_implicit_padding() {
         assert_eq!(size_of::<ProbeConfig>(), 7 * 8 + 8 * 4);
-        assert_eq!(size_of::<OffcpuRecord>(), 32);
+        assert_eq!(size_of::<OffcpuRecord>(), 40);
         assert_eq!(size_of::<OffcpuCpu>(), 64);
         // Two log records to a line.
         assert_eq!(size_of::<CtxKey>(), 32);

@@ -38,8 +38,8 @@ pub struct OffcpuStart {
     pub task: u64,
     pub stream: u64,
     pub reason: u64,
-    pub id: u32,
-    pub _pad: u32,
+    /// The slot's word, whole (a carrier's names the mounted virtual thread: jpd reads it).
+    pub id: u64,
 }
 
 jp_map!(
@@ -112,19 +112,14 @@ fn switch_out(ctx: &RawTracePointContext, cfg: &ProbeConfig) {
     } else {
         blocked_in(ctx, cfg)
     };
-    // A carrier's slot names the mounted virtual thread's stream in its high half: a
-    // carrier blocked while a virtual thread is mounted waits in that thread's context.
-    let stream = match id >> 32 {
-        0 => thread.stream,
-        carried => carried,
-    };
+    // The word goes whole: a carrier's names the mounted virtual thread in its high half,
+    // which jpd reads as it reads a CPU sample's (one place, one reading).
     let start = OffcpuStart {
         at_ns: now,
         task: ctx.arg(1),
-        stream,
+        stream: thread.stream,
         reason,
-        id: id as u32,
-        _pad: 0,
+        id,
     };
     // An LRU insert does not fail for want of room.
     let _ = JP_OFFCPU_START.insert(&pid_tgid, &start, 0);
@@ -213,6 +208,7 @@ fn switch_in(cfg: &ProbeConfig, next: u64) {
     }
     let record = OffcpuRecord {
         tgid: (pid_tgid >> 32) as u32,
+        _pad: 0,
         id: start.id,
         stream: start.stream,
         ns: now - start.at_ns,

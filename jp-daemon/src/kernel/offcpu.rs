@@ -65,7 +65,7 @@ impl OffcpuLog {
         }
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         let after = self.cpus.read();
-        let mut sums: HashMap<(u32, u64, u32, u64), (u64, u64)> = HashMap::new();
+        let mut sums: HashMap<(u32, u64, u64, u64), (u64, u64)> = HashMap::new();
         for (cpu, start, records) in read {
             let now = after.get(cpu).map_or(0, |c| c.logged);
             let unsure = now.saturating_sub(self.per_cpu).saturating_sub(start);
@@ -94,6 +94,7 @@ impl OffcpuLog {
             .map(|((tgid, stream, id, reason), (ns, n))| {
                 let r = OffcpuRecord {
                     tgid,
+                    _pad: 0,
                     id,
                     stream,
                     ns,

@@ -52,7 +52,7 @@ struct ProgLoadAttr {
     _pad: u32,
 }
 
-fn bpf(cmd: libc::c_long, attr: *mut libc::c_void, size: usize) -> Result<OwnedFd> {
+pub fn bpf(cmd: libc::c_long, attr: *mut libc::c_void, size: usize) -> Result<OwnedFd> {
     // SAFETY: `attr` points to a bpf_attr prefix of `size` bytes owned by the caller.
     let fd = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr, size as libc::c_uint) };
     if fd < 0 {
@@ -140,41 +140,51 @@ impl Floor {
     /// The empty program's (runs, run time ns) so far (moving only while the BPF
     /// statistics are on).
     pub fn program_stats(&self) -> Result<(u64, u64)> {
-        #[repr(C)]
-        struct InfoAttr {
-            bpf_fd: u32,
-            info_len: u32,
-            info: u64,
-        }
-        let mut info = [0u8; 256];
-        let mut attr = InfoAttr {
-            bpf_fd: std::os::fd::AsRawFd::as_raw_fd(&self.prog) as u32,
-            info_len: info.len() as u32,
-            info: info.as_mut_ptr() as u64,
-        };
-        // SAFETY: a valid info_by_fd attr; the kernel writes at most `info_len` bytes
-        // into `info`.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_OBJ_GET_INFO_BY_FD,
-                &mut attr as *mut InfoAttr,
-                std::mem::size_of::<InfoAttr>() as libc::c_uint,
-            )
-        };
-        if rc < 0 {
-            bail!(
-                "BPF_OBJ_GET_INFO_BY_FD: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        let field = |at: usize| -> u64 {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&info[at..at + 8]);
-            u64::from_ne_bytes(b)
-        };
-        Ok((field(PROG_INFO_RUN_CNT), field(PROG_INFO_RUN_TIME_NS)))
+        Ok(run_stats(&prog_info(&self.prog)?))
     }
+}
+
+/// `struct bpf_prog_info` of the program `prog` (its first 256 bytes).
+pub fn prog_info(prog: &OwnedFd) -> Result<[u8; 256]> {
+    #[repr(C)]
+    struct InfoAttr {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    let mut info = [0u8; 256];
+    let mut attr = InfoAttr {
+        bpf_fd: std::os::fd::AsRawFd::as_raw_fd(prog) as u32,
+        info_len: info.len() as u32,
+        info: info.as_mut_ptr() as u64,
+    };
+    // SAFETY: a valid info_by_fd attr; the kernel writes at most `info_len` bytes
+    // into `info`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            &mut attr as *mut InfoAttr,
+            std::mem::size_of::<InfoAttr>() as libc::c_uint,
+        )
+    };
+    if rc < 0 {
+        bail!(
+            "BPF_OBJ_GET_INFO_BY_FD: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(info)
+}
+
+/// (runs, run time ns) from a `bpf_prog_info` (moving only while the statistics are on).
+pub fn run_stats(info: &[u8; 256]) -> (u64, u64) {
+    let field = |at: usize| -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&info[at..at + 8]);
+        u64::from_ne_bytes(b)
+    };
+    (field(PROG_INFO_RUN_CNT), field(PROG_INFO_RUN_TIME_NS))
 }
 
 fn ioctl(fd: &OwnedFd, request: libc::c_ulong, arg: libc::c_ulong) -> Result<()> {

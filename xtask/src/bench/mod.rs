@@ -12,6 +12,7 @@ mod harness;
 mod hostile;
 mod jvm;
 mod kernel;
+mod offcpu;
 mod report;
 mod usdt;
 mod windows;
@@ -51,6 +52,13 @@ pub enum Which {
         /// Parts to run (all by default): sampler, agent, programs, jpd.
         #[arg(value_enum)]
         parts: Vec<cpu::Part>,
+    },
+    /// Off-CPU time: the scheduler program's ns per context switch above an empty program
+    /// at the same attach point, tracked and untracked; jpd's CPU with a fleet, off-CPU on/off.
+    Offcpu {
+        /// Parts to run (all by default): switch, jpd.
+        #[arg(value_enum)]
+        parts: Vec<offcpu::Part>,
     },
     /// Hostile load: each attack of the `hostile` suite beside a real JVM; jpd's peak
     /// memory and CPU, the real JVM's rounds during the attack against before it.
@@ -97,6 +105,7 @@ pub fn run(which: Which) -> Result<()> {
         Which::Usdt => usdt::run(&everything()?),
         Which::Fleet { parts } => fleet::run(&everything()?, &parts),
         Which::Cpu { parts } => cpu::run(&everything()?, &parts),
+        Which::Offcpu { parts } => offcpu::run(&everything()?, &parts),
         Which::Hostile { quick } => hostile::run(&everything()?, quick),
         Which::Windows {
             parts,

@@ -87,7 +87,7 @@ impl ContextOffcpu {
         resolve: &dyn Fn(u64, u64) -> Option<u32>,
     ) {
         let periods = Periods { ns: r.ns, n };
-        let key = (r.stream, u64::from(r.id), r.reason);
+        let key = (r.stream, r.id, r.reason);
         match resolve(key.0, key.1) {
             Some(node) => self
                 .by_node
@@ -250,9 +250,10 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn record(stream: u64, id: u32, reason: u64, ns: u64) -> OffcpuRecord {
+    fn record(stream: u64, id: u64, reason: u64, ns: u64) -> OffcpuRecord {
         OffcpuRecord {
             tgid: 1,
+            _pad: 0,
             id,
             stream,
             ns,

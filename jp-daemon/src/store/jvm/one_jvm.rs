@@ -675,13 +675,12 @@ impl Jvm {
         now: SystemTime,
     ) {
         self.cpu.period_ns = period_ns;
-        let carried = key.id >> 32;
         let on_context = matches!(
             key.kind,
             jp_common::ctx_kind::USER | jp_common::ctx_kind::KERNEL
         );
-        if on_context && carried != 0 && self.threads.contains_key(&carried) {
-            self.carried.insert(carried);
+        if on_context {
+            self.note_carried(key.id);
         }
         let (threads, ended) = (&self.threads, &self.ended_node_maps);
         let resolve = |stream: u64, id: u64| resolve_node(threads, ended, stream, id);
@@ -691,10 +690,20 @@ impl Jvm {
 
     /// Off-CPU time of this JVM's threads, from the scheduler program.
     pub fn offcpu_periods(&mut self, r: &jp_common::OffcpuRecord, n: u64, now: SystemTime) {
+        self.note_carried(r.id);
         let (threads, ended) = (&self.threads, &self.ended_node_maps);
         let resolve = |stream: u64, id: u64| resolve_node(threads, ended, stream, id);
         self.offcpu.add(r, n, now, &resolve);
         self.change += 1;
+    }
+
+    /// A carrier's slot word (`id`) names in its high half the live virtual thread mounted
+    /// on it: that thread's ids are then kept at its end, for what is read after it.
+    fn note_carried(&mut self, id: u64) {
+        let carried = id >> 32;
+        if carried != 0 && self.threads.contains_key(&carried) {
+            self.carried.insert(carried);
+        }
     }
 
     /// Samples and off-CPU time that waited for their node: resolved if it came, or expired.

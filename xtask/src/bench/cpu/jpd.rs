@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::jvms::{context_cpu_ns, jpd_config, jvm_list, wait_for, Load};
+use super::jvms::{context_cpu_ns, jpd_config_with, jvm_list, wait_for, JpdSetting, Load};
 use super::{min_max, spread_cell};
 use crate::bench::harness::{env_num, rss_kib, Jpd};
 use crate::bench::report::median;
@@ -19,7 +19,7 @@ const LIGHT_WORK: u32 = 20;
 const JPD_WARMUP: Duration = Duration::from_secs(10);
 
 /// utime + stime of a process (all its threads, ended ones included), in seconds.
-fn process_cpu_s(pid: u32) -> Result<f64> {
+pub(in crate::bench) fn process_cpu_s(pid: u32) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .with_context(|| format!("cannot read /proc/{pid}/stat"))?;
     // The command name may hold spaces and parentheses: fields count from the last ')'.
@@ -41,10 +41,10 @@ fn process_cpu_s(pid: u32) -> Result<f64> {
 }
 
 /// The fleet: killed when dropped.
-struct Loads(Vec<Load>);
+pub(in crate::bench) struct Loads(Vec<Load>);
 
 impl Loads {
-    fn start(
+    pub(in crate::bench) fn start(
         out: &Deliverables,
         dir: &Path,
         agent: bool,
@@ -84,30 +84,31 @@ impl Loads {
     }
 }
 
-struct JpdWindow {
-    label: &'static str,
-    cpu_pct: f64,
-    rss_mib: f64,
-    load_cores: f64,
-    joined: usize,
-    listed: usize,
+pub(in crate::bench) struct JpdWindow {
+    pub label: &'static str,
+    pub cpu_pct: f64,
+    pub rss_mib: f64,
+    pub load_cores: f64,
+    pub joined: usize,
+    pub listed: usize,
     /// JVMs with CPU counted under their resolved contexts.
-    resolved: usize,
+    pub resolved: usize,
 }
 
-/// One window: a jpd started for it, every JVM listed (and joined, if `join`), a warm-up,
-/// then jpd's CPU over `window`.
-fn jpd_window(
+/// One window: a jpd started for it, every JVM listed (and joined, if `setting.join`), a
+/// warm-up, then jpd's CPU over `window`.
+pub(in crate::bench) fn jpd_window(
     out: &Deliverables,
     dir: &Path,
     loads: &Loads,
     label: &'static str,
     agent: bool,
-    join: bool,
+    setting: JpdSetting,
     window: Duration,
 ) -> Result<JpdWindow> {
+    let join = setting.join;
     let socket = dir.join("jpd-fleet.sock");
-    let config = jpd_config(dir, join)?;
+    let config = jpd_config_with(dir, setting)?;
     let mut jpd = Jpd::start_with(out, &socket, Some(&config))?;
     let pids = loads.pids();
     let count = |list: &[(u32, bool, String)], joined: bool| {
@@ -178,6 +179,25 @@ fn jpd_window(
     })
 }
 
+/// jpd's CPU (% of one core) in the windows labelled `label`.
+pub(in crate::bench) fn cpu_of(windows: &[JpdWindow], label: &str) -> Vec<f64> {
+    windows
+        .iter()
+        .filter(|w| w.label == label)
+        .map(|w| w.cpu_pct)
+        .collect()
+}
+
+/// jpd's median resident memory (MiB) in the windows labelled `label`.
+pub(in crate::bench) fn rss_median(windows: &[JpdWindow], label: &str) -> f64 {
+    let mut v: Vec<f64> = windows
+        .iter()
+        .filter(|w| w.label == label)
+        .map(|w| w.rss_mib)
+        .collect();
+    median(&mut v)
+}
+
 pub(super) fn run(out: &Deliverables, dir: &Path) -> Result<String> {
     let jvms = env_num("JP_CPU_JVMS", 20);
     let threads = env_num("JP_CPU_THREADS", 50) as u32;
@@ -203,14 +223,22 @@ pub(super) fn run(out: &Deliverables, dir: &Path) -> Result<String> {
                     round + 1
                 );
                 let label = if join { ON } else { OFF };
-                windows.push(jpd_window(out, dir, &loads, label, true, join, window)?);
+                let setting = JpdSetting {
+                    join,
+                    offcpu: false,
+                };
+                windows.push(jpd_window(out, dir, &loads, label, true, setting, window)?);
             }
         }
     }
     eprintln!("xtask: bench cpu jpd: the same JVMs without the agent");
     {
         let loads = Loads::start(out, dir, false, jvms, threads)?;
-        windows.push(jpd_window(out, dir, &loads, BARE, false, true, window)?);
+        let setting = JpdSetting {
+            join: true,
+            offcpu: false,
+        };
+        windows.push(jpd_window(out, dir, &loads, BARE, false, setting, window)?);
     }
     let mut rows = String::new();
     for w in &windows {
@@ -219,21 +247,8 @@ pub(super) fn run(out: &Deliverables, dir: &Path) -> Result<String> {
             w.label, w.cpu_pct, w.rss_mib, w.load_cores, w.listed, w.joined, w.resolved
         ));
     }
-    let of = |label: &str| -> Vec<f64> {
-        windows
-            .iter()
-            .filter(|w| w.label == label)
-            .map(|w| w.cpu_pct)
-            .collect()
-    };
-    let rss_of = |label: &str| -> f64 {
-        let mut v: Vec<f64> = windows
-            .iter()
-            .filter(|w| w.label == label)
-            .map(|w| w.rss_mib)
-            .collect();
-        median(&mut v)
-    };
+    let of = |label: &str| cpu_of(&windows, label);
+    let rss_of = |label: &str| rss_median(&windows, label);
     let (on, off, bare) = (of(ON), of(OFF), of(BARE));
     let diffs: Vec<f64> = windows
         .chunks(2)

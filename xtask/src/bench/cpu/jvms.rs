@@ -67,12 +67,33 @@ impl Drop for Load {
     }
 }
 
+/// What a bench's jpd runs with: the join, and off-CPU time (`kernel.offcpu`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(in crate::bench) struct JpdSetting {
+    pub join: bool,
+    pub offcpu: bool,
+}
+
 /// A jpd configuration: the join on or off; JVMs found within half a second.
 pub(super) fn jpd_config(dir: &Path, join: bool) -> Result<PathBuf> {
-    let path = dir.join(format!("jpd-join-{join}.toml"));
+    jpd_config_with(
+        dir,
+        JpdSetting {
+            join,
+            offcpu: false,
+        },
+    )
+}
+
+/// A jpd configuration of `setting`; JVMs found within half a second.
+pub(in crate::bench) fn jpd_config_with(dir: &Path, setting: JpdSetting) -> Result<PathBuf> {
+    let JpdSetting { join, offcpu } = setting;
+    let path = dir.join(format!("jpd-join-{join}-offcpu-{offcpu}.toml"));
     let mut body = String::new();
     if !join {
         body.push_str("[kernel]\njvm_contexts = false\n\n");
+    } else if offcpu {
+        body.push_str("[kernel]\noffcpu = true\n\n");
     }
     body.push_str("[usdt]\nscan_interval_ms = 500\n");
     std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
@@ -80,7 +101,10 @@ pub(super) fn jpd_config(dir: &Path, join: bool) -> Result<PathBuf> {
 }
 
 /// The running JVMs jpd lists: (pid, joined, main), joined = the `cpu` field is there.
-pub(super) fn jvm_list(out: &Deliverables, socket: &Path) -> Result<Vec<(u32, bool, String)>> {
+pub(in crate::bench) fn jvm_list(
+    out: &Deliverables,
+    socket: &Path,
+) -> Result<Vec<(u32, bool, String)>> {
     let v = jpctl_json(out, socket, &["jvm", "list", "--json"])?;
     Ok(v["jvms"]
         .as_array()
@@ -98,7 +122,7 @@ pub(super) fn jvm_list(out: &Deliverables, socket: &Path) -> Result<Vec<(u32, bo
 
 /// CPU jpd counted under the JVM's resolved contexts (`jpctl jvm top --by cpu`): more than
 /// 0 only if the sampler read its threads' slots, not just counted its threads by name.
-pub(super) fn context_cpu_ns(out: &Deliverables, socket: &Path, pid: u32) -> Result<u64> {
+pub(in crate::bench) fn context_cpu_ns(out: &Deliverables, socket: &Path, pid: u32) -> Result<u64> {
     let v = jpctl_json(
         out,
         socket,
@@ -122,7 +146,7 @@ pub(super) fn context_cpu_ns(out: &Deliverables, socket: &Path, pid: u32) -> Res
 }
 
 /// Polls `ready` every 500 ms until it says yes; fails after `limit` naming `what`.
-pub(super) fn wait_for(
+pub(in crate::bench) fn wait_for(
     what: &str,
     limit: Duration,
     mut ready: impl FnMut() -> Result<bool>,

@@ -26,8 +26,8 @@
 //! (50), `JP_CPU_JPD_WINDOW_S` (30), `JP_CPU_JPD_ROUNDS` (2 per arm), `JP_CPU_PROGRAM_PAIRS`
 //! (4 sets), `JP_CPU_PROGRAMS` (e.g. `jython,rhino`: only those; all four by default).
 mod agent;
-mod jpd;
-mod jvms;
+pub(super) mod jpd;
+pub(super) mod jvms;
 mod programs;
 mod sampler;
 
@@ -91,7 +91,7 @@ same run mean something.",
     Ok(())
 }
 
-fn today() -> String {
+pub(super) fn today() -> String {
     Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
         .output()
@@ -101,7 +101,7 @@ fn today() -> String {
 }
 
 /// A scratch directory with CpuLoad and the jvm bench's CostModel compiled.
-fn prepare() -> Result<PathBuf> {
+pub(super) fn prepare() -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("jp-bench-cpu-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let javac = Path::new(JDK17).join("bin/javac");
@@ -121,14 +121,14 @@ fn java() -> PathBuf {
     Path::new(JDK17).join("bin/java")
 }
 
-fn min_max(v: &[f64]) -> (f64, f64) {
+pub(super) fn min_max(v: &[f64]) -> (f64, f64) {
     let min = v.iter().copied().fold(f64::INFINITY, f64::min);
     let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     (min, max)
 }
 
 /// `median [min–max]` with `digits` decimals.
-fn spread_cell(v: &[f64], digits: usize) -> String {
+pub(super) fn spread_cell(v: &[f64], digits: usize) -> String {
     let (lo, hi) = min_max(v);
     format!(
         "{:.digits$} [{lo:.digits$}–{hi:.digits$}]",

@@ -132,3 +132,41 @@ fn a_carriers_sample_counts_under_the_mounted_virtual_threads_context() {
         .expect("f() at the root");
     assert_eq!(own[f], 9000, "the late sample of the ended virtual thread");
 }
+
+#[test]
+fn a_carriers_offcpu_time_counts_under_the_mounted_virtual_thread_also_after_its_end() {
+    let mut s = started(2);
+    base_thread(&mut s);
+    feed(&mut s, &resync_rec(2, "", &[def(1, 0, 1, 1, 10)]));
+    const REASON: u64 = 0xffff_1000;
+    // The carrier (stream 1) blocked while virtual thread 2 was mounted in its node 1: the
+    // period carries the carrier's slot word whole, as a CPU sample does.
+    let period = |ns: u64| {
+        let r = jp_common::OffcpuRecord {
+            tgid: PID,
+            _pad: 0,
+            stream: 1,
+            id: 2 << 32 | 1,
+            ns,
+            reason: REASON,
+        };
+        (r, 1)
+    };
+    s.add_offcpu(&[period(5000)], Default::default(), t0());
+    // The virtual thread ends (no slot of its own); a period logged before its end and
+    // read after it still counts under its context.
+    feed(&mut s, &tree_rec(GEN, 2, 1, wire::FLAG_END, "", &[]));
+    s.add_offcpu(&[period(4000)], Default::default(), t0());
+    let snap = s.snapshot(PID).expect("the JVM");
+    let tree = snap.mct();
+    let f = (1..tree.nodes.len())
+        .find(|&i| tree.nodes[i].parent == Some(0) && &*tree.nodes[i].method == F)
+        .expect("f() at the root");
+    let offcpu = &snap.cpu().expect("CPU").offcpu;
+    let at_f = offcpu.get(&(f as u32, REASON)).copied();
+    assert_eq!(
+        at_f,
+        Some(9000),
+        "both periods under the virtual thread's f()"
+    );
+}
