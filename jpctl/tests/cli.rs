@@ -554,6 +554,7 @@ fn paper_top(order: i32) -> pb::JvmTop {
         order,
         methods: vec![m("Paper.g(I)V", 10, 445, 500), m("Paper.f()V", 1, 106, 616)],
         total_methods: 5,
+        ..Default::default()
     }
 }
 

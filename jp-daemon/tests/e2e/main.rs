@@ -10,5 +10,6 @@ mod cpu_virtual;
 mod jvm;
 mod kernel;
 mod offcpu;
+mod offcpu_idle;
 mod rotation;
 mod windows;

@@ -36,6 +36,9 @@ pub struct JvmTopJson<'a> {
     pub order: &'static str,
     pub total_methods: u32,
     pub methods: Vec<MethodTotalsJson<'a>>,
+    /// Off-CPU time of idle threads left out (absent without off-CPU time; `--all`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offcpu_idle_hidden_ns: Option<u64>,
 }
 
 pub fn order_label(order: i32) -> &'static str {
@@ -49,9 +52,20 @@ pub fn order_label(order: i32) -> &'static str {
     }
 }
 
-/// Whether jpd measured time off CPU for any method of `t`.
+/// Whether jpd measured time off CPU for any method of `t` (or left some out as idle).
 fn has_offcpu(t: &JvmTop) -> bool {
-    t.methods.iter().any(|m| m.offcpu_ns > 0)
+    t.offcpu_idle_hidden_ns > 0 || t.methods.iter().any(|m| m.offcpu_ns > 0)
+}
+
+/// The line that says how much idle threads' off-CPU time a view left out.
+pub fn idle_note(hidden_ns: u64) -> String {
+    let ns = hidden_ns as f64;
+    let time = if ns >= 1e9 {
+        format!("{:.1} s", ns / 1e9)
+    } else {
+        format!("{:.1} ms", ns / 1e6)
+    };
+    format!("idle: {time} off CPU hidden (threads waiting for work; --all shows it)")
 }
 
 pub fn jvm_top_json(t: &JvmTop) -> JvmTopJson<'_> {
@@ -75,6 +89,7 @@ pub fn jvm_top_json(t: &JvmTop) -> JvmTopJson<'_> {
                 wall_ns: offcpu.then_some(m.wall_ns),
             })
             .collect(),
+        offcpu_idle_hidden_ns: offcpu.then_some(t.offcpu_idle_hidden_ns),
     }
 }
 
@@ -120,6 +135,9 @@ pub fn jvm_top_text(t: &JvmTop) -> String {
         t.methods.len(),
         t.total_methods
     );
+    if t.offcpu_idle_hidden_ns > 0 {
+        let _ = writeln!(out, "{}", idle_note(t.offcpu_idle_hidden_ns));
+    }
     let mut cpu_head = if cpu.is_some() {
         format!("{:>10} {:>10} ", "cpu ms", "incl ms")
     } else {
