@@ -205,10 +205,7 @@ mod tests {
 
     #[test]
     fn defaults_are_valid_and_extras_are_added_once() {
-        assert_eq!(
-            check_patterns(&IdlePatterns::default().patterns().to_vec()),
-            Ok(())
-        );
+        assert_eq!(check_patterns(IdlePatterns::default().patterns()), Ok(()));
         let extra = vec!["a.B.c".to_string(), "a.B.c".to_string()];
         let idle = IdlePatterns::with(&extra);
         assert_eq!(idle.patterns().len(), DEFAULT_PATTERNS.len() + 1);

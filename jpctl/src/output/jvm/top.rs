@@ -183,3 +183,40 @@ pub fn jvm_top_text(t: &JvmTop) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jp_proto::v1::JvmMethodTotals;
+
+    /// A top whose idle threads' time was left out still has its off-CPU columns, and
+    /// says how much was left out, in the table and in the JSON.
+    #[test]
+    fn the_time_left_out_as_idle_is_said() {
+        let t = JvmTop {
+            order: JvmTopOrder::Offcpu as i32,
+            methods: vec![JvmMethodTotals {
+                name: "A.run()V".into(),
+                ..Default::default()
+            }],
+            total_methods: 1,
+            offcpu_idle_hidden_ns: 12_345_000_000,
+            ..Default::default()
+        };
+        let text = jvm_top_text(&t);
+        assert!(
+            text.contains(
+                "idle: 12.3 s off CPU hidden (threads waiting for work; --all shows it)\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("offcpu ms"), "{text}");
+        let json = jvm_top_json(&t);
+        assert_eq!(json.offcpu_idle_hidden_ns, Some(12_345_000_000));
+        assert_eq!(json.methods[0].offcpu_ns, Some(0));
+        assert_eq!(
+            idle_note(450_000_000),
+            "idle: 450.0 ms off CPU hidden (threads waiting for work; --all shows it)"
+        );
+    }
+}
