@@ -11,5 +11,6 @@ mod jvm;
 mod kernel;
 mod offcpu;
 mod offcpu_idle;
+mod offcpu_io;
 mod rotation;
 mod windows;

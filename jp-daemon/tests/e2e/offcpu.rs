@@ -69,8 +69,19 @@ fn cpu_ns(ctx: &[&Value]) -> u64 {
 /// Inclusive time (ns) of the functions starting with `prefix`, for pprof's `sample`
 /// type, read by `go tool pprof -top` (the cum column).
 pub(crate) fn pprof_cum(file: &Path, sample: &str, prefix: &str) -> (u64, String) {
+    pprof_cum_with(file, sample, prefix, &[])
+}
+
+/// As [`pprof_cum`], with more options for `go tool pprof` (e.g. `-focus=REGEX`).
+pub(crate) fn pprof_cum_with(
+    file: &Path,
+    sample: &str,
+    prefix: &str,
+    options: &[&str],
+) -> (u64, String) {
     let out = std::process::Command::new(crate::support::fleet::tool("go", "golang-go"))
         .args(["tool", "pprof", &format!("-sample_index={sample}")])
+        .args(options)
         .args(["-top", "-nodecount=100000", "-nodefraction=0", "-unit=ns"])
         .arg(file)
         .env("HOME", std::env::temp_dir())
