@@ -8,7 +8,11 @@
 //! {F: n, ...}}` (self time of the context; the kernel functions under it, by name).
 //! A node with time off CPU (jpd's scheduler program) has, after that, `"offcpu": {"ns":
 //! n, "kinds": {KIND: n, ...}, "functions": {F: n, ...}}` (time the context's threads
-//! spent off CPU, by kind of wait and by the kernel function they blocked in).
+//! spent off CPU, by kind of wait and by the kernel function they blocked in). When the
+//! off-CPU time of idle contexts was left out, the document says how much after the
+//! unit: `"offcpu_idle_hidden_ns": n`. Time off CPU while no instrumented frame ran (the
+//! root context: a pool thread between tasks) is the root's: `"root": {"offcpu": {...},
+//! "children": [...]}`.
 //! Without CPU the bytes are exactly the agent's.
 
 use super::{Mct, MctCpu};
@@ -39,10 +43,23 @@ pub fn write_json_cpu(t: &Mct, cpu: Option<&MctCpu>, w: &mut dyn Write) -> io::R
     }
     write!(w, "{{\"format\": \"jp-mct/1\", \"bba\": ")?;
     write_str(w, &t.bba)?;
-    if cpu.is_some() {
+    if let Some(c) = cpu {
         write!(w, ", \"cpu_unit\": \"nanoseconds\"")?;
+        if c.offcpu_idle_hidden_ns > 0 {
+            write!(
+                w,
+                ", \"offcpu_idle_hidden_ns\": {}",
+                c.offcpu_idle_hidden_ns
+            )?;
+        }
     }
-    write!(w, ", \"root\": {{\"children\": [")?;
+    write!(w, ", \"root\": {{")?;
+    // Time off CPU while no instrumented frame ran (a pool thread between tasks).
+    if let Some(o) = offcpu_of.get(&0) {
+        write_node_offcpu(w, o)?;
+        w.write_all(b", ")?;
+    }
+    write!(w, "\"children\": [")?;
     // (sorted children of an open node, next position); iterative for deep trees.
     let ranks = t.name_ranks();
     let mut stack: Vec<(Vec<usize>, usize)> = vec![(t.sorted_children_ranked(0, &ranks), 0)];
@@ -61,6 +78,7 @@ pub fn write_json_cpu(t: &Mct, cpu: Option<&MctCpu>, w: &mut dyn Write) -> io::R
             if let Some(c) = cpu {
                 write_node_cpu(w, c, &kernel_of, i)?;
                 if let Some(o) = offcpu_of.get(&i) {
+                    w.write_all(b", ")?;
                     write_node_offcpu(w, o)?;
                 }
             }
@@ -106,7 +124,7 @@ fn write_node_cpu(w: &mut dyn Write, c: &MctCpu, kernel_of: &KernelOf, i: usize)
     w.write_all(b"}")
 }
 
-/// `, "offcpu": {...}` of one node's off-CPU times.
+/// `"offcpu": {...}` of one node's off-CPU times.
 fn write_node_offcpu(w: &mut dyn Write, times: &[&crate::OffcpuTime]) -> io::Result<()> {
     let mut kinds: std::collections::BTreeMap<&str, u64> = Default::default();
     let mut functions: std::collections::BTreeMap<&str, u64> = Default::default();
@@ -115,7 +133,7 @@ fn write_node_offcpu(w: &mut dyn Write, times: &[&crate::OffcpuTime]) -> io::Res
         *functions.entry(&o.function).or_default() += o.ns;
     }
     let total: u64 = kinds.values().sum();
-    write!(w, ", \"offcpu\": {{\"ns\": {total}")?;
+    write!(w, "\"offcpu\": {{\"ns\": {total}")?;
     for (key, map) in [("kinds", &kinds), ("functions", &functions)] {
         write!(w, ", \"{key}\": {{")?;
         for (k, (name, ns)) in map.iter().enumerate() {
@@ -212,6 +230,29 @@ mod tests {
         assert!(text.contains("{\"method\": \"Paper.f()V\", \"calls\": 1, \"bytecodes\": 106, \"cpu\": {\"user\": 7000, \"kernel\": 3000, \"kernel_functions\": {\"do_syscall_64\": 1000, \"read_zero\": 2000}}, \"children\": [\n"), "{text}");
         assert_eq!(text.matches("\"cpu\"").count(), 2, "{text}");
         assert_eq!(crate::read_json(&v).unwrap().nodes.len(), t.nodes.len());
+        assert_eq!(json(&crate::read_json(&v).unwrap()), json(&t));
+    }
+
+    /// The root's off-CPU time (no instrumented frame running) and the idle time left
+    /// out are written, and readers still read the tree.
+    #[test]
+    fn root_offcpu_and_hidden_idle_time_are_written() {
+        let t = paper_tree();
+        let cpu = MctCpu {
+            user_ns: vec![0; t.nodes.len()],
+            offcpu: vec![crate::OffcpuTime {
+                node: 0,
+                kind: "lock".into(),
+                function: "futex_do_wait".into(),
+                ns: 40,
+            }],
+            offcpu_idle_hidden_ns: 1234,
+            ..MctCpu::default()
+        };
+        let mut v = Vec::new();
+        write_json_cpu(&t, Some(&cpu), &mut v).unwrap();
+        let text = String::from_utf8(v.clone()).unwrap();
+        assert!(text.starts_with("{\"format\": \"jp-mct/1\", \"bba\": \"precise\", \"cpu_unit\": \"nanoseconds\", \"offcpu_idle_hidden_ns\": 1234, \"root\": {\"offcpu\": {\"ns\": 40, \"kinds\": {\"lock\": 40}, \"functions\": {\"futex_do_wait\": 40}}, \"children\": [\n"), "{text}");
         assert_eq!(json(&crate::read_json(&v).unwrap()), json(&t));
     }
 

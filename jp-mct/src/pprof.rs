@@ -44,6 +44,8 @@ pub struct Profile {
     pub period_type: Option<ValueType>,
     #[prost(int64, tag = "12")]
     pub period: i64,
+    #[prost(int64, repeated, tag = "13")]
+    pub comment: Vec<i64>,
     #[prost(int64, tag = "14")]
     pub default_sample_type: i64,
 }
@@ -171,6 +173,9 @@ pub struct MctCpu {
     /// Time off CPU under contexts (jpd's scheduler program): with any, the profile has
     /// two more sample types, `offcpu` and `wall` (= cpu + offcpu), in nanoseconds.
     pub offcpu: Vec<OffcpuTime>,
+    /// Off-CPU time (ns) of idle contexts (threads waiting for work) left out of
+    /// `offcpu`: said in the profile's comments and the JSON's document.
+    pub offcpu_idle_hidden_ns: u64,
 }
 
 /// Time a context spent off CPU for one reason.
@@ -217,6 +222,7 @@ impl MctCpu {
             user_ns,
             kernel,
             offcpu,
+            offcpu_idle_hidden_ns: self.offcpu_idle_hidden_ns,
         }
     }
 
@@ -323,6 +329,12 @@ pub(crate) fn mct_profile(t: &Mct, options: PprofOptions<'_>) -> (Profile, u64) 
         })
         .collect();
     let function = functions(t, &methods, &others, &mut strings);
+    let hidden = options.cpu.map_or(0, |c| c.offcpu_idle_hidden_ns);
+    let comment = if hidden > 0 {
+        vec![strings.get(&idle_comment(hidden))]
+    } else {
+        Vec::new()
+    };
     let time = options.time.unwrap_or_default();
     let profile = Profile {
         sample_type,
@@ -339,9 +351,15 @@ pub(crate) fn mct_profile(t: &Mct, options: PprofOptions<'_>) -> (Profile, u64) 
         string_table: strings.into_table(),
         time_nanos: time.time_nanos,
         duration_nanos: time.duration_nanos,
+        comment,
         ..Profile::default()
     };
     (profile, contexts.folded_contexts)
+}
+
+/// The profile's comment when idle contexts' off-CPU time was left out.
+pub fn idle_comment(hidden_ns: u64) -> String {
+    format!("offcpu: {hidden_ns} ns of idle threads (waiting for work) not shown; --all shows them")
 }
 
 /// `calls/count`, `bytecodes/count`, and `cpu/nanoseconds` when the profile has CPU.

@@ -242,6 +242,7 @@ impl Jp for FakeSvc {
                 data: b"partial".to_vec(),
                 total_bytes: 100,
                 last: true,
+                ..Default::default()
             })]
         } else {
             let data = if r.pid == PAPER_PID && r.format == pb::JvmExportFormat::Json as i32 {
@@ -256,11 +257,13 @@ impl Jp for FakeSvc {
                     data: first.to_vec(),
                     total_bytes: 0,
                     last: false,
+                    ..Default::default()
                 }),
                 Ok(pb::JvmExportChunk {
                     data: second.to_vec(),
                     total_bytes: data.len() as u64,
                     last: true,
+                    ..Default::default()
                 }),
             ]
         };
@@ -301,6 +304,7 @@ impl Jp for FakeSvc {
                     total_bytes: data.len() as u64,
                     data: data.into_bytes(),
                     last: true,
+                    ..Default::default()
                 }),
                 ..Default::default()
             }),
@@ -554,6 +558,7 @@ fn paper_top(order: i32) -> pb::JvmTop {
         order,
         methods: vec![m("Paper.g(I)V", 10, 445, 500), m("Paper.f()V", 1, 106, 616)],
         total_methods: 5,
+        ..Default::default()
     }
 }
 

@@ -70,6 +70,12 @@ pub struct KernelConfig {
     /// the excess is counted, not timed. Default 10000.
     #[serde(deserialize_with = "offcpu_max_switches")]
     pub offcpu_max_switches_per_cpu_per_second: u32,
+    /// Methods where threads wait for work, beside the defaults (`store::jvm::idle`):
+    /// `Class.method`, a prefix ending in `*`, or `<root>`; at most 64. Time off CPU in
+    /// and under them is idle, left out of the off-CPU views unless asked (`--all`).
+    /// Default empty (the defaults only). Applies on SIGHUP.
+    #[serde(deserialize_with = "offcpu_idle")]
+    pub offcpu_idle: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -92,6 +98,7 @@ impl Default for KernelConfig {
             jvm_contexts: k.jvm_contexts,
             offcpu: k.offcpu,
             offcpu_max_switches_per_cpu_per_second: k.offcpu_max_switches_per_cpu_per_second,
+            offcpu_idle: Vec::new(),
         }
     }
 }
@@ -452,6 +459,13 @@ fn offcpu_max_switches<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error>
         &OFFCPU_MAX_SWITCHES_RANGE,
     )
     .map_err(serde::de::Error::custom)
+}
+
+fn offcpu_idle<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let patterns = Vec::<String>::deserialize(d)?;
+    crate::store::jvm::idle::check_patterns(&patterns)
+        .map_err(|e| serde::de::Error::custom(format!("offcpu_idle: {e}")))?;
+    Ok(patterns)
 }
 
 fn shift<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {

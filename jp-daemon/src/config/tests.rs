@@ -40,6 +40,7 @@ fn embedded_file_documents_every_key() {
         "jvm_contexts =",
         "offcpu =",
         "offcpu_max_switches_per_cpu_per_second =",
+        "offcpu_idle =",
         "[log]",
         "level =",
         "[export]",
@@ -127,6 +128,23 @@ fn offcpu_is_off_by_default_and_its_cap_is_checked() {
         format!("{e:#}").contains("offcpu_max_switches_per_cpu_per_second"),
         "{e:#}"
     );
+}
+
+#[test]
+fn offcpu_idle_patterns_are_checked_at_load() {
+    assert!(Config::default().kernel.offcpu_idle.is_empty());
+    let c = Config::parse(
+        "[kernel]\noffcpu_idle = [\"com.acme.Poller.await\", \"com.acme.jobs.*\"]\n",
+        "x.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        c.kernel.offcpu_idle,
+        ["com.acme.Poller.await", "com.acme.jobs.*"]
+    );
+    let e = Config::parse("[kernel]\noffcpu_idle = [\"await()V\"]\n", "x.toml").unwrap_err();
+    let e = format!("{e:#}");
+    assert!(e.contains("offcpu_idle") && e.contains("await()V"), "{e}");
 }
 
 #[test]

@@ -11,6 +11,7 @@ use crate::export::{self, Exporter};
 use crate::kernel::KernelCollector;
 use crate::restart::RestartNeeded;
 use crate::server::{auth, tls};
+use crate::store::jvm::idle::IdlePatterns;
 use crate::windows::rotation::Rotation;
 use crate::windows::Windows;
 
@@ -57,11 +58,21 @@ impl Running {
         self.reload_otlp(&new).await;
         self.reload_access(&new);
         self.reload_windows(&new);
+        self.reload_offcpu_idle(&new);
         // A new `server.tcp` needs a restart, and its certificates with it.
         if new.server.tcp == old.server.tcp {
             self.reload_tls(&new);
         }
         warn_restart_needed(&old.restart_needed(&new));
+    }
+
+    /// New idle patterns (`kernel.offcpu_idle`): the next view reads them.
+    fn reload_offcpu_idle(&mut self, new: &Config) {
+        if new.kernel.offcpu_idle != self.config.kernel.offcpu_idle {
+            let patterns = IdlePatterns::with(&new.kernel.offcpu_idle);
+            crate::lock::lock(&self.sources.stores.jvm).set_offcpu_idle(patterns);
+            self.config.kernel.offcpu_idle = new.kernel.offcpu_idle.clone();
+        }
     }
 
     /// A new `kernel.frequency_hz`: the running perf events take the new period.

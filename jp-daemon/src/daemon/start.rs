@@ -21,6 +21,7 @@ use crate::kernel::KernelCollector;
 use crate::notify::Notifier;
 use crate::server::socket::SocketGuard;
 use crate::server::{self, auth, tls};
+use crate::store::jvm::idle::IdlePatterns;
 use crate::store::jvm::JvmStore;
 use crate::store::kernel::KernelStore;
 use crate::store::read::JvmJoin;
@@ -145,7 +146,9 @@ fn start_collectors(
     let store = KernelStore::new();
     let collector = KernelCollector::start(config.kernel.options(), store.clone())
         .context("cannot start the kernel collector")?;
-    let jvm_store = Arc::new(Mutex::new(JvmStore::new(config.usdt.limits())));
+    let mut jvm = JvmStore::new(config.usdt.limits());
+    jvm.set_offcpu_idle(IdlePatterns::with(&config.kernel.offcpu_idle));
+    let jvm_store = Arc::new(Mutex::new(jvm));
     let usdt = crate::usdt::start_from_config(
         &config.usdt,
         config.kernel.bpf_stats,

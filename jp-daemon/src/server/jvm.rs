@@ -366,6 +366,7 @@ pub fn top(
             })
             .collect(),
         total_methods: total,
+        offcpu_idle_hidden_ns: 0,
     }
 }
 
@@ -405,8 +406,7 @@ pub fn chunks(data: &[u8]) -> Vec<pb::JvmExportChunk> {
         .chunks(EXPORT_CHUNK)
         .map(|c| pb::JvmExportChunk {
             data: c.to_vec(),
-            total_bytes: 0,
-            last: false,
+            ..pb::JvmExportChunk::default()
         })
         .collect();
     if out.is_empty() {
@@ -445,9 +445,8 @@ mod tests {
         assert_eq!(
             empty,
             [pb::JvmExportChunk {
-                data: vec![],
-                total_bytes: 0,
-                last: true
+                last: true,
+                ..pb::JvmExportChunk::default()
             }]
         );
     }

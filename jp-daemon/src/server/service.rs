@@ -20,6 +20,7 @@ use super::kernel_watch::{interval, WatchState};
 use super::watch_quota::WatchQuota;
 use super::windows as winconv;
 use super::Api;
+use crate::store::jvm::idle::{self, IdlePatterns};
 use crate::store::jvm::{JvmSnapshot, JvmSummary, SharedJvmStore};
 use crate::store::kernel::KernelStore;
 use crate::store::read::{ReadJvm, ReadWindows};
@@ -75,6 +76,20 @@ async fn window_stream(
 fn jvm_snapshot(jvm: &SharedJvmStore, pid: u32) -> Result<(JvmSummary, JvmSnapshot), Status> {
     jvm.summary_and_snapshot(pid)
         .map_err(|held| jvmconv::not_found(pid, &held))
+}
+
+/// The idle patterns a view of off-CPU time applies (jpd's and the request's), or
+/// none when the caller asked to see everything.
+fn idle_patterns(
+    jvm: &SharedJvmStore,
+    show_idle: bool,
+    extra: &[String],
+) -> Result<Option<IdlePatterns>, Status> {
+    if show_idle {
+        return Ok(None);
+    }
+    idle::check_patterns(extra).map_err(Status::invalid_argument)?;
+    Ok(Some(jvm.with_store(|s| s.offcpu_idle().and(extra))))
 }
 
 /// The JVMs a Watch update announces, as an anonymous caller sees them.
@@ -296,14 +311,18 @@ impl Jp for JpService {
         let req = req.into_inner();
         let order = pb::JvmTopOrder::try_from(req.order)
             .map_err(|_| Status::invalid_argument(format!("unknown order {}", req.order)))?;
+        let idle = idle_patterns(&self.jvm, req.show_idle, &req.idle)?;
         let jvm = Arc::clone(&self.jvm);
         let mut top = heavy::run(move |cancelled| {
-            let (summary, snapshot) = jvm_snapshot(&jvm, req.pid)?;
+            let (summary, mut snapshot) = jvm_snapshot(&jvm, req.pid)?;
+            let hidden = idle.map_or(0, |p| snapshot.hide_idle_offcpu(&p));
             cancelled.check()?;
             // The inclusive counts need a walk of the tree: after the lock.
             let methods = snapshot.top_methods();
             cancelled.check()?;
-            Ok(jvmconv::top(&summary, methods, order, req.limit))
+            let mut top = jvmconv::top(&summary, methods, order, req.limit);
+            top.offcpu_idle_hidden_ns = hidden;
+            Ok(top)
         })
         .await?;
         if anonymous {
@@ -321,11 +340,13 @@ impl Jp for JpService {
         let req = req.into_inner();
         let format = pb::JvmExportFormat::try_from(req.format)
             .map_err(|_| Status::invalid_argument(format!("unknown format {}", req.format)))?;
+        let idle = idle_patterns(&self.jvm, req.show_idle, &req.idle)?;
         let jvm = Arc::clone(&self.jvm);
         let symbols = self.store.symbols();
         let otlp_extra = self.otlp_attributes.get();
         let chunks = heavy::run(move |cancelled| {
-            let (summary, snapshot) = jvm_snapshot(&jvm, req.pid)?;
+            let (summary, mut snapshot) = jvm_snapshot(&jvm, req.pid)?;
+            let hidden = idle.map_or(0, |p| snapshot.hide_idle_offcpu(&p));
             cancelled.check()?;
             let tree = snapshot.mct();
             cancelled.check()?;
@@ -333,7 +354,11 @@ impl Jp for JpService {
             cancelled.check()?;
             let data = jvmconv::export(&tree, cpu.as_ref(), format, Some(&summary), &otlp_extra)
                 .map_err(|e| Status::internal(format!("cannot write the profile: {e}")))?;
-            Ok(jvmconv::chunks(&data))
+            let mut chunks = jvmconv::chunks(&data);
+            if let Some(last) = chunks.last_mut() {
+                last.offcpu_idle_hidden_ns = hidden;
+            }
+            Ok(chunks)
         })
         .await?;
         Ok(Response::new(Box::pin(tokio_stream::iter(

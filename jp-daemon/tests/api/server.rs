@@ -1026,6 +1026,7 @@ async fn jvm_list_profile_top_export_and_status() {
         pid: JVM,
         order: order as i32,
         limit,
+        ..Default::default()
     };
     let mt = |name: &str, calls, bytecodes, inclusive| pb::JvmMethodTotals {
         name: format!("Paper.{name}"),
@@ -1055,6 +1056,7 @@ async fn jvm_list_profile_top_export_and_status() {
                 mt("<init>()V", 1, 3, 3),
             ],
             total_methods: 5,
+            ..Default::default()
         }
     );
     let t = jp
@@ -1115,6 +1117,7 @@ async fn jvm_list_profile_top_export_and_status() {
             .export_jvm_profile(pb::ExportJvmProfileRequest {
                 pid: JVM,
                 format: format as i32,
+                ..Default::default()
             })
             .await
             .unwrap()
@@ -1154,7 +1157,10 @@ async fn jvm_list_profile_top_export_and_status() {
         .unwrap_err();
     assert_eq!((e.code(), e.message()), (tonic::Code::NotFound, nf));
     let e = jp
-        .export_jvm_profile(pb::ExportJvmProfileRequest { pid: 99, format: 0 })
+        .export_jvm_profile(pb::ExportJvmProfileRequest {
+            pid: 99,
+            ..Default::default()
+        })
         .await
         .unwrap_err();
     assert_eq!((e.code(), e.message()), (tonic::Code::NotFound, nf));
@@ -1162,7 +1168,7 @@ async fn jvm_list_profile_top_export_and_status() {
         .get_jvm_top(pb::GetJvmTopRequest {
             pid: JVM,
             order: 9,
-            limit: 0,
+            ..Default::default()
         })
         .await
         .unwrap_err();

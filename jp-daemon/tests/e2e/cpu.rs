@@ -81,7 +81,7 @@ impl Jvm {
     }
 
     /// As [`Jvm::launch`], with `extra` appended to the agent's options.
-    fn launch_with(
+    pub(crate) fn launch_with(
         wrapper: &[&str],
         home: &Path,
         dir: &Path,

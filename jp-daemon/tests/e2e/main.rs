@@ -10,5 +10,7 @@ mod cpu_virtual;
 mod jvm;
 mod kernel;
 mod offcpu;
+mod offcpu_idle;
+mod offcpu_io;
 mod rotation;
 mod windows;

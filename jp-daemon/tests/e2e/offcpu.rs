@@ -13,7 +13,7 @@ use crate::cpu::{compile, jdks, wait_listed, Jvm};
 use crate::support::jpd::Jpd;
 use crate::support::require_root;
 
-const CONFIG: &str = "offcpu = true\n[usdt]\nscan_interval_ms = 100\n";
+pub(crate) const CONFIG: &str = "offcpu = true\n[usdt]\nscan_interval_ms = 100\n";
 
 /// The sampler's period at its default 997 Hz.
 const PERIOD_NS: u64 = 1_000_000_000 / 997;
@@ -68,9 +68,20 @@ fn cpu_ns(ctx: &[&Value]) -> u64 {
 
 /// Inclusive time (ns) of the functions starting with `prefix`, for pprof's `sample`
 /// type, read by `go tool pprof -top` (the cum column).
-fn pprof_cum(file: &Path, sample: &str, prefix: &str) -> (u64, String) {
+pub(crate) fn pprof_cum(file: &Path, sample: &str, prefix: &str) -> (u64, String) {
+    pprof_cum_with(file, sample, prefix, &[])
+}
+
+/// As [`pprof_cum`], with more options for `go tool pprof` (e.g. `-focus=REGEX`).
+pub(crate) fn pprof_cum_with(
+    file: &Path,
+    sample: &str,
+    prefix: &str,
+    options: &[&str],
+) -> (u64, String) {
     let out = std::process::Command::new(crate::support::fleet::tool("go", "golang-go"))
         .args(["tool", "pprof", &format!("-sample_index={sample}")])
+        .args(options)
         .args(["-top", "-nodecount=100000", "-nodefraction=0", "-unit=ns"])
         .arg(file)
         .env("HOME", std::env::temp_dir())
@@ -98,7 +109,7 @@ fn pprof_cum(file: &Path, sample: &str, prefix: &str) -> (u64, String) {
 }
 
 /// The numbers after the words of a "done …" line: "done sleep 1 spin 2" → [1, 2].
-fn measured(line: &str) -> Vec<u64> {
+pub(crate) fn measured(line: &str) -> Vec<u64> {
     line.split_whitespace()
         .filter_map(|w| w.parse().ok())
         .collect()
@@ -106,7 +117,7 @@ fn measured(line: &str) -> Vec<u64> {
 
 /// Once `threads` threads of `jvm` publish their context and jpd had time to join them,
 /// lets them start their measured work.
-fn go(d: &Jpd, jvm: &mut Jvm, threads: u64) {
+pub(crate) fn go(d: &Jpd, jvm: &mut Jvm, threads: u64) {
     use std::io::Write as _;
     wait_listed(d, jvm.pid(), "joined", |j| {
         j["cpu"]["publishing_threads"].as_u64() >= Some(threads)
@@ -116,7 +127,7 @@ fn go(d: &Jpd, jvm: &mut Jvm, threads: u64) {
     jvm.stdin.flush().expect("flush");
 }
 
-fn done_line(jvm: &mut Jvm) -> String {
+pub(crate) fn done_line(jvm: &mut Jvm) -> String {
     use std::io::BufRead as _;
     let mut line = String::new();
     jvm.stdout.read_line(&mut line).expect("read JVM stdout");

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Subcommand, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use jp_proto::v1::{
     ExportJvmProfileRequest, GetJvmProfileRequest, GetJvmTopRequest, JvmTopOrder, ListJvmsRequest,
 };
@@ -35,6 +35,8 @@ pub enum JvmCommand {
         n: u32,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        idle: IdleArgs,
     },
     /// A JVM's merged method call tree, cut by depth and share.
     Tree {
@@ -57,6 +59,8 @@ pub enum JvmCommand {
         /// Output file; `-` for stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: PathBuf,
+        #[command(flatten)]
+        idle: IdleArgs,
     },
     /// Open an exact window in a JVM for N seconds and write its tree (a tree with a
     /// header line by default). The JVM's agent may be dormant, or absent: jpd loads it.
@@ -78,6 +82,19 @@ pub enum JvmCommand {
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
     },
+}
+
+/// Which off-CPU time is idle (threads waiting for work), left out of the view.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct IdleArgs {
+    /// Show the off-CPU time of idle threads too (pool threads waiting for work:
+    /// jpd's idle patterns, `kernel.offcpu_idle`), which is left out by default.
+    #[arg(long)]
+    pub all: bool,
+    /// One more idle method for this view: `Class.method` (it and everything under
+    /// it), a prefix ending in `*`, or `<root>`. Repeatable.
+    #[arg(long = "idle", value_name = "PATTERN")]
+    pub idle: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -111,7 +128,13 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
 pub async fn run(c: &mut Client, command: JvmCommand) -> anyhow::Result<()> {
     let text = match command {
         JvmCommand::List { json, all } => list(c, json, all).await?,
-        JvmCommand::Top { pid, by, n, json } => top(c, pid, by, n, json).await?,
+        JvmCommand::Top {
+            pid,
+            by,
+            n,
+            json,
+            idle,
+        } => top(c, pid, by, n, json, idle).await?,
         JvmCommand::Tree {
             pid,
             depth,
@@ -122,7 +145,11 @@ pub async fn run(c: &mut Client, command: JvmCommand) -> anyhow::Result<()> {
             pid,
             format,
             output,
-        } => return export(c, pid, format, &Destination::from_flag(Some(&output))).await,
+            idle,
+        } => {
+            let to = Destination::from_flag(Some(&output));
+            return export(c, pid, format, &to, idle).await;
+        }
         JvmCommand::Profile(a) => return super::window::profile(c, a).await,
         JvmCommand::Windows { pid, json } => return super::window::list(c, pid, json).await,
         JvmCommand::Window {
@@ -164,6 +191,7 @@ async fn top(
     by: TopBy,
     limit: u32,
     json: bool,
+    idle: IdleArgs,
 ) -> anyhow::Result<String> {
     let order = match by {
         TopBy::Bytecodes => JvmTopOrder::Bytecodes,
@@ -178,6 +206,8 @@ async fn top(
             pid,
             order: order as i32,
             limit,
+            show_idle: idle.all,
+            idle: idle.idle,
         })
         .await
         .map_err(rpc)?
@@ -228,22 +258,27 @@ async fn export(
     pid: u32,
     format: ExportFormat,
     to: &Destination,
+    idle: IdleArgs,
 ) -> anyhow::Result<()> {
     let f = format.requested();
     let mut stream = c
         .export_jvm_profile(ExportJvmProfileRequest {
             pid,
             format: f as i32,
+            show_idle: idle.all,
+            idle: idle.idle,
         })
         .await
         .map_err(rpc)?
         .into_inner();
     let mut data = Vec::new();
     let mut total = None;
+    let mut hidden = 0;
     while let Some(chunk) = stream.message().await.map_err(rpc)? {
         data.extend_from_slice(&chunk.data);
         if chunk.last {
             total = Some(chunk.total_bytes);
+            hidden = chunk.offcpu_idle_hidden_ns;
             break;
         }
     }
@@ -258,5 +293,9 @@ async fn export(
     if format == ExportFormat::Html {
         data = out::export::flame_page(&data, pid)?;
     }
-    to.write(&data, &format!("({}) of pid {pid}", format.describe()))
+    to.write(&data, &format!("({}) of pid {pid}", format.describe()))?;
+    if hidden > 0 {
+        eprintln!("{}", out::top::idle_note(hidden));
+    }
+    Ok(())
 }

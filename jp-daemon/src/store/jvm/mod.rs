@@ -42,6 +42,7 @@ mod announced;
 mod budget;
 mod chunked;
 pub mod cpu;
+pub mod idle;
 mod methods;
 mod nodes;
 pub mod offcpu;
@@ -396,6 +397,8 @@ pub struct JvmStore {
     refused: HashMap<u32, u64>,
     /// The scheduler program's counters, host-wide (see `offcpu`), once it handed any.
     offcpu_counters: Option<offcpu::OffcpuCounters>,
+    /// What makes a context idle in the off-CPU views (`kernel.offcpu_idle`).
+    offcpu_idle: idle::IdlePatterns,
 }
 
 impl JvmStore {
@@ -412,6 +415,7 @@ impl JvmStore {
             held: 0,
             refused: HashMap::new(),
             offcpu_counters: None,
+            offcpu_idle: idle::IdlePatterns::default(),
         }
     }
 
@@ -693,6 +697,15 @@ impl JvmStore {
     /// the lock is released ([`JvmSnapshot::mct`], [`JvmSnapshot::top_methods`]):
     /// O(chunks + methods) here, no node is copied. The JVM's next record copies the
     /// chunks that the snapshot still holds (once per snapshot).
+    /// The patterns of idle contexts (see [`idle`]); set from the configuration.
+    pub fn offcpu_idle(&self) -> &idle::IdlePatterns {
+        &self.offcpu_idle
+    }
+
+    pub fn set_offcpu_idle(&mut self, patterns: idle::IdlePatterns) {
+        self.offcpu_idle = patterns;
+    }
+
     pub fn snapshot(&mut self, tgid: u32) -> Option<JvmSnapshot> {
         self.jvms
             .get_mut(&tgid)

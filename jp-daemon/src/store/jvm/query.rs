@@ -131,6 +131,8 @@ pub struct CpuSnapshot {
     pub kernel_under: HashMap<(u32, u64), u64>,
     /// (node, reason) → time off CPU (ns), see [`super::offcpu`].
     pub offcpu: HashMap<(u32, u64), u64>,
+    /// Off-CPU time (ns) of idle contexts taken out of `offcpu` (see [`super::idle`]).
+    pub offcpu_idle_hidden_ns: u64,
 }
 
 impl CpuSnapshot {
@@ -176,6 +178,9 @@ impl CpuSnapshot {
             by_node,
             kernel_under,
             offcpu,
+            offcpu_idle_hidden_ns: self
+                .offcpu_idle_hidden_ns
+                .saturating_sub(before.offcpu_idle_hidden_ns),
         }
     }
 
@@ -240,6 +245,7 @@ impl CpuSnapshot {
             user_ns,
             kernel,
             offcpu,
+            offcpu_idle_hidden_ns: self.offcpu_idle_hidden_ns,
         }
     }
 }
@@ -296,6 +302,7 @@ impl JvmSnapshot {
                 by_node: jvm.cpu.by_node.clone(),
                 kernel_under: jvm.cpu.kernel_under.clone(),
                 offcpu: jvm.offcpu.by_node.iter().map(|(&k, p)| (k, p.ns)).collect(),
+                offcpu_idle_hidden_ns: 0,
             }),
         }
     }
@@ -303,6 +310,10 @@ impl JvmSnapshot {
     /// CPU per context, if the kernel sampler is joined to this JVM.
     pub fn cpu(&self) -> Option<&CpuSnapshot> {
         self.cpu.as_ref()
+    }
+
+    pub(super) fn cpu_mut(&mut self) -> Option<&mut CpuSnapshot> {
+        self.cpu.as_mut()
     }
 
     /// As [`super::JvmStore::mct`].

@@ -36,6 +36,9 @@ pub struct JvmTopJson<'a> {
     pub order: &'static str,
     pub total_methods: u32,
     pub methods: Vec<MethodTotalsJson<'a>>,
+    /// Off-CPU time of idle threads left out (absent without off-CPU time; `--all`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offcpu_idle_hidden_ns: Option<u64>,
 }
 
 pub fn order_label(order: i32) -> &'static str {
@@ -49,9 +52,20 @@ pub fn order_label(order: i32) -> &'static str {
     }
 }
 
-/// Whether jpd measured time off CPU for any method of `t`.
+/// Whether jpd measured time off CPU for any method of `t` (or left some out as idle).
 fn has_offcpu(t: &JvmTop) -> bool {
-    t.methods.iter().any(|m| m.offcpu_ns > 0)
+    t.offcpu_idle_hidden_ns > 0 || t.methods.iter().any(|m| m.offcpu_ns > 0)
+}
+
+/// The line that says how much idle threads' off-CPU time a view left out.
+pub fn idle_note(hidden_ns: u64) -> String {
+    let ns = hidden_ns as f64;
+    let time = if ns >= 1e9 {
+        format!("{:.1} s", ns / 1e9)
+    } else {
+        format!("{:.1} ms", ns / 1e6)
+    };
+    format!("idle: {time} off CPU hidden (threads waiting for work; --all shows it)")
 }
 
 pub fn jvm_top_json(t: &JvmTop) -> JvmTopJson<'_> {
@@ -75,6 +89,7 @@ pub fn jvm_top_json(t: &JvmTop) -> JvmTopJson<'_> {
                 wall_ns: offcpu.then_some(m.wall_ns),
             })
             .collect(),
+        offcpu_idle_hidden_ns: offcpu.then_some(t.offcpu_idle_hidden_ns),
     }
 }
 
@@ -120,6 +135,9 @@ pub fn jvm_top_text(t: &JvmTop) -> String {
         t.methods.len(),
         t.total_methods
     );
+    if t.offcpu_idle_hidden_ns > 0 {
+        let _ = writeln!(out, "{}", idle_note(t.offcpu_idle_hidden_ns));
+    }
     let mut cpu_head = if cpu.is_some() {
         format!("{:>10} {:>10} ", "cpu ms", "incl ms")
     } else {
@@ -164,4 +182,41 @@ pub fn jvm_top_text(t: &JvmTop) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jp_proto::v1::JvmMethodTotals;
+
+    /// A top whose idle threads' time was left out still has its off-CPU columns, and
+    /// says how much was left out, in the table and in the JSON.
+    #[test]
+    fn the_time_left_out_as_idle_is_said() {
+        let t = JvmTop {
+            order: JvmTopOrder::Offcpu as i32,
+            methods: vec![JvmMethodTotals {
+                name: "A.run()V".into(),
+                ..Default::default()
+            }],
+            total_methods: 1,
+            offcpu_idle_hidden_ns: 12_345_000_000,
+            ..Default::default()
+        };
+        let text = jvm_top_text(&t);
+        assert!(
+            text.contains(
+                "idle: 12.3 s off CPU hidden (threads waiting for work; --all shows it)\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("offcpu ms"), "{text}");
+        let json = jvm_top_json(&t);
+        assert_eq!(json.offcpu_idle_hidden_ns, Some(12_345_000_000));
+        assert_eq!(json.methods[0].offcpu_ns, Some(0));
+        assert_eq!(
+            idle_note(450_000_000),
+            "idle: 450.0 ms off CPU hidden (threads waiting for work; --all shows it)"
+        );
+    }
 }
