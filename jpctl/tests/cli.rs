@@ -457,6 +457,7 @@ fn node(method_id: u32, depth: u32, calls: u64, bytecodes: u64, inclusive: u64) 
         cut: None,
         cpu_ns: 0,
         inclusive_cpu_ns: 0,
+        ..Default::default()
     }
 }
 
@@ -469,6 +470,7 @@ fn paper_profile() -> pb::JvmProfile {
         calls: 75,
         bytecodes: 510,
         cpu_ns: 0,
+        ..Default::default()
     });
     pb::JvmProfile {
         jvm: Some(paper_jvm()),

@@ -869,6 +869,7 @@ fn node(method_id: u32, depth: u32, calls: u64, bytecodes: u64, inclusive: u64) 
         cut: None,
         cpu_ns: 0,
         inclusive_cpu_ns: 0,
+        ..Default::default()
     }
 }
 
@@ -879,6 +880,7 @@ fn cut(subtrees: u32, nodes: u64, calls: u64, bytecodes: u64) -> Option<pb::JvmC
         calls,
         bytecodes,
         cpu_ns: 0,
+        ..Default::default()
     })
 }
 

@@ -140,6 +140,8 @@ fn a_sleep_and_a_spin_split_off_cpu_and_wall_time_by_context() {
     require_root();
     let _one = crate::support::exclusive();
     let d = Jpd::start(CONFIG);
+    // The JSON export's time off CPU by kind, summed over the JVMs that ran (one label).
+    let mut kinds_of_all = std::collections::BTreeMap::new();
     for (tag, home) in jdks() {
         let dir = compile("OffcpuWaits", tag, &home);
         let args = ["waits".to_string(), "4".to_string(), "1".to_string()];
@@ -228,9 +230,101 @@ fn a_sleep_and_a_spin_split_off_cpu_and_wall_time_by_context() {
                 "{what}: {top}"
             );
         }
+        tree_has_the_exports_times(&d, pid, &a, &what);
         jvm.finish();
+        // Exited: its times are final in the export and in /metrics.
+        settled(&d, pid);
+        metrics_have_the_exports_kinds(&d, pid, tag, &mut kinds_of_all);
     }
     d.stop();
+}
+
+/// The kinds of time off CPU /metrics counts (every reason of [`kinds_of`]).
+const KINDS: [&str; 7] = [
+    "lock",
+    "sleep",
+    "page_fault",
+    "network",
+    "disk",
+    "run_queue",
+    "other",
+];
+
+/// `jp_jvm_offcpu_seconds_total{main="OffcpuWaits",reason=KIND}` in ns (rounded: the
+/// exposition has seconds), or `None` without the series.
+fn offcpu_metric_ns(metrics: &str, kind: &str) -> Option<u64> {
+    let series = format!("jp_jvm_offcpu_seconds_total{{main=\"OffcpuWaits\",reason=\"{kind}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series)?.parse::<f64>().ok())
+        .map(|s| (s * 1e9).round() as u64)
+}
+
+/// /metrics' time off CPU of the label by kind equals, kind by kind, the sum of the JSON
+/// exports' (`kinds_of_all`, with `pid`'s added) over every JVM of the label.
+fn metrics_have_the_exports_kinds(
+    d: &Jpd,
+    pid: u32,
+    tag: &str,
+    kinds_of_all: &mut std::collections::BTreeMap<&'static str, u64>,
+) {
+    let doc = export_json(d, pid, &format!("{tag}-exited"));
+    let all = nodes(&doc);
+    let every: Vec<&Value> = all.iter().collect();
+    for kind in KINDS {
+        *kinds_of_all.entry(kind).or_default() += offcpu_kind_ns(&every, kind);
+    }
+    let metrics = d.metrics();
+    let got: std::collections::BTreeMap<&str, u64> = KINDS
+        .iter()
+        .map(|&k| (k, offcpu_metric_ns(&metrics, k).unwrap_or(u64::MAX)))
+        .collect();
+    assert_eq!(&got, kinds_of_all, "{tag}: {metrics}");
+    // The export names every kind it has among the seven.
+    let total: u64 = every.iter().map(|n| offcpu_ns(&[n])).sum();
+    assert_eq!(
+        KINDS.iter().map(|k| offcpu_kind_ns(&every, k)).sum::<u64>(),
+        total,
+        "{tag}: {}",
+        doc["root"]
+    );
+}
+
+/// `jpctl jvm tree`: every context of `a` (the export's nodes of a()) with the export's
+/// own times off CPU and wall, and the off-CPU and wall columns in its text.
+fn tree_has_the_exports_times(d: &Jpd, pid: u32, a: &[&Value], what: &str) {
+    let tree = d.jpctl_json(&["jvm", "tree", &pid.to_string(), "--json"]);
+    let tree_a: Vec<&Value> = tree["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| {
+            n["method"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("OffcpuWaits.a("))
+        })
+        .collect();
+    let own = |ctx: &[&Value], key: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = ctx.iter().map(|n| n[key].as_u64().unwrap_or(0)).collect();
+        v.sort_unstable();
+        v
+    };
+    let mut export_off: Vec<u64> = a.iter().map(|n| offcpu_ns(&[n])).collect();
+    let mut export_wall: Vec<u64> = a.iter().map(|n| offcpu_ns(&[n]) + cpu_ns(&[n])).collect();
+    export_off.sort_unstable();
+    export_wall.sort_unstable();
+    assert_eq!(own(&tree_a, "offcpu_ns"), export_off, "{what}: {tree}");
+    assert_eq!(own(&tree_a, "wall_ns"), export_wall, "{what}: {tree}");
+    let text = d.jpctl_output(&["jvm", "tree", &pid.to_string()]);
+    let head = text
+        .lines()
+        .find(|l| l.trim_end().ends_with("method"))
+        .unwrap_or_default();
+    assert_eq!(
+        head.split_whitespace().take(10).collect::<Vec<_>>(),
+        ["cpu", "ms", "incl", "ms", "offcpu", "ms", "off", "incl", "wall", "ms"],
+        "{what}:\n{text}"
+    );
 }
 
 /// Two threads contend on one monitor in c(): c()'s time blocked (a futex wait, the

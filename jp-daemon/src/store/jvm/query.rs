@@ -191,6 +191,21 @@ impl CpuSnapshot {
         out
     }
 
+    /// Each context's own time off CPU (ns, every reason) by node index, for a tree of
+    /// `nodes` nodes; empty when no time off CPU was counted.
+    pub fn offcpu_self_ns(&self, nodes: usize) -> Vec<u64> {
+        if self.offcpu.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![0u64; nodes];
+        for (&(n, _), &ns) in &self.offcpu {
+            if let Some(x) = out.get_mut(n as usize) {
+                *x = x.saturating_add(ns);
+            }
+        }
+        out
+    }
+
     /// As jp-mct's CPU of `tree` (this JVM's), kernel addresses named by `symbols`.
     pub fn mct_cpu(
         &self,
