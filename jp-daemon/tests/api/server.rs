@@ -1294,6 +1294,7 @@ fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
         calls,
         bytecodes,
         cpu_ns: 0,
+        offcpu_ns: 0,
     };
     // The JVM's history: its first method deltas cover no known time (0).
     assert_eq!(
@@ -1398,6 +1399,7 @@ async fn watch_stream_carries_jvm_deltas() {
             calls: 5,
             bytecodes: 5,
             cpu_ns: 0,
+            offcpu_ns: 0,
         }]
     );
     let _ = run.stop.send(());
@@ -1586,6 +1588,7 @@ fn jvm_watch_carries_cpu_deltas_per_jvm_and_method() {
         calls: 0,
         bytecodes: 0,
         cpu_ns: cpu_ms * PERIOD_NS,
+        offcpu_ns: 0,
     };
     let activity = |cpu_ms: u64, methods, ns| pb::JvmDelta {
         jvms: vec![pb::JvmActivity {

@@ -421,3 +421,71 @@ fn a_restart_while_threads_sleep_counts_orphans_and_times_nothing_wrong() {
         d.stop();
     }
 }
+
+/// The JVM pane's `off%` cell of `method` (the column before the method's name).
+fn off_percent_of(screen: &str, method: &str) -> Option<f64> {
+    screen.lines().find_map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        let at = cols.iter().position(|c| *c == method)?;
+        cols.get(at.checked_sub(1)?)?
+            .strip_suffix('%')?
+            .parse()
+            .ok()
+    })
+}
+
+/// The first method row under the JVM pane's header with its `off%` column.
+fn first_jvm_row(screen: &str) -> Option<String> {
+    let mut lines = screen.lines().skip_while(|l| !l.starts_with("┌ JVM "));
+    lines.find(|l| l.contains(" cpu%    off% method"))?;
+    lines.next().map(str::to_string)
+}
+
+/// `jpctl top` in tmux while a() sleeps 200 ms and b() spins 100 ms in turn: the JVM
+/// pane has an `off%` column after `cpu%` (a() off CPU about 2/3 of the time, more than
+/// b()), and `s` sorts by it after cpu% (a() first).
+#[test]
+fn jpctl_top_shows_and_sorts_by_time_off_cpu_in_tmux() {
+    require_root();
+    let bin = crate::support::fleet::tool("tmux", "tmux");
+    let _one = crate::support::exclusive();
+    let d = Jpd::start(CONFIG);
+    for (tag, home) in jdks() {
+        let dir = compile("OffcpuWaits", &format!("{tag}-top"), &home);
+        let args = ["waits".to_string(), "60".to_string(), "1".to_string()];
+        let mut jvm = Jvm::launch(&[], &home, &dir, "OffcpuWaits", &args);
+        jvm.expect_line("started");
+        go(&d, &mut jvm, 1);
+        let pid = jvm.pid();
+        let tmux = crate::support::tmux::Tmux::session(bin.clone(), &format!("jp-off-{pid}"));
+        tmux.jpctl_top(&d.socket);
+        tmux.wait_for("the JVM pane", |t| t.screen().contains("┌ JVM "));
+        tmux.show_jvm(pid);
+        let (a, b) = ("OffcpuWaits.a()", "OffcpuWaits.b()");
+        tmux.wait_for(&format!("{tag}: a()'s off% above b()'s"), |t| {
+            let s = t.screen();
+            matches!(
+                (off_percent_of(&s, a), off_percent_of(&s, b)),
+                (Some(off_a), Some(off_b)) if off_a > 30.0 && off_a > off_b
+            )
+        });
+        // Tab twice: the JVM pane; s twice: cpu%, then off%.
+        tmux.cmd(&["send-keys", "-t", "top", "Tab", "Tab", "s"]);
+        tmux.wait_for(&format!("{tag}: sorted by cpu%"), |t| {
+            t.screen().contains("sort: cpu%)")
+        });
+        tmux.cmd(&["send-keys", "-t", "top", "s"]);
+        tmux.wait_for(&format!("{tag}: sorted by off%, a() first"), |t| {
+            let s = t.screen();
+            s.contains("sort: off%)")
+                && first_jvm_row(&s).is_some_and(|r| r.contains(&format!(" {a} ")))
+        });
+        tmux.cmd(&["send-keys", "-t", "top", "q"]);
+        tmux.wait_for("jpctl to quit", |t| {
+            t.format("#{pane_current_command}") == "sh"
+        });
+        drop(tmux);
+        drop(jvm);
+    }
+    d.stop();
+}

@@ -135,6 +135,22 @@ impl ContextOffcpu {
         }
     }
 
+    /// mid → time off CPU (ns) in the method's own contexts; `links` gives a node's
+    /// (parent, mid). Reads only the contexts with time off CPU, as the CPU's.
+    pub fn self_by_method(&self, links: &dyn Fn(u32) -> Option<[u32; 2]>) -> HashMap<u32, u64> {
+        let mut out: HashMap<u32, u64> = HashMap::new();
+        for (&(node, _), p) in &self.by_node {
+            match links(node) {
+                Some([_, mid]) if node != 0 && p.ns > 0 => {
+                    let t = out.entry(mid).or_default();
+                    *t = t.saturating_add(p.ns);
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// (reason, time off CPU under resolved contexts below the root (ns)), by reason.
     pub fn by_reason(&self) -> Vec<(u64, u64)> {
         let mut v: Vec<(u64, u64)> = self.by_reason.iter().map(|(&r, &ns)| (r, ns)).collect();

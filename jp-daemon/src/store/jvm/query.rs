@@ -58,6 +58,8 @@ pub struct MethodCalls {
     pub exclusive_bytecodes: u64,
     /// CPU (ns) in the method's own contexts, as [`MethodTotals::cpu_ns`].
     pub cpu_ns: u64,
+    /// Time off CPU (ns) in the method's own contexts, as [`MethodTotals::offcpu_ns`].
+    pub offcpu_ns: u64,
 }
 
 /// One live thread's tree.
@@ -495,6 +497,7 @@ fn sort_totals<T>(v: &mut [(u32, T)], key: impl Fn(&T) -> (u64, &Name)) {
 /// [`top_methods`].
 pub(crate) fn method_calls(jvm: &Jvm) -> Vec<MethodCalls> {
     let cpu = self_cpu_by_method(jvm);
+    let offcpu = jvm.offcpu.self_by_method(&|node| jvm.tree.links(node));
     let mut out: Vec<(u32, MethodCalls)> = jvm
         .tree
         .methods()
@@ -510,6 +513,7 @@ pub(crate) fn method_calls(jvm: &Jvm) -> Vec<MethodCalls> {
                     calls: c.calls,
                     exclusive_bytecodes: c.exclusive,
                     cpu_ns: cpu.get(&mid).copied().unwrap_or(0),
+                    offcpu_ns: offcpu.get(&mid).copied().unwrap_or(0),
                 },
             )
         })
