@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::cpu::{compile, jdks, wait_listed, Jvm};
+use crate::cpu_views::{first_jvm_row, percent_before};
 use crate::support::jpd::Jpd;
 use crate::support::require_root;
 
@@ -422,25 +423,6 @@ fn a_restart_while_threads_sleep_counts_orphans_and_times_nothing_wrong() {
     }
 }
 
-/// The JVM pane's `off%` cell of `method` (the column before the method's name).
-fn off_percent_of(screen: &str, method: &str) -> Option<f64> {
-    screen.lines().find_map(|l| {
-        let cols: Vec<&str> = l.split_whitespace().collect();
-        let at = cols.iter().position(|c| *c == method)?;
-        cols.get(at.checked_sub(1)?)?
-            .strip_suffix('%')?
-            .parse()
-            .ok()
-    })
-}
-
-/// The first method row under the JVM pane's header with its `off%` column.
-fn first_jvm_row(screen: &str) -> Option<String> {
-    let mut lines = screen.lines().skip_while(|l| !l.starts_with("┌ JVM "));
-    lines.find(|l| l.contains(" cpu%    off% method"))?;
-    lines.next().map(str::to_string)
-}
-
 /// `jpctl top` in tmux while a() sleeps 200 ms and b() spins 100 ms in turn: the JVM
 /// pane has an `off%` column after `cpu%` (a() off CPU about 2/3 of the time, more than
 /// b()), and `s` sorts by it after cpu% (a() first).
@@ -465,7 +447,7 @@ fn jpctl_top_shows_and_sorts_by_time_off_cpu_in_tmux() {
         tmux.wait_for(&format!("{tag}: a()'s off% above b()'s"), |t| {
             let s = t.screen();
             matches!(
-                (off_percent_of(&s, a), off_percent_of(&s, b)),
+                (percent_before(&s, a), percent_before(&s, b)),
                 (Some(off_a), Some(off_b)) if off_a > 30.0 && off_a > off_b
             )
         });
@@ -478,7 +460,8 @@ fn jpctl_top_shows_and_sorts_by_time_off_cpu_in_tmux() {
         tmux.wait_for(&format!("{tag}: sorted by off%, a() first"), |t| {
             let s = t.screen();
             s.contains("sort: off%)")
-                && first_jvm_row(&s).is_some_and(|r| r.contains(&format!(" {a} ")))
+                && first_jvm_row(&s, " cpu%    off% method")
+                    .is_some_and(|r| r.contains(&format!(" {a} ")))
         });
         tmux.cmd(&["send-keys", "-t", "top", "q"]);
         tmux.wait_for("jpctl to quit", |t| {
