@@ -101,6 +101,13 @@ pub fn status(s: &IngestStats) -> pb::JvmStatus {
         events: s.events,
         thread_nodes: s.thread_nodes,
         collector: s.collector.as_ref().map(collector),
+        offcpu_dropped: s.offcpu.map(|c| pb::OffcpuDropped {
+            over_cap: c.over_cap,
+            orphans: c.orphans,
+            stale: c.stale,
+            read_failed: c.read_failed,
+            lost: c.lost,
+        }),
     }
 }
 

@@ -1253,6 +1253,8 @@ async fn jvm_list_profile_top_export_and_status() {
                 errors: 1,
                 last_error: "process 9: control block not found".into(),
             }),
+            // Off-CPU time is not measured here: no counters.
+            offcpu_dropped: None,
         })
     );
 

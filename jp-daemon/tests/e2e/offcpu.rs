@@ -236,6 +236,7 @@ fn a_sleep_and_a_spin_split_off_cpu_and_wall_time_by_context() {
         // Exited: its times are final in the export and in /metrics.
         settled(&d, pid);
         metrics_have_the_exports_kinds(&d, pid, tag, &mut kinds_of_all);
+        status_has_the_dropped_periods(&d, tag);
     }
     d.stop();
 }
@@ -289,6 +290,38 @@ fn metrics_have_the_exports_kinds(
         "{tag}: {}",
         doc["root"]
     );
+}
+
+/// `jpctl status --json` has /metrics' periods not timed, reason by reason (read
+/// between two scrapes that agree: other JVMs on the host may be joined too).
+fn status_has_the_dropped_periods(d: &Jpd, tag: &str) {
+    let reasons = [
+        ("over_cap", "over_cap"),
+        ("orphan", "orphans"),
+        ("stale", "stale"),
+        ("read_failed", "read_failed"),
+        ("lost", "lost"),
+    ];
+    let scrape = || -> Vec<Option<u64>> {
+        reasons
+            .iter()
+            .map(|(metric, _)| dropped(d, metric))
+            .collect()
+    };
+    for _ in 0..5 {
+        let before = scrape();
+        let status = d.jpctl_json(&["status", "--json"]);
+        if scrape() != before {
+            continue;
+        }
+        let got: Vec<Option<u64>> = reasons
+            .iter()
+            .map(|(_, field)| status["jvm"]["offcpu_dropped"][field].as_u64())
+            .collect();
+        assert_eq!(got, before, "{tag}: {status}");
+        return;
+    }
+    panic!("{tag}: the dropped periods never stood still over a status read");
 }
 
 /// `jpctl jvm tree`: every context of `a` (the export's nodes of a()) with the export's
