@@ -1066,7 +1066,9 @@ fn status_shows_jvm_ingestion() {
             "bytes": 54321, "lost": 3, "malformed": 2,
             "malformed_by_reason": [{"reason": "bad magic", "records": 2}],
             "fired": 125, "ring_full": 3, "faults": 0, "too_long": 0, "nodes": 12,
-            "memory_bytes": 4096, "collector": null})
+            "memory_bytes": 4096, "collector": null,
+            // The fake jpd does not measure time off CPU.
+            "offcpu_dropped": null})
     );
 }
 
