@@ -461,6 +461,7 @@ fn node(method_id: u32, depth: u32, calls: u64, bytecodes: u64, inclusive: u64) 
         cut: None,
         cpu_ns: 0,
         inclusive_cpu_ns: 0,
+        ..Default::default()
     }
 }
 
@@ -473,6 +474,7 @@ fn paper_profile() -> pb::JvmProfile {
         calls: 75,
         bytecodes: 510,
         cpu_ns: 0,
+        ..Default::default()
     });
     pb::JvmProfile {
         jvm: Some(paper_jvm()),
@@ -1069,7 +1071,9 @@ fn status_shows_jvm_ingestion() {
             "bytes": 54321, "lost": 3, "malformed": 2,
             "malformed_by_reason": [{"reason": "bad magic", "records": 2}],
             "fired": 125, "ring_full": 3, "faults": 0, "too_long": 0, "nodes": 12,
-            "memory_bytes": 4096, "collector": null})
+            "memory_bytes": 4096, "collector": null,
+            // The fake jpd does not measure time off CPU.
+            "offcpu_dropped": null})
     );
 }
 

@@ -275,6 +275,7 @@ fn md(id: u32, calls: u64, bytecodes: u64) -> JvmMethodDelta {
         calls,
         bytecodes,
         cpu_ns: 0,
+        offcpu_ns: 0,
     }
 }
 

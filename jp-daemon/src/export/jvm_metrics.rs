@@ -11,6 +11,10 @@
 //! kernel mode together: a sample that waits for its context's definition counts as
 //! `app` at once and moves from user to kernel mode when it resolves, so only the sum
 //! over modes is monotonic.
+//!
+//! Time off CPU is counted per kind of wait ([`OFFCPU_KINDS`], a fixed set), named from
+//! the kernel function a thread blocked in: only once jpd has the kernel's symbols, so
+//! that a period never moves from one kind to another between scrapes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
@@ -24,6 +28,19 @@ pub const MAX_MAINS: usize = 50;
 /// The kinds of thread CPU is counted by, in exposition order (see
 /// [`crate::store::jvm::cpu::ThreadKind`]).
 pub const CPU_KINDS: [&str; 4] = ["app", "gc", "jit", "vm"];
+/// The kinds of wait time off CPU is counted by, in exposition order (see
+/// [`crate::store::jvm::offcpu::reason_kind`]).
+pub const OFFCPU_KINDS: [&str; 7] = [
+    "lock",
+    "sleep",
+    "page_fault",
+    "network",
+    "disk",
+    "run_queue",
+    "other",
+];
+/// Names the kind ([`OFFCPU_KINDS`]) of a reason of time off CPU.
+pub type OffcpuKindOf<'a> = &'a dyn Fn(u64) -> &'static str;
 /// Longest `main` label value; longer names are cut (see [`label_value`]).
 #[cfg(test)]
 const MAX_MAIN_CHARS: usize = super::label::MAX_LABEL_BYTES;
@@ -39,6 +56,9 @@ pub struct MainTotals {
     pub cpu_ns: Option<[u64; 4]>,
     /// The JVMs' own records the eBPF program refused, by [`REFUSED_REASONS`].
     pub records_refused: [u64; 2],
+    /// Time off CPU (ns) under resolved contexts by kind ([`OFFCPU_KINDS`]); `None` while
+    /// no JVM of the label had any (or the kinds could not be named yet).
+    pub offcpu_ns: Option<[u64; 7]>,
 }
 
 /// Why the eBPF program refused a JVM's own record, in exposition order: over its
@@ -70,9 +90,27 @@ fn cpu_by_kind(j: &JvmSummary) -> Option<[u64; 4]> {
     Some(v)
 }
 
-fn add_cpu(into: &mut Option<[u64; 4]>, v: Option<[u64; 4]>) {
+/// A JVM's time off CPU by kind; `None` when it has none or kinds cannot be named.
+fn offcpu_by_kind(j: &JvmSummary, kind_of: Option<OffcpuKindOf>) -> Option<[u64; 7]> {
+    let kind_of = kind_of?;
+    if j.offcpu_by_reason.is_empty() {
+        return None;
+    }
+    let mut v = [0u64; 7];
+    for &(reason, ns) in &j.offcpu_by_reason {
+        let kind = kind_of(reason);
+        let i = OFFCPU_KINDS
+            .iter()
+            .position(|k| *k == kind)
+            .unwrap_or(OFFCPU_KINDS.len() - 1);
+        v[i] = v[i].saturating_add(ns);
+    }
+    Some(v)
+}
+
+fn add_times<const N: usize>(into: &mut Option<[u64; N]>, v: Option<[u64; N]>) {
     if let Some(v) = v {
-        let t = into.get_or_insert([0; 4]);
+        let t = into.get_or_insert([0; N]);
         for (t, v) in t.iter_mut().zip(v) {
             *t = t.saturating_add(v);
         }
@@ -87,6 +125,7 @@ struct Seen {
     bytecodes: u64,
     cpu_ns: Option<[u64; 4]>,
     records_refused: [u64; 2],
+    offcpu_ns: Option<[u64; 7]>,
 }
 
 /// What the JVMs that left the store had counted, per label.
@@ -96,6 +135,7 @@ struct Retired {
     bytecodes: u64,
     cpu_ns: Option<[u64; 4]>,
     records_refused: [u64; 2],
+    offcpu_ns: Option<[u64; 7]>,
 }
 
 /// Monotonic per-label sums over every JVM jpd ever held.
@@ -126,12 +166,18 @@ impl JvmTotals {
         let r = self.retired.entry(s.label).or_default();
         r.calls = r.calls.saturating_add(s.calls);
         r.bytecodes = r.bytecodes.saturating_add(s.bytecodes);
-        add_cpu(&mut r.cpu_ns, s.cpu_ns);
+        add_times(&mut r.cpu_ns, s.cpu_ns);
         add_refused(&mut r.records_refused, s.records_refused);
+        add_times(&mut r.offcpu_ns, s.offcpu_ns);
     }
 
-    /// Folds the store's current list in; returns the totals per label.
-    pub fn update(&mut self, list: &[JvmSummary]) -> BTreeMap<String, MainTotals> {
+    /// Folds the store's current list in; returns the totals per label. `offcpu_kind`
+    /// names the kinds of time off CPU; `None` while it cannot (no kernel symbols yet).
+    pub fn update(
+        &mut self,
+        list: &[JvmSummary],
+        offcpu_kind: Option<OffcpuKindOf>,
+    ) -> BTreeMap<String, MainTotals> {
         let present: std::collections::HashSet<u32> = list.iter().map(|j| j.pid).collect();
         let gone: Vec<u32> = self
             .seen
@@ -172,13 +218,15 @@ impl JvmTotals {
                     bytecodes: j.bytecodes,
                     cpu_ns: cpu_by_kind(j),
                     records_refused: records_refused(j),
+                    offcpu_ns: offcpu_by_kind(j, offcpu_kind),
                 },
             );
             let t = out.entry(label).or_default();
             t.calls = t.calls.saturating_add(j.calls);
             t.bytecodes = t.bytecodes.saturating_add(j.bytecodes);
-            add_cpu(&mut t.cpu_ns, cpu_by_kind(j));
+            add_times(&mut t.cpu_ns, cpu_by_kind(j));
             add_refused(&mut t.records_refused, records_refused(j));
+            add_times(&mut t.offcpu_ns, offcpu_by_kind(j, offcpu_kind));
             if j.exited_at.is_none() {
                 t.threads_live += u64::from(j.threads_live);
                 t.jvms += 1;
@@ -188,8 +236,9 @@ impl JvmTotals {
             let t = out.entry(label.clone()).or_default();
             t.calls = t.calls.saturating_add(r.calls);
             t.bytecodes = t.bytecodes.saturating_add(r.bytecodes);
-            add_cpu(&mut t.cpu_ns, r.cpu_ns);
+            add_times(&mut t.cpu_ns, r.cpu_ns);
             add_refused(&mut t.records_refused, r.records_refused);
+            add_times(&mut t.offcpu_ns, r.offcpu_ns);
         }
         out
     }
@@ -253,6 +302,19 @@ fn per_main_families(out: &mut String, per_main: &BTreeMap<String, MainTotals>) 
         let Some(cpu) = t.cpu_ns else { continue };
         for (kind, ns) in CPU_KINDS.iter().zip(cpu) {
             f.sample(name, &[("main", main), ("kind", kind)], ns as f64 / 1e9);
+        }
+    }
+    let name = "jp_jvm_offcpu_seconds_total";
+    let mut f = Family::header(
+        out,
+        name,
+        "counter",
+        "Time threads of JVMs spent off CPU under their calling contexts (kernel.offcpu), by main class and kind of wait (lock, sleep, page_fault, network, disk, run_queue: runnable, waiting for a CPU; other). Exited JVMs included.",
+    );
+    for (main, t) in per_main {
+        let Some(off) = t.offcpu_ns else { continue };
+        for (kind, ns) in OFFCPU_KINDS.iter().zip(off) {
+            f.sample(name, &[("main", main), ("reason", kind)], ns as f64 / 1e9);
         }
     }
     let name = "jp_jvm_records_refused_total";
@@ -458,6 +520,7 @@ mod tests {
             cpu_unresolved_ns: 0,
             cpu_read_failed_ns: 0,
             cpu_contexts_ns: 0,
+            offcpu_by_reason: Vec::new(),
             publishing_threads: 0,
         }
     }
@@ -465,7 +528,10 @@ mod tests {
     #[test]
     fn counts_of_departed_jvms_stay_in_their_labels() {
         let mut t = JvmTotals::default();
-        let a = t.update(&[jvm(10, "app.Main", 5, 50, 1), jvm(11, "app.Main", 1, 10, 1)]);
+        let a = t.update(
+            &[jvm(10, "app.Main", 5, 50, 1), jvm(11, "app.Main", 1, 10, 1)],
+            None,
+        );
         assert_eq!(
             a["app.Main"],
             MainTotals {
@@ -475,16 +541,17 @@ mod tests {
                 jvms: 2,
                 cpu_ns: None,
                 records_refused: [0, 0],
+                offcpu_ns: None,
             }
         );
         // 11 leaves the store; 10 goes on counting.
-        let a = t.update(&[jvm(10, "app.Main", 7, 70, 1)]);
+        let a = t.update(&[jvm(10, "app.Main", 7, 70, 1)], None);
         assert_eq!((a["app.Main"].calls, a["app.Main"].bytecodes), (8, 80));
         // pid 10 reused by another JVM: the old counts are kept.
-        let a = t.update(&[jvm(10, "app.Main", 2, 2, 99)]);
+        let a = t.update(&[jvm(10, "app.Main", 2, 2, 99)], None);
         assert_eq!((a["app.Main"].calls, a["app.Main"].bytecodes), (10, 82));
         assert_eq!(a["app.Main"].jvms, 1);
-        let a = t.update(&[]);
+        let a = t.update(&[], None);
         assert_eq!((a["app.Main"].calls, a["app.Main"].jvms), (10, 0));
     }
 
@@ -498,11 +565,11 @@ mod tests {
             j
         };
         let mut t = JvmTotals::default();
-        let a = t.update(&[refused(10, 5, 1, 1), refused(11, 2, 0, 1)]);
+        let a = t.update(&[refused(10, 5, 1, 1), refused(11, 2, 0, 1)], None);
         assert_eq!(a["app.Main"].records_refused, [7, 1]);
-        let a = t.update(&[refused(10, 6, 1, 1)]);
+        let a = t.update(&[refused(10, 6, 1, 1)], None);
         assert_eq!(a["app.Main"].records_refused, [8, 1]);
-        let a = t.update(&[refused(10, 0, 3, 99)]);
+        let a = t.update(&[refused(10, 0, 3, 99)], None);
         assert_eq!(a["app.Main"].records_refused, [8, 4]);
     }
 
@@ -516,20 +583,62 @@ mod tests {
             j
         };
         let mut t = JvmTotals::default();
-        let a = t.update(&[
-            joined(10, 100, 7, 1),
-            joined(11, 10, 0, 1),
-            jvm(12, "Other", 1, 1, 1),
-        ]);
+        let a = t.update(
+            &[
+                joined(10, 100, 7, 1),
+                joined(11, 10, 0, 1),
+                jvm(12, "Other", 1, 1, 1),
+            ],
+            None,
+        );
         assert_eq!(a["app.Main"].cpu_ns, Some([100 + 5 + 10 + 5, 7, 0, 4]));
         assert_eq!(a["Other"].cpu_ns, None);
         // 11 leaves; 10 goes on; pid 10 is then reused by another joined JVM.
-        let a = t.update(&[joined(10, 200, 7, 1)]);
+        let a = t.update(&[joined(10, 200, 7, 1)], None);
         assert_eq!(a["app.Main"].cpu_ns, Some([205 + 15, 7, 0, 4]));
-        let a = t.update(&[joined(10, 1, 0, 99)]);
+        let a = t.update(&[joined(10, 1, 0, 99)], None);
         assert_eq!(a["app.Main"].cpu_ns, Some([220 + 6, 7, 0, 6]));
-        let a = t.update(&[]);
+        let a = t.update(&[], None);
         assert_eq!(a["app.Main"].cpu_ns, Some([226, 7, 0, 6]));
+    }
+
+    /// Time off CPU by kind sums the JVMs of a label and stays when they leave; no series
+    /// until the kinds can be named, nor for a label without time off CPU.
+    #[test]
+    fn offcpu_by_kind_is_monotonic_per_label() {
+        // Reason codes of this test: 1 and 2 are futexes, 3 a socket wait, 0 the run queue.
+        let kind_of = |reason: u64| match reason {
+            0 => "run_queue",
+            1 | 2 => "lock",
+            3 => "network",
+            _ => "no such kind",
+        };
+        let waited = |pid, reasons: &[(u64, u64)], since| {
+            let mut j = jvm(pid, "app.Main", 1, 1, since);
+            j.offcpu_by_reason = reasons.to_vec();
+            j
+        };
+        let mut t = JvmTotals::default();
+        let list = [
+            waited(10, &[(0, 5), (1, 100), (2, 20)], 1),
+            waited(11, &[(3, 7), (9, 1)], 1),
+            jvm(12, "Other", 1, 1, 1),
+        ];
+        assert_eq!(t.update(&list, None)["app.Main"].offcpu_ns, None);
+        let a = t.update(&list, Some(&kind_of));
+        // lock, sleep, page_fault, network, disk, run_queue, other
+        assert_eq!(a["app.Main"].offcpu_ns, Some([120, 0, 0, 7, 0, 5, 1]));
+        assert_eq!(a["Other"].offcpu_ns, None);
+        // 11 leaves; 10 goes on; pid 10 is then reused by another JVM.
+        let a = t.update(
+            &[waited(10, &[(0, 6), (1, 200), (2, 20)], 1)],
+            Some(&kind_of),
+        );
+        assert_eq!(a["app.Main"].offcpu_ns, Some([220, 0, 0, 7, 0, 6, 1]));
+        let a = t.update(&[waited(10, &[(3, 2)], 99)], Some(&kind_of));
+        assert_eq!(a["app.Main"].offcpu_ns, Some([220, 0, 0, 9, 0, 6, 1]));
+        let a = t.update(&[], Some(&kind_of));
+        assert_eq!(a["app.Main"].offcpu_ns, Some([220, 0, 0, 9, 0, 6, 1]));
     }
 
     #[test]
@@ -537,8 +646,8 @@ mod tests {
         let mut t = JvmTotals::default();
         let mut early = jvm(5, "/usr/bin/java -cp x App", 0, 0, 1);
         early.jdk_version.clear();
-        assert!(t.update(&[early]).is_empty());
-        let a = t.update(&[jvm(5, "App", 3, 30, 1)]);
+        assert!(t.update(&[early], None).is_empty());
+        let a = t.update(&[jvm(5, "App", 3, 30, 1)], None);
         assert_eq!(a.keys().collect::<Vec<_>>(), ["App"]);
     }
 
@@ -548,10 +657,13 @@ mod tests {
         let many: Vec<JvmSummary> = (0..MAX_MAINS as u32 + 5)
             .map(|i| jvm(100 + i, &format!("m{i:03}"), 1, 1, 1))
             .collect();
-        let a = t.update(&many);
+        let a = t.update(&many, None);
         assert_eq!(a.len(), MAX_MAINS + 1);
         assert_eq!(a["other"].jvms, 5);
-        let a = t.update(&[jvm(1, &"x".repeat(500), 1, 1, 1), jvm(2, "", 1, 1, 1)]);
+        let a = t.update(
+            &[jvm(1, &"x".repeat(500), 1, 1, 1), jvm(2, "", 1, 1, 1)],
+            None,
+        );
         assert!(a.keys().all(|k| k.chars().count() <= MAX_MAIN_CHARS));
         assert!(a.contains_key("other"));
     }
@@ -561,7 +673,7 @@ mod tests {
     fn hostile_main_classes_become_safe_labels() {
         let mut t = JvmTotals::default();
         let hostile = format!("\x1b]0;pwned\x07{}", "A".repeat(3000));
-        let a = t.update(&[jvm(1, &hostile, 1, 1, 1), jvm(2, "Paper", 1, 1, 1)]);
+        let a = t.update(&[jvm(1, &hostile, 1, 1, 1), jvm(2, "Paper", 1, 1, 1)], None);
         assert!(a.contains_key("Paper"));
         let label = a.keys().find(|k| *k != "Paper").unwrap();
         assert!(
@@ -583,6 +695,7 @@ mod tests {
                 jvms: 1,
                 cpu_ns: Some([2_500_000_000, 1_000_000, 0, 3]),
                 records_refused: [12, 0],
+                offcpu_ns: Some([1_500_000_000, 0, 0, 0, 0, 2_000_000, 0]),
             },
         )]
         .into();
@@ -615,6 +728,7 @@ mod tests {
             "jp_jvm_records_total 4\n",
             "# TYPE jp_jvm_cpu_seconds_total counter\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"app\"} 2.5\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"gc\"} 0.001\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"jit\"} 0\njp_jvm_cpu_seconds_total{main=\"Paper\",kind=\"vm\"} 0.000000003\n",
             "jp_jvm_records_malformed_total{reason=\"none\"} 0\n",
+            "# TYPE jp_jvm_offcpu_seconds_total counter\njp_jvm_offcpu_seconds_total{main=\"Paper\",reason=\"lock\"} 1.5\njp_jvm_offcpu_seconds_total{main=\"Paper\",reason=\"sleep\"} 0\njp_jvm_offcpu_seconds_total{main=\"Paper\",reason=\"page_fault\"} 0\njp_jvm_offcpu_seconds_total{main=\"Paper\",reason=\"network\"} 0\njp_jvm_offcpu_seconds_total{main=\"Paper\",reason=\"disk\"} 0\njp_jvm_offcpu_seconds_total{main=\"Paper\",reason=\"run_queue\"} 0.002\njp_jvm_offcpu_seconds_total{main=\"Paper\",reason=\"other\"} 0\n",
             "# TYPE jp_jvm_records_refused_total counter\njp_jvm_records_refused_total{main=\"Paper\",reason=\"rate_limited\"} 12\njp_jvm_records_refused_total{main=\"Paper\",reason=\"ring_full\"} 0\n",
             "jp_usdt_records_dropped_total{reason=\"ring_full\"} 0\n",
             "jp_usdt_library_files{state=\"in_use\"} 0\njp_usdt_library_files{state=\"idle\"} 1\njp_usdt_library_files{state=\"refused\"} 0\n",

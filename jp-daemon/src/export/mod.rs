@@ -204,7 +204,17 @@ async fn metrics_handler(State(ctx): State<Ctx>) -> Response {
         },
     );
     let (list, stats) = ctx.sources.stores.jvm.list_and_stats();
-    let per_main = lock(&ctx.sources.jvm_totals).update(&list);
+    let symbols = ctx.sources.stores.kernel.symbols();
+    let offcpu_kind = |reason: u64| {
+        let name = |addr| crate::store::kernel::symbols::function_name(symbols.as_deref(), addr);
+        let function = crate::store::jvm::offcpu::reason_function(reason, &name);
+        crate::store::jvm::offcpu::reason_kind(reason, &function)
+    };
+    // Kinds are named from the kernel's symbols: none until they are loaded.
+    let offcpu_kind = symbols
+        .is_some()
+        .then_some(&offcpu_kind as jvm_metrics::OffcpuKindOf);
+    let per_main = lock(&ctx.sources.jvm_totals).update(&list, offcpu_kind);
     jvm_metrics::render(&mut text, &per_main, &stats);
     if let Some(w) = &ctx.sources.windows {
         windows::render(&mut text, &w.counters(), w.open_count());

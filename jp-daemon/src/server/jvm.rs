@@ -101,6 +101,13 @@ pub fn status(s: &IngestStats) -> pb::JvmStatus {
         events: s.events,
         thread_nodes: s.thread_nodes,
         collector: s.collector.as_ref().map(collector),
+        offcpu_dropped: s.offcpu.map(|c| pb::OffcpuDropped {
+            over_cap: c.over_cap,
+            orphans: c.orphans,
+            stale: c.stale,
+            read_failed: c.read_failed,
+            lost: c.lost,
+        }),
     }
 }
 
@@ -182,49 +189,76 @@ impl MethodTable {
     }
 }
 
-/// Per node of a tree: its subtree's nodes, calls and CPU (ns), and its own CPU. The
-/// CPU vectors are empty when the sampler is not joined to the JVM (read as 0).
+/// Each context's own times (ns) by node index of a merged tree; a vector is empty when
+/// that time is not measured for the JVM (read as 0).
+#[derive(Clone, Debug, Default)]
+pub struct NodeTimes {
+    /// CPU (user and kernel mode), when the kernel sampler is joined to the JVM.
+    pub cpu: Vec<u64>,
+    /// Time off CPU, when the scheduler program measures the JVM (kernel.offcpu).
+    pub offcpu: Vec<u64>,
+}
+
+/// One time per node: its own, and with everything below it (empty: 0 everywhere).
+struct Summed {
+    own: Vec<u64>,
+    inclusive: Vec<u64>,
+}
+
+impl Summed {
+    fn own(&self, i: usize) -> u64 {
+        self.own.get(i).copied().unwrap_or(0)
+    }
+
+    fn inclusive(&self, i: usize) -> u64 {
+        self.inclusive.get(i).copied().unwrap_or(0)
+    }
+}
+
+/// Per node of a tree: its subtree's nodes and calls, and its CPU and off-CPU time.
 struct Subtrees {
     size: Vec<u64>,
     calls: Vec<u64>,
-    cpu: Vec<u64>,
-    inclusive_cpu: Vec<u64>,
+    cpu: Summed,
+    offcpu: Summed,
 }
 
 impl Subtrees {
-    /// `cpu`: each node's own CPU (ns) by index, when joined.
-    fn of(t: &Mct, cpu: Option<&[u64]>) -> Subtrees {
+    fn of(t: &Mct, times: &NodeTimes) -> Subtrees {
         let n = t.nodes.len();
         let mut size = vec![1u64; n];
         let mut calls: Vec<u64> = t.nodes.iter().map(|x| x.calls).collect();
-        let cpu: Vec<u64> = cpu.map_or_else(Vec::new, |c| {
-            (0..n).map(|i| c.get(i).copied().unwrap_or(0)).collect()
-        });
-        let mut inclusive_cpu = cpu.clone();
+        let own = |v: &[u64]| -> Vec<u64> {
+            if v.is_empty() {
+                return Vec::new();
+            }
+            (0..n).map(|i| v.get(i).copied().unwrap_or(0)).collect()
+        };
+        let (cpu, offcpu) = (own(&times.cpu), own(&times.offcpu));
+        let mut inclusive = [cpu.clone(), offcpu.clone()];
         // Children have larger indexes than their parents.
         for i in (1..n).rev() {
             if let Some(p) = t.nodes[i].parent.filter(|&p| p < i) {
                 size[p] += size[i];
                 calls[p] = calls[p].wrapping_add(calls[i]);
-                if !inclusive_cpu.is_empty() {
-                    inclusive_cpu[p] = inclusive_cpu[p].saturating_add(inclusive_cpu[i]);
+                for v in inclusive.iter_mut().filter(|v| !v.is_empty()) {
+                    v[p] = v[p].saturating_add(v[i]);
                 }
             }
         }
+        let [inclusive_cpu, inclusive_offcpu] = inclusive;
         Subtrees {
             size,
             calls,
-            cpu,
-            inclusive_cpu,
+            cpu: Summed {
+                own: cpu,
+                inclusive: inclusive_cpu,
+            },
+            offcpu: Summed {
+                own: offcpu,
+                inclusive: inclusive_offcpu,
+            },
         }
-    }
-
-    fn cpu(&self, i: usize) -> u64 {
-        self.cpu.get(i).copied().unwrap_or(0)
-    }
-
-    fn inclusive_cpu(&self, i: usize) -> u64 {
-        self.inclusive_cpu.get(i).copied().unwrap_or(0)
     }
 
     /// Adds node `i`'s whole subtree (of `bytecodes`) to `cut`.
@@ -234,7 +268,8 @@ impl Subtrees {
         c.nodes += self.size[i];
         c.calls = c.calls.wrapping_add(self.calls[i]);
         c.bytecodes = c.bytecodes.wrapping_add(bytecodes);
-        c.cpu_ns = c.cpu_ns.saturating_add(self.inclusive_cpu(i));
+        c.cpu_ns = c.cpu_ns.saturating_add(self.cpu.inclusive(i));
+        c.offcpu_ns = c.offcpu_ns.saturating_add(self.offcpu.inclusive(i));
     }
 }
 
@@ -242,31 +277,26 @@ impl Subtrees {
 /// deeper than `max_depth` (0: no limit) or hold less than `min_share` of the
 /// bytecodes. Both limits only ever cut whole subtrees (a child is never deeper
 /// than, nor holds more than, its parent), and each cut is summed on its parent.
-/// `cpu`: each context's own CPU (ns) by node index when the kernel sampler is joined
-/// to the JVM; the cut stays by bytecodes (what the tree is of), CPU is summed along.
+/// `times`: each context's own CPU and off-CPU time, where measured; the cut stays by
+/// bytecodes (what the tree is of), the times are summed along.
 pub fn profile(
     jvm: &JvmSummary,
     t: &Mct,
-    cpu: Option<&[u64]>,
+    times: &NodeTimes,
     max_depth: u32,
     min_share: f64,
 ) -> pb::JvmProfile {
     pb::JvmProfile {
         jvm: Some(summary(jvm)),
-        ..tree_profile(t, cpu, max_depth, min_share)
+        ..tree_profile(t, times, max_depth, min_share)
     }
 }
 
 /// [`profile`] without the JVM's summary (a window's tree has its own).
-pub fn tree_profile(
-    t: &Mct,
-    cpu: Option<&[u64]>,
-    max_depth: u32,
-    min_share: f64,
-) -> pb::JvmProfile {
+pub fn tree_profile(t: &Mct, times: &NodeTimes, max_depth: u32, min_share: f64) -> pb::JvmProfile {
     let n = t.nodes.len();
     let inclusive = t.inclusive_bytecodes();
-    let sub = Subtrees::of(t, cpu);
+    let sub = Subtrees::of(t, times);
     let total = inclusive.first().copied().unwrap_or(0);
     let threshold = min_share * total as f64;
     let keep = |i: usize, depth: u32| {
@@ -313,8 +343,10 @@ pub fn tree_profile(
             bytecodes: node.bytecodes,
             inclusive_bytecodes: inclusive[i],
             cut,
-            cpu_ns: sub.cpu(i),
-            inclusive_cpu_ns: sub.inclusive_cpu(i),
+            cpu_ns: sub.cpu.own(i),
+            inclusive_cpu_ns: sub.cpu.inclusive(i),
+            offcpu_ns: sub.offcpu.own(i),
+            inclusive_offcpu_ns: sub.offcpu.inclusive(i),
         });
     }
     out.root_cut = root_cut;

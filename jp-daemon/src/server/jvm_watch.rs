@@ -1,6 +1,6 @@
 //! The JVM part of Watch messages: per JVM, the change of its totals (calls, bytecodes,
-//! CPU) since the previous message and of each method's calls, exclusive bytecodes and
-//! own CPU since the JVM's previous method deltas; a method's name is sent once per stream with an
+//! CPU) since the previous message and of each method's calls, exclusive bytecodes,
+//! own CPU and own time off CPU since the JVM's previous method deltas; a method's name is sent once per stream with an
 //! id that every JVM shares; JVMs appearing, exiting, and removed (retention
 //! over, or the pid reused). One [`JvmWatch`] per stream.
 //!
@@ -40,8 +40,9 @@ struct Seen {
     /// When, and how long that took.
     methods_at: Option<Instant>,
     methods_cost: Duration,
-    /// Per method id of the JVM (its agent's mid): calls, exclusive bytecodes, own CPU.
-    methods: HashMap<u32, Since<3>>,
+    /// Per method id of the JVM (its agent's mid): calls, exclusive bytecodes, own CPU,
+    /// own time off CPU.
+    methods: HashMap<u32, Since<4>>,
 }
 
 impl Seen {
@@ -130,12 +131,13 @@ impl JvmWatch {
                 seen.methods_at = Some(now);
                 seen.methods_change = change;
                 for m in totals {
-                    let [dc, db, dcpu] = seen.methods.entry(m.mid).or_default().advance([
+                    let [dc, db, dcpu, doff] = seen.methods.entry(m.mid).or_default().advance([
                         m.calls,
                         m.exclusive_bytecodes,
                         m.cpu_ns,
+                        m.offcpu_ns,
                     ]);
-                    if dc == 0 && db == 0 && dcpu == 0 {
+                    if dc == 0 && db == 0 && dcpu == 0 && doff == 0 {
                         continue;
                     }
                     let next = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
@@ -155,6 +157,7 @@ impl JvmWatch {
                         calls: dc,
                         bytecodes: db,
                         cpu_ns: dcpu,
+                        offcpu_ns: doff,
                     });
                 }
             }

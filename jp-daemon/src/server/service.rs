@@ -286,12 +286,17 @@ impl Jp for JpService {
             cancelled.check()?;
             let tree = snapshot.mct();
             cancelled.check()?;
-            let cpu = snapshot.cpu().map(|c| c.self_ns(tree.nodes.len()));
+            let times = snapshot
+                .cpu()
+                .map_or_else(Default::default, |c| jvmconv::NodeTimes {
+                    cpu: c.self_ns(tree.nodes.len()),
+                    offcpu: c.offcpu_self_ns(tree.nodes.len()),
+                });
             cancelled.check()?;
             Ok(jvmconv::profile(
                 &summary,
                 &tree,
-                cpu.as_deref(),
+                &times,
                 req.max_depth,
                 req.min_share,
             ))

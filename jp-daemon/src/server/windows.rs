@@ -126,7 +126,7 @@ fn profile(w: &WindowProfile) -> pb::JvmProfile {
     };
     pb::JvmProfile {
         jvm: Some(summary),
-        ..jvmconv::tree_profile(&w.tree, None, 0, 0.0)
+        ..jvmconv::tree_profile(&w.tree, &jvmconv::NodeTimes::default(), 0, 0.0)
     }
 }
 

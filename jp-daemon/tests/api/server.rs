@@ -869,6 +869,7 @@ fn node(method_id: u32, depth: u32, calls: u64, bytecodes: u64, inclusive: u64) 
         cut: None,
         cpu_ns: 0,
         inclusive_cpu_ns: 0,
+        ..Default::default()
     }
 }
 
@@ -879,6 +880,7 @@ fn cut(subtrees: u32, nodes: u64, calls: u64, bytecodes: u64) -> Option<pb::JvmC
         calls,
         bytecodes,
         cpu_ns: 0,
+        ..Default::default()
     })
 }
 
@@ -1257,6 +1259,8 @@ async fn jvm_list_profile_top_export_and_status() {
                 errors: 1,
                 last_error: "process 9: control block not found".into(),
             }),
+            // Off-CPU time is not measured here: no counters.
+            offcpu_dropped: None,
         })
     );
 
@@ -1298,6 +1302,7 @@ fn jvm_watch_sends_names_once_then_deltas_exits_and_removals() {
         calls,
         bytecodes,
         cpu_ns: 0,
+        offcpu_ns: 0,
     };
     // The JVM's history: its first method deltas cover no known time (0).
     assert_eq!(
@@ -1402,6 +1407,7 @@ async fn watch_stream_carries_jvm_deltas() {
             calls: 5,
             bytecodes: 5,
             cpu_ns: 0,
+            offcpu_ns: 0,
         }]
     );
     let _ = run.stop.send(());
@@ -1590,6 +1596,7 @@ fn jvm_watch_carries_cpu_deltas_per_jvm_and_method() {
         calls: 0,
         bytecodes: 0,
         cpu_ns: cpu_ms * PERIOD_NS,
+        offcpu_ns: 0,
     };
     let activity = |cpu_ms: u64, methods, ns| pb::JvmDelta {
         jvms: vec![pb::JvmActivity {

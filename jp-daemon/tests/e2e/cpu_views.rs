@@ -182,8 +182,9 @@ fn jvm_tree_shows_cpu_per_context_two_to_one() {
     d.stop();
 }
 
-/// The JVM pane's rows: `cpu%` before the method name, by method.
-fn cpu_percent_of(screen: &str, method: &str) -> Option<f64> {
+/// The JVM pane's rows: the percentage in the column before the method name (`cpu%`,
+/// or `off%` when shown), by method.
+pub(crate) fn percent_before(screen: &str, method: &str) -> Option<f64> {
     screen.lines().find_map(|l| {
         let cols: Vec<&str> = l.split_whitespace().collect();
         let at = cols.iter().position(|c| *c == method)?;
@@ -194,10 +195,10 @@ fn cpu_percent_of(screen: &str, method: &str) -> Option<f64> {
     })
 }
 
-/// The first method row under the JVM pane's header.
-fn first_jvm_row(screen: &str) -> Option<String> {
+/// The first method row under the JVM pane's header, which ends with `header_end`.
+pub(crate) fn first_jvm_row(screen: &str, header_end: &str) -> Option<String> {
     let mut lines = screen.lines().skip_while(|l| !l.starts_with("┌ JVM "));
-    lines.find(|l| l.contains(" cpu% method"))?;
+    lines.find(|l| l.contains(header_end))?;
     lines.next().map(str::to_string)
 }
 
@@ -220,7 +221,7 @@ fn jpctl_top_shows_cpu_per_method_in_tmux() {
         tmux.wait_for("the JVM pane", |t| t.screen().contains("┌ JVM "));
         tmux.show_jvm(pid);
         tmux.wait_for(&format!("{tag}: a's cpu% above 0"), |t| {
-            cpu_percent_of(&t.screen(), "CpuViews.a()").is_some_and(|p| p > 0.0)
+            percent_before(&t.screen(), "CpuViews.a()").is_some_and(|p| p > 0.0)
         });
         let screen = tmux.screen();
         assert!(
@@ -232,7 +233,7 @@ fn jpctl_top_shows_cpu_per_method_in_tmux() {
         tmux.wait_for(&format!("{tag}: sorted by cpu%, a first"), |t| {
             let s = t.screen();
             s.contains("sort: cpu%)")
-                && first_jvm_row(&s).is_some_and(|r| r.contains(" CpuViews.a() "))
+                && first_jvm_row(&s, " cpu% method").is_some_and(|r| r.contains(" CpuViews.a() "))
         });
         tmux.cmd(&["send-keys", "-t", "top", "q"]);
         tmux.wait_for("jpctl to quit", |t| {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::cpu::{compile, jdks, wait_listed, Jvm};
+use crate::cpu_views::{first_jvm_row, percent_before};
 use crate::support::jpd::Jpd;
 use crate::support::require_root;
 
@@ -151,6 +152,8 @@ fn a_sleep_and_a_spin_split_off_cpu_and_wall_time_by_context() {
     require_root();
     let _one = crate::support::exclusive();
     let d = Jpd::start(CONFIG);
+    // The JSON export's time off CPU by kind, summed over the JVMs that ran (one label).
+    let mut kinds_of_all = std::collections::BTreeMap::new();
     for (tag, home) in jdks() {
         let dir = compile("OffcpuWaits", tag, &home);
         let args = ["waits".to_string(), "4".to_string(), "1".to_string()];
@@ -239,9 +242,134 @@ fn a_sleep_and_a_spin_split_off_cpu_and_wall_time_by_context() {
                 "{what}: {top}"
             );
         }
+        tree_has_the_exports_times(&d, pid, &a, &what);
         jvm.finish();
+        // Exited: its times are final in the export and in /metrics.
+        settled(&d, pid);
+        metrics_have_the_exports_kinds(&d, pid, tag, &mut kinds_of_all);
+        status_has_the_dropped_periods(&d, tag);
     }
     d.stop();
+}
+
+/// The kinds of time off CPU /metrics counts (every reason of [`kinds_of`]).
+const KINDS: [&str; 7] = [
+    "lock",
+    "sleep",
+    "page_fault",
+    "network",
+    "disk",
+    "run_queue",
+    "other",
+];
+
+/// `jp_jvm_offcpu_seconds_total{main="OffcpuWaits",reason=KIND}` in ns (rounded: the
+/// exposition has seconds), or `None` without the series.
+fn offcpu_metric_ns(metrics: &str, kind: &str) -> Option<u64> {
+    let series = format!("jp_jvm_offcpu_seconds_total{{main=\"OffcpuWaits\",reason=\"{kind}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series)?.parse::<f64>().ok())
+        .map(|s| (s * 1e9).round() as u64)
+}
+
+/// /metrics' time off CPU of the label by kind equals, kind by kind, the sum of the JSON
+/// exports' (`kinds_of_all`, with `pid`'s added) over every JVM of the label.
+fn metrics_have_the_exports_kinds(
+    d: &Jpd,
+    pid: u32,
+    tag: &str,
+    kinds_of_all: &mut std::collections::BTreeMap<&'static str, u64>,
+) {
+    let doc = export_json(d, pid, &format!("{tag}-exited"));
+    let all = nodes(&doc);
+    let every: Vec<&Value> = all.iter().collect();
+    for kind in KINDS {
+        *kinds_of_all.entry(kind).or_default() += offcpu_kind_ns(&every, kind);
+    }
+    let metrics = d.metrics();
+    let got: std::collections::BTreeMap<&str, u64> = KINDS
+        .iter()
+        .map(|&k| (k, offcpu_metric_ns(&metrics, k).unwrap_or(u64::MAX)))
+        .collect();
+    assert_eq!(&got, kinds_of_all, "{tag}: {metrics}");
+    // The export names every kind it has among the seven.
+    let total: u64 = every.iter().map(|n| offcpu_ns(&[n])).sum();
+    assert_eq!(
+        KINDS.iter().map(|k| offcpu_kind_ns(&every, k)).sum::<u64>(),
+        total,
+        "{tag}: {}",
+        doc["root"]
+    );
+}
+
+/// `jpctl status --json` has /metrics' periods not timed, reason by reason (read
+/// between two scrapes that agree: other JVMs on the host may be joined too).
+fn status_has_the_dropped_periods(d: &Jpd, tag: &str) {
+    let reasons = [
+        ("over_cap", "over_cap"),
+        ("orphan", "orphans"),
+        ("stale", "stale"),
+        ("read_failed", "read_failed"),
+        ("lost", "lost"),
+    ];
+    let scrape = || -> Vec<Option<u64>> {
+        reasons
+            .iter()
+            .map(|(metric, _)| dropped(d, metric))
+            .collect()
+    };
+    for _ in 0..5 {
+        let before = scrape();
+        let status = d.jpctl_json(&["status", "--json"]);
+        if scrape() != before {
+            continue;
+        }
+        let got: Vec<Option<u64>> = reasons
+            .iter()
+            .map(|(_, field)| status["jvm"]["offcpu_dropped"][field].as_u64())
+            .collect();
+        assert_eq!(got, before, "{tag}: {status}");
+        return;
+    }
+    panic!("{tag}: the dropped periods never stood still over a status read");
+}
+
+/// `jpctl jvm tree`: every context of `a` (the export's nodes of a()) with the export's
+/// own times off CPU and wall, and the off-CPU and wall columns in its text.
+fn tree_has_the_exports_times(d: &Jpd, pid: u32, a: &[&Value], what: &str) {
+    let tree = d.jpctl_json(&["jvm", "tree", &pid.to_string(), "--json"]);
+    let tree_a: Vec<&Value> = tree["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| {
+            n["method"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("OffcpuWaits.a("))
+        })
+        .collect();
+    let own = |ctx: &[&Value], key: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = ctx.iter().map(|n| n[key].as_u64().unwrap_or(0)).collect();
+        v.sort_unstable();
+        v
+    };
+    let mut export_off: Vec<u64> = a.iter().map(|n| offcpu_ns(&[n])).collect();
+    let mut export_wall: Vec<u64> = a.iter().map(|n| offcpu_ns(&[n]) + cpu_ns(&[n])).collect();
+    export_off.sort_unstable();
+    export_wall.sort_unstable();
+    assert_eq!(own(&tree_a, "offcpu_ns"), export_off, "{what}: {tree}");
+    assert_eq!(own(&tree_a, "wall_ns"), export_wall, "{what}: {tree}");
+    let text = d.jpctl_output(&["jvm", "tree", &pid.to_string()]);
+    let head = text
+        .lines()
+        .find(|l| l.trim_end().ends_with("method"))
+        .unwrap_or_default();
+    assert_eq!(
+        head.split_whitespace().take(10).collect::<Vec<_>>(),
+        ["cpu", "ms", "incl", "ms", "offcpu", "ms", "off", "incl", "wall", "ms"],
+        "{what}:\n{text}"
+    );
 }
 
 /// Two threads contend on one monitor in c(): c()'s time blocked (a futex wait, the
@@ -337,4 +465,54 @@ fn a_restart_while_threads_sleep_counts_orphans_and_times_nothing_wrong() {
         assert_eq!(dropped(&d, "stale"), Some(0), "{tag}");
         d.stop();
     }
+}
+
+/// `jpctl top` in tmux while a() sleeps 200 ms and b() spins 100 ms in turn: the JVM
+/// pane has an `off%` column after `cpu%` (a() off CPU about 2/3 of the time, more than
+/// b()), and `s` sorts by it after cpu% (a() first).
+#[test]
+fn jpctl_top_shows_and_sorts_by_time_off_cpu_in_tmux() {
+    require_root();
+    let bin = crate::support::fleet::tool("tmux", "tmux");
+    let _one = crate::support::exclusive();
+    let d = Jpd::start(CONFIG);
+    for (tag, home) in jdks() {
+        let dir = compile("OffcpuWaits", &format!("{tag}-top"), &home);
+        let args = ["waits".to_string(), "60".to_string(), "1".to_string()];
+        let mut jvm = Jvm::launch(&[], &home, &dir, "OffcpuWaits", &args);
+        jvm.expect_line("started");
+        go(&d, &mut jvm, 1);
+        let pid = jvm.pid();
+        let tmux = crate::support::tmux::Tmux::session(bin.clone(), &format!("jp-off-{pid}"));
+        tmux.jpctl_top(&d.socket);
+        tmux.wait_for("the JVM pane", |t| t.screen().contains("┌ JVM "));
+        tmux.show_jvm(pid);
+        let (a, b) = ("OffcpuWaits.a()", "OffcpuWaits.b()");
+        tmux.wait_for(&format!("{tag}: a()'s off% above b()'s"), |t| {
+            let s = t.screen();
+            matches!(
+                (percent_before(&s, a), percent_before(&s, b)),
+                (Some(off_a), Some(off_b)) if off_a > 30.0 && off_a > off_b
+            )
+        });
+        // Tab twice: the JVM pane; s twice: cpu%, then off%.
+        tmux.cmd(&["send-keys", "-t", "top", "Tab", "Tab", "s"]);
+        tmux.wait_for(&format!("{tag}: sorted by cpu%"), |t| {
+            t.screen().contains("sort: cpu%)")
+        });
+        tmux.cmd(&["send-keys", "-t", "top", "s"]);
+        tmux.wait_for(&format!("{tag}: sorted by off%, a() first"), |t| {
+            let s = t.screen();
+            s.contains("sort: off%)")
+                && first_jvm_row(&s, " cpu%    off% method")
+                    .is_some_and(|r| r.contains(&format!(" {a} ")))
+        });
+        tmux.cmd(&["send-keys", "-t", "top", "q"]);
+        tmux.wait_for("jpctl to quit", |t| {
+            t.format("#{pane_current_command}") == "sh"
+        });
+        drop(tmux);
+        drop(jvm);
+    }
+    d.stop();
 }

@@ -480,10 +480,16 @@ const JVM_TYPES: &str = "calls/count bytecodes/count";
 
 /// The sum of every pushed delta's CPU (third value): paths → ns, nonzero only.
 fn pushed_cpu(profiles: &[Pushed]) -> BTreeMap<Vec<String>, i64> {
+    pushed_at(profiles, 2)
+}
+
+/// The sum of every pushed delta's value at `index` (its sample type's): paths → value,
+/// nonzero only.
+fn pushed_at(profiles: &[Pushed], index: usize) -> BTreeMap<Vec<String>, i64> {
     let mut out: BTreeMap<Vec<String>, i64> = BTreeMap::new();
     for p in profiles {
         for (path, v) in p.profile.by_stack() {
-            *out.entry(path).or_default() += v.get(2).copied().unwrap_or(0);
+            *out.entry(path).or_default() += v.get(index).copied().unwrap_or(0);
         }
     }
     out.retain(|_, v| *v != 0);
@@ -492,6 +498,11 @@ fn pushed_cpu(profiles: &[Pushed]) -> BTreeMap<Vec<String>, i64> {
 
 /// The CPU per context of jpd's whole-tree pprof of `pid` (`jpctl jvm export`).
 fn exported_cpu(jpd: &Jpd, pid: u32, dir: &Path) -> BTreeMap<Vec<String>, i64> {
+    exported_at(jpd, pid, dir, 2)
+}
+
+/// The value at `index` per stack of jpd's whole-tree pprof of `pid`.
+fn exported_at(jpd: &Jpd, pid: u32, dir: &Path, index: usize) -> BTreeMap<Vec<String>, i64> {
     let file = dir.join("exported.pb.gz");
     jpd.export_to(pid, "pprof", &file);
     let gz = std::fs::read(&file).expect("read the export");
@@ -500,11 +511,14 @@ fn exported_cpu(jpd: &Jpd, pid: u32, dir: &Path) -> BTreeMap<Vec<String>, i64> {
         .read_to_end(&mut raw)
         .expect("gunzip the export");
     let profile = Profile::decode(raw.as_slice()).expect("decode the export");
-    pushed_cpu(&[Pushed {
-        labels: BTreeMap::new(),
-        profile,
-        gz,
-    }])
+    pushed_at(
+        &[Pushed {
+            labels: BTreeMap::new(),
+            profile,
+            gz,
+        }],
+        index,
+    )
 }
 
 fn unix_nanos_now() -> i64 {
@@ -722,6 +736,48 @@ fn pushed_jvm_deltas_add_up_to_the_agents_tree() {
         metric(&m, "jp_pyroscope_pushes_total{result=\"error\"}"),
         Some(0)
     );
+    jpd.stop();
+}
+
+/// With `kernel.offcpu`, the pushed `jvm_mct` deltas carry `offcpu` and `wall` too
+/// (FleetPaper's main thread waits on stdin between runs, under main's context), and they
+/// add up, stack by stack, to what jpd's whole-tree pprof holds for the JVM.
+#[test]
+fn pushed_jvm_deltas_carry_off_cpu_and_wall_time() {
+    let lib = jp_testkit::agent_lib();
+    let scratch = tempfile::tempdir().expect("temp dir");
+    compile_fleet_paper(scratch.path());
+    let recv = Receiver::start();
+    let _one = crate::support::exclusive();
+    let jpd = Jpd::start(&format!(
+        "offcpu = true\n\n[usdt]\nscan_interval_ms = 100\n\n[pyroscope]\nenabled = true\nurl = \"{}\"\ninterval_s = 1\n",
+        recv.url()
+    ));
+    let (pid, _) = paper_over_intervals(&jpd, &lib, scratch.path());
+    let types = format!("{JVM_TYPES} cpu/nanoseconds offcpu/nanoseconds wall/nanoseconds");
+    let t0 = Instant::now();
+    loop {
+        let pushed = recv.of("FleetPaper");
+        let with_offcpu = pushed
+            .iter()
+            .any(|p| p.profile.sample_types().join(" ") == types);
+        let (off, wall) = (pushed_at(&pushed, 3), pushed_at(&pushed, 4));
+        let exported = (
+            exported_at(&jpd, pid, scratch.path(), 3),
+            exported_at(&jpd, pid, scratch.path(), 4),
+        );
+        let blocked: i64 = exported.0.values().sum();
+        if with_offcpu && blocked > 0 && (&off, &wall) == (&exported.0, &exported.1) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "with {types}: {with_offcpu}; off CPU pushed {off:?}\nexported {:?}\nwall pushed {wall:?}\nexported {:?}",
+            exported.0,
+            exported.1
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     jpd.stop();
 }
 

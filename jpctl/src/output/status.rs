@@ -222,6 +222,13 @@ pub fn status_jvm_text(s: &Status) -> String {
         "  nodes    {} ({} bytes of memory)",
         v.nodes, v.memory_bytes
     );
+    if let Some(d) = &v.offcpu_dropped {
+        let _ = writeln!(
+            out,
+            "  offcpu   periods not timed: {} over cap, {} orphans, {} stale, {} unreadable slot, {} lost",
+            d.over_cap, d.orphans, d.stale, d.read_failed, d.lost
+        );
+    }
     match &v.collector {
         None => out.push_str("  usdt     no collector (usdt.enabled = false)\n"),
         Some(c) => collector_text(&mut out, c),
@@ -281,6 +288,13 @@ pub fn status_jvm_json(s: &Status) -> serde_json::Value {
         "too_long": v.too_long,
         "nodes": v.nodes,
         "memory_bytes": v.memory_bytes,
+        "offcpu_dropped": v.offcpu_dropped.as_ref().map(|d| serde_json::json!({
+            "over_cap": d.over_cap,
+            "orphans": d.orphans,
+            "stale": d.stale,
+            "read_failed": d.read_failed,
+            "lost": d.lost,
+        })),
         "collector": v.collector.as_ref().map(|c| serde_json::json!({
             "files": c.files.iter().map(|f| serde_json::json!({
                 "path": f.path,
@@ -387,6 +401,39 @@ mod tests {
         assert_eq!(v["subsystems"][1]["stuck"], true);
         assert_eq!(v["subsystems"][1]["idle_ms"], 7_040);
         assert_eq!(v["subsystems"][0]["detail"], "");
+    }
+
+    /// The off-CPU dropped periods: a line and a JSON object when jpd measures time off
+    /// CPU, nothing when it does not.
+    #[test]
+    fn status_shows_off_cpu_periods_not_timed_only_when_measured() {
+        let mut s = Status {
+            jvm: Some(jp_proto::v1::JvmStatus::default()),
+            ..Default::default()
+        };
+        assert!(!status_jvm_text(&s).contains("offcpu"));
+        assert_eq!(
+            status_jvm_json(&s)["offcpu_dropped"],
+            serde_json::Value::Null
+        );
+        if let Some(v) = s.jvm.as_mut() {
+            v.offcpu_dropped = Some(jp_proto::v1::OffcpuDropped {
+                over_cap: 1,
+                orphans: 2,
+                stale: 3,
+                read_failed: 4,
+                lost: 5,
+            });
+        }
+        let text = status_jvm_text(&s);
+        assert_eq!(
+            text.lines().find(|l| l.contains("offcpu")),
+            Some("  offcpu   periods not timed: 1 over cap, 2 orphans, 3 stale, 4 unreadable slot, 5 lost")
+        );
+        assert_eq!(
+            status_jvm_json(&s)["offcpu_dropped"],
+            serde_json::json!({"over_cap": 1, "orphans": 2, "stale": 3, "read_failed": 4, "lost": 5})
+        );
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //!   profiles with the same sample types (samples/count, cpu/nanoseconds), so they
 //!   show it as CPU time — and `jvm_mct` for the trees (calls/count, bytecodes/count,
 //!   and cpu/nanoseconds when jpd's kernel sampler is joined to the JVM: CPU per exact
-//!   context, kernel functions as leaf frames);
+//!   context, kernel functions as leaf frames; then offcpu/nanoseconds and
+//!   wall/nanoseconds when the JVM has time off CPU (`kernel.offcpu`), the wait's kind
+//!   and kernel function as leaf frames — the CPU window's `MctCpu` carries them);
 //! - `host`: the host name, unless a static label sets it;
 //! - `__delta__ = "false"`: the profile already is a delta, the server must not
 //!   difference it again (the label Alloy sets for the same reason);

@@ -310,6 +310,10 @@ pub struct JvmSummary {
     pub cpu_read_failed_ns: u64,
     /// CPU (ns) under resolved contexts: the part of the app's the views show per context.
     pub cpu_contexts_ns: u64,
+    /// Time off CPU (ns) under resolved contexts by reason (a kernel address or an
+    /// `offcpu_reason` code; see [`offcpu::reason_kind`]), sorted by reason. Empty when
+    /// no time off CPU was counted.
+    pub offcpu_by_reason: Vec<(u64, u64)>,
     /// Live threads that announced where they publish their current context.
     pub publishing_threads: u32,
     /// When jpd first heard of the JVM (process found or first record).

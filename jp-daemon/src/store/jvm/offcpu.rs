@@ -57,6 +57,10 @@ struct Waiting {
 pub struct ContextOffcpu {
     /// (merged node, reason) → time off CPU from there.
     pub by_node: HashMap<(u32, u64), Periods>,
+    /// Reason → time off CPU under resolved contexts below the root (ns; as the views
+    /// show per method), for the per-JVM totals by kind (`/metrics`) without a walk of
+    /// `by_node`.
+    by_reason: HashMap<u64, u64>,
     /// Time whose node was never defined (ns).
     pub unresolved_ns: u64,
     /// (stream, wire id, reason) → time waiting for its node.
@@ -89,11 +93,7 @@ impl ContextOffcpu {
         let periods = Periods { ns: r.ns, n };
         let key = (r.stream, r.id, r.reason);
         match resolve(key.0, key.1) {
-            Some(node) => self
-                .by_node
-                .entry((node, r.reason))
-                .or_default()
-                .add(periods),
+            Some(node) => self.credit(node, r.reason, periods),
             None if self.pending.len() < MAX_PENDING || self.pending.contains_key(&key) => {
                 self.pending
                     .entry(key)
@@ -115,11 +115,7 @@ impl ContextOffcpu {
         }
         for (key, w) in std::mem::take(&mut self.pending) {
             match resolve(key.0, key.1) {
-                Some(node) => self
-                    .by_node
-                    .entry((node, key.2))
-                    .or_default()
-                    .add(w.periods),
+                Some(node) => self.credit(node, key.2, w.periods),
                 None if now.duration_since(w.since).unwrap_or_default() >= PENDING_FOR => {
                     self.unresolved_ns = self.unresolved_ns.saturating_add(w.periods.ns);
                 }
@@ -130,8 +126,40 @@ impl ContextOffcpu {
         }
     }
 
+    fn credit(&mut self, node: u32, reason: u64, periods: Periods) {
+        self.by_node.entry((node, reason)).or_default().add(periods);
+        // The root is no method's context: no view shows its time.
+        if node != 0 {
+            let r = self.by_reason.entry(reason).or_default();
+            *r = r.saturating_add(periods.ns);
+        }
+    }
+
+    /// mid → time off CPU (ns) in the method's own contexts; `links` gives a node's
+    /// (parent, mid). Reads only the contexts with time off CPU, as the CPU's.
+    pub fn self_by_method(&self, links: &dyn Fn(u32) -> Option<[u32; 2]>) -> HashMap<u32, u64> {
+        let mut out: HashMap<u32, u64> = HashMap::new();
+        for (&(node, _), p) in &self.by_node {
+            match links(node) {
+                Some([_, mid]) if node != 0 && p.ns > 0 => {
+                    let t = out.entry(mid).or_default();
+                    *t = t.saturating_add(p.ns);
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// (reason, time off CPU under resolved contexts below the root (ns)), by reason.
+    pub fn by_reason(&self) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self.by_reason.iter().map(|(&r, &ns)| (r, ns)).collect();
+        v.sort_unstable();
+        v
+    }
+
     pub fn memory_bytes(&self) -> usize {
-        self.by_node.capacity() * 40 + self.pending.capacity() * 56
+        self.by_node.capacity() * 40 + self.pending.capacity() * 56 + self.by_reason.capacity() * 24
     }
 }
 
@@ -278,6 +306,33 @@ mod tests {
         off.add(&record(7, 3, 0xffff_1000, 100), 1, t0, &some);
         assert_eq!(off.by_node[&(42, 0xffff_1000)], Periods { ns: 600, n: 3 });
         assert_eq!(off.on_contexts_ns(), 600);
+    }
+
+    /// The totals by reason follow `by_node` (resolved at once or later), the root's
+    /// time left out as in every view.
+    #[test]
+    fn totals_by_reason_are_the_resolved_time_below_the_root() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let mut off = ContextOffcpu::default();
+        let resolve = |_: u64, id: u64| match id {
+            3 => Some(42),
+            4 => Some(0),
+            _ => None,
+        };
+        off.add(&record(7, 3, 0xffff_1000, 500), 2, t0, &resolve);
+        off.add(&record(7, 3, offcpu_reason::RUN_QUEUE, 30), 1, t0, &resolve);
+        off.add(&record(7, 4, 0xffff_1000, 1_000), 1, t0, &resolve);
+        off.add(&record(7, 5, 0xffff_1000, 70), 1, t0, &resolve);
+        assert_eq!(
+            off.by_reason(),
+            [(offcpu_reason::RUN_QUEUE, 30), (0xffff_1000, 500)]
+        );
+        let later = |_: u64, id: u64| (id == 5).then_some(43);
+        off.retry(t0 + Duration::from_secs(1), &later);
+        assert_eq!(
+            off.by_reason(),
+            [(offcpu_reason::RUN_QUEUE, 30), (0xffff_1000, 570)]
+        );
     }
 
     #[test]

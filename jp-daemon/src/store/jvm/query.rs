@@ -58,6 +58,8 @@ pub struct MethodCalls {
     pub exclusive_bytecodes: u64,
     /// CPU (ns) in the method's own contexts, as [`MethodTotals::cpu_ns`].
     pub cpu_ns: u64,
+    /// Time off CPU (ns) in the method's own contexts, as [`MethodTotals::offcpu_ns`].
+    pub offcpu_ns: u64,
 }
 
 /// One live thread's tree.
@@ -191,6 +193,21 @@ impl CpuSnapshot {
         for (&n, s) in &self.by_node {
             if let Some(x) = out.get_mut(n as usize) {
                 *x = s.total().saturating_mul(self.period_ns);
+            }
+        }
+        out
+    }
+
+    /// Each context's own time off CPU (ns, every reason) by node index, for a tree of
+    /// `nodes` nodes; empty when no time off CPU was counted.
+    pub fn offcpu_self_ns(&self, nodes: usize) -> Vec<u64> {
+        if self.offcpu.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![0u64; nodes];
+        for (&(n, _), &ns) in &self.offcpu {
+            if let Some(x) = out.get_mut(n as usize) {
+                *x = x.saturating_add(ns);
             }
         }
         out
@@ -491,6 +508,7 @@ fn sort_totals<T>(v: &mut [(u32, T)], key: impl Fn(&T) -> (u64, &Name)) {
 /// [`top_methods`].
 pub(crate) fn method_calls(jvm: &Jvm) -> Vec<MethodCalls> {
     let cpu = self_cpu_by_method(jvm);
+    let offcpu = jvm.offcpu.self_by_method(&|node| jvm.tree.links(node));
     let mut out: Vec<(u32, MethodCalls)> = jvm
         .tree
         .methods()
@@ -506,6 +524,7 @@ pub(crate) fn method_calls(jvm: &Jvm) -> Vec<MethodCalls> {
                     calls: c.calls,
                     exclusive_bytecodes: c.exclusive,
                     cpu_ns: cpu.get(&mid).copied().unwrap_or(0),
+                    offcpu_ns: offcpu.get(&mid).copied().unwrap_or(0),
                 },
             )
         })

@@ -18,6 +18,12 @@ pub struct CutJson {
     /// CPU of the cut subtrees; absent when jpd's sampler is not joined to the JVM.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_ns: Option<u64>,
+    /// Time off CPU and wall time of the cut subtrees; absent when jpd does not measure
+    /// off-CPU time for the JVM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offcpu_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_ns: Option<u64>,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
@@ -35,6 +41,16 @@ pub struct NodeJson<'a> {
     pub cpu_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inclusive_cpu_ns: Option<u64>,
+    /// Time off CPU and wall time (CPU + off CPU) in the context itself and with
+    /// everything below it; absent when jpd does not measure off-CPU time for the JVM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offcpu_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_offcpu_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_wall_ns: Option<u64>,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
@@ -49,13 +65,39 @@ pub struct JvmTreeJson<'a> {
     pub nodes: Vec<NodeJson<'a>>,
 }
 
-fn cut_json(c: Option<&JvmCut>, joined: bool) -> Option<CutJson> {
+/// Which time columns a tree shows: CPU when jpd's sampler is joined to the JVM, off-CPU
+/// and wall time when jpd measured time off CPU for it.
+#[derive(Clone, Copy, Debug)]
+struct Shown {
+    cpu: bool,
+    offcpu: bool,
+}
+
+impl Shown {
+    fn of(p: &JvmProfile) -> Shown {
+        // The whole tree's time off CPU: its top-level contexts' and the top-level cut.
+        let offcpu = p
+            .nodes
+            .iter()
+            .filter(|n| n.depth == 0)
+            .any(|n| n.inclusive_offcpu_ns > 0)
+            || p.root_cut.as_ref().is_some_and(|c| c.offcpu_ns > 0);
+        Shown {
+            cpu: joined(p.jvm.as_ref()),
+            offcpu,
+        }
+    }
+}
+
+fn cut_json(c: Option<&JvmCut>, shown: Shown) -> Option<CutJson> {
     c.map(|c| CutJson {
         subtrees: c.subtrees,
         nodes: c.nodes,
         calls: c.calls,
         bytecodes: c.bytecodes,
-        cpu_ns: joined.then_some(c.cpu_ns),
+        cpu_ns: shown.cpu.then_some(c.cpu_ns),
+        offcpu_ns: shown.offcpu.then_some(c.offcpu_ns),
+        wall_ns: shown.offcpu.then_some(c.cpu_ns.saturating_add(c.offcpu_ns)),
     })
 }
 
@@ -74,14 +116,15 @@ fn method_of(p: &JvmProfile, id: u32) -> (&str, Option<&str>) {
 }
 
 pub fn jvm_tree_json(p: &JvmProfile) -> JvmTreeJson<'_> {
-    let joined = joined(p.jvm.as_ref());
+    let shown = Shown::of(p);
+    let off = |ns: u64| shown.offcpu.then_some(ns);
     JvmTreeJson {
         jvm: p.jvm.as_ref().map(jvm_json),
         max_depth: p.max_depth,
         min_share: p.min_share,
         total_nodes: p.total_nodes,
         cut_nodes: p.cut_nodes,
-        root_cut: cut_json(p.root_cut.as_ref(), joined),
+        root_cut: cut_json(p.root_cut.as_ref(), shown),
         nodes: p
             .nodes
             .iter()
@@ -94,9 +137,15 @@ pub fn jvm_tree_json(p: &JvmProfile) -> JvmTreeJson<'_> {
                     calls: n.calls,
                     bytecodes: n.bytecodes,
                     inclusive_bytecodes: n.inclusive_bytecodes,
-                    cut: cut_json(n.cut.as_ref(), joined),
-                    cpu_ns: joined.then_some(n.cpu_ns),
-                    inclusive_cpu_ns: joined.then_some(n.inclusive_cpu_ns),
+                    cut: cut_json(n.cut.as_ref(), shown),
+                    cpu_ns: shown.cpu.then_some(n.cpu_ns),
+                    inclusive_cpu_ns: shown.cpu.then_some(n.inclusive_cpu_ns),
+                    offcpu_ns: off(n.offcpu_ns),
+                    inclusive_offcpu_ns: off(n.inclusive_offcpu_ns),
+                    wall_ns: off(n.cpu_ns.saturating_add(n.offcpu_ns)),
+                    inclusive_wall_ns: off(n
+                        .inclusive_cpu_ns
+                        .saturating_add(n.inclusive_offcpu_ns)),
                 }
             })
             .collect(),
@@ -115,18 +164,30 @@ fn indent(depth: u32) -> String {
     s
 }
 
-/// CPU (ns) in the tree's `cpu ms` / `incl ms` columns (`-`: no own CPU, a cut line).
-fn cpu_cells(own: Option<u64>, inclusive: u64) -> String {
+/// A time (ns) in two of the tree's columns, own and inclusive, in ms (`-`: no own
+/// time, a cut line).
+fn time_cells(own: Option<u64>, inclusive: u64) -> String {
     let own = own.map_or_else(|| "-".to_string(), |ns| format!("{:.1}", ns as f64 / 1e6));
     format!("{own:>10} {:>10.1} ", inclusive as f64 / 1e6)
 }
 
-fn cut_line(out: &mut String, c: &JvmCut, depth: u32, total: u64, cpu: bool) {
-    let cpu = if cpu {
-        cpu_cells(None, c.cpu_ns)
-    } else {
-        String::new()
-    };
+/// The time columns of a line: CPU, then off CPU and wall, as `shown`.
+/// `own`: (cpu, off CPU) of the context itself, `None` on a cut line.
+fn time_columns(shown: Shown, own: Option<(u64, u64)>, inclusive: (u64, u64)) -> String {
+    let mut s = String::new();
+    if shown.cpu {
+        s += &time_cells(own.map(|o| o.0), inclusive.0);
+    }
+    if shown.offcpu {
+        let wall = |(cpu, off): (u64, u64)| cpu.saturating_add(off);
+        s += &time_cells(own.map(|o| o.1), inclusive.1);
+        s += &time_cells(own.map(wall), wall(inclusive));
+    }
+    s
+}
+
+fn cut_line(out: &mut String, c: &JvmCut, depth: u32, total: u64, shown: Shown) {
+    let cpu = time_columns(shown, None, (c.cpu_ns, c.offcpu_ns));
     let _ = writeln!(
         out,
         "{cpu}{:>14} {:>15} {:>15} {:>6}  {}[cut: {} subtree{}, {} node{}]",
@@ -142,13 +203,13 @@ fn cut_line(out: &mut String, c: &JvmCut, depth: u32, total: u64, cpu: bool) {
     );
 }
 
-fn node_line(out: &mut String, p: &JvmProfile, n: &JvmNode, total: u64, cpu: bool) {
+fn node_line(out: &mut String, p: &JvmProfile, n: &JvmNode, total: u64, shown: Shown) {
     let (method, _) = method_of(p, n.method_id);
-    let cpu = if cpu {
-        cpu_cells(Some(n.cpu_ns), n.inclusive_cpu_ns)
-    } else {
-        String::new()
-    };
+    let cpu = time_columns(
+        shown,
+        Some((n.cpu_ns, n.offcpu_ns)),
+        (n.inclusive_cpu_ns, n.inclusive_offcpu_ns),
+    );
     let _ = writeln!(
         out,
         "{cpu}{:>14} {:>15} {:>15} {:>6}  {}{}",
@@ -195,7 +256,9 @@ fn tree_head(p: &JvmProfile, j: &JvmSummary, total: u64) -> String {
 /// (calls, inclusive and exclusive bytecodes, share of the JVM's bytecodes), and
 /// one `[cut: …]` line with the sums of what was left out below a node. When jpd's
 /// sampler is joined to the JVM, the CPU split as in `jvm top` and two CPU columns
-/// first: the context's own CPU and with everything below it (cut lines: the cut's).
+/// first: the context's own CPU and with everything below it (cut lines: the cut's);
+/// when jpd measured time off CPU for the JVM, then the same two for off-CPU and for
+/// wall time (CPU + off CPU).
 pub fn jvm_tree_text(p: &JvmProfile) -> String {
     let j = p.jvm.clone().unwrap_or_default();
     // The whole tree's bytecodes, from the answer itself.
@@ -211,16 +274,21 @@ pub fn jvm_tree_text(p: &JvmProfile) -> String {
     if !note.is_empty() {
         let _ = writeln!(out, "{note}");
     }
-    let cpu = cpu_split(&j);
-    if let Some(c) = &cpu {
+    if let Some(c) = cpu_split(&j) {
         let _ = writeln!(out, "{c}");
     }
-    let cpu = cpu.is_some();
-    let cpu_head = if cpu {
-        format!("{:>10} {:>10} ", "cpu ms", "incl ms")
-    } else {
-        String::new()
-    };
+    let shown = Shown::of(p);
+    let mut cpu_head = String::new();
+    if shown.cpu {
+        let _ = write!(cpu_head, "{:>10} {:>10} ", "cpu ms", "incl ms");
+    }
+    if shown.offcpu {
+        let _ = write!(
+            cpu_head,
+            "{:>10} {:>10} {:>10} {:>10} ",
+            "offcpu ms", "off incl", "wall ms", "wall incl"
+        );
+    }
     let _ = writeln!(
         out,
         "{cpu_head}{:>14} {:>15} {:>15} {:>6}  method",
@@ -231,18 +299,18 @@ pub fn jvm_tree_text(p: &JvmProfile) -> String {
     let close_to = |out: &mut String, open: &mut Vec<(u32, Option<&JvmCut>)>, depth: u32| {
         while open.last().is_some_and(|(d, _)| *d >= depth) {
             if let Some((d, Some(c))) = open.pop() {
-                cut_line(out, c, d + 1, total, cpu);
+                cut_line(out, c, d + 1, total, shown);
             }
         }
     };
     for n in &p.nodes {
         close_to(&mut out, &mut open, n.depth);
-        node_line(&mut out, p, n, total, cpu);
+        node_line(&mut out, p, n, total, shown);
         open.push((n.depth, n.cut.as_ref()));
     }
     close_to(&mut out, &mut open, 0);
     if let Some(c) = &p.root_cut {
-        cut_line(&mut out, c, 0, total, cpu);
+        cut_line(&mut out, c, 0, total, shown);
     }
     out
 }
@@ -270,6 +338,7 @@ mod tests {
             cut,
             cpu_ns: cpu[0],
             inclusive_cpu_ns: cpu[1],
+            ..Default::default()
         };
         let c = |nodes, bytecodes, cpu_ns| JvmCut {
             subtrees: 1,
@@ -277,6 +346,7 @@ mod tests {
             calls: nodes,
             bytecodes,
             cpu_ns,
+            ..Default::default()
         };
         JvmProfile {
             jvm: Some(summary),
@@ -372,5 +442,64 @@ mod tests {
             (&serde_json::json!(0), &serde_json::json!(0))
         );
         assert_eq!(joined["root_cut"]["cpu_ns"], 100_000);
+    }
+
+    /// [`cut_profile`] with time off CPU: a 4 ms, b 1 ms (so a's subtree 5 ms), the cut
+    /// below a 2 ms, the top-level cut 0.
+    fn offcpu_profile() -> JvmProfile {
+        let mut p = cut_profile(joined_jvm());
+        for (n, own, inclusive) in [(0, 4_000_000, 7_000_000), (1, 1_000_000, 1_000_000)] {
+            p.nodes[n].offcpu_ns = own;
+            p.nodes[n].inclusive_offcpu_ns = inclusive;
+        }
+        if let Some(c) = p.nodes[0].cut.as_mut() {
+            c.offcpu_ns = 2_000_000;
+        }
+        p
+    }
+
+    #[test]
+    fn a_tree_with_time_off_cpu_shows_off_cpu_and_wall_columns_after_the_cpu() {
+        let t = jvm_tree_text(&offcpu_profile());
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            &lines[2..],
+            [
+                "    cpu ms    incl ms  offcpu ms   off incl    wall ms  wall incl          calls       inclusive       exclusive  share  method",
+                "       1.5       12.3        4.0        7.0        5.5       19.3              1              90               1  90.0%  a",
+                "       2.0        2.0        1.0        1.0        3.0        3.0              1              60               1  60.0%    b",
+                &format!(
+                    "       0.0        0.0        0.0        0.0        0.0        0.0              1              50               1  50.0%  {}[42] c",
+                    "  ".repeat(40)
+                ),
+                "         -        8.8          -        2.0          -       10.8              2              20               -  20.0%    [cut: 1 subtree, 2 nodes]",
+                "         -        0.1          -        0.0          -        0.1              1              10               -  10.0%  [cut: 1 subtree, 1 node]",
+            ]
+        );
+        // Without time off CPU anywhere (the columns of `a_joined_tree_shows…`): none.
+        assert!(!jvm_tree_text(&cut_profile(joined_jvm())).contains("offcpu"));
+    }
+
+    #[test]
+    fn tree_json_has_off_cpu_and_wall_fields_only_with_time_off_cpu() {
+        let v = serde_json::to_value(jvm_tree_json(&offcpu_profile())).unwrap();
+        assert_eq!(
+            v["nodes"][0],
+            serde_json::json!({"depth": 0, "method": "a", "file": null, "calls": 1,
+                "bytecodes": 1, "inclusive_bytecodes": 90,
+                "cut": {"subtrees": 1, "nodes": 2, "calls": 2, "bytecodes": 20,
+                        "cpu_ns": 8_800_000, "offcpu_ns": 2_000_000, "wall_ns": 10_800_000},
+                "cpu_ns": 1_500_000, "inclusive_cpu_ns": 12_300_000,
+                "offcpu_ns": 4_000_000, "inclusive_offcpu_ns": 7_000_000,
+                "wall_ns": 5_500_000, "inclusive_wall_ns": 19_300_000})
+        );
+        assert_eq!(
+            v["root_cut"],
+            serde_json::json!({"subtrees": 1, "nodes": 1, "calls": 1, "bytecodes": 10,
+                "cpu_ns": 100_000, "offcpu_ns": 0, "wall_ns": 100_000})
+        );
+        let joined = serde_json::to_value(jvm_tree_json(&cut_profile(joined_jvm()))).unwrap();
+        assert_eq!(joined["nodes"][0].get("offcpu_ns"), None);
+        assert_eq!(joined["nodes"][0]["cut"].get("wall_ns"), None);
     }
 }

@@ -6,7 +6,8 @@
 //!
 //! CPU (jpd's kernel sampler joined to the agent's contexts) is kept like the counts;
 //! a JVM is "joined" once jpd said so (its summary's CPU) or sent CPU for it, and only
-//! then does the pane show CPU (and offer it as a sort key).
+//! then does the pane show CPU (and offer it as a sort key). Time off CPU (jpd's
+//! scheduler program) likewise: a JVM shows it once jpd sent some for one of its methods.
 
 use std::collections::HashMap;
 
@@ -18,6 +19,9 @@ pub enum JvmSort {
     BytecodeRate,
     /// CPU of the method's own contexts per wall-clock time (joined JVMs only).
     CpuRate,
+    /// Time off CPU of the method's own contexts per wall-clock time (JVMs with time
+    /// off CPU only).
+    OffcpuRate,
     CallRate,
     /// Totals since the JVM was first seen (or the last local zero).
     Bytecodes,
@@ -26,11 +30,13 @@ pub enum JvmSort {
 }
 
 impl JvmSort {
-    /// The next sort key; `cpu`: the shown JVM is joined (CPU is a key at all).
-    pub fn next(self, cpu: bool) -> Self {
+    /// The next sort key; `cpu`: the shown JVM is joined (CPU is a key at all);
+    /// `offcpu`: it has time off CPU (a key then, after CPU).
+    pub fn next(self, cpu: bool, offcpu: bool) -> Self {
         match self {
             JvmSort::BytecodeRate if cpu => JvmSort::CpuRate,
-            JvmSort::BytecodeRate | JvmSort::CpuRate => JvmSort::CallRate,
+            JvmSort::BytecodeRate | JvmSort::CpuRate if offcpu => JvmSort::OffcpuRate,
+            JvmSort::BytecodeRate | JvmSort::CpuRate | JvmSort::OffcpuRate => JvmSort::CallRate,
             JvmSort::CallRate => JvmSort::Bytecodes,
             JvmSort::Bytecodes => JvmSort::Calls,
             JvmSort::Calls => JvmSort::Name,
@@ -41,6 +47,7 @@ impl JvmSort {
         match self {
             JvmSort::BytecodeRate => "bc/s",
             JvmSort::CpuRate => "cpu%",
+            JvmSort::OffcpuRate => "off%",
             JvmSort::CallRate => "calls/s",
             JvmSort::Bytecodes => "bytecodes",
             JvmSort::Calls => "calls",
@@ -62,42 +69,51 @@ pub struct Tally {
     pub bytecodes_rate: f64,
     /// CPU ns per wall-clock ns over the last update (1.0: one CPU busy).
     pub cpu_rate: f64,
-    /// (calls, bytecodes, cpu ns) received while paused.
-    pending: [u64; 3],
+    /// Time off CPU (ns) of a method's own contexts, and per wall-clock ns over the last
+    /// update (1.0: one thread off CPU all the time). 0 for a JVM's own tally.
+    pub offcpu_ns: u64,
+    pub offcpu_rate: f64,
+    /// (calls, bytecodes, cpu ns, off-CPU ns) received while paused.
+    pending: [u64; 4],
 }
 
 impl Tally {
-    /// `[calls, bytecodes, cpu ns]` more. Not paused, the rates become theirs over
-    /// `rate_over` ns when given (0 ns: no known time, rate 0).
-    fn add(&mut self, delta: [u64; 3], rate_over: Option<u64>, paused: bool) {
+    /// `[calls, bytecodes, cpu ns, off-CPU ns]` more. Not paused, the rates become
+    /// theirs over `rate_over` ns when given (0 ns: no known time, rate 0).
+    fn add(&mut self, delta: [u64; 4], rate_over: Option<u64>, paused: bool) {
         if paused {
             for (p, d) in self.pending.iter_mut().zip(delta) {
                 *p += d;
             }
             return;
         }
-        let [calls, bytecodes, cpu_ns] = delta;
-        self.calls += calls;
-        self.bytecodes += bytecodes;
-        self.cpu_ns += cpu_ns;
+        self.take(delta);
         if let Some(ns) = rate_over {
+            let [calls, bytecodes, cpu_ns, offcpu_ns] = delta;
             self.calls_rate = per_s(calls, ns);
             self.bytecodes_rate = per_s(bytecodes, ns);
             self.cpu_rate = per_ns(cpu_ns, ns);
+            self.offcpu_rate = per_ns(offcpu_ns, ns);
         }
+    }
+
+    fn take(&mut self, [calls, bytecodes, cpu_ns, offcpu_ns]: [u64; 4]) {
+        self.calls += calls;
+        self.bytecodes += bytecodes;
+        self.cpu_ns += cpu_ns;
+        self.offcpu_ns += offcpu_ns;
     }
 
     /// Rates drop to 0: nothing ran.
     fn stop(&mut self) {
-        (self.calls_rate, self.bytecodes_rate, self.cpu_rate) = (0.0, 0.0, 0.0);
+        (self.calls_rate, self.bytecodes_rate) = (0.0, 0.0);
+        (self.cpu_rate, self.offcpu_rate) = (0.0, 0.0);
     }
 
     /// What arrived while paused joins the totals.
     fn resume(&mut self) {
-        let [calls, bytecodes, cpu_ns] = std::mem::take(&mut self.pending);
-        self.calls += calls;
-        self.bytecodes += bytecodes;
-        self.cpu_ns += cpu_ns;
+        let pending = std::mem::take(&mut self.pending);
+        self.take(pending);
     }
 
     fn zero(&mut self) {
@@ -145,6 +161,8 @@ pub struct JvmRow {
     pub counts: Tally,
     /// jpd's kernel sampler is joined to this JVM: its CPU fields mean something.
     pub joined: bool,
+    /// jpd sent time off CPU for this JVM's methods: their off-CPU fields mean something.
+    pub offcpu: bool,
     pub methods: Vec<JvmMethodRow>,
     method_by_name: HashMap<String, usize>,
 }
@@ -268,10 +286,11 @@ impl JvmState {
                 continue;
             };
             j.joined |= a.cpu_ns > 0 || a.methods.iter().any(|m| m.cpu_ns > 0);
+            j.offcpu |= a.methods.iter().any(|m| m.offcpu_ns > 0);
             // A JVM's first activity is its history: totals, no rate.
             let rate_over = (!first).then_some(elapsed_ns);
             j.counts
-                .add([a.calls, a.bytecodes, a.cpu_ns], rate_over, paused);
+                .add([a.calls, a.bytecodes, a.cpu_ns, 0], rate_over, paused);
             if !paused && a.methods_elapsed_ns > 0 {
                 j.methods.iter_mut().for_each(|m| m.counts.stop());
             }
@@ -281,7 +300,7 @@ impl JvmState {
                 };
                 // (0 ns: the JVM's history, no rate.)
                 j.method(name, file.as_ref()).counts.add(
-                    [md.calls, md.bytecodes, md.cpu_ns],
+                    [md.calls, md.bytecodes, md.cpu_ns, md.offcpu_ns],
                     Some(a.methods_elapsed_ns),
                     paused,
                 );
@@ -357,7 +376,8 @@ impl JvmState {
         };
         let ms = &j.methods;
         self.order.extend((0..ms.len()).filter(|&i| {
-            (ms[i].counts.bytecodes > 0 || ms[i].counts.calls > 0 || ms[i].counts.cpu_ns > 0)
+            let c = &ms[i].counts;
+            (c.bytecodes > 0 || c.calls > 0 || c.cpu_ns > 0 || c.offcpu_ns > 0)
                 && (filter.is_empty() || ms[i].search.contains(filter))
         }));
         self.order.sort_by(|&a, &b| {
@@ -367,6 +387,7 @@ impl JvmState {
                     b.counts.bytecodes_rate.total_cmp(&a.counts.bytecodes_rate)
                 }
                 JvmSort::CpuRate => b.counts.cpu_rate.total_cmp(&a.counts.cpu_rate),
+                JvmSort::OffcpuRate => b.counts.offcpu_rate.total_cmp(&a.counts.offcpu_rate),
                 JvmSort::CallRate => b.counts.calls_rate.total_cmp(&a.counts.calls_rate),
                 JvmSort::Bytecodes => b.counts.bytecodes.cmp(&a.counts.bytecodes),
                 JvmSort::Calls => b.counts.calls.cmp(&a.counts.calls),
@@ -404,6 +425,7 @@ mod tests {
                     calls: 4,
                     bytecodes: 100,
                     cpu_ns: 0,
+                    offcpu_ns: 0,
                 }],
                 // The JVM's history: no time known.
                 methods_elapsed_ns: 0,
@@ -424,6 +446,7 @@ mod tests {
                     calls: 1,
                     bytecodes: 10,
                     cpu_ns: 0,
+                    offcpu_ns: 0,
                 }],
                 methods_elapsed_ns: 500_000_000,
                 cpu_ns: 0,
@@ -638,7 +661,7 @@ mod tests {
         let cycle = |cpu: bool| {
             let mut v = vec![JvmSort::BytecodeRate];
             while v.len() < 7 {
-                let next = v[v.len() - 1].next(cpu);
+                let next = v[v.len() - 1].next(cpu, false);
                 v.push(next);
             }
             v
@@ -683,6 +706,7 @@ mod tests {
             calls: 1,
             bytecodes: 5,
             cpu_ns: 400_000_000,
+            offcpu_ns: 0,
         });
         s.apply(&m, 1_000_000_000, true, false);
         let names = |s: &JvmState| -> Vec<String> {
@@ -693,5 +717,44 @@ mod tests {
         assert_eq!(names(&s), ["M.spin()V", "M.run()V"]);
         s.refresh_order("", JvmSort::BytecodeRate);
         assert_eq!(names(&s), ["M.run()V", "M.spin()V"]);
+    }
+
+    /// Time off CPU: totals and rates like the CPU's, the JVM marked once some arrives,
+    /// and off% a sort key after cpu% only then.
+    #[test]
+    fn offcpu_rates_and_sort_key_follow_the_time_off_cpu() {
+        use JvmSort::*;
+        assert_eq!(CpuRate.next(true, true), OffcpuRate);
+        assert_eq!(BytecodeRate.next(false, true), OffcpuRate);
+        assert_eq!(OffcpuRate.next(true, true), CallRate);
+        assert_eq!(CpuRate.next(true, false), CallRate);
+        let mut s = JvmState::default();
+        let mut d = first_joined();
+        d.new_methods.push(JvmMethod {
+            id: 4,
+            name: "M.sleep()V".into(),
+            file: None,
+        });
+        s.apply(&d, 1_000_000_000, true, false);
+        assert!(!s.jvms[0].offcpu);
+        let mut m = more_cpu(3);
+        m.jvms[0].methods.push(JvmMethodDelta {
+            id: 4,
+            calls: 1,
+            bytecodes: 1,
+            cpu_ns: 0,
+            offcpu_ns: 400_000_000,
+        });
+        s.apply(&m, 1_000_000_000, true, false);
+        assert!(s.jvms[0].offcpu);
+        let sleep = &s.jvms[0].methods[1].counts;
+        // 0.4 s over the 0.5 s of the method deltas.
+        assert_eq!((sleep.offcpu_ns, sleep.offcpu_rate), (400_000_000, 0.8));
+        s.refresh_order("", OffcpuRate);
+        assert_eq!(s.order, [1, 0]);
+        s.apply(&JvmDelta::default(), 1_000_000_000, true, false);
+        assert_eq!(s.jvms[0].methods[1].counts.offcpu_rate, 0.0, "idle");
+        s.zero();
+        assert_eq!(s.jvms[0].methods[1].counts.offcpu_ns, 0);
     }
 }

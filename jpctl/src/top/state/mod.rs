@@ -346,8 +346,9 @@ impl TopState {
                     PaneId::Functions => self.ui.function_sort = self.ui.function_sort.next(),
                     PaneId::Interrupts => self.ui.irq_sort = self.ui.irq_sort.next(),
                     PaneId::Jvm => {
-                        let cpu = self.jvm.selected_row().is_some_and(|j| j.joined);
-                        self.ui.jvm_sort = self.ui.jvm_sort.next(cpu);
+                        let row = self.jvm.selected_row();
+                        let (cpu, offcpu) = row.map_or((false, false), |j| (j.joined, j.offcpu));
+                        self.ui.jvm_sort = self.ui.jvm_sort.next(cpu, offcpu);
                     }
                 }
                 self.refresh_order();

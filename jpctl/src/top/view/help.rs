@@ -4,7 +4,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use ratatui::Frame;
 
-const KEYS: [(&str, &str); 15] = [
+const KEYS: [(&str, &str); 16] = [
     ("q  Esc  Ctrl-C", "quit"),
     ("?  h", "this help (any key closes it)"),
     ("Tab", "focus the next pane"),
@@ -20,6 +20,10 @@ const KEYS: [(&str, &str); 15] = [
     ("load", "samples per byte of function (readprofile)"),
     ("bc/s", "JVM bytecodes per second; share: of the JVM's"),
     ("cpu%", "JVM CPU in the method's own contexts, of one CPU"),
+    (
+        "off%",
+        "JVM time off CPU in the method's own contexts, of one thread",
+    ),
 ];
 
 /// The key reference, centred over the screen.

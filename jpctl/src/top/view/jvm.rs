@@ -15,7 +15,9 @@ const MAIN_WIDTH: usize = 28;
 /// calls, calls/s, and the method with readable parameter types (no return
 /// type). `[` and `]` switch JVMs (named in the title). When jpd's sampler is joined
 /// to the JVM, a `cpu%` column (CPU of the method's own contexts per wall-clock time,
-/// 100% = one CPU) before the method, and the whole JVM's in the title.
+/// 100% = one CPU) before the method, and the whole JVM's in the title; when jpd sent
+/// time off CPU for the JVM's methods, an `off%` column after it (time off CPU of the
+/// method's own contexts per wall-clock time, 100% = one thread off CPU throughout).
 pub(super) fn render(frame: &mut Frame<'_>, area: Rect, s: &TopState) {
     let focused = s.ui.focus == PaneId::Jvm;
     let j = &s.jvm;
@@ -38,6 +40,7 @@ pub(super) fn render(frame: &mut Frame<'_>, area: Rect, s: &TopState) {
         None => format!(" JVM (none, sort: {sort}) "),
     };
     let cpu = j.selected_row().is_some_and(|r| r.joined);
+    let offcpu = j.selected_row().is_some_and(|r| r.offcpu);
     let n = visible_rows(area.height);
     let rows = j.selected_row().into_iter().flat_map(|row| {
         j.order
@@ -64,6 +67,10 @@ pub(super) fn render(frame: &mut Frame<'_>, area: Rect, s: &TopState) {
         head.push(Cell::from(Line::from("cpu%").right_aligned()));
         widths.push(Constraint::Length(6));
     }
+    if offcpu {
+        head.push(Cell::from(Line::from("off%").right_aligned()));
+        widths.push(Constraint::Length(7));
+    }
     head.push(Cell::from("method"));
     widths.push(Constraint::Fill(1));
     let table = Table::new(rows, widths)
@@ -72,7 +79,8 @@ pub(super) fn render(frame: &mut Frame<'_>, area: Rect, s: &TopState) {
     frame.render_widget(table, area);
 }
 
-/// One method's cells; the `cpu%` one only for a joined JVM.
+/// One method's cells; the `cpu%` one only for a joined JVM, `off%` only for a JVM
+/// with time off CPU.
 fn method_row<'a>(j: &JvmState, row: &JvmRow, m: &'a JvmMethodRow) -> Row<'a> {
     let mut cells = vec![
         Cell::from(Line::from(format!("{:.1}%", j.share(m.counts.bytecodes))).right_aligned()),
@@ -86,6 +94,11 @@ fn method_row<'a>(j: &JvmState, row: &JvmRow, m: &'a JvmMethodRow) -> Row<'a> {
             Line::from(cpu_percent(m.counts.cpu_rate)).right_aligned(),
         ));
     }
+    if row.offcpu {
+        cells.push(Cell::from(
+            Line::from(cpu_percent(m.counts.offcpu_rate)).right_aligned(),
+        ));
+    }
     // Without the descriptor's noise: pkg.Class.m(int,java.lang.String[]).
     cells.push(Cell::from(
         printable(&jp_mct::java_signature(&m.name)).into_owned(),
@@ -93,7 +106,7 @@ fn method_row<'a>(j: &JvmState, row: &JvmRow, m: &'a JvmMethodRow) -> Row<'a> {
     Row::new(cells)
 }
 
-/// CPU ns per wall-clock ns as a percentage of one CPU.
+/// CPU (or off-CPU) ns per wall-clock ns as a percentage of one CPU (or thread).
 fn cpu_percent(rate: f64) -> String {
     format!("{:.1}%", 100.0 * rate)
 }

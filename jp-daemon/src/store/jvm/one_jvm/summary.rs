@@ -178,6 +178,7 @@ impl Jvm {
             cpu_unresolved_ns: self.cpu.unresolved * self.cpu.period_ns,
             cpu_read_failed_ns: self.cpu.read_failed * self.cpu.period_ns,
             cpu_contexts_ns: self.cpu.on_contexts().total() * self.cpu.period_ns,
+            offcpu_by_reason: self.offcpu.by_reason(),
             publishing_threads: self
                 .threads
                 .values()
