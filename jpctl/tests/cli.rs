@@ -489,6 +489,7 @@ fn paper_profile() -> pb::JvmProfile {
         cut_nodes: 3,
         max_depth: 2,
         min_share: 0.0,
+        ..Default::default()
     }
 }
 

@@ -504,6 +504,7 @@ mod tests {
             pid: 1,
             max_depth: 0,
             min_share,
+            ..Default::default()
         };
         assert!(check_profile_request(&r(0.0)).is_ok());
         assert!(check_profile_request(&r(1.0)).is_ok());

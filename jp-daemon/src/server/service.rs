@@ -280,9 +280,11 @@ impl Jp for JpService {
         let anonymous = Caller::of(&req).anonymous();
         let req = req.into_inner();
         jvmconv::check_profile_request(&req)?;
+        let idle = idle_patterns(&self.jvm, req.show_idle, &req.idle)?;
         let jvm = Arc::clone(&self.jvm);
         let mut profile = heavy::run(move |cancelled| {
-            let (summary, snapshot) = jvm_snapshot(&jvm, req.pid)?;
+            let (summary, mut snapshot) = jvm_snapshot(&jvm, req.pid)?;
+            let hidden = idle.map_or(0, |p| snapshot.hide_idle_offcpu(&p));
             cancelled.check()?;
             let tree = snapshot.mct();
             cancelled.check()?;
@@ -293,13 +295,10 @@ impl Jp for JpService {
                     offcpu: c.offcpu_self_ns(tree.nodes.len()),
                 });
             cancelled.check()?;
-            Ok(jvmconv::profile(
-                &summary,
-                &tree,
-                &times,
-                req.max_depth,
-                req.min_share,
-            ))
+            let mut profile =
+                jvmconv::profile(&summary, &tree, &times, req.max_depth, req.min_share);
+            profile.offcpu_idle_hidden_ns = hidden;
+            Ok(profile)
         })
         .await?;
         if anonymous {

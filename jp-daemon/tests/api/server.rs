@@ -942,6 +942,7 @@ async fn jvm_list_profile_top_export_and_status() {
         pid: JVM,
         max_depth,
         min_share,
+        ..Default::default()
     };
     let p = jp.get_jvm_profile(req(0, 0.0)).await.unwrap().into_inner();
     let methods = vec![
@@ -970,6 +971,7 @@ async fn jvm_list_profile_top_export_and_status() {
             cut_nodes: 0,
             max_depth: 0,
             min_share: 0.0,
+            offcpu_idle_hidden_ns: 0,
         }
     );
 
@@ -1520,6 +1522,7 @@ async fn jvm_profile_carries_cpu_per_context_and_in_cuts() {
         pid: JVM,
         max_depth,
         min_share,
+        ..Default::default()
     };
     let p = jp.get_jvm_profile(req(0, 0.0)).await.unwrap().into_inner();
     let kinds: Vec<(&str, u64, u64)> = p

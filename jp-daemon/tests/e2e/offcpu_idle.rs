@@ -76,6 +76,8 @@ struct Views {
     mine: Value,
     top_all: Value,
     top_default: Value,
+    tree_all: Value,
+    tree_default: Value,
     pprof_all: PathBuf,
     pprof_default: PathBuf,
 }
@@ -84,6 +86,12 @@ fn quiet_views(d: &Jpd, pid: u32, tag: &str) -> Views {
     let top = |flags: &[&str]| {
         let pid = pid.to_string();
         let mut args = vec!["jvm", "top", &pid, "--by", "offcpu", "-n", "0", "--json"];
+        args.extend(flags);
+        d.jpctl_json(&args)
+    };
+    let tree = |flags: &[&str]| {
+        let pid = pid.to_string();
+        let mut args = vec!["jvm", "tree", &pid, "--json"];
         args.extend(flags);
         d.jpctl_json(&args)
     };
@@ -99,6 +107,8 @@ fn quiet_views(d: &Jpd, pid: u32, tag: &str) -> Views {
             ),
             top_all: top(&["--all"]),
             top_default: top(&[]),
+            tree_all: tree(&["--all"]),
+            tree_default: tree(&[]),
             pprof_all: export(d, pid, "pprof", &["--all"], &format!("{tag}-all.pb.gz")),
             pprof_default: export(d, pid, "pprof", &[], &format!("{tag}-default.pb.gz")),
             all: export_json(d, pid, &["--all"], &format!("{tag}-all2")),
@@ -259,6 +269,24 @@ fn check_top_and_pprof(
         Some(0),
         "{what}"
     );
+    // `jvm tree`: its top-level contexts hold every context's time but the root's.
+    let tree_sum = |t: &Value| -> u64 {
+        t["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["depth"] == 0)
+            .map(|n| n["inclusive_offcpu_ns"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    for (tree, doc, hidden) in [(&v.tree_all, all, 0), (&v.tree_default, default, idle)] {
+        assert_eq!(tree_sum(tree), no_root(doc), "{what}: jvm tree\n{tree}");
+        assert_eq!(
+            tree["offcpu_idle_hidden_ns"].as_u64(),
+            Some(hidden),
+            "{what}: jvm tree"
+        );
+    }
     for (file, doc) in [(&v.pprof_all, all), (&v.pprof_default, default)] {
         let (kinds, text) = pprof_cum(file, "offcpu", "off-CPU: ");
         assert_eq!(kinds, sum(doc.iter()), "{tag}: {}\n{text}", file.display());

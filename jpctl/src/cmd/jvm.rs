@@ -49,6 +49,8 @@ pub enum JvmCommand {
         min_share: f64,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        idle: IdleArgs,
     },
     /// Write a JVM's whole tree to a file: json (jp-mct/1, as the agent's out=),
     /// pprof, folded stacks or an indented tree.
@@ -140,7 +142,8 @@ pub async fn run(c: &mut Client, command: JvmCommand) -> anyhow::Result<()> {
             depth,
             min_share,
             json,
-        } => tree(c, pid, depth, min_share / 100.0, json).await?,
+            idle,
+        } => tree(c, pid, depth, min_share / 100.0, json, idle).await?,
         JvmCommand::Export {
             pid,
             format,
@@ -226,12 +229,15 @@ async fn tree(
     max_depth: u32,
     min_share: f64,
     json: bool,
+    idle: IdleArgs,
 ) -> anyhow::Result<String> {
     let p = c
         .get_jvm_profile(GetJvmProfileRequest {
             pid,
             max_depth,
             min_share,
+            show_idle: idle.all,
+            idle: idle.idle,
         })
         .await
         .map_err(|e| {

@@ -63,6 +63,9 @@ pub struct JvmTreeJson<'a> {
     pub root_cut: Option<CutJson>,
     /// Pre-order; a node's parent is the closest earlier node one level up.
     pub nodes: Vec<NodeJson<'a>>,
+    /// Off-CPU time of idle threads left out (absent without off-CPU time; `--all`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offcpu_idle_hidden_ns: Option<u64>,
 }
 
 /// Which time columns a tree shows: CPU when jpd's sampler is joined to the JVM, off-CPU
@@ -81,7 +84,8 @@ impl Shown {
             .iter()
             .filter(|n| n.depth == 0)
             .any(|n| n.inclusive_offcpu_ns > 0)
-            || p.root_cut.as_ref().is_some_and(|c| c.offcpu_ns > 0);
+            || p.root_cut.as_ref().is_some_and(|c| c.offcpu_ns > 0)
+            || p.offcpu_idle_hidden_ns > 0;
         Shown {
             cpu: joined(p.jvm.as_ref()),
             offcpu,
@@ -149,6 +153,7 @@ pub fn jvm_tree_json(p: &JvmProfile) -> JvmTreeJson<'_> {
                 }
             })
             .collect(),
+        offcpu_idle_hidden_ns: shown.offcpu.then_some(p.offcpu_idle_hidden_ns),
     }
 }
 
@@ -312,6 +317,9 @@ pub fn jvm_tree_text(p: &JvmProfile) -> String {
     if let Some(c) = &p.root_cut {
         cut_line(&mut out, c, 0, total, shown);
     }
+    if p.offcpu_idle_hidden_ns > 0 {
+        let _ = writeln!(out, "{}", super::top::idle_note(p.offcpu_idle_hidden_ns));
+    }
     out
 }
 
@@ -361,6 +369,7 @@ mod tests {
             cut_nodes: 3,
             max_depth: 0,
             min_share: 0.1,
+            ..Default::default()
         }
     }
 
