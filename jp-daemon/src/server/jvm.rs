@@ -410,7 +410,7 @@ pub fn export(
     t: &Mct,
     cpu: Option<&jp_mct::MctCpu>,
     format: pb::JvmExportFormat,
-    jvm: Option<&JvmSummary>,
+    jvm: Option<crate::export::otlp::JvmIdentity<'_>>,
     otlp_extra: &std::collections::BTreeMap<String, String>,
 ) -> std::io::Result<Vec<u8>> {
     let mut v = Vec::new();

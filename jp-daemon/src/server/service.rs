@@ -1,5 +1,6 @@
 //! The `jp.v1.Jp` service over the stores (kernel and JVM).
 
+use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -66,8 +67,9 @@ type WindowStream = Pin<Box<dyn Stream<Item = Result<pb::JvmWindowProfile, Statu
 async fn window_stream(
     w: Arc<crate::windows::WindowProfile>,
     format: Option<pb::JvmExportFormat>,
+    otlp_extra: BTreeMap<String, String>,
 ) -> Result<WindowStream, Status> {
-    let messages = heavy::run(move |_| winconv::answer(&w, format)).await?;
+    let messages = heavy::run(move |_| winconv::answer(&w, format, &otlp_extra)).await?;
     Ok(Box::pin(tokio_stream::iter(messages.into_iter().map(Ok))))
 }
 
@@ -356,8 +358,14 @@ impl Jp for JpService {
             cancelled.check()?;
             let cpu = snapshot.cpu().map(|c| c.mct_cpu(&tree, symbols.as_deref()));
             cancelled.check()?;
-            let data = jvmconv::export(&tree, cpu.as_ref(), format, Some(&summary), &otlp_extra)
-                .map_err(|e| Status::internal(format!("cannot write the profile: {e}")))?;
+            let data = jvmconv::export(
+                &tree,
+                cpu.as_ref(),
+                format,
+                Some((&summary).into()),
+                &otlp_extra,
+            )
+            .map_err(|e| Status::internal(format!("cannot write the profile: {e}")))?;
             let mut chunks = jvmconv::chunks(&data);
             if let Some(last) = chunks.last_mut() {
                 last.offcpu_idle_hidden_ns = hidden;
@@ -383,6 +391,7 @@ impl Jp for JpService {
             .ok_or_else(|| Status::unavailable("jpd runs without its windows service"))?;
         let (tx, rx) = mpsc::channel(4);
         let mut stopping = self.stopping.clone();
+        let otlp_extra = self.otlp_attributes.get();
         // The answer comes after the window's seconds: a stream, whose messages the
         // server's time limit on one answer does not cut.
         tokio::spawn(async move {
@@ -394,7 +403,7 @@ impl Jp for JpService {
                 () = stopped => None,
             };
             let answer = match window {
-                Some(Ok(w)) => window_stream(w, format).await,
+                Some(Ok(w)) => window_stream(w, format, otlp_extra).await,
                 Some(Err(e)) => Err(winconv::status(e)),
                 None => Err(Status::unavailable(
                     "jpd is stopping: the window goes on in the JVM and ends at its deadline",
@@ -443,6 +452,8 @@ impl Jp for JpService {
             .window_store
             .window(req.pid, req.id)
             .ok_or_else(|| winconv::not_found(req.pid, req.id))?;
-        Ok(Response::new(window_stream(w, format).await?))
+        Ok(Response::new(
+            window_stream(w, format, self.otlp_attributes.get()).await?,
+        ))
     }
 }

@@ -1,6 +1,7 @@
 //! Exact windows over gRPC: `ProfileJvm` asks the windows service for one, and
 //! `ListJvmWindows`/`GetJvmWindow` read the window store (through `store::read`).
 //! Pure conversions here; the handlers are in `service.rs`.
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -8,6 +9,7 @@ use jp_proto::v1 as pb;
 use tonic::Status;
 
 use super::jvm as jvmconv;
+use crate::export::otlp::JvmIdentity;
 use crate::windows::{Bba, WindowError, WindowOrigin, WindowProfile, WindowRequest};
 
 /// The service's request and the answer's format from a `ProfileJvm` request. Explicit
@@ -132,9 +134,11 @@ fn profile(w: &WindowProfile) -> pb::JvmProfile {
 
 /// The messages of one window's answer: the window (with its tree when no format
 /// was asked), then the file's chunks. O(tree): call it on a blocking thread.
+/// An OTLP file's resource is the JVM's, with the operator's `otlp_extra` attributes.
 pub fn answer(
     w: &Arc<WindowProfile>,
     format: Option<pb::JvmExportFormat>,
+    otlp_extra: &BTreeMap<String, String>,
 ) -> Result<Vec<pb::JvmWindowProfile>, Status> {
     let first = pb::JvmWindowProfile {
         window: Some(window(w)),
@@ -143,7 +147,12 @@ pub fn answer(
     };
     let mut out = vec![first];
     if let Some(f) = format {
-        let data = jvmconv::export(&w.tree, None, f, None, &Default::default())
+        let jvm = JvmIdentity {
+            pid: w.pid,
+            main: &w.main_class,
+            jdk_version: "",
+        };
+        let data = jvmconv::export(&w.tree, None, f, Some(jvm), otlp_extra)
             .map_err(|e| Status::internal(format!("cannot write the window's tree: {e}")))?;
         out.extend(
             jvmconv::chunks(&data)
@@ -245,7 +254,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         });
-        let a = answer(&w, None).unwrap();
+        let a = answer(&w, None, &BTreeMap::new()).unwrap();
         assert_eq!(a.len(), 1);
         let win = a[0].window.clone().unwrap();
         assert_eq!(
@@ -268,7 +277,7 @@ mod tests {
             .collect();
         assert_eq!(nodes, [(0, 0, 0), (1, 3, 12)]);
         assert_eq!(p.jvm.unwrap().methods, 2);
-        let a = answer(&w, Some(pb::JvmExportFormat::Folded)).unwrap();
+        let a = answer(&w, Some(pb::JvmExportFormat::Folded), &BTreeMap::new()).unwrap();
         assert_eq!(a.len(), 2);
         assert!(a[0].profile.is_none());
         let chunk = a[1].chunk.clone().unwrap();
@@ -277,5 +286,29 @@ mod tests {
             String::from_utf8(chunk.data).unwrap(),
             "T.main();T.f() 12\n"
         );
+        // An OTLP file of the window names its JVM, with the operator's attributes.
+        let extra = BTreeMap::from([("deployment.environment.name".into(), "prod".into())]);
+        let a = answer(&w, Some(pb::JvmExportFormat::Otlp), &extra).unwrap();
+        let chunk = a[1].chunk.clone().unwrap();
+        assert!(chunk.last);
+        let data: jp_mct::otlp::proto::profiles::v1development::ProfilesData =
+            prost::Message::decode(&chunk.data[..]).unwrap();
+        let resource = data.resource_profiles[0].resource.clone().unwrap();
+        let value = |key: &str| {
+            resource
+                .attributes
+                .iter()
+                .find(|a| a.key == key)
+                .and_then(|a| a.value.clone())
+                .and_then(|v| v.value)
+                .map(|v| format!("{v:?}"))
+        };
+        assert_eq!(value("service.name"), Some("StringValue(\"T\")".into()));
+        assert_eq!(value("process.pid"), Some("IntValue(4)".into()));
+        assert_eq!(
+            value("deployment.environment.name"),
+            Some("StringValue(\"prod\")".into())
+        );
+        assert_eq!(value("process.runtime.version"), None);
     }
 }

@@ -19,8 +19,8 @@ use super::kernel_pprof;
 use super::mct_pprof::DEPTH_CAPPED;
 use super::pyroscope::host_name;
 use crate::refusals;
-use crate::store::jvm::JvmSummary;
 use crate::store::kernel::KernelView;
+pub use resource::JvmIdentity;
 
 /// `[otlp] resource_attributes` as jpd runs now (set at start and on SIGHUP, whether
 /// exporting is on or not): the files jpctl asks for carry the same resources as the
@@ -40,19 +40,18 @@ impl OperatorAttributes {
 }
 
 /// A JVM's tree as a `ProfilesData` message, its resource [`resource::jvm_resource`]
-/// with the operator's `extra` attributes (without a summary, e.g. a kept window's
-/// tree: `host.name` alone). Contexts folded below the depth cap are counted as
-/// pprof's are.
+/// with the operator's `extra` attributes (without a JVM: `host.name` alone). Contexts
+/// folded below the depth cap are counted as pprof's are.
 pub fn write_mct(
     t: &Mct,
     options: PprofOptions<'_>,
-    jvm: Option<&JvmSummary>,
+    jvm: Option<JvmIdentity<'_>>,
     extra: &BTreeMap<String, String>,
     w: &mut dyn Write,
 ) -> io::Result<()> {
     let host = host_name();
     let resource = match jvm {
-        Some(s) => resource::jvm_resource(s, &host, extra),
+        Some(id) => resource::jvm_resource(id, &host, extra),
         None => vec![jp_mct::otlp::string_attribute("host.name", &host)],
     };
     let folded = jp_mct::otlp::write_otlp(t, options, resource, w)?;

@@ -46,7 +46,7 @@ impl IntervalSink for Request<'_> {
         delta: &Mct,
         options: PprofOptions<'_>,
     ) -> std::io::Result<()> {
-        let resource = jvm_resource(s, self.host, self.extra);
+        let resource = jvm_resource(s.into(), self.host, self.extra);
         let folded = add_mct(&mut self.builder, delta, options, resource);
         refusals::count(DEPTH_CAPPED, folded);
         Ok(())

@@ -15,16 +15,40 @@ use crate::store::jvm::JvmSummary;
 /// runtime's vendor name).
 pub const JVM_RUNTIME: &str = "java";
 
+/// What a JVM's resource says of it: from the store's summary, or from a kept window
+/// (which knows no JDK version: the attribute is then left out).
+#[derive(Clone, Copy, Debug)]
+pub struct JvmIdentity<'a> {
+    pub pid: u32,
+    pub main: &'a str,
+    /// Empty when unknown.
+    pub jdk_version: &'a str,
+}
+
+impl<'a> From<&'a JvmSummary> for JvmIdentity<'a> {
+    fn from(s: &'a JvmSummary) -> Self {
+        JvmIdentity {
+            pid: s.pid,
+            main: &s.main,
+            jdk_version: &s.jdk_version,
+        }
+    }
+}
+
 /// A JVM's resource: `service.name` (the main class, sanitized), `process.pid`,
 /// `process.runtime.name`/`version`, `host.name`, then the operator's `extra`.
-pub fn jvm_resource(s: &JvmSummary, host: &str, extra: &BTreeMap<String, String>) -> Vec<KeyValue> {
+pub fn jvm_resource(
+    jvm: JvmIdentity<'_>,
+    host: &str,
+    extra: &BTreeMap<String, String>,
+) -> Vec<KeyValue> {
     let mut attributes = vec![
-        string_attribute("service.name", &service_name(&s.main)),
-        int_attribute("process.pid", i64::from(s.pid)),
+        string_attribute("service.name", &service_name(jvm.main)),
+        int_attribute("process.pid", i64::from(jvm.pid)),
         string_attribute("process.runtime.name", JVM_RUNTIME),
     ];
-    if !s.jdk_version.is_empty() {
-        attributes.push(string_attribute("process.runtime.version", &s.jdk_version));
+    if !jvm.jdk_version.is_empty() {
+        attributes.push(string_attribute("process.runtime.version", jvm.jdk_version));
     }
     attributes.push(string_attribute("host.name", host));
     with_extra(attributes, extra)
