@@ -20,6 +20,7 @@ pub mod kernel_metrics;
 pub mod kernel_pprof;
 pub mod label;
 pub mod mct_pprof;
+pub mod operator_attributes;
 pub mod otlp;
 mod prometheus;
 pub mod pyroscope;
@@ -58,7 +59,7 @@ pub struct ExportState {
     /// The OTLP exporter's queue, counters and baselines (the same kind as Pyroscope's).
     pub otlp: Arc<pyroscope::Shared>,
     /// `[otlp] resource_attributes`, shared with the API's OTLP files.
-    pub otlp_attributes: otlp::OperatorAttributes,
+    pub otlp_attributes: operator_attributes::OperatorAttributes,
     /// The windows service, when jpd runs one: its counters, and windows opened for
     /// `/debug/pprof/jvm` (`export.open_windows`).
     pub windows: Option<Windows>,

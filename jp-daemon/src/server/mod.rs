@@ -49,7 +49,7 @@ pub struct Api {
     /// The caps on Watch streams (`server.max_watch_streams_per_uid`, `max_watch_streams`).
     pub watch_limits: watch_quota::WatchLimits,
     /// `[otlp] resource_attributes`, for `jpctl jvm export` / `jpctl kernel` in OTLP.
-    pub otlp_attributes: crate::export::otlp::OperatorAttributes,
+    pub otlp_attributes: crate::export::operator_attributes::OperatorAttributes,
 }
 
 impl From<Sources> for Api {

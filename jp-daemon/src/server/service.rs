@@ -39,7 +39,7 @@ pub struct JpService {
     /// graceful shutdown does not wait for them forever.
     stopping: watch::Receiver<bool>,
     watch_quota: WatchQuota,
-    otlp_attributes: crate::export::otlp::OperatorAttributes,
+    otlp_attributes: crate::export::operator_attributes::OperatorAttributes,
 }
 
 impl JpService {

@@ -10,7 +10,6 @@ mod transport;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 use jp_mct::{Mct, PprofOptions};
@@ -21,23 +20,6 @@ use super::pyroscope::host_name;
 use crate::refusals;
 use crate::store::kernel::KernelView;
 pub use resource::JvmIdentity;
-
-/// `[otlp] resource_attributes` as jpd runs now (set at start and on SIGHUP, whether
-/// exporting is on or not): the files jpctl asks for carry the same resources as the
-/// exporter's requests.
-#[derive(Clone, Debug, Default)]
-pub struct OperatorAttributes(Arc<RwLock<BTreeMap<String, String>>>);
-
-impl OperatorAttributes {
-    pub fn set(&self, attributes: &BTreeMap<String, String>) {
-        let mut current = self.0.write().unwrap_or_else(|p| p.into_inner());
-        attributes.clone_into(&mut current);
-    }
-
-    pub fn get(&self) -> BTreeMap<String, String> {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
 
 /// A JVM's tree as a `ProfilesData` message, its resource [`resource::jvm_resource`]
 /// with the operator's `extra` attributes (without a JVM: `host.name` alone). Contexts
