@@ -17,8 +17,6 @@
 
 use std::sync::Arc;
 
-use super::query::{JvmSnapshot, TreeView};
-
 /// The pattern that names the thread's root context (no instrumented frame running).
 pub const ROOT: &str = "<root>";
 
@@ -129,13 +127,19 @@ impl IdlePatterns {
     }
 
     /// Which nodes of a tree are idle, by node index: the root if [`ROOT`] is a
-    /// pattern, and every node that a pattern names or that lies under one.
-    pub(crate) fn idle_nodes(&self, tree: &impl TreeView) -> Vec<bool> {
+    /// pattern, and every node that a pattern names or that lies under one. `links` are
+    /// the tree's (parent, method id) in index order, the root first; `name_of` a
+    /// method id's name.
+    pub(crate) fn idle_nodes(
+        &self,
+        links: impl Iterator<Item = [u32; 2]>,
+        name_of: impl Fn(u32) -> Arc<str>,
+    ) -> Vec<bool> {
         let root_idle = self.patterns.iter().any(|p| p == ROOT);
         let mut named: std::collections::HashMap<u32, bool> = Default::default();
-        let mut idle = Vec::with_capacity(tree.len());
+        let mut idle = Vec::with_capacity(links.size_hint().0);
         // Nodes come parents first: a node's parent is decided before it.
-        for (i, ([parent, mid], _)) in tree.nodes().enumerate() {
+        for (i, [parent, mid]) in links.enumerate() {
             let this = if i == 0 {
                 root_idle
             } else {
@@ -143,34 +147,11 @@ impl IdlePatterns {
                 under
                     || *named
                         .entry(mid)
-                        .or_insert_with(|| self.names(&tree.info(mid).name))
+                        .or_insert_with(|| self.names(&name_of(mid)))
             };
             idle.push(this);
         }
         idle
-    }
-}
-
-impl JvmSnapshot {
-    /// Leaves the off-CPU time of idle contexts (see [`IdlePatterns`]) out of this
-    /// snapshot, for the views that read it after (its CPU's `offcpu_idle_hidden_ns`
-    /// and the `MctCpu` made of it say how much); returns the time left out (ns).
-    /// Every view of off-CPU or wall time calls it unless asked to show everything.
-    pub fn hide_idle_offcpu(&mut self, idle: &IdlePatterns) -> u64 {
-        let nodes = idle.idle_nodes(self);
-        let Some(cpu) = self.cpu_mut() else {
-            return 0;
-        };
-        let mut hidden = 0u64;
-        cpu.offcpu.retain(|&(node, _), ns| {
-            let keep = !nodes.get(node as usize).copied().unwrap_or(false);
-            if !keep {
-                hidden = hidden.saturating_add(*ns);
-            }
-            keep
-        });
-        cpu.offcpu_idle_hidden_ns = cpu.offcpu_idle_hidden_ns.saturating_add(hidden);
-        hidden
     }
 }
 
@@ -212,27 +193,14 @@ mod tests {
         assert_eq!(idle.and(&extra), idle);
     }
 
-    /// A tree of (parent, method name) in index order, the root first.
+    /// A tree of (parent, method name) in index order, the root first; a node's
+    /// method id is its index.
     struct Fake(Vec<(u32, &'static str)>);
 
-    impl TreeView for Fake {
-        fn len(&self) -> usize {
-            self.0.len()
-        }
-        fn nodes(&self) -> impl Iterator<Item = ([u32; 2], [u64; 2])> + '_ {
-            (0..self.0.len() as u32).map(|i| ([self.0[i as usize].0, i], [0, 0]))
-        }
-        fn links(&self, node: u32) -> Option<[u32; 2]> {
-            self.0.get(node as usize).map(|&(p, _)| [p, node])
-        }
-        fn info(&self, mid: u32) -> jp_mct::MethodInfo {
-            jp_mct::MethodInfo {
-                name: self.0[mid as usize].1.into(),
-                file: None,
-            }
-        }
-        fn bba(&self) -> &'static str {
-            ""
+    impl Fake {
+        fn idle(&self, idle: &IdlePatterns) -> Vec<bool> {
+            let links = self.0.iter().enumerate().map(|(i, &(p, _))| [p, i as u32]);
+            idle.idle_nodes(links, |mid| self.0[mid as usize].1.into())
         }
     }
 
@@ -257,15 +225,15 @@ mod tests {
             (2, "Busy.work()V"),
             (0, "Busy.main([Ljava/lang/String;)V"),
         ]);
-        let idle = IdlePatterns::default().idle_nodes(&tree);
+        let idle = tree.idle(&IdlePatterns::default());
         assert_eq!(idle, [true, false, false, true, true, true, false, false]);
-        let mine = IdlePatterns::with(&["Busy.work".into()]).idle_nodes(&tree);
+        let mine = tree.idle(&IdlePatterns::with(&["Busy.work".into()]));
         assert_eq!(mine, [true, false, false, true, true, true, true, false]);
         let no_root = IdlePatterns {
             patterns: vec!["Busy.main".to_string()].into(),
         };
         assert_eq!(
-            no_root.idle_nodes(&tree),
+            tree.idle(&no_root),
             [false, false, false, false, false, false, false, true]
         );
     }

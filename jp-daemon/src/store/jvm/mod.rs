@@ -43,6 +43,7 @@ mod budget;
 mod chunked;
 pub mod cpu;
 pub mod idle;
+mod idle_view;
 mod methods;
 mod nodes;
 pub mod offcpu;
