@@ -158,8 +158,15 @@ pub async fn connect(url: &str, opts: &TlsOptions) -> anyhow::Result<JpClient<Ch
     let name_text = opts.server_name.clone().unwrap_or(target.host.clone());
     let name = ServerName::try_from(name_text.clone())
         .map_err(|e| anyhow!("{name_text:?} is not a server name to verify: {e}"))?;
-    let endpoint = Endpoint::from_shared(format!("https://{}:{}", target.host, target.port))
-        .or_else(|_| Endpoint::from_shared(url.to_string()))
+    // The connector below makes the TLS connection itself, so the channel's own URI says
+    // http: a tonic built with its TLS features (jpd's OTLP exporter enables them, and a
+    // workspace build unifies them) refuses an https URI it was given no TLS settings for.
+    let authority = if target.host.contains(':') {
+        format!("[{}]:{}", target.host, target.port)
+    } else {
+        format!("{}:{}", target.host, target.port)
+    };
+    let endpoint = Endpoint::from_shared(format!("http://{authority}"))
         .with_context(|| format!("--connect {url}"))?;
     let (host, port) = (target.host.clone(), target.port);
     let last_error = LastTlsError::default();

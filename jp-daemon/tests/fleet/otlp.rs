@@ -358,10 +358,17 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(jdk: Jdk) {
     );
 
     // Exported CPU, off-CPU and wall time (kernel.offcpu) add up to jpd's per context
-    // (the export file's), once settled: the JVM has quit, its times are final.
+    // (the export file's), once settled: the JVM has quit, its times are final. The
+    // exporter sends idle threads' time too (a push is the whole record; a file leaves it
+    // out unless asked with --all).
     let t0 = Instant::now();
     loop {
-        jpd.export_to(pid, "otlp", &file);
+        let _ = std::fs::remove_file(&file);
+        let pid_text = pid.to_string();
+        let path = file.to_str().expect("UTF-8 path");
+        jpd.jpctl_output(&[
+            "jvm", "export", &pid_text, "--format", "otlp", "--all", "-o", path,
+        ]);
         let exported = decode(&file);
         let times = |messages: &[Value], ty: &str| by_stack(&resources(messages, "FleetPaper"), ty);
         let types = ["cpu/nanoseconds", "offcpu/nanoseconds", "wall/nanoseconds"];
