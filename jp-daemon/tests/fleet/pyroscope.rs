@@ -501,10 +501,17 @@ fn exported_cpu(jpd: &Jpd, pid: u32, dir: &Path) -> BTreeMap<Vec<String>, i64> {
     exported_at(jpd, pid, dir, 2)
 }
 
-/// The value at `index` per stack of jpd's whole-tree pprof of `pid`.
+/// The value at `index` per stack of jpd's whole-tree pprof of `pid`, idle threads'
+/// off-CPU time included (`--all`): a push carries everything, a file leaves idle
+/// waits out unless asked (a thread preempted at its root is idle).
 fn exported_at(jpd: &Jpd, pid: u32, dir: &Path, index: usize) -> BTreeMap<Vec<String>, i64> {
     let file = dir.join("exported.pb.gz");
-    jpd.export_to(pid, "pprof", &file);
+    let _ = std::fs::remove_file(&file);
+    let pid_text = pid.to_string();
+    let path = file.to_str().expect("UTF-8 path");
+    jpd.jpctl_output(&[
+        "jvm", "export", &pid_text, "--format", "pprof", "--all", "-o", path,
+    ]);
     let gz = std::fs::read(&file).expect("read the export");
     let mut raw = Vec::new();
     flate2::read::GzDecoder::new(gz.as_slice())
