@@ -158,9 +158,9 @@ pub async fn connect(url: &str, opts: &TlsOptions) -> anyhow::Result<JpClient<Ch
     let name_text = opts.server_name.clone().unwrap_or(target.host.clone());
     let name = ServerName::try_from(name_text.clone())
         .map_err(|e| anyhow!("{name_text:?} is not a server name to verify: {e}"))?;
-    // The connector below makes the TLS connection itself, so the channel's own URI says
-    // http: a tonic built with its TLS features (jpd's OTLP exporter enables them, and a
-    // workspace build unifies them) refuses an https URI it was given no TLS settings for.
+    // The connector below makes the TLS connection itself; the channel's URI only names
+    // the authority (a tonic built with TLS features would refuse an https one it was
+    // given no TLS settings for).
     let authority = if target.host.contains(':') {
         format!("[{}]:{}", target.host, target.port)
     } else {

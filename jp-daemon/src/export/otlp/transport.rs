@@ -9,15 +9,17 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::http::header::{HeaderName, HeaderValue, CONTENT_TYPE, USER_AGENT};
 use axum::http::Uri;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
 use jp_proto::otlp_collector::profiles_service_client::ProfilesServiceClient;
 use jp_proto::otlp_collector::ExportProfilesServiceRequest;
 use prost::Message;
 use tonic::metadata::{MetadataKey, MetadataValue};
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 
 use super::config::OtlpConfig;
-use crate::export::pyroscope::wire::{ca_roots, Client, HttpTarget, PushError};
+use crate::export::pyroscope::wire::{tls_connector, Client, HttpTarget, PushError};
 use crate::export::pyroscope::Deliver;
 
 /// OTLP/gRPC: one channel, connected lazily (and again after a failure) by tonic.
@@ -33,17 +35,12 @@ pub struct GrpcClient {
 impl GrpcClient {
     pub fn new(cfg: &OtlpConfig) -> Result<GrpcClient, String> {
         let timeout = Duration::from_secs(cfg.timeout_s);
-        let mut endpoint = Endpoint::from_shared(cfg.endpoint.clone())
+        let endpoint = Endpoint::from_shared(cfg.endpoint.clone())
             .map_err(|e| format!("otlp.endpoint = {:?}: {e}", cfg.endpoint))?
             .connect_timeout(timeout)
             .timeout(timeout)
             .user_agent(concat!("jpd/", env!("CARGO_PKG_VERSION")))
             .map_err(|e| format!("otlp: {e}"))?;
-        if cfg.endpoint.starts_with("https://") {
-            endpoint = endpoint
-                .tls_config(grpc_tls(cfg)?)
-                .map_err(|e| format!("otlp: cannot set up TLS: {e}"))?;
-        }
         let headers = cfg
             .headers
             .iter()
@@ -56,7 +53,9 @@ impl GrpcClient {
             })
             .collect::<Result<_, String>>()?;
         Ok(GrpcClient {
-            client: ProfilesServiceClient::new(endpoint.connect_lazy()),
+            client: ProfilesServiceClient::new(
+                endpoint.connect_with_connector_lazy(grpc_connector(cfg)?),
+            ),
             headers,
             timeout,
         })
@@ -171,18 +170,22 @@ impl Deliver for HttpClient {
     }
 }
 
-/// TLS of an `https://` gRPC endpoint: the certificates of `tls_ca_file` (checked
-/// here, so a bad file stops the start instead of failing every export), else
-/// Mozilla's roots as OTLP/HTTP trusts; HTTP/2 negotiated by ALPN.
-fn grpc_tls(cfg: &OtlpConfig) -> Result<ClientTlsConfig, String> {
-    let tls = ClientTlsConfig::new();
-    Ok(match read_ca(cfg)? {
-        Some(pem) => {
-            ca_roots("otlp", &pem, &cfg.tls_ca_file)?;
-            tls.ca_certificate(Certificate::from_pem(pem))
-        }
-        None => tls.with_webpki_roots(),
-    })
+/// The gRPC channel's connections: plain TCP for `http://`, rustls for `https://` with
+/// the roots every exporter uses (`tls_ca_file`, checked here so that a bad file stops
+/// the start instead of failing every export, else Mozilla's roots), HTTP/2 offered by
+/// ALPN. jpd makes its TLS itself rather than through tonic's TLS features: a workspace
+/// build would unify those into jpctl's tonic, which then refuses the https URI of a
+/// channel whose TLS jpctl's own connector makes.
+fn grpc_connector(cfg: &OtlpConfig) -> Result<HttpsConnector<HttpConnector>, String> {
+    let pem = read_ca(cfg)?;
+    let ca = pem.as_deref().map(|pem| (pem, cfg.tls_ca_file.as_path()));
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
+    Ok(tls_connector("otlp", ca)?
+        .https_or_http()
+        .enable_http2()
+        .wrap_connector(tcp))
 }
 
 /// `tls_ca_file`'s PEM, if set.

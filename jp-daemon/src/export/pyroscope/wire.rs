@@ -15,7 +15,8 @@ use axum::body::Bytes;
 use axum::http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use axum::http::{Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper_rustls::HttpsConnector;
+use hyper_rustls::builderstates::WantsSchemes;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
@@ -136,21 +137,7 @@ impl Client {
     /// A client POSTing to `t.endpoint` over http or https (rustls).
     pub fn over(t: HttpTarget<'_>) -> Result<Client, String> {
         let section = t.section;
-        let provider = rustls::crypto::ring::default_provider();
-        let tls = match t.ca {
-            None => hyper_rustls::HttpsConnectorBuilder::new()
-                .with_provider_and_webpki_roots(provider)
-                .map_err(|e| format!("{section}: cannot set up TLS: {e}"))?,
-            Some((pem, path)) => {
-                let roots = ca_roots(section, pem, path)?;
-                let tls = rustls::ClientConfig::builder_with_provider(provider.into())
-                    .with_safe_default_protocol_versions()
-                    .map_err(|e| format!("{section}: cannot set up TLS: {e}"))?
-                    .with_root_certificates(roots)
-                    .with_no_client_auth();
-                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls)
-            }
-        };
+        let tls = tls_connector(section, t.ca)?;
         let https = tls.https_or_http().enable_http1().build();
         let http = HyperClient::builder(TokioExecutor::new()).build(https);
         Ok(Client {
@@ -267,6 +254,30 @@ impl Files {
             ca_pem,
         })
     }
+}
+
+/// rustls (ring) for a push target: the certificates of `ca` (its PEM and the file it
+/// came from, named in errors) as the only roots, else Mozilla's roots. Pyroscope,
+/// OTLP/HTTP and OTLP/gRPC share it, so every exporter trusts alike.
+pub(crate) fn tls_connector(
+    section: &str,
+    ca: Option<(&[u8], &std::path::Path)>,
+) -> Result<HttpsConnectorBuilder<WantsSchemes>, String> {
+    let provider = rustls::crypto::ring::default_provider();
+    Ok(match ca {
+        None => HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(provider)
+            .map_err(|e| format!("{section}: cannot set up TLS: {e}"))?,
+        Some((pem, path)) => {
+            let roots = ca_roots(section, pem, path)?;
+            let tls = rustls::ClientConfig::builder_with_provider(provider.into())
+                .with_safe_default_protocol_versions()
+                .map_err(|e| format!("{section}: cannot set up TLS: {e}"))?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            HttpsConnectorBuilder::new().with_tls_config(tls)
+        }
+    })
 }
 
 /// The certificates of a PEM file, as trust anchors.
