@@ -235,10 +235,7 @@ fn jpctl_top_shows_cpu_per_method_in_tmux() {
             s.contains("sort: cpu%)")
                 && first_jvm_row(&s, " cpu% method").is_some_and(|r| r.contains(" CpuViews.a() "))
         });
-        tmux.cmd(&["send-keys", "-t", "top", "q"]);
-        tmux.wait_for("jpctl to quit", |t| {
-            t.format("#{pane_current_command}") == "sh"
-        });
+        tmux.quit_top();
         drop(tmux);
         drop(jvm);
     }

@@ -507,10 +507,7 @@ fn jpctl_top_shows_and_sorts_by_time_off_cpu_in_tmux() {
                 && first_jvm_row(&s, " cpu%    off% method")
                     .is_some_and(|r| r.contains(&format!(" {a} ")))
         });
-        tmux.cmd(&["send-keys", "-t", "top", "q"]);
-        tmux.wait_for("jpctl to quit", |t| {
-            t.format("#{pane_current_command}") == "sh"
-        });
+        tmux.quit_top();
         drop(tmux);
         drop(jvm);
     }

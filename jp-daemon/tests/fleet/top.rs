@@ -42,10 +42,7 @@ fn jpctl_top_shows_its_panes_in_tmux_and_q_gives_the_terminal_back() {
     );
     assert!(screen.contains("samples"), "{screen}");
 
-    tmux.cmd(&["send-keys", "-t", "top", "q"]);
-    tmux.wait_for("jpctl to quit", |t| {
-        t.format("#{pane_current_command}") == "sh"
-    });
+    tmux.quit_top();
     assert_eq!(
         tmux.format("#{alternate_on}"),
         "0",

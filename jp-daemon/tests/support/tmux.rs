@@ -85,6 +85,14 @@ impl Tmux {
         }
     }
 
+    /// `q` to `jpctl top`, then waits until the session's shell has the terminal again.
+    pub fn quit_top(&self) {
+        self.cmd(&["send-keys", "-t", "top", "q"]);
+        self.wait_for("jpctl to quit", |t| {
+            t.format("#{pane_current_command}") == "sh"
+        });
+    }
+
     pub fn wait_for(&self, what: &str, ok: impl Fn(&Tmux) -> bool) {
         let t0 = Instant::now();
         while !ok(self) {
