@@ -34,6 +34,9 @@ pub(super) struct OpenState {
     pub refused_earlier: u64,
     /// Of the skipped: classes whose initialization failed (they can never run).
     pub unusable: u64,
+    /// `java.vm.version`, as the live view's HELLO names the JVM: jpd's resource of
+    /// the window says the same as a JVM profiled from start.
+    pub jdk_version: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,7 +99,7 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
     let o = c.open;
     let mut s = String::new();
     let contexts = tree.tree.nodes.len().saturating_sub(1);
-    let lines: [(&str, String); 24] = [
+    let lines: [(&str, String); 25] = [
         ("id", o.cmd.id.to_string()),
         ("pid", std::process::id().to_string()),
         ("seconds", o.cmd.seconds.to_string()),
@@ -105,6 +108,7 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
         ("closed_by", c.by.name().to_string()),
         ("scope", o.cmd.scope_text.clone()),
         ("bba", o.opts.bba_name().to_string()),
+        ("jdk_version", o.jdk_version.clone()),
         ("classes_transformed", o.transformed_at_open.to_string()),
         ("classes_skipped", o.skipped.to_string()),
         ("classes_refused_earlier", o.refused_earlier.to_string()),
