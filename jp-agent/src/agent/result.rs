@@ -94,6 +94,17 @@ pub(super) fn write_error(dir: &str, id: u64, reason: &str) {
     }
 }
 
+/// The scope as asked, and `jdk=true` when the JDK's classes were in it (from the
+/// command or the start options): a reader must not take such a tree for the
+/// application's alone.
+fn scope_line(o: &OpenState) -> String {
+    if o.opts.jdk {
+        format!("{} jdk=true", o.cmd.scope_text)
+    } else {
+        o.cmd.scope_text.clone()
+    }
+}
+
 /// The `.done` file's lines.
 pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
     let o = c.open;
@@ -106,7 +117,7 @@ pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
         ("opened_unix_ms", o.opened_unix_ms.to_string()),
         ("closed_unix_ms", c.closed_unix_ms.to_string()),
         ("closed_by", c.by.name().to_string()),
-        ("scope", o.cmd.scope_text.clone()),
+        ("scope", scope_line(o)),
         ("bba", o.opts.bba_name().to_string()),
         ("jdk_version", o.jdk_version.clone()),
         ("classes_transformed", o.transformed_at_open.to_string()),
