@@ -153,21 +153,6 @@ fn write(bench: &Bench, name: &str, body: &str) -> Result<()> {
     write_section_after(name, after, body)
 }
 
-#[cfg(test)]
-mod tests {
-    /// BENCHMARKS.md's windows section is exactly what a run writes: text written by
-    /// hand between its markers would be lost at the next run (of any part).
-    #[test]
-    fn the_windows_section_holds_only_what_a_run_writes() {
-        let path = crate::cmd::root().join("BENCHMARKS.md");
-        let text = std::fs::read_to_string(&path).expect("BENCHMARKS.md");
-        let (begin, end) = ("<!-- bench:windows -->\n", "\n<!-- /bench:windows -->");
-        let start = text.find(begin).expect("the windows section") + begin.len();
-        let stop = start + text[start..].find(end).expect("its end marker");
-        assert_eq!(&text[start..stop], super::intro("").trim_end());
-    }
-}
-
 fn utc_now() -> String {
     std::process::Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
@@ -187,5 +172,20 @@ fn verdict(ok: bool) -> &'static str {
         "**met**"
     } else {
         "**not met**"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// BENCHMARKS.md's windows section is exactly what a run writes: text written by
+    /// hand between its markers would be lost at the next run (of any part).
+    #[test]
+    fn the_windows_section_holds_only_what_a_run_writes() {
+        let path = crate::cmd::root().join("BENCHMARKS.md");
+        let text = std::fs::read_to_string(&path).expect("BENCHMARKS.md");
+        let (begin, end) = ("<!-- bench:windows -->\n", "\n<!-- /bench:windows -->");
+        let start = text.find(begin).expect("the windows section") + begin.len();
+        let stop = start + text[start..].find(end).expect("its end marker");
+        assert_eq!(&text[start..stop], super::intro("").trim_end());
     }
 }
