@@ -297,6 +297,42 @@ fn a_window_in_a_dormant_jvm() {
     jpd.stop();
 }
 
+/// With `export.open_windows = true`, `/debug/pprof/jvm` opens a window in a dormant JVM:
+/// jpd keeps it with the origin `http` and counts it under that origin.
+#[test]
+fn an_http_window_is_kept_with_its_origin() {
+    let _turn = crate::support::exclusive();
+    let jpd = Jpd::start_exporting(CONFIG, &[], "", "open_windows = true\n", &[]);
+    let lib = jp_testkit::agent_lib();
+    let [jdk, _] = jdks();
+    let tiny = Tiny::start(
+        &jdk,
+        &[format!("-agentpath:{}=mode=dormant", lib.display())],
+    );
+    let (status, body) = jpd.get(&format!("/debug/pprof/jvm?pid={}&seconds=1", tiny.pid()));
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let list = jpd.jpctl_json(&["jvm", "windows", &tiny.pid().to_string(), "--json"]);
+    let origins: Vec<&str> = list["windows"]
+        .as_array()
+        .expect("windows")
+        .iter()
+        .map(|w| w["origin"].as_str().expect("origin"))
+        .collect();
+    assert_eq!(origins, ["http"], "{list}");
+    let m = jpd.metrics();
+    for (origin, completed) in [("http", 1), ("request", 0)] {
+        assert_eq!(
+            crate::support::jpd::metric(
+                &m,
+                &format!("jp_jvm_windows_completed_total{{origin=\"{origin}\"}}")
+            ),
+            Some(completed),
+            "{m}"
+        );
+    }
+    jpd.stop();
+}
+
 /// A JVM profiled from start is refused with the reason; one that disallows attach is
 /// refused before anything is sent to it, and runs on without jp's agent.
 #[test]
