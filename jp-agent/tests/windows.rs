@@ -5,7 +5,8 @@
 //! JVMTI.agent_load`); two windows back to back, one closed on request and one by its
 //! deadline with nobody asking, one still open at VM death; a second open refused while one
 //! is open; `mode=live` refusing windows; the classes the agent transformed (and only those)
-//! given back.
+//! given back; a window with the JDK's classes in scope (`jdk=true`) counting a JDK method's
+//! calls exactly.
 //!
 //! The program (`fixtures/windows/WinExact.java`) stops at marker calls (`Mark.opened`,
 //! `Mark.closing`) until the test has opened or closed the window with `jcmd`; the oracle
@@ -448,6 +449,112 @@ fn vm_death_closes_jdk17() {
 #[test]
 fn vm_death_closes_jdk25() {
     vm_death_closes(Jdk::J25);
+}
+
+/// Calls of `ArrayList.add` that `WinJdk` makes in its window.
+const JDK_WINDOW_ADDS: u64 = 5000;
+
+/// A window with the JDK's classes in scope (`jdk=true`): the program's calls of a JDK
+/// method and that method's own callee are counted exactly, node by node, against a
+/// derivation from the program and the JDK's bytecode (identical on JDK 17 and 25, see
+/// `javap -c -p java.util.ArrayList`); the JDK classes it transformed, and only those, go
+/// back at the close. The oracle cannot count JDK methods (breakpoints on the JDK's
+/// classes), hence the derivation. The rest of the tree (Mark's polling, the JVM's own
+/// threads) depends on timing and is not counted here.
+fn jdk_window(jdk: Jdk, bba: &str) {
+    let dir = scratch(&format!("windows-jdk-{}-{bba}", jdk.name()));
+    let stderr_p = dir.join("jvm.stderr");
+    let stdout_p = dir.join("jvm.stdout");
+    let mut child = Command::new(jdk.java())
+        .arg("-Xverify:all")
+        .arg(format!("-agentpath:{}=mode=dormant", agent_lib().display()))
+        .arg("-cp")
+        .arg(classes())
+        .arg("WinJdk")
+        .arg(&dir)
+        .arg(JDK_WINDOW_ADDS.to_string())
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_p).unwrap())
+        .stderr(std::fs::File::create(&stderr_p).unwrap())
+        .spawn()
+        .expect("java");
+    let pid = child.id();
+    wait_for(&dir.join("at-1"), "the opening point", &mut child);
+    let open = format!(
+        "window=open,id=41,seconds=600,dir={},exclude=Mark,bba={bba},jdk=true",
+        dir.display()
+    );
+    assert_eq!(agent_load(jdk, pid, Some(&open)), 0, "open window 41");
+    std::fs::write(dir.join("go-1"), "").unwrap();
+    wait_for(&dir.join("at-2"), "the closing point", &mut child);
+    assert_eq!(
+        agent_load(jdk, pid, Some("window=close,id=41")),
+        0,
+        "close 41"
+    );
+    std::fs::write(dir.join("go-2"), "").unwrap();
+    let status = wait_exit(&mut child);
+    let stderr = std::fs::read_to_string(&stderr_p).unwrap_or_default();
+    assert!(status.success(), "JVM failed ({status}):\n{stderr}");
+    assert!(
+        !stderr.contains("jp-agent:"),
+        "the agent complained:\n{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&stdout_p).unwrap(),
+        format!("{JDK_WINDOW_ADDS}\n")
+    );
+
+    let d = done(&dir, 41);
+    assert_eq!(d["closed_by"], "request", "{d:?}");
+    assert_eq!(d["scope"], "exclude=Mark jdk=true", "{d:?}");
+    // Only what this agent transformed goes back, and all of it (JDK classes included).
+    assert_eq!(num(&d, "retransformed_untransformed"), 0, "{d:?}");
+    assert_eq!(
+        num(&d, "classes_restored"),
+        num(&d, "classes_transformed") + num(&d, "classes_loaded_in_window"),
+        "{d:?}"
+    );
+
+    let what = format!("jdk=true window on {} bba={bba}", jdk.name());
+    let text = std::fs::read_to_string(dir.join("window-41.json")).unwrap();
+    let tree = parse_agent(&text, bba, &what);
+    let main = "WinJdk.main([Ljava/lang/String;)V";
+    let fill = "WinJdk.fill(Ljava/util/ArrayList;I)V";
+    let add = "java.util.ArrayList.add(Ljava/lang/Object;)Z";
+    let add3 = "java.util.ArrayList.add(Ljava/lang/Object;[Ljava/lang/Object;I)V";
+    let n = JDK_WINDOW_ADDS;
+    // main was waiting in Mark.opened: seeded. fill: 2 bytecodes before its loop, 9 per
+    // round (load, load, compare, the call's 3 with its pop, iinc, goto), 4 at its end.
+    // add(Object): 15 bytecodes, straight; add(Object, Object[], int): 14 when the array
+    // has room (it skips grow()).
+    let want: BTreeMap<Vec<String>, (u64, u64)> = [
+        (vec![main], (0, 0)),
+        (vec![main, fill], (1, 9 * n + 6)),
+        (vec![main, fill, add], (n, 15 * n)),
+        (vec![main, fill, add, add3], (n, 14 * n)),
+    ]
+    .into_iter()
+    .map(|(p, c)| (p.into_iter().map(String::from).collect(), c))
+    .collect();
+    let got: BTreeMap<Vec<String>, (u64, u64)> = tree
+        .nodes
+        .iter()
+        .filter(|(p, _)| p.first().map(String::as_str) == Some(main))
+        .filter(|(p, _)| p.len() == 1 || p[1] == fill)
+        .map(|(p, c)| (p.clone(), (c.calls, c.bytecodes)))
+        .collect();
+    assert_eq!(got, want, "{what}:\n{}", tree.render());
+}
+
+#[test]
+fn jdk_window_default_jdk17() {
+    jdk_window(Jdk::J17, "default");
+}
+
+#[test]
+fn jdk_window_precise_jdk25() {
+    jdk_window(Jdk::J25, "precise");
 }
 
 /// HotSpot's warning when a jar is appended to the boot class path in the live phase: from

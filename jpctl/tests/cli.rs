@@ -349,6 +349,8 @@ fn paper_window() -> pb::JvmWindow {
         contexts: 3,
         calls: 40,
         bytecodes: 400,
+        origin: pb::JvmWindowOrigin::Request as i32,
+        jdk_version: "17.0.15".into(),
         ..Default::default()
     }
 }
@@ -1220,7 +1222,7 @@ fn hostile_names_reach_the_terminal_escaped() {
 fn jvm_profile_and_windows() {
     let jpd = fake_jpd();
     let pid = PAPER_PID.to_string();
-    let header = "# window 77 of JVM 4242 (Paper), scope include=Paper, 2 s, closed by deadline: contexts with 0 calls were running when the window opened: their own calls and bytecodes are not counted\n";
+    let header = "# window 77 of JVM 4242 (Paper), origin request, scope include=Paper, 2 s, closed by deadline: contexts with 0 calls were running when the window opened: their own calls and bytecodes are not counted\n";
     let out = stdout_ok(
         &jpd.socket,
         &[
@@ -1272,6 +1274,10 @@ fn jvm_profile_and_windows() {
     let list = stdout_ok(&jpd.socket, &["jvm", "windows"]);
     assert_eq!(
         list,
-        "    PID            WINDOW  MAIN                  SECONDS  OPENED (UTC)         CLOSED BY  CONTEXTS         CALLS       BYTECODES  SCOPE\n   4242                77  Paper                       2  2026-12-06 20:14:03  deadline          3            40             400  include=Paper\n"
+        "    PID            WINDOW  ORIGIN    MAIN                  SECONDS  OPENED (UTC)         CLOSED BY  CONTEXTS         CALLS       BYTECODES  SCOPE\n   4242                77  request   Paper                       2  2026-12-06 20:14:03  deadline          3            40             400  include=Paper\n"
     );
+    let json = stdout_ok(&jpd.socket, &["jvm", "windows", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["windows"][0]["origin"], "request");
+    assert_eq!(json["windows"][0]["jdk_version"], "17.0.15");
 }

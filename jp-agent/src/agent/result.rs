@@ -34,6 +34,9 @@ pub(super) struct OpenState {
     pub refused_earlier: u64,
     /// Of the skipped: classes whose initialization failed (they can never run).
     pub unusable: u64,
+    /// `java.vm.version`, as the live view's HELLO names the JVM: jpd's resource of
+    /// the window says the same as a JVM profiled from start.
+    pub jdk_version: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,20 +94,32 @@ pub(super) fn write_error(dir: &str, id: u64, reason: &str) {
     }
 }
 
+/// The scope as asked, and `jdk=true` when the JDK's classes were in it (from the
+/// command or the start options): a reader must not take such a tree for the
+/// application's alone.
+fn scope_line(o: &OpenState) -> String {
+    if o.opts.jdk {
+        format!("{} jdk=true", o.cmd.scope_text)
+    } else {
+        o.cmd.scope_text.clone()
+    }
+}
+
 /// The `.done` file's lines.
 pub(super) fn done_text(c: &Closed, tree: &WindowTree) -> String {
     let o = c.open;
     let mut s = String::new();
     let contexts = tree.tree.nodes.len().saturating_sub(1);
-    let lines: [(&str, String); 24] = [
+    let lines: [(&str, String); 25] = [
         ("id", o.cmd.id.to_string()),
         ("pid", std::process::id().to_string()),
         ("seconds", o.cmd.seconds.to_string()),
         ("opened_unix_ms", o.opened_unix_ms.to_string()),
         ("closed_unix_ms", c.closed_unix_ms.to_string()),
         ("closed_by", c.by.name().to_string()),
-        ("scope", o.cmd.scope_text.clone()),
+        ("scope", scope_line(o)),
         ("bba", o.opts.bba_name().to_string()),
+        ("jdk_version", o.jdk_version.clone()),
         ("classes_transformed", o.transformed_at_open.to_string()),
         ("classes_skipped", o.skipped.to_string()),
         ("classes_refused_earlier", o.refused_earlier.to_string()),

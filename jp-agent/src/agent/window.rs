@@ -208,6 +208,10 @@ fn open_window(
         skipped: done.skipped,
         refused_earlier: done.refused_earlier,
         unusable: done.unusable,
+        jdk_version: agent
+            .jvmti
+            .system_property("java.vm.version")
+            .unwrap_or_default(),
     };
     let (id, seconds) = (state.cmd.id, state.cmd.seconds);
     slot.open = Some(state);

@@ -86,7 +86,7 @@ pub async fn jvm_pprof(
         include: Vec::new(),
         exclude: Vec::new(),
         bba: None,
-        origin: WindowOrigin::Request,
+        origin: WindowOrigin::Http,
         load_agent: true,
     };
     let w = match windows.profile(req).await {
@@ -132,6 +132,7 @@ mod tests {
         c.completed(WindowOrigin::Request, Duration::from_millis(2500));
         c.refused(WindowOrigin::Rotation);
         c.failed(WindowOrigin::Rotation);
+        c.opened(WindowOrigin::Http);
         let mut out = String::new();
         render(&mut out, &c, 1);
         for line in [
@@ -141,6 +142,8 @@ mod tests {
             "jp_jvm_windows_failed_total{origin=\"rotation\"} 1",
             "jp_jvm_windows_refused_total{origin=\"rotation\"} 1",
             "jp_jvm_windows_refused_total{origin=\"request\"} 0",
+            "jp_jvm_windows_opened_total{origin=\"http\"} 1",
+            "jp_jvm_windows_completed_total{origin=\"http\"} 0",
             "jp_jvm_window_seconds_total{origin=\"request\"} 2.5",
             "jp_jvm_windows_open 1",
             "# TYPE jp_jvm_windows_refused_total counter",

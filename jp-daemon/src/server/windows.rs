@@ -94,6 +94,16 @@ pub fn window(w: &WindowProfile) -> pb::JvmWindow {
         open_ms: number("open_ms"),
         close_ms: number("close_ms"),
         longest_retransform_ms: number("longest_retransform_ms"),
+        origin: origin(w.origin) as i32,
+        jdk_version: w.jdk_version.clone(),
+    }
+}
+
+fn origin(o: WindowOrigin) -> pb::JvmWindowOrigin {
+    match o {
+        WindowOrigin::Request => pb::JvmWindowOrigin::Request,
+        WindowOrigin::Rotation => pb::JvmWindowOrigin::Rotation,
+        WindowOrigin::Http => pb::JvmWindowOrigin::Http,
     }
 }
 
@@ -117,6 +127,7 @@ fn profile(w: &WindowProfile) -> pb::JvmProfile {
         nodes: w.tree.nodes.len().saturating_sub(1) as u64,
         methods: methods.len() as u64,
         complete: true,
+        jdk_version: w.jdk_version.clone(),
         threads_total: u32::try_from(
             w.meta
                 .get("threads")
@@ -150,7 +161,7 @@ pub fn answer(
         let jvm = JvmIdentity {
             pid: w.pid,
             main: &w.main_class,
-            jdk_version: "",
+            jdk_version: &w.jdk_version,
         };
         let data = jvmconv::export(&w.tree, None, f, Some(jvm), otlp_extra)
             .map_err(|e| Status::internal(format!("cannot write the window's tree: {e}")))?;
@@ -246,6 +257,8 @@ mod tests {
             main_class: "T".into(),
             scope: "all application classes".into(),
             seconds: 2,
+            origin: WindowOrigin::Rotation,
+            jdk_version: "25.0.3+9-LTS".into(),
             opened: UNIX_EPOCH + std::time::Duration::from_millis(1000),
             closed: UNIX_EPOCH + std::time::Duration::from_millis(3000),
             tree,
@@ -269,6 +282,10 @@ mod tests {
         );
         assert_eq!((win.opened_unix_ms, win.closed_unix_ms), (1000, 3000));
         assert_eq!(win.closed_by, "deadline");
+        assert_eq!(
+            (win.origin(), win.jdk_version.as_str()),
+            (pb::JvmWindowOrigin::Rotation, "25.0.3+9-LTS")
+        );
         let p = a[0].profile.clone().unwrap();
         let nodes: Vec<(u32, u64, u64)> = p
             .nodes
@@ -276,7 +293,9 @@ mod tests {
             .map(|n| (n.depth, n.calls, n.bytecodes))
             .collect();
         assert_eq!(nodes, [(0, 0, 0), (1, 3, 12)]);
-        assert_eq!(p.jvm.unwrap().methods, 2);
+        let summary = p.jvm.unwrap();
+        assert_eq!(summary.methods, 2);
+        assert_eq!(summary.jdk_version, "25.0.3+9-LTS");
         let a = answer(&w, Some(pb::JvmExportFormat::Folded), &BTreeMap::new()).unwrap();
         assert_eq!(a.len(), 2);
         assert!(a[0].profile.is_none());
@@ -309,6 +328,10 @@ mod tests {
             value("deployment.environment.name"),
             Some("StringValue(\"prod\")".into())
         );
-        assert_eq!(value("process.runtime.version"), None);
+        // The JVM's version kept with the window, as a live JVM's resource has it.
+        assert_eq!(
+            value("process.runtime.version"),
+            Some("StringValue(\"25.0.3+9-LTS\")".into())
+        );
     }
 }

@@ -1,45 +1,22 @@
 //! What the windows cost and how they went, by origin, for `/metrics`: every part that
-//! opens windows (the service for requests, the rotation) counts here.
+//! opens windows (the service for requests and HTTP, the rotation) counts here.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Who asked for a window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WindowOrigin {
-    /// An explicit request: jpctl, gRPC, HTTP.
-    Request,
-    /// jpd's fleet rotation.
-    Rotation,
-}
+pub use crate::store::windows::WindowOrigin;
 
-impl WindowOrigin {
-    pub const ALL: [WindowOrigin; 2] = [WindowOrigin::Request, WindowOrigin::Rotation];
-
-    /// The `origin` label's value.
-    pub fn label(self) -> &'static str {
-        match self {
-            WindowOrigin::Request => "request",
-            WindowOrigin::Rotation => "rotation",
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            WindowOrigin::Request => 0,
-            WindowOrigin::Rotation => 1,
-        }
-    }
-}
+/// Origins there are (the per-origin arrays' length).
+const ORIGINS: usize = WindowOrigin::ALL.len();
 
 /// Counters per origin; they only grow.
 #[derive(Debug, Default)]
 pub struct WindowCounters {
-    opened: [AtomicU64; 2],
-    completed: [AtomicU64; 2],
-    failed: [AtomicU64; 2],
-    refused: [AtomicU64; 2],
+    opened: [AtomicU64; ORIGINS],
+    completed: [AtomicU64; ORIGINS],
+    failed: [AtomicU64; ORIGINS],
+    refused: [AtomicU64; ORIGINS],
     /// Time windows were open, in milliseconds.
-    open_ms: [AtomicU64; 2],
+    open_ms: [AtomicU64; ORIGINS],
 }
 
 /// One origin's counters, read at one moment.
@@ -77,7 +54,7 @@ impl WindowCounters {
 
     pub fn get(&self, o: WindowOrigin) -> WindowCounts {
         let i = o.index();
-        let load = |a: &[AtomicU64; 2]| a[i].load(Ordering::Relaxed);
+        let load = |a: &[AtomicU64; ORIGINS]| a[i].load(Ordering::Relaxed);
         WindowCounts {
             opened: load(&self.opened),
             completed: load(&self.completed),

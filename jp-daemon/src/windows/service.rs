@@ -444,6 +444,8 @@ async fn run(
             .cloned()
             .unwrap_or_else(|| scope_text(&req)),
         seconds: req.seconds,
+        origin: req.origin,
+        jdk_version: jdk_version(&meta, &jvm),
         opened: at("opened_unix_ms", opened),
         closed: at("closed_unix_ms", SystemTime::now()),
         tree,
@@ -453,6 +455,21 @@ async fn run(
         .insert(Arc::clone(&profile))
         .map_err(|e| WindowError::Failed(format!("JVM {pid}: {e}")))?;
     Ok(profile)
+}
+
+/// Longest JVM version kept (a HotSpot `java.vm.version` is about 30 bytes).
+const MAX_VERSION_BYTES: usize = 64;
+
+/// The JVM's version: its agent's word (`java.vm.version`, what a JVM profiled from
+/// start reports) when it is a plain short string, else its JDK's `release` file's.
+fn jdk_version(meta: &std::collections::BTreeMap<String, String>, jvm: &HotspotJvm) -> String {
+    meta.get("jdk_version")
+        .filter(|v| {
+            !v.is_empty() && v.len() <= MAX_VERSION_BYTES && v.chars().all(|c| c.is_ascii_graphic())
+        })
+        .or(jvm.java_version.as_ref())
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Waits for the agent's `window-ID.done`: the window's seconds, then the grace.

@@ -174,6 +174,7 @@ fn check_windows(windows: &[Value], workers: &[Worker], metrics: &str) {
         assert_eq!(w["closed_by"], "deadline", "{w}");
         assert_eq!(w["seconds"], 1, "{w}");
         assert_eq!(w["main"], "RotationWork", "{w}");
+        assert_eq!(w["origin"], "rotation", "{w}");
     }
     // Never more than max_open (1) at once: each opened after the previous one closed.
     let mut spans: Vec<(u64, u64)> = windows

@@ -198,7 +198,7 @@ fn window_round(jpd: &Jpd, tiny: &mut Tiny, tag: &str, seen: usize) -> (String, 
     let stdout = finished(jpctl);
     assert_eq!(rows(&out), expected(calls), "{tag}");
     assert!(
-        stdout.starts_with(&format!("# window {id} of JVM {} (WinTiny), scope include=WinTiny, 5 s, closed by deadline: contexts with 0 calls were running when the window opened: their own calls and bytecodes are not counted\n", tiny.pid())),
+        stdout.starts_with(&format!("# window {id} of JVM {} (WinTiny), origin request, scope include=WinTiny, 5 s, closed by deadline: contexts with 0 calls were running when the window opened: their own calls and bytecodes are not counted\n", tiny.pid())),
         "{stdout}"
     );
     (stdout, id)
@@ -234,6 +234,32 @@ fn windows_in_a_jvm_started_without_the_agent() {
             .map(|w| w["calls"].as_u64().expect("calls"))
             .collect();
         assert_eq!(calls, [BASE, 2 * BASE]);
+        // Both were asked for: their origin says so, in the JSON and in the table.
+        let origins: Vec<&str> = list["windows"]
+            .as_array()
+            .expect("windows")
+            .iter()
+            .map(|w| w["origin"].as_str().expect("origin"))
+            .collect();
+        assert_eq!(origins, ["request", "request"]);
+        let table = jpd.jpctl_output(&["jvm", "windows", &tiny.pid().to_string()]);
+        let columns: Vec<(&str, &str)> = table
+            .lines()
+            .map(|l| {
+                let c: Vec<&str> = l.split_whitespace().collect();
+                (c[1], c[2])
+            })
+            .collect();
+        let (first_id, second_id) = (first.to_string(), second.to_string());
+        assert_eq!(
+            columns,
+            [
+                ("WINDOW", "ORIGIN"),
+                (first_id.as_str(), "request"),
+                (second_id.as_str(), "request")
+            ],
+            "{table}"
+        );
     }
     let m = jpd.metrics();
     assert_eq!(
@@ -267,6 +293,42 @@ fn a_window_in_a_dormant_jvm() {
             format!("JVM {0} is not profiled from start: a window over HTTP needs export.open_windows = true in jpd's configuration (or use `jpctl jvm profile {0}`)\n", tiny.pid())
         );
         window_round(&jpd, &mut tiny, "dormant", 0);
+    }
+    jpd.stop();
+}
+
+/// With `export.open_windows = true`, `/debug/pprof/jvm` opens a window in a dormant JVM:
+/// jpd keeps it with the origin `http` and counts it under that origin.
+#[test]
+fn an_http_window_is_kept_with_its_origin() {
+    let _turn = crate::support::exclusive();
+    let jpd = Jpd::start_exporting(CONFIG, &[], "", "open_windows = true\n", &[]);
+    let lib = jp_testkit::agent_lib();
+    let [jdk, _] = jdks();
+    let tiny = Tiny::start(
+        &jdk,
+        &[format!("-agentpath:{}=mode=dormant", lib.display())],
+    );
+    let (status, body) = jpd.get(&format!("/debug/pprof/jvm?pid={}&seconds=1", tiny.pid()));
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let list = jpd.jpctl_json(&["jvm", "windows", &tiny.pid().to_string(), "--json"]);
+    let origins: Vec<&str> = list["windows"]
+        .as_array()
+        .expect("windows")
+        .iter()
+        .map(|w| w["origin"].as_str().expect("origin"))
+        .collect();
+    assert_eq!(origins, ["http"], "{list}");
+    let m = jpd.metrics();
+    for (origin, completed) in [("http", 1), ("request", 0)] {
+        assert_eq!(
+            crate::support::jpd::metric(
+                &m,
+                &format!("jp_jvm_windows_completed_total{{origin=\"{origin}\"}}")
+            ),
+            Some(completed),
+            "{m}"
+        );
     }
     jpd.stop();
 }

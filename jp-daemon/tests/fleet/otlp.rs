@@ -6,7 +6,9 @@
 //! - a JVM under the agent, on JDK 17 and 25: the exported deltas add up, calling
 //!   context by calling context, to the agent's `out=` tree, and so does `jpctl jvm
 //!   export --format otlp`; the exported CPU, off-CPU and wall time (`kernel.offcpu`) add
-//!   up to jpd's per context; every resource has its attributes, the file's too;
+//!   up to jpd's per context; every resource has its attributes, the file's too, and so
+//!   does the file of an exact window opened in a dormant JVM of the same JDK (its
+//!   `process.runtime.version` is the JVM's own, as a live JVM reports it);
 //! - `jpctl kernel --format otlp`: the kernel's functions and their samples, between two
 //!   readings of `jpctl kernel`, and the operator's resource attributes;
 //! - a receiver down, then up: it gets every window queued meanwhile, contiguous; over
@@ -449,6 +451,11 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(jdk: Jdk) {
         &jvm_attributes,
         "jpctl jvm export --format otlp"
     );
+    // A kept window's file names its JVM as a live JVM's does, its version included.
+    let (dormant, window) = window_resource(jdk, &jpd, &lib, scratch.path());
+    let mut want = jvm_attributes.clone();
+    want.insert("process.pid".into(), Value::from(dormant));
+    assert_eq!(window, want, "jpctl jvm profile --format otlp");
     let (m, messages) = settled(&jpd, &peer);
     assert_eq!(
         metric(&m, "jp_otlp_pushes_total{result=\"ok\"}"),
@@ -459,6 +466,51 @@ fn exported_jvm_deltas_and_the_export_file_add_up_to_the_agents_tree(jdk: Jdk) {
         Some(0)
     );
     jpd.stop();
+}
+
+/// FleetPaper on `jdk` with the agent dormant, a 1 s window opened in it with `jpctl jvm
+/// profile --format otlp`: the JVM's pid and the window file's resource attributes.
+fn window_resource(
+    jdk: Jdk,
+    jpd: &Jpd,
+    lib: &Path,
+    classes: &Path,
+) -> (u32, BTreeMap<String, Value>) {
+    let mut java = Command::new(jdk.java())
+        .arg(format!("-agentpath:{}=mode=dormant", lib.display()))
+        .arg("-cp")
+        .arg(classes)
+        .arg("FleetPaper")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start java");
+    let mut line = String::new();
+    BufReader::new(java.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the JVM's stdout");
+    assert_eq!(line.trim_end(), "ready");
+    let pid = java.id();
+    let file = classes.join("window.otlp");
+    let path = file.to_str().expect("UTF-8 path");
+    let pid_text = pid.to_string();
+    jpd.jpctl_output(&[
+        "jvm",
+        "profile",
+        &pid_text,
+        "--seconds",
+        "1",
+        "--format",
+        "otlp",
+        "-o",
+        path,
+    ]);
+    drop(java.stdin.take());
+    assert!(java.wait().expect("wait java").success());
+    let exported = decode(&file);
+    let r = resources(std::slice::from_ref(&exported), "FleetPaper");
+    assert_eq!(r.len(), 1, "one resource: {exported}");
+    (pid, attributes(r[0]))
 }
 
 /// Function → samples of `jpctl kernel --json` (modules as `name [module]`).

@@ -111,4 +111,18 @@ mod tests {
             "{e}"
         );
     }
+
+    /// Text written by hand outside the markers (a bench's judgements of its run) stays
+    /// when the sections around it are rewritten or a new subsection is added.
+    #[test]
+    fn text_outside_the_markers_survives_every_rewrite() {
+        let old = "# t\n<!-- bench:w -->\nintro\n<!-- /bench:w -->\nGOALS by hand\n<!-- bench:w-a -->\na\n<!-- /bench:w-a -->\nNOTE by hand\n";
+        let a = replace_section(old, "w", None, "intro again");
+        let b = replace_section(&a, "w-a", Some("w"), "a2");
+        let c = replace_section(&b, "w-b", Some("w"), "b");
+        assert_eq!(
+            c,
+            "# t\n<!-- bench:w -->\nintro again\n<!-- /bench:w -->\nGOALS by hand\n<!-- bench:w-a -->\na2\n<!-- /bench:w-a -->\n<!-- bench:w-b -->\nb\n<!-- /bench:w-b -->\nNOTE by hand\n"
+        );
+    }
 }

@@ -10,6 +10,9 @@ use std::time::SystemTime;
 
 use jp_mct::Mct;
 
+mod origin;
+pub use origin::WindowOrigin;
+
 /// Bytes (estimated) of every window kept: past it the oldest windows go first.
 pub const MAX_STORE_BYTES: usize = 256 << 20;
 
@@ -26,6 +29,11 @@ pub struct WindowProfile {
     pub scope: String,
     /// The seconds asked for.
     pub seconds: u32,
+    /// Who asked for it: a request, the rotation, or `/debug/pprof/jvm`.
+    pub origin: WindowOrigin,
+    /// The JVM's version as its own `java.vm.version` says (what a JVM profiled from
+    /// start reports), else its JDK's `release` file's; empty when neither was read.
+    pub jdk_version: String,
     pub opened: SystemTime,
     pub closed: SystemTime,
     pub tree: Mct,
@@ -38,7 +46,12 @@ impl WindowProfile {
     pub fn memory_bytes(&self) -> usize {
         const NODE: usize = std::mem::size_of::<jp_mct::MctNode>() + 2 * 8;
         let meta: usize = self.meta.iter().map(|(k, v)| k.len() + v.len() + 64).sum();
-        self.tree.nodes.len() * NODE + meta + self.scope.len() + self.main_class.len() + 256
+        self.tree.nodes.len() * NODE
+            + meta
+            + self.scope.len()
+            + self.main_class.len()
+            + self.jdk_version.len()
+            + 256
     }
 
     /// How long it was open.

@@ -23,6 +23,8 @@ pub(crate) fn window(pid: u32, start_time: u64, id: u64, contexts: usize) -> Win
         main_class: "Main".into(),
         scope: "all application classes".into(),
         seconds: 5,
+        origin: WindowOrigin::Request,
+        jdk_version: "17.0.15".into(),
         opened: UNIX_EPOCH + Duration::from_secs(100),
         closed: UNIX_EPOCH + Duration::from_secs(105),
         tree,
@@ -80,4 +82,48 @@ fn since_gives_each_stored_window_once_in_order() {
     let (new, seen) = s.since(seen);
     assert_eq!(ids(&new), [13]);
     assert_eq!(s.since(seen).0.len(), 0);
+}
+
+#[test]
+fn a_window_keeps_its_origin_and_jvm_version() {
+    let mut s = WindowStore::default();
+    for (id, origin) in [
+        (1, WindowOrigin::Request),
+        (2, WindowOrigin::Rotation),
+        (3, WindowOrigin::Http),
+    ] {
+        let w = WindowProfile {
+            origin,
+            jdk_version: format!("25.0.{id}+9-LTS"),
+            ..window(7, 1, id, 1)
+        };
+        s.insert(Arc::new(w)).unwrap();
+    }
+    let kept: Vec<(u64, &str, String)> = s
+        .list(Some(7))
+        .iter()
+        .map(|w| (w.id, w.origin.label(), w.jdk_version.clone()))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            (1, "request", "25.0.1+9-LTS".to_string()),
+            (2, "rotation", "25.0.2+9-LTS".to_string()),
+            (3, "http", "25.0.3+9-LTS".to_string()),
+        ]
+    );
+    assert_eq!(s.get(7, 2).map(|w| w.origin), Some(WindowOrigin::Rotation));
+    assert_eq!(
+        s.since(0).0.iter().map(|w| w.origin).collect::<Vec<_>>(),
+        WindowOrigin::ALL
+    );
+    // The version is part of what the window costs jpd.
+    let long = WindowProfile {
+        jdk_version: "v".repeat(1000),
+        ..window(7, 1, 4, 1)
+    };
+    assert_eq!(
+        long.memory_bytes(),
+        window(7, 1, 4, 1).memory_bytes() + 1000 - 7
+    );
 }

@@ -243,6 +243,11 @@ async fn a_window_is_opened_read_stored_and_its_files_removed() {
     assert_eq!((w.pid, w.start_time, w.seconds), (11, 4242, 3));
     assert_eq!(w.main_class, "Tiny");
     assert_eq!(w.scope, "all application classes", "as the agent says");
+    assert_eq!(w.origin, WindowOrigin::Request);
+    assert_eq!(
+        w.jdk_version, "17",
+        "an agent that does not say: the release file's"
+    );
     assert_eq!(w.duration(), Duration::from_millis(2500));
     assert_eq!(
         w.meta.get("closed_by").map(String::as_str),
@@ -265,6 +270,39 @@ async fn a_window_is_opened_read_stored_and_its_files_removed() {
     let again = s.windows.profile(request(11)).await.unwrap();
     assert_ne!(again.id, w.id);
     assert_eq!(again.scope, "all application classes");
+}
+
+/// A window keeps who asked for it and the JVM's version as its agent says it, unless
+/// the agent's word is not a plain short version.
+#[tokio::test]
+async fn a_window_keeps_its_origin_and_the_jvms_own_version() {
+    for (said, kept) in [
+        ("17.0.15+6-Debian-1deb12u1", "17.0.15+6-Debian-1deb12u1"),
+        ("17 with a space", "17"),
+        (&"9".repeat(65), "17"),
+        ("", "17"),
+    ] {
+        let s = setup(
+            Agent::Deliver {
+                json: tiny_json(),
+                done: format!("{DONE}jdk_version={said}\n"),
+            },
+            2,
+        );
+        for origin in WindowOrigin::ALL {
+            let req = WindowRequest {
+                origin,
+                ..request(11)
+            };
+            let w = s.windows.profile(req).await.unwrap();
+            assert_eq!(
+                (w.origin, w.jdk_version.as_str()),
+                (origin, kept),
+                "{said:?}"
+            );
+            assert_eq!(s.windows.counters().get(origin).completed, 1);
+        }
+    }
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use jp_proto::v1::{JvmWindow, JvmWindowList};
+use jp_proto::v1::{JvmWindow, JvmWindowList, JvmWindowOrigin};
 use serde::Serialize;
 
 use crate::output::text::printable;
@@ -10,14 +10,26 @@ use crate::output::text::printable;
 /// What every window's tree says of its contexts with 0 calls.
 pub const SEEDED_NOTE: &str = "contexts with 0 calls were running when the window opened: their own calls and bytecodes are not counted";
 
-/// The line above a window's tree: which window, its scope and length, and how to read
-/// its seeded contexts.
+/// Who asked for the window: `request` (jpctl, gRPC), `rotation` (jpd's fleet
+/// rotation), `http` (`/debug/pprof/jvm`); `?` from a jpd that does not say.
+pub fn origin(w: &JvmWindow) -> &'static str {
+    match w.origin() {
+        JvmWindowOrigin::Request => "request",
+        JvmWindowOrigin::Rotation => "rotation",
+        JvmWindowOrigin::Http => "http",
+        JvmWindowOrigin::Unspecified => "?",
+    }
+}
+
+/// The line above a window's tree: which window, who asked for it, its scope and
+/// length, and how to read its seeded contexts.
 pub fn header(w: &JvmWindow) -> String {
     format!(
-        "# window {} of JVM {} ({}), scope {}, {} s, closed by {}: {SEEDED_NOTE}\n",
+        "# window {} of JVM {} ({}), origin {}, scope {}, {} s, closed by {}: {SEEDED_NOTE}\n",
         w.id,
         w.pid,
         printable(&w.main),
+        origin(w),
         printable(&w.scope),
         w.seconds,
         if w.closed_by.is_empty() {
@@ -57,9 +69,10 @@ pub fn list_text(l: &JvmWindowList) -> String {
             .to_string();
     }
     let mut s = format!(
-        "{:>7}  {:>16}  {:<20}  {:>7}  {:<19}  {:<9}  {:>8}  {:>12}  {:>14}  SCOPE\n",
+        "{:>7}  {:>16}  {:<8}  {:<20}  {:>7}  {:<19}  {:<9}  {:>8}  {:>12}  {:>14}  SCOPE\n",
         "PID",
         "WINDOW",
+        "ORIGIN",
         "MAIN",
         "SECONDS",
         "OPENED (UTC)",
@@ -71,9 +84,10 @@ pub fn list_text(l: &JvmWindowList) -> String {
     for w in &l.windows {
         let _ = writeln!(
             s,
-            "{:>7}  {:>16}  {:<20}  {:>7}  {:<19}  {:<9}  {:>8}  {:>12}  {:>14}  {}",
+            "{:>7}  {:>16}  {:<8}  {:<20}  {:>7}  {:<19}  {:<9}  {:>8}  {:>12}  {:>14}  {}",
             w.pid,
             w.id,
+            origin(w),
             printable(&w.main),
             w.seconds,
             utc(w.opened_unix_ms),
@@ -91,7 +105,11 @@ pub fn list_text(l: &JvmWindowList) -> String {
 pub struct WindowJson<'a> {
     pub id: u64,
     pub pid: u32,
+    /// `request`, `rotation`, `http`, or `?` from a jpd that does not say.
+    pub origin: &'static str,
     pub main: &'a str,
+    /// The JVM's version; empty when unknown.
+    pub jdk_version: &'a str,
     pub scope: &'a str,
     pub seconds: u32,
     pub opened_unix_ms: u64,
@@ -124,7 +142,9 @@ pub fn list_json(l: &JvmWindowList) -> WindowListJson<'_> {
             .map(|w| WindowJson {
                 id: w.id,
                 pid: w.pid,
+                origin: origin(w),
                 main: &w.main,
+                jdk_version: &w.jdk_version,
                 scope: &w.scope,
                 seconds: w.seconds,
                 opened_unix_ms: w.opened_unix_ms,
@@ -165,6 +185,8 @@ mod tests {
             contexts: 3,
             calls: 40,
             bytecodes: 400,
+            origin: JvmWindowOrigin::Rotation as i32,
+            jdk_version: "17.0.15+6".into(),
             ..Default::default()
         }
     }
@@ -173,7 +195,7 @@ mod tests {
     fn the_header_names_the_window_and_its_seeded_contexts() {
         assert_eq!(
             header(&window()),
-            "# window 77 of JVM 4242 (Tiny), scope all application classes, 5 s, closed by deadline: contexts with 0 calls were running when the window opened: their own calls and bytecodes are not counted\n"
+            "# window 77 of JVM 4242 (Tiny), origin rotation, scope all application classes, 5 s, closed by deadline: contexts with 0 calls were running when the window opened: their own calls and bytecodes are not counted\n"
         );
     }
 
@@ -194,9 +216,19 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!(
             lines[1],
-            "   4242                77  Tiny                        5  2026-12-06 20:14:03  deadline          3            40             400  all application classes"
+            "   4242                77  rotation  Tiny                        5  2026-12-06 20:14:03  deadline          3            40             400  all application classes"
         );
         assert!(list_text(&JvmWindowList::default()).starts_with("no windows"));
-        assert_eq!(list_json(&l).windows[0].calls, 40);
+        let json = &list_json(&l).windows[0];
+        assert_eq!(
+            (json.calls, json.origin, json.jdk_version),
+            (40, "rotation", "17.0.15+6")
+        );
+        // A jpd that does not say who asked.
+        let old = JvmWindow {
+            origin: 0,
+            ..window()
+        };
+        assert!(header(&old).contains("(Tiny), origin ?, scope"));
     }
 }

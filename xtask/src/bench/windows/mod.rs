@@ -101,23 +101,7 @@ pub fn run(agent_lib: &Path, parts: &[Part], only: &[u32], quick: bool) -> Resul
         quick,
     };
     let started = std::time::Instant::now();
-    write(
-        &bench,
-        "windows",
-        &format!(
-            "## Exact windows (`cargo xtask bench windows`)\n\n\
-The agent dormant (`-agentpath:libjpagent.so=mode=dormant`: no class rewritten, no class-file \
-hook) or not loaded at all; an exact window opened on demand through HotSpot's dynamic attach \
-(the `load` request `jcmd PID JVMTI.agent_load LIB 'window=open,id=…,seconds=…,dir=…'` sends, \
-here sent by the bench itself so that no `jcmd` JVM starts beside the measured one), closed \
-by the agent at its deadline or on `window=close`; the agent's figures of each window from \
-its `window-ID.done`. The jvm bench's programs (`SteadyBench`, its warm-up), JDK 17 and \
-JDK 25. Each subsection is written by its part (`cargo xtask bench windows \
-dormant|switching|repeats|attach [--jdk 17|25]`, all by default). Cells are medians \
-[min–max] over the JVMs, sets or windows measured; this shared 2-core machine runs other \
-work too, so a range that holds the goal's limit cannot decide it.\n{notes}"
-        ),
-    )?;
+    write(&bench, "windows", &intro(&notes))?;
     for part in parts {
         let t0 = std::time::Instant::now();
         let (name, body) = match part {
@@ -138,6 +122,25 @@ work too, so a range that holds the goal's limit cannot decide it.\n{notes}"
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The windows section's own text: what every run (of any part) writes between its
+/// markers. Judgements of a run (its provenance, the goals met) are written by hand
+/// below the section's end marker, where no run reaches them.
+fn intro(notes: &str) -> String {
+    format!(
+        "## Exact windows (`cargo xtask bench windows`)\n\n\
+The agent dormant (`-agentpath:libjpagent.so=mode=dormant`: no class rewritten, no class-file \
+hook) or not loaded at all; an exact window opened on demand through HotSpot's dynamic attach \
+(the `load` request `jcmd PID JVMTI.agent_load LIB 'window=open,id=…,seconds=…,dir=…'` sends, \
+here sent by the bench itself so that no `jcmd` JVM starts beside the measured one), closed \
+by the agent at its deadline or on `window=close`; the agent's figures of each window from \
+its `window-ID.done`. The jvm bench's programs (`SteadyBench`, its warm-up), JDK 17 and \
+JDK 25. Each subsection is written by its part (`cargo xtask bench windows \
+dormant|switching|repeats|attach [--jdk 17|25]`, all by default). Cells are medians \
+[min–max] over the JVMs, sets or windows measured; this shared 2-core machine runs other \
+work too, so a range that holds the goal's limit cannot decide it.\n{notes}"
+    )
 }
 
 /// BENCHMARKS.md's section `name`, or, in a quick run, stdout.
@@ -169,5 +172,20 @@ fn verdict(ok: bool) -> &'static str {
         "**met**"
     } else {
         "**not met**"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// BENCHMARKS.md's windows section is exactly what a run writes: text written by
+    /// hand between its markers would be lost at the next run (of any part).
+    #[test]
+    fn the_windows_section_holds_only_what_a_run_writes() {
+        let path = crate::cmd::root().join("BENCHMARKS.md");
+        let text = std::fs::read_to_string(&path).expect("BENCHMARKS.md");
+        let (begin, end) = ("<!-- bench:windows -->\n", "\n<!-- /bench:windows -->");
+        let start = text.find(begin).expect("the windows section") + begin.len();
+        let stop = start + text[start..].find(end).expect("its end marker");
+        assert_eq!(&text[start..stop], super::intro("").trim_end());
     }
 }
