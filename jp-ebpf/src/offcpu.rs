@@ -10,10 +10,11 @@
 //! (`JP_JVM_PID_BITS`, an array the verifier inlines) going out, the same coming in; a
 //! tracked one costs no hash insert or delete, and no lock shared between CPUs. A blocked
 //! thread's kernel stack is walked only when it blocks from another place than last time
-//! (`blocked_reason`): the walk was most of a tracked switch's cost. A record cannot outlive its task (the kernel
-//! frees a task's storage with the task, so a thread exiting while off CPU leaves
-//! nothing behind) and cannot be taken for another task's (a reused thread id is another
-//! task). docs/journal/off-cpu-switch-cost.md has the measurements behind this design.
+//! (`blocked_reason`): the walk was most of a tracked switch's cost. A record cannot
+//! outlive its task (the kernel frees a task's storage with the task, so a thread exiting
+//! while off CPU leaves nothing behind) and cannot be taken for another task's (a reused
+//! thread id is another task). docs/journal/off-cpu-switch-cost.md has the measurements
+//! behind this design.
 use core::ffi::c_void;
 
 use aya_ebpf::{
