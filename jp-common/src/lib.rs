@@ -225,13 +225,17 @@ pub struct OffcpuCpu {
     pub window_count: u64,
     /// Switch-outs of joined threads not accounted because of the cap.
     pub over_cap: u64,
-    /// Switch-ins of joined threads without their switch-out (jpd started, or the thread
-    /// was joined, while it was off CPU; or its entry was evicted): counted, not timed.
+    /// Switch-ins of joined threads never accounted going out under this program (jpd
+    /// started, or the thread was joined, while it was off CPU): counted, not timed. A
+    /// switch-in after a switch-out that was not accounted is not counted again here: its
+    /// switch-out already was, in `over_cap` or `read_failed`.
     pub orphans: u64,
-    /// Switch-ins whose switch-out was of another task with the same ids (a reused
-    /// thread id), or with a time going backwards: counted, not timed.
+    /// Switch-ins with a time going backwards: counted, not timed. (The switch-out's
+    /// record is kept in the task itself, so a reused thread id, another task, can never
+    /// be timed from an old task's switch-out.)
     pub stale: u64,
-    /// Switch-outs of joined threads whose context slot could not be read.
+    /// Switch-outs of joined threads whose context slot could not be read, or for which
+    /// the kernel gave no task storage.
     pub read_failed: u64,
     pub _pad: u64,
 }

@@ -64,9 +64,13 @@ pub const CTX_LOG: MapSpec = map("JP_CTX_LOG", SIZED_AT_LOAD);
 
 // Off-CPU time (jp-ebpf's `offcpu.rs`).
 
-/// pid_tgid → `OffcpuStart` (eBPF side only, LRU hash): joined threads off CPU now.
-/// Sized like `JVM_THREADS` (each joined thread has at most one entry).
-pub const OFFCPU_START: MapSpec = map("JP_OFFCPU_START", 1 << 14);
+/// Task-local storage (`BPF_MAP_TYPE_TASK_STORAGE`, eBPF side only): a joined thread's
+/// `OffcpuStart`, kept in its task. Declared as a BTF map, with no size (the kernel wants
+/// none: a task's value lives and dies with the task).
+pub const OFFCPU_TASKS: MapSpec = map("JP_OFFCPU_TASKS", 0);
+/// One bit per tgid (`u64` words, word `tgid / 64`), a superset of `JVM_PIDS`' keys:
+/// the switch program's "is this process tracked". Sized for `PID_MAX_LIMIT` (2^22).
+pub const JVM_PID_BITS: MapSpec = map("JP_JVM_PID_BITS", 1 << 16);
 /// Off-CPU counters (`crate::OffcpuCpu`), one per CPU number, mapped by jpd.
 pub const OFFCPU_CPUS: MapSpec = map("JP_OFFCPU_CPUS", SIZED_AT_LOAD);
 /// The off-CPU log (`crate::OffcpuRecord`), `ProbeConfig::offcpu_log_mask + 1` slots per
@@ -124,7 +128,7 @@ pub const USDT_ALLOW_UIDS: MapSpec = map("JP_USDT_ALLOW_UIDS", 256);
 pub const USDT_ALLOW_CGROUPS: MapSpec = map("JP_USDT_ALLOW_CGROUPS", 256);
 
 /// Every map of the object.
-pub const ALL: [MapSpec; 28] = [
+pub const ALL: [MapSpec; 29] = [
     MODES,
     TEXT_COUNTS,
     TEXT_DIRTY,
@@ -132,7 +136,8 @@ pub const ALL: [MapSpec; 28] = [
     JVM_PIDS,
     JVM_THREADS,
     CTX_LOG,
-    OFFCPU_START,
+    OFFCPU_TASKS,
+    JVM_PID_BITS,
     OFFCPU_CPUS,
     OFFCPU_LOG,
     OFFCPU_TRACE,
@@ -170,7 +175,8 @@ mod tests {
     #[test]
     fn every_map_has_its_own_name() {
         for (i, a) in ALL.iter().enumerate() {
-            assert!(a.max_entries > 0, "{}", a.name);
+            // Task storage alone has no size.
+            assert!(a.max_entries > 0 || *a == OFFCPU_TASKS, "{}", a.name);
             assert!(a.name.starts_with("JP_"), "{}", a.name);
             for b in &ALL[i + 1..] {
                 assert!(!a.is_named(b.name), "{} twice", a.name);

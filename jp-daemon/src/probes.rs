@@ -26,7 +26,7 @@ const KERNEL_ONLY_MAPS: [(&str, u32); 9] = [
     (maps::IRQ_OTHERS.name, 1),
     (maps::IRQ_STATS.name, 1),
     (maps::IRQ_LINES.name, 1),
-    (maps::OFFCPU_START.name, 1),
+    (maps::JVM_PID_BITS.name, 1),
     (maps::OFFCPU_LOG.name, 1),
     (AYA_LOGS, 4096),
 ];
@@ -51,6 +51,9 @@ pub enum Instance<'a> {
 /// (verified) one by one by the collector.
 pub fn load(instance: Instance<'_>) -> anyhow::Result<Ebpf> {
     let mut loader = EbpfLoader::new();
+    // aya creates a task storage map (`JP_OFFCPU_TASKS`) but has no type for it in user
+    // space: jpd never touches it there.
+    loader.allow_unsupported_maps();
     let what = match instance {
         Instance::Kernel {
             config,
@@ -86,10 +89,6 @@ pub fn load(instance: Instance<'_>) -> anyhow::Result<Ebpf> {
                 maps::OFFCPU_LOG.name,
                 cpu_slots.saturating_mul(config.offcpu_log_mask.saturating_add(1)),
             );
-            if config.offcpu_log_mask == 0 {
-                // Off-CPU time is off: its preallocated per-thread map is not wanted.
-                loader.map_max_entries(maps::OFFCPU_START.name, 1);
-            }
             ""
         }
         Instance::Usdt { ring_bytes } => {

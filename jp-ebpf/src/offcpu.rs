@@ -1,15 +1,31 @@
 //! Off-CPU time of the joined JVMs' threads, from the scheduler's switch: at switch-out,
 //! the thread's current context (read from its slot: `current` is still the thread
 //! going out) and why it leaves; at switch-in, the time it was away, logged under that
-//! context. Threads of other processes cost one `JP_JVM_PIDS` lookup going out and one
-//! coming in (a small, hot map: the per-thread LRU map is only looked at for JVMs'
-//! threads; an entry a JVM left behind when jpd let it go is evicted in time, and never
-//! timed for another task, see `OffcpuStart::task`). The clock is read only for them.
+//! context.
+//!
+//! The program is a `tp_btf` program: its task arguments are typed pointers, so it reads
+//! the tasks' ids with plain loads (no helper call) and keeps the switch-out's record in
+//! the task itself (task-local storage, `JP_OFFCPU_TASKS`) rather than in a hash map keyed
+//! by thread id. A switch of a process jpd does not track costs two loads and a bit test
+//! (`JP_JVM_PID_BITS`, an array the verifier inlines) going out, the same coming in; a
+//! tracked one costs no hash insert or delete, and no lock shared between CPUs. A blocked
+//! thread's kernel stack is walked only when it blocks from another place than last time
+//! (`blocked_reason`): the walk was most of a tracked switch's cost. A record cannot
+//! outlive its task (the kernel frees a task's storage with the task, so a thread exiting
+//! while off CPU leaves nothing behind) and cannot be taken for another task's (a reused
+//! thread id is another task). docs/journal/off-cpu-switch-cost.md has the measurements
+//! behind this design.
+use core::ffi::c_void;
+
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_get_stack, bpf_probe_read_kernel},
-    macros::raw_tracepoint,
-    maps::{Array, LruHashMap, PerCpuArray},
-    programs::RawTracePointContext,
+    bindings::{bpf_map_type::BPF_MAP_TYPE_TASK_STORAGE, pt_regs, task_struct, BPF_F_NO_PREALLOC},
+    helpers::{
+        bpf_get_stack,
+        generated::{bpf_task_pt_regs, bpf_task_storage_get},
+    },
+    macros::{btf_map, btf_tracepoint},
+    maps::{Array, PerCpuArray},
+    programs::BtfTracePointContext,
     EbpfContext as _,
 };
 use jp_common::{maps, offcpu_reason, OffcpuCpu, OffcpuRecord, ProbeConfig};
@@ -17,7 +33,7 @@ use jp_common::{maps, offcpu_reason, OffcpuCpu, OffcpuRecord, ProbeConfig};
 use crate::common::{
     config, cpu_slot, current_context, jp_map, now_ns, row_slot, this_cpu, MMAPABLE,
 };
-use crate::sampler::{JP_JVM_PIDS, JP_JVM_THREADS};
+use crate::sampler::JP_JVM_THREADS;
 
 /// `TASK_RUNNING`: a thread switched out in this state was preempted, not blocked.
 const TASK_RUNNING: u64 = 0;
@@ -27,25 +43,89 @@ const TASK_GONE: u64 = 0x80 | 0x10 | 0x20;
 /// Kernel frames read at switch-out: the tracing frames, `__schedule`, `schedule` and its
 /// wrappers, then the function the thread blocked in.
 const STACK_DEPTH: usize = 12;
+/// `BPF_LOCAL_STORAGE_GET_F_CREATE`.
+const STORAGE_CREATE: u64 = 1;
 
-/// A joined thread off CPU: what its switch-in needs.
+/// A joined thread's off-CPU state, kept in its task: what its switch-in needs.
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub struct OffcpuStart {
+    /// When it went out; 0 when no switch-out is pending (it is on CPU, or its last
+    /// switch-out was not accounted).
     pub at_ns: u64,
-    /// The `task_struct` that went out: a switch-in of another task with the same ids
-    /// (a thread id reused) is not timed from it.
-    pub task: u64,
     pub stream: u64,
     pub reason: u64,
     /// The slot's word, whole (a carrier's names the mounted virtual thread: jpd reads it).
     pub id: u64,
+    /// The last kernel stack walk's result and where the thread was then (see
+    /// `blocked_in`).
+    pub walked: Walked,
 }
 
+/// Where a blocked thread entered the kernel (from its user registers: the instruction
+/// and the system call, or the fault), in which context, and the kernel function it
+/// blocked in then.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct Walked {
+    pub ip: u64,
+    pub orig_ax: u64,
+    pub id: u64,
+    pub reason: u64,
+}
+
+/// A task-local storage map (`BPF_MAP_TYPE_TASK_STORAGE`), declared the way libbpf reads
+/// a BTF map definition (aya-ebpf has none of this type): the kernel requires BTF for its
+/// key and value, no preallocation and no size.
+#[repr(C)]
+pub struct TaskStorage<T> {
+    r#type: *const [i32; BPF_MAP_TYPE_TASK_STORAGE as usize],
+    key: *const i32,
+    value: *const T,
+    max_entries: *const [i32; 0],
+    map_flags: *const [i32; BPF_F_NO_PREALLOC as usize],
+}
+
+// SAFETY: the fields are placeholders that only describe the map in BTF; nothing reads
+// or writes them.
+unsafe impl<T> Sync for TaskStorage<T> {}
+
+impl<T> TaskStorage<T> {
+    pub const fn new() -> Self {
+        TaskStorage {
+            r#type: core::ptr::null(),
+            key: core::ptr::null(),
+            value: core::ptr::null(),
+            max_entries: core::ptr::null(),
+            map_flags: core::ptr::null(),
+        }
+    }
+
+    /// `task`'s value, created (zeroed) first if `create` and it has none; None if it has
+    /// none (or it could not be created).
+    #[inline(always)]
+    fn get(&self, task: *mut task_struct, create: bool) -> Option<*mut T> {
+        let flags = if create { STORAGE_CREATE } else { 0 };
+        let map = core::ptr::from_ref(self).cast_mut().cast::<c_void>();
+        // SAFETY: `task` is a BTF-typed task pointer of the tracepoint (the verifier
+        // checks it); the helper returns this map's value of that task, or null.
+        let p = unsafe { bpf_task_storage_get(map, task, core::ptr::null_mut(), flags) };
+        (!p.is_null()).then_some(p.cast::<T>())
+    }
+}
+
+/// Joined threads' off-CPU state, in their tasks.
+#[btf_map]
+static JP_OFFCPU_TASKS: TaskStorage<OffcpuStart> = TaskStorage::new();
+
+const _: () = assert!(maps::OFFCPU_TASKS.is_named("JP_OFFCPU_TASKS"));
+
 jp_map!(
-    /// Joined threads off CPU now, by `pid_tgid`. LRU: an entry whose switch-in never
-    /// came (the program detached in between) is reused, never a full map.
-    JP_OFFCPU_START: LruHashMap<u64, OffcpuStart> = maps::OFFCPU_START, 0
+    /// One bit per tgid (word `tgid / 64`), set for every JVM in `JP_JVM_PIDS` and maybe
+    /// a few more: jpd sets a bit before the tgid enters `JP_JVM_PIDS` and clears it after
+    /// it left. The switch-out's test of "is this process tracked": an array look-up the
+    /// verifier inlines, where a hash look-up is a call and a hash.
+    pub(crate) JP_JVM_PID_BITS: Array<u64> = maps::JVM_PID_BITS, 0
 );
 
 jp_map!(
@@ -67,21 +147,29 @@ jp_map!(
 
 // TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next,
 //          unsigned int prev_state)
-#[raw_tracepoint(tracepoint = "sched_switch")]
-pub fn jp_offcpu(ctx: RawTracePointContext) -> i32 {
+#[btf_tracepoint(function = "sched_switch")]
+pub fn jp_offcpu(ctx: BtfTracePointContext) -> i32 {
     let cfg = config();
     switch_out(&ctx, &cfg);
-    let next: u64 = ctx.arg(2);
+    let next: *mut task_struct = ctx.arg(2);
     switch_in(&cfg, next);
     0
 }
 
+/// Whether `tgid`'s bit is set in `JP_JVM_PID_BITS`.
 #[inline(always)]
-fn switch_out(ctx: &RawTracePointContext, cfg: &ProbeConfig) {
-    let pid_tgid = bpf_get_current_pid_tgid();
+fn pid_bit(tgid: u32) -> bool {
+    JP_JVM_PID_BITS
+        .get(tgid / 64)
+        .is_some_and(|word| word & (1u64 << (tgid % 64)) != 0)
+}
+
+#[inline(always)]
+fn switch_out(ctx: &BtfTracePointContext, cfg: &ProbeConfig) {
+    let prev: *mut task_struct = ctx.arg(1);
+    let pid_tgid = task_pid_tgid(cfg, prev);
     let tgid = (pid_tgid >> 32) as u32;
-    // SAFETY: a plain lookup; the value is only compared against None.
-    if unsafe { JP_JVM_PIDS.get(&tgid) }.is_none() {
+    if !pid_bit(tgid) {
         return;
     }
     let state: u64 = ctx.arg(3);
@@ -90,6 +178,11 @@ fn switch_out(ctx: &RawTracePointContext, cfg: &ProbeConfig) {
     }
     // SAFETY: the value is copied out at once; jpd may replace it, never frees it under us.
     let Some(thread) = (unsafe { JP_JVM_THREADS.get(&pid_tgid) }).copied() else {
+        // Not joined (now): whatever it left pending when it was is not timed.
+        if let Some(start) = JP_OFFCPU_TASKS.get(prev, false) {
+            // SAFETY: this task's value, touched only by switch programs (see below).
+            unsafe { (*start).at_ns = 0 };
+        }
         return;
     };
     let Some(counters) = cpu_slot(&JP_OFFCPU_CPUS) else {
@@ -98,11 +191,23 @@ fn switch_out(ctx: &RawTracePointContext, cfg: &ProbeConfig) {
     // SAFETY: this CPU's value; switch programs do not nest on one CPU (the scheduler
     // runs them with interrupts off), and only they write it.
     let counters = unsafe { &mut *counters };
+    // Created at the joined thread's first switch-out, freed with its task.
+    let Some(start) = JP_OFFCPU_TASKS.get(prev, true) else {
+        counters.read_failed += 1;
+        return;
+    };
+    // SAFETY: this task's value: only switch programs touch it, the task's switch-out on
+    // this CPU now and its switch-in later, never at once.
+    let start = unsafe { &mut *start };
     let now = now_ns();
     if !within_cap(counters, cfg, now) {
+        // Nothing pending: an older switch-out whose switch-in was not timed (its JVM was
+        // let go meanwhile) is not timed from either.
+        start.at_ns = 0;
         return;
     }
     let Some(id) = current_context(&thread) else {
+        start.at_ns = 0;
         counters.read_failed += 1;
         return;
     };
@@ -110,19 +215,53 @@ fn switch_out(ctx: &RawTracePointContext, cfg: &ProbeConfig) {
     let reason = if preempt & 1 != 0 || state == TASK_RUNNING {
         offcpu_reason::RUN_QUEUE
     } else {
-        blocked_in(ctx, cfg)
+        blocked_reason(ctx, cfg, prev, id, &mut start.walked)
     };
     // The word goes whole: a carrier's names the mounted virtual thread in its high half,
     // which jpd reads as it reads a CPU sample's (one place, one reading).
-    let start = OffcpuStart {
-        at_ns: now,
-        task: ctx.arg(1),
-        stream: thread.stream,
-        reason,
-        id,
+    start.at_ns = now;
+    start.stream = thread.stream;
+    start.reason = reason;
+    start.id = id;
+}
+
+/// Why the current thread blocks: the kernel function, from its kernel stack, or from the
+/// thread's last walk when it entered the kernel the same way as then: the same user
+/// instruction and system call (or fault), in the same context `id` (a thread parking in
+/// one method, reading a socket in another, sleeping in a third). The walk is most of a
+/// blocked switch-out's cost, and such a thread blocks in the same function every time.
+/// (The call's first argument is left out of the key: a condition variable's futex
+/// alternates between two words, and the cache would never hit.)
+#[inline(always)]
+fn blocked_reason(
+    ctx: &BtfTracePointContext,
+    cfg: &ProbeConfig,
+    prev: *mut task_struct,
+    id: u64,
+    walked: &mut Walked,
+) -> u64 {
+    // SAFETY: `prev` is the tracepoint's typed task pointer; the helper returns its user
+    // registers (typed: the verifier checks the loads against `pt_regs`).
+    let regs = unsafe { bpf_task_pt_regs(prev) } as *const pt_regs;
+    // SAFETY: as above.
+    let (ip, orig_ax) = unsafe {
+        (
+            core::ptr::read_volatile(core::ptr::addr_of!((*regs).rip)),
+            core::ptr::read_volatile(core::ptr::addr_of!((*regs).orig_rax)),
+        )
     };
-    // An LRU insert does not fail for want of room.
-    let _ = JP_OFFCPU_START.insert(&pid_tgid, &start, 0);
+    let same = walked.ip == ip && walked.orig_ax == orig_ax && walked.id == id;
+    if same && walked.reason > offcpu_reason::UNKNOWN {
+        return walked.reason;
+    }
+    let reason = blocked_in(ctx, cfg);
+    *walked = Walked {
+        ip,
+        orig_ax,
+        id,
+        reason,
+    };
+    reason
 }
 
 /// Whether one more switch-out may be accounted on this CPU in this second.
@@ -143,7 +282,7 @@ fn within_cap(counters: &mut OffcpuCpu, cfg: &ProbeConfig, now: u64) -> bool {
 /// The kernel function the current thread blocked in: the first frame of its kernel
 /// stack past the scheduler's own functions (the sched text section), as `wchan`.
 #[inline(always)]
-fn blocked_in(ctx: &RawTracePointContext, cfg: &ProbeConfig) -> u64 {
+fn blocked_in(ctx: &BtfTracePointContext, cfg: &ProbeConfig) -> u64 {
     let Some(trace) = JP_OFFCPU_TRACE.get_ptr_mut(0) else {
         return offcpu_reason::UNKNOWN;
     };
@@ -174,50 +313,71 @@ fn blocked_in(ctx: &RawTracePointContext, cfg: &ProbeConfig) -> u64 {
 }
 
 #[inline(always)]
-fn switch_in(cfg: &ProbeConfig, next: u64) {
-    // SAFETY: reads 8 bytes of the `task_struct` the scheduler hands us (`pid` and the
-    // `tgid` after it); the helper fails safely on a bad address.
-    let read = unsafe {
-        bpf_probe_read_kernel(next.wrapping_add(u64::from(cfg.task_pid_off)) as *const u64)
-    };
-    let pid_tgid = read.unwrap_or(0);
-    if pid_tgid as u32 == 0 {
-        return;
-    }
-    // In memory the pid comes first: as a u64, `tgid << 32 | pid` as the helpers give it.
+fn switch_in(cfg: &ProbeConfig, next: *mut task_struct) {
+    let pid_tgid = task_pid_tgid(cfg, next);
     let tgid = (pid_tgid >> 32) as u32;
-    // SAFETY: a plain lookup; the value is only compared against None.
-    if unsafe { JP_JVM_PIDS.get(&tgid) }.is_none() {
+    if !pid_bit(tgid) {
+        // A task of another process: the common case, and the whole cost of its
+        // switch-in. (A pending switch-out of a JVM jpd let go meanwhile stays untimed:
+        // the next switch-out replaces it.)
         return;
     }
-    // SAFETY: the value is copied out at once.
-    let Some(start) = (unsafe { JP_OFFCPU_START.get(&pid_tgid) }).copied() else {
+    let Some(start) = JP_OFFCPU_TASKS.get(next, false) else {
+        // A joined thread never seen going out under this program: it was off CPU when
+        // jpd started or joined it.
         count_orphan(pid_tgid);
         return;
     };
+    // SAFETY: see `switch_out`.
+    let start = unsafe { &mut *start };
+    let at = start.at_ns;
+    if at == 0 {
+        // Its last switch-out was not accounted, and counted as such (the cap, a failed
+        // read).
+        return;
+    }
+    start.at_ns = 0;
     let now = now_ns();
-    let _ = JP_OFFCPU_START.remove(&pid_tgid);
     let Some(counters) = cpu_slot(&JP_OFFCPU_CPUS) else {
         return;
     };
     // SAFETY: see `switch_out`.
     let counters = unsafe { &mut *counters };
-    if start.task != next || now < start.at_ns {
+    if now < at {
         counters.stale += 1;
         return;
     }
     let record = OffcpuRecord {
-        tgid: (pid_tgid >> 32) as u32,
+        tgid,
         _pad: 0,
         id: start.id,
         stream: start.stream,
-        ns: now - start.at_ns,
+        ns: now - at,
         reason: start.reason,
     };
     log_record(cfg.offcpu_log_mask, counters, &record);
 }
 
-/// A thread of a joined JVM switched in without its switch-out: counted if it is joined.
+/// `task`'s `pid_tgid` as the helpers give it (`tgid << 32 | pid`), read straight from
+/// the typed pointer: `pid` and `tgid` are adjacent `pid_t`s at `task_pid_off` (jpd
+/// checks), a constant of the frozen configuration, so the verifier checks each load
+/// against `task_struct`'s layout and lets it through without a helper call.
+#[inline(always)]
+fn task_pid_tgid(cfg: &ProbeConfig, task: *mut task_struct) -> u64 {
+    let base = task.cast::<u8>().wrapping_add(cfg.task_pid_off as usize);
+    // SAFETY: see above; a task pointer the scheduler hands the tracepoint is valid for
+    // its run.
+    let (pid, tgid) = unsafe {
+        (
+            core::ptr::read_volatile(base.cast::<u32>()),
+            core::ptr::read_volatile(base.wrapping_add(4).cast::<u32>()),
+        )
+    };
+    (u64::from(tgid) << 32) | u64::from(pid)
+}
+
+/// A thread of a tracked JVM switched in with no switch-out seen: counted if it is
+/// joined.
 #[inline(always)]
 fn count_orphan(pid_tgid: u64) {
     // SAFETY: a plain lookup, only compared against None.

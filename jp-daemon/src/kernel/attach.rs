@@ -10,7 +10,7 @@ use anyhow::{bail, Context as _};
 use aya::programs::perf_event::{
     PerfEventConfig, PerfEventLinkId, PerfEventScope, SamplePolicy, SoftwareEvent,
 };
-use aya::programs::{PerfEvent, RawTracePoint};
+use aya::programs::{BtfTracePoint, PerfEvent, RawTracePoint};
 use aya::Ebpf;
 use jp_common::ProbeConfig;
 
@@ -325,20 +325,23 @@ fn attach_tracepoints(
     Ok(attached)
 }
 
-/// The scheduler's switch: a raw tracepoint, as the IRQ programs. A `tp_btf` program
-/// runs through the same `bpf_trace_run` call; the `sched:sched_switch` perf tracepoint
-/// would first format the event's fields (two 16-byte names among them) for nothing.
+/// The scheduler's switch, as a `tp_btf` program: it runs through the same
+/// `bpf_trace_run` call as a raw tracepoint, and its typed task arguments let it keep its
+/// state in the tasks (task-local storage); the `sched:sched_switch` perf tracepoint would
+/// first format the event's fields (two 16-byte names among them) for nothing.
 const SWITCH: &str = "sched_switch";
 
 /// Loads `program` and attaches it to the scheduler's switch.
 fn attach_offcpu(ebpf: &mut Ebpf, program: &'static str) -> anyhow::Result<(&'static str, String)> {
-    let p: &mut RawTracePoint = program_mut(ebpf, program)?;
-    p.load().map_err(|e| load_error(program, e))?;
-    p.attach(SWITCH)
+    let btf = aya::Btf::from_sys_fs()
+        .context("off-CPU time needs the kernel's BTF (/sys/kernel/btf/vmlinux)")?;
+    let p: &mut BtfTracePoint = program_mut(ebpf, program)?;
+    p.load(SWITCH, &btf).map_err(|e| load_error(program, e))?;
+    p.attach()
         .with_context(|| format!("cannot attach {program} to {SWITCH}"))?;
     Ok((
         program,
-        format!("raw_tracepoint {SWITCH} (off-CPU time of joined threads)"),
+        format!("tp_btf {SWITCH} (off-CPU time of joined threads)"),
     ))
 }
 

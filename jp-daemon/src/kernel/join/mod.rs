@@ -16,6 +16,7 @@
 //! written only where an entry changes ([`share`]). Syncs follow every announcement of
 //! any JVM, and one JVM may announce thousands of threads.
 mod owner;
+mod pid_bits;
 mod share;
 #[cfg(test)]
 mod tests;
@@ -23,13 +24,14 @@ mod tests;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use anyhow::Context as _;
-use aya::maps::{HashMap as BpfHashMap, MapData};
+use aya::maps::{Array as BpfArray, HashMap as BpfHashMap, MapData};
 use aya::Ebpf;
 use jp_common::wire::HeapContext;
 use jp_common::{maps, CtxKey, JvmThread};
 
 use crate::refusals::Refusal;
 use owner::{Owner, Owners, ProcOwners};
+use pid_bits::{PidBits, PidMaps};
 use share::SharedMap;
 
 /// A thread left out of `JP_JVM_THREADS` because its JVM holds its share of the map
@@ -154,6 +156,8 @@ impl JoinedJvm {
 pub struct JoinState {
     version: Option<u64>,
     pids: HashSet<u32>,
+    /// `JP_JVM_PID_BITS` as written: `pids`' bits.
+    pid_bits: PidBits,
     jvms: HashMap<u32, JoinedJvm>,
     map: SharedMap,
     /// Announced streams handled by syncs so far (what a sync's cost is counted in).
@@ -171,6 +175,7 @@ impl JoinState {
         JoinState {
             version: None,
             pids: HashSet::new(),
+            pid_bits: PidBits::default(),
             jvms: HashMap::new(),
             map: SharedMap::new(capacity),
             visited: 0,
@@ -189,7 +194,8 @@ impl JoinState {
         let mut map: BpfHashMap<&mut MapData, u64, JvmThread> =
             BpfHashMap::try_from(ebpf.map_mut(name).with_context(|| format!("no {name}"))?)?;
         let pids = self.apply(joined, join, &mut ProcOwners::default(), &mut map);
-        self.write_pids(ebpf, &pids)?;
+        let mut kernel = KernelPidMaps { ebpf };
+        self.pid_bits.move_pids(&self.pids, &pids, &mut kernel);
         self.pids = pids;
         Ok(())
     }
@@ -277,22 +283,56 @@ impl JoinState {
             self.map.set(key, jvm.entry(key));
         }
     }
+}
 
-    /// Brings `JP_JVM_PIDS` from what the last sync wrote to `pids`.
-    fn write_pids(&self, ebpf: &mut Ebpf, pids: &HashSet<u32>) -> anyhow::Result<()> {
+/// `JP_JVM_PIDS` and `JP_JVM_PID_BITS` of the kernel instance, opened for each write
+/// (a sync writes a few entries at most).
+struct KernelPidMaps<'a> {
+    ebpf: &'a mut Ebpf,
+}
+
+impl KernelPidMaps<'_> {
+    fn bits(&mut self) -> anyhow::Result<BpfArray<&mut MapData, u64>> {
+        let name = maps::JVM_PID_BITS.name;
+        let map = self
+            .ebpf
+            .map_mut(name)
+            .with_context(|| format!("no {name}"))?;
+        Ok(BpfArray::try_from(map)?)
+    }
+
+    fn pids(&mut self) -> anyhow::Result<BpfHashMap<&mut MapData, u32, u32>> {
         let name = maps::JVM_PIDS.name;
-        let mut map: BpfHashMap<&mut MapData, u32, u32> =
-            BpfHashMap::try_from(ebpf.map_mut(name).with_context(|| format!("no {name}"))?)?;
-        for p in self.pids.difference(pids) {
-            let _ = map.remove(p);
+        let map = self
+            .ebpf
+            .map_mut(name)
+            .with_context(|| format!("no {name}"))?;
+        Ok(BpfHashMap::try_from(map)?)
+    }
+}
+
+impl PidMaps for KernelPidMaps<'_> {
+    fn set_word(&mut self, index: u32, word: u64) {
+        let written = self.bits().and_then(|mut b| Ok(b.set(index, word, 0)?));
+        if let Err(e) = written {
+            let name = maps::JVM_PID_BITS.name;
+            log::warn!("{name}: word {index} not written ({e:#})");
         }
-        for p in pids.difference(&self.pids) {
-            // `joined_pids` keeps to the map's size: a failure here is the kernel's.
-            if let Err(e) = map.insert(p, 1, 0) {
-                log::warn!("{name}: JVM {p} not added ({e}): its CPU is not split");
-            }
+    }
+
+    fn insert_pid(&mut self, tgid: u32) {
+        // `joined_pids` keeps to the map's size: a failure here is the kernel's.
+        let written = self.pids().and_then(|mut m| Ok(m.insert(tgid, 1, 0)?));
+        if let Err(e) = written {
+            let name = maps::JVM_PIDS.name;
+            log::warn!("{name}: JVM {tgid} not added ({e:#}): its CPU is not split");
         }
-        Ok(())
+    }
+
+    fn remove_pid(&mut self, tgid: u32) {
+        if let Ok(mut m) = self.pids() {
+            let _ = m.remove(&tgid);
+        }
     }
 }
 

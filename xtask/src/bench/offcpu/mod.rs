@@ -7,7 +7,8 @@
 //!   paced load of ~`JP_OFFCPU_SWITCHES` (20000) switches per second: a pipe ping-pong of
 //!   this process (untracked: jpd does not track it) and a park/unpark ping-pong of a
 //!   joined JVM (tracked), in alternating order, `JP_OFFCPU_ROUNDS` (6) rounds of
-//!   `JP_OFFCPU_WINDOW_S` (10) s. An empty `tp_btf` program on the same tracepoint is read
+//!   `JP_OFFCPU_WINDOW_S` (10) s (`JP_OFFCPU_ARMS`, e.g. `untracked,tracked`, runs only
+//!   those loads: for comparing program variants; the table then lacks the others). An empty `tp_btf` program on the same tracepoint is read
 //!   beside them, when the kernel takes it.
 //! - `jpd`: jpd's own CPU with `JP_CPU_JVMS` (20) JVMs × `JP_CPU_THREADS` (50) threads of
 //!   light periodic work (the cpu bench's fleet), off-CPU on against off, alternating,
@@ -33,7 +34,7 @@ use super::report::write_section_after;
 use crate::build::Deliverables;
 use crate::cmd::root;
 use crate::setup::JDK17;
-use switch::{Setting, ARMS};
+use switch::Setting;
 
 /// The agent's file name in the `switch` part.
 const AGENT_NAME: &str = "libjpagent-offcpu-bench.so";
@@ -110,26 +111,29 @@ fn switch_part(out: &Deliverables, dir: &Path) -> Result<String> {
         round_trips: switch::round_trips(),
     };
     let load_before = load_average();
+    let arms = switch::arms_chosen()?;
     let mut windows = Vec::new();
     for round in 0..rounds {
         // Rotating order: a drift of the machine hits every arm alike.
-        for i in 0..ARMS.len() {
-            let arm = ARMS[(i + round) % ARMS.len()];
+        for i in 0..arms.len() {
+            let arm = arms[(i + round) % arms.len()];
             eprintln!(
                 "xtask: bench offcpu switch: round {}/{rounds}, {}",
                 round + 1,
                 arm.label()
             );
-            windows.push(switch::window(&setting, &probes, arm)?);
+            let w = switch::window(&setting, &probes, arm)?;
+            eprintln!(
+                "xtask: bench offcpu switch: {:?}: jp_offcpu − empty {:.0} ns/run, load share {:.0} %",
+                arm,
+                w.delta(),
+                100.0 * w.load_share()
+            );
+            windows.push(w);
         }
     }
     drop(jpd);
-    Ok(report::switch(
-        &windows,
-        &setting,
-        probes.btf.is_some(),
-        &load_before,
-    ))
+    Ok(report::switch(&windows, &setting, &probes, &load_before))
 }
 
 /// The first field of /proc/loadavg.

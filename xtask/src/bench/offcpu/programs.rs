@@ -149,6 +149,14 @@ fn fd_by_id(id: u32) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// Whether `prog` is a tracing program (`tp_btf`), not a raw tracepoint program: what
+/// it is compared with.
+pub(super) fn is_tracing(prog: &OwnedFd) -> Result<bool> {
+    let info = prog_info(prog)?;
+    let prog_type = u32::from_ne_bytes([info[0], info[1], info[2], info[3]]);
+    Ok(prog_type == BPF_PROG_TYPE_TRACING)
+}
+
 /// (runs, run time ns) of a program held as `prog`.
 pub(super) fn stats_of(prog: &OwnedFd) -> Result<(u64, u64)> {
     Ok(run_stats(&prog_info(prog)?))

@@ -1,5 +1,5 @@
 //! The `switch` part's table and verdicts.
-use super::switch::{Arm, Setting, Window, ARMS};
+use super::switch::{Arm, Probes, Setting, Window, ARMS};
 use crate::bench::cpu::spread_cell;
 use crate::bench::report::median;
 
@@ -37,7 +37,18 @@ fn verdict(values: &[f64], goal: f64) -> String {
     }
 }
 
-pub(super) fn switch(windows: &[Window], s: &Setting, btf: bool, load_before: &str) -> String {
+pub(super) fn switch(
+    windows: &[Window],
+    s: &Setting,
+    probes: &Probes,
+    load_before: &str,
+) -> String {
+    let btf = probes.btf.is_some();
+    let attach = if probes.offcpu_tracing {
+        "`tp_btf` program (BTF-typed attach)"
+    } else {
+        "raw tracepoint program"
+    };
     let mut rows = String::new();
     for arm in ARMS {
         let cell = |f: &dyn Fn(&Window) -> f64, digits| spread_cell(&of(windows, arm, f), digits);
@@ -57,7 +68,7 @@ pub(super) fn switch(windows: &[Window], s: &Setting, btf: bool, load_before: &s
             arm.label(),
             cell(&|w| w.switches_per_s(), 0),
             cell(&|w| 100.0 * w.load_share(), 0),
-            cell(&|w| w.empty.per_run(), 0),
+            cell(&|w| w.base.per_run(), 0),
             cell(&|w| w.offcpu.per_run(), 0),
             cell(&|w| w.delta(), 0),
         ));
@@ -75,18 +86,19 @@ pub(super) fn switch(windows: &[Window], s: &Setting, btf: bool, load_before: &s
     format!(
         "### `jp_offcpu` per context switch, above an empty program at the same attach point\n\n\
 jpd with `[kernel] offcpu = true` (and the cap at 1000000 switches per CPU per second, so that \
-every tracked switch takes the whole path) holds `jp_offcpu` on the `sched_switch` raw \
-tracepoint; the bench attaches an EMPTY program (`r0 = 0; exit`) to the same raw tracepoint{}, \
+every tracked switch takes the whole path) holds `jp_offcpu` on the `sched_switch` \
+tracepoint as a {attach}; the bench attaches an EMPTY program (`r0 = 0; exit`) of the same kind \
+to the same tracepoint (the baseline: \"empty\" below) and, beside them, an empty raw tracepoint program{}, \
 and reads the kernel's BPF run-time statistics of each (runs, run time) at the same moments, \
 over {} s windows: the same switches went through all of them, so each window's difference is \
 `jp_offcpu`'s own cost per switch, the attach point's (and the statistics' two clock reads) \
 taken out. Loads, paced in 1 ms ticks at {} round trips per second (4 switches each, and \
 2 per tick for the pacing: ~{} switches per second), alternating, {} rounds: \
 **untracked**: two threads of the bench's own process handing a byte over two pipes (jpd does \
-not track it: one `JP_JVM_PIDS` miss going out and one coming in); **tracked**: a JVM (JDK 17, \
+not track it: a test of its tgid's bit in `JP_JVM_PID_BITS` going out and one coming in); **tracked**: a JVM (JDK 17, \
 agent `profiler=usdt`, joined by jpd) whose two threads hand a turn over with \
-`LockSupport.park/unpark` (futex waits: every switch-out of theirs reads the context, walks \
-the kernel stack and remembers the period; every switch-in times and logs it; a window starts \
+`LockSupport.park/unpark` (futex waits: every switch-out of theirs reads the context, finds why it blocks (the kernel \
+stack, walked again only when the thread blocks from another place than last time) and remembers the period; every switch-in times and logs it; a window starts \
 once jpd shows off-CPU time under the JVM's contexts); **tracked, `publish=slot`**: the same \
 JVM with the agent's `publish=slot` (the context read from a native slot: one user read at \
 switch-out instead of two, the reference and the object's field); **tracked, preempted**: the cpu bench's \
@@ -110,14 +122,14 @@ program: {}.\n\
 - Goal, ≤ {GOAL_TRACKED_NS:.0} ns per switch on average above the empty program under ~20 k \
 switches/s with the JVM join on (the tracked load): {}; per tracked switch alone: {}.\n",
         if btf {
-            " and an empty `tp_btf` program (BTF-typed attach of the same tracepoint)"
+            " and an empty `tp_btf` program (the two kinds of attach compared in the last column)"
         } else {
             " (an empty `tp_btf` program was refused by this kernel: not compared)"
         },
         s.window.as_secs(),
         s.round_trips,
         s.round_trips * 4 + 2000,
-        windows.len() / ARMS.len(),
+        windows.first().map_or(0, |w| of(windows, w.arm, |_| 0.0).len()),
         spread_cell(&per_tracked, 0),
         spread_cell(&per_slot, 0),
         spread_cell(&per_preempted, 0),

@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 
 use super::load::{thread_switches, SwitchJvm};
 use super::pingpong::PingPong;
-use super::programs::{held_by, stats_of, Attached};
+use super::programs::{held_by, is_tracing, stats_of, Attached};
 use crate::bench::cpu::jvms::{jvm_list, wait_for};
 use crate::bench::floor::bpf_stats_on;
 use crate::bench::harness::{env_num, jpctl_json, Jpd};
@@ -34,6 +34,24 @@ pub(super) const ARMS: [Arm; 4] = [
     Arm::TrackedSlot,
     Arm::Preempted,
 ];
+
+/// The arms `JP_OFFCPU_ARMS` names (`untracked,tracked,slot,preempted`), all by default.
+pub(super) fn arms_chosen() -> Result<Vec<Arm>> {
+    let Ok(list) = std::env::var("JP_OFFCPU_ARMS") else {
+        return Ok(ARMS.to_vec());
+    };
+    list.split(',')
+        .map(|name| match name.trim() {
+            "untracked" => Ok(Arm::Untracked),
+            "tracked" => Ok(Arm::Tracked),
+            "slot" => Ok(Arm::TrackedSlot),
+            "preempted" => Ok(Arm::Preempted),
+            other => bail!(
+                "JP_OFFCPU_ARMS: no load named {other:?} (untracked, tracked, slot, preempted)"
+            ),
+        })
+        .collect()
+}
 
 impl Arm {
     pub(super) fn label(self) -> &'static str {
@@ -71,6 +89,8 @@ pub(super) struct Window {
     pub seconds: f64,
     pub empty: Runs,
     pub btf: Runs,
+    /// The empty program at `jp_offcpu`'s own attach point (`empty` or `btf`).
+    pub base: Runs,
     pub offcpu: Runs,
     /// Context switches of the load's own threads (switch-outs, from /proc).
     pub load_switches: u64,
@@ -79,9 +99,9 @@ pub(super) struct Window {
 }
 
 impl Window {
-    /// jp_offcpu's ns per run above the empty raw tracepoint program's.
+    /// jp_offcpu's ns per run above the empty program's at its attach point.
     pub(super) fn delta(&self) -> f64 {
-        self.offcpu.per_run() - self.empty.per_run()
+        self.offcpu.per_run() - self.base.per_run()
     }
     pub(super) fn switches_per_s(&self) -> f64 {
         self.empty.runs as f64 / self.seconds
@@ -98,6 +118,8 @@ pub(super) struct Probes {
     pub empty: Attached,
     pub btf: Option<Attached>,
     pub offcpu: std::os::fd::OwnedFd,
+    /// `jp_offcpu` is a `tp_btf` program: compared with the empty `tp_btf` program.
+    pub offcpu_tracing: bool,
 }
 
 impl Probes {
@@ -144,6 +166,7 @@ pub(super) fn window(s: &Setting, probes: &Probes, arm: Arm) -> Result<Window> {
     }
     // Let the load settle (the JVM's threads announced, its JIT done with the loop).
     std::thread::sleep(Duration::from_secs(2));
+    let base = if probes.offcpu_tracing { 2 } else { 0 };
     let stats = bpf_stats_on()?;
     let (a, l0, t0) = (probes.read()?, thread_switches(load_pid)?, Instant::now());
     std::thread::sleep(s.window);
@@ -173,6 +196,7 @@ pub(super) fn window(s: &Setting, probes: &Probes, arm: Arm) -> Result<Window> {
         empty: Runs::between(a[0], b[0]),
         offcpu: Runs::between(a[1], b[1]),
         btf: Runs::between(a[2], b[2]),
+        base: Runs::between(a[base], b[base]),
         load_switches: l1.saturating_sub(l0),
         foreign_joined,
     })
@@ -210,5 +234,14 @@ pub(super) fn probes(jpd: &Jpd) -> Result<Probes> {
         }
     };
     let offcpu = held_by(jpd.pid(), "jp_offcpu")?;
-    Ok(Probes { empty, btf, offcpu })
+    let offcpu_tracing = is_tracing(&offcpu)?;
+    if offcpu_tracing && btf.is_none() {
+        bail!("jp_offcpu is a tp_btf program and the empty tp_btf program to compare it with was refused");
+    }
+    Ok(Probes {
+        empty,
+        btf,
+        offcpu,
+        offcpu_tracing,
+    })
 }
