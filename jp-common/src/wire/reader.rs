@@ -377,10 +377,7 @@ pub struct Unmounted {
 impl Unmounted {
     /// The entries of a [`KIND_UNMOUNTED`] body: `u32` count, then per entry varint node,
     /// varint why, varint ns, varint periods. Refused whole at the first bad entry.
-    pub fn decode_each(
-        body: &[u8],
-        mut each: impl FnMut(Unmounted),
-    ) -> Result<(), WireError> {
+    pub fn decode_each(body: &[u8], mut each: impl FnMut(Unmounted)) -> Result<(), WireError> {
         let mut r = Reader::new(body);
         let n = r.u32()?;
         if n > MAX_UNMOUNTED_ENTRIES {
