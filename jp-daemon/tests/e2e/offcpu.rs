@@ -137,7 +137,7 @@ pub(crate) fn done_line(jvm: &mut Jvm) -> String {
 }
 
 /// Waits until jpd's export of `pid` has no time left waiting for its context.
-pub(crate) fn settled(d: &Jpd, pid: u32) {
+fn settled(d: &Jpd, pid: u32) {
     std::thread::sleep(Duration::from_millis(2500));
     wait_listed(d, pid, "settled", |j| {
         j["cpu"]["pending_ns"].as_u64() == Some(0)

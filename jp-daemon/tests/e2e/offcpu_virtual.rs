@@ -6,12 +6,22 @@
 
 use serde_json::Value;
 
-use super::cpu::{compile, export_pprof, jdks, Jvm};
+use super::cpu::{compile, export_pprof, jdks, wait_listed, Jvm};
 use super::offcpu::{
-    done_line, export_json, go, measured, nodes, of, offcpu_kind_ns, pprof_cum, settled, CONFIG,
+    done_line, export_json, go, measured, nodes, of, offcpu_kind_ns, pprof_cum, CONFIG,
 };
 use crate::support::jpd::Jpd;
 use crate::support::require_root;
+
+/// Waits until jpd saw the JVM exit with every stream complete, and read what followed.
+/// (Not the CPU's pending samples: a carrier's sample of a virtual thread that ended before
+/// it was read, beyond the ended threads jpd keeps ids for, waits until it expires.)
+fn exited(d: &Jpd, pid: u32) {
+    wait_listed(d, pid, "exited", |j| {
+        !j["exited_unix_ms"].is_null() && j["complete"] == true
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+}
 
 /// Time off CPU of kind `kind` in the whole tree.
 fn kind_everywhere(doc: &Value, kind: &str) -> u64 {
@@ -57,7 +67,7 @@ fn jdk25_virtual_threads_sleeping_in_d_show_ds_off_cpu_time() {
     // when the runtime next sweeps ended threads, at the latest at the JVM's exit: jpd is
     // asked once the JVM has exited.
     jvm.finish();
-    settled(&d, pid);
+    exited(&d, pid);
     let doc = export_json(&d, pid, &format!("{tag}-virtual"));
     let all = nodes(&doc);
     let in_d = offcpu_kind_ns(&of(&all, "VirtualSleeps.d("), "sleep");
