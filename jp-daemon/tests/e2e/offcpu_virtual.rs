@@ -83,8 +83,13 @@ fn jdk25_virtual_threads_sleeping_in_d_show_ds_off_cpu_time() {
         in_d + in_warm,
         "{what}: sleep time outside d() and warm()"
     );
-    let root_sleep = doc["root"]["offcpu"]["kinds"]["sleep"].as_u64().unwrap_or(0);
-    assert_eq!(root_sleep, 0, "{what}: sleep time on the carriers' own contexts");
+    let root_sleep = doc["root"]["offcpu"]["kinds"]["sleep"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(
+        root_sleep, 0,
+        "{what}: sleep time on the carriers' own contexts"
+    );
     let file = export_pprof(&d, pid, &format!("{tag}-virtual-offcpu"));
     let (leaf, text) = pprof_cum(&file, "offcpu", "(virtual thread sleeping)");
     assert_eq!(leaf, everywhere, "{what}: pprof's sleep leaf\n{text}");
