@@ -12,6 +12,7 @@ mod common;
 
 use common::tap::Tap;
 use common::*;
+use jp_common::wire;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -29,6 +30,8 @@ fn now_ms() -> u64 {
 struct Checked {
     tap: Tap,
     json: Mct,
+    /// The program's standard output.
+    stdout: String,
 }
 
 /// What one run was asked for.
@@ -173,7 +176,11 @@ fn check_run(x: &Expect<'_>, o: &Outputs<'_>) -> Checked {
         );
     }
     assert!(!json.nodes.is_empty(), "{what}: empty profile");
-    Checked { tap, json }
+    Checked {
+        tap,
+        json,
+        stdout: String::new(),
+    }
 }
 
 /// Runs `main` from `cp` with `out=` and `usdt_tap=` and checks the two against each other.
@@ -241,7 +248,7 @@ fn run_checked(
         "{what}: start line:\n{}",
         run.stderr
     );
-    check_run(
+    let checked = check_run(
         &Expect {
             what: &what,
             jdk,
@@ -270,7 +277,11 @@ fn run_checked(
             started_ms: started,
             stderr: &run.stderr,
         },
-    )
+    );
+    Checked {
+        stdout: run.stdout.clone(),
+        ..checked
+    }
 }
 
 /// The Paper program, the usual way in (`-agentpath`), with `jvm_flags`.
@@ -444,6 +455,75 @@ fn programs_(jdk: Jdk) {
         &dir,
         ",max_thread_contexts=1000,report_budget=100",
     );
+}
+
+/// Virtual threads' time off their carriers (JDK 25; JDK 17 has no virtual threads, so
+/// there is no such test for it): 200 virtual threads on 2 carriers each sleep 5 times in
+/// d() and yield 5 times in c(). The agent's `KIND_UNMOUNTED` records name d() with the
+/// sleep reason once per sleep, for the time the threads measured themselves in d() less
+/// what d() ran on a carrier (its calls to nanoTime and sleep, and the wait for the CPU
+/// after its mount: bounded here by 5 % of the total on this loaded machine); and c() with
+/// the yield reason once per yield. (The first virtual thread's sleep and yield, in warm(),
+/// run the JDK's class initializers, where a virtual thread is pinned.)
+#[test]
+fn virtual_threads_time_off_their_carriers_jdk25() {
+    let dir = scratch("usdt-vsleeps-jdk25");
+    let c = run_checked(
+        Jdk::J25,
+        Program {
+            cp: programs(),
+            main: "VirtualSleeps",
+            args: &[],
+            javaagent: false,
+            jvm_flags: &["-Djdk.virtualThreadScheduler.parallelism=2"],
+        },
+        "default",
+        None,
+        &dir,
+        "",
+    );
+    let words: Vec<&str> = c.stdout.split_whitespace().collect();
+    let (slept, sleeps, yields) = match words[..] {
+        ["slept", ns, "sleeps", n, "yields", y] => (
+            ns.parse::<u64>().unwrap(),
+            n.parse::<u64>().unwrap(),
+            y.parse::<u64>().unwrap(),
+        ),
+        _ => panic!("output: {}", c.stdout),
+    };
+    let got = |method: &str, why: u64| {
+        c.tap
+            .unmounted
+            .get(&(method.to_string(), why as u8))
+            .copied()
+            .unwrap_or_else(|| panic!("no {method} {why}: {:?}", c.tap.unmounted))
+    };
+    let (d_ns, d_periods) = got("VirtualSleeps.d()V", wire::unmounted::SLEEP);
+    assert_eq!(
+        d_periods, sleeps,
+        "one period per sleep: {:?}",
+        c.tap.unmounted
+    );
+    assert!(
+        d_ns <= slept && d_ns >= slept - slept / 20,
+        "d() off carriers {d_ns} ns against {slept} ns measured by the threads"
+    );
+    let (_, c_periods) = got("VirtualSleeps.c()V", wire::unmounted::YIELD);
+    assert_eq!(c_periods, yields, "one period per yield");
+    let others: Vec<_> = c
+        .tap
+        .unmounted
+        .keys()
+        .filter(|(m, w)| {
+            !matches!(
+                (m.as_str(), u64::from(*w)),
+                ("VirtualSleeps.d()V", wire::unmounted::SLEEP)
+                    | ("VirtualSleeps.c()V", wire::unmounted::YIELD)
+                    | ("VirtualSleeps.warm()V", _)
+            )
+        })
+        .collect();
+    assert!(others.is_empty(), "other time off carriers: {others:?}");
 }
 
 #[test]

@@ -210,6 +210,10 @@ pub mod offcpu_reason {
     pub const RUN_QUEUE: u64 = 0;
     /// Blocked, but its kernel stack could not be read.
     pub const UNKNOWN: u64 = 1;
+    /// A virtual thread off its carriers, measured by the agent (the scheduler never sees
+    /// it): `UNMOUNTED + why`, `why` one of `wire::unmounted` (so `UNMOUNTED + 1 ..
+    /// UNMOUNTED + wire::unmounted::END`). Far below any kernel address.
+    pub const UNMOUNTED: u64 = 0x100;
 }
 
 /// One CPU's off-CPU counters, the value of `JP_OFFCPU_CPUS` (one per CPU number,

@@ -10,6 +10,7 @@ pub type JObject = *mut c_void;
 pub type JClass = JObject;
 pub type JString = JObject;
 pub type JMethodId = *mut c_void;
+pub type JFieldId = *mut c_void;
 
 /// `JNIEnv*` as passed by the JVM: a pointer to a pointer to the function table.
 pub type RawEnv = *mut *const *const c_void;
@@ -35,9 +36,14 @@ mod slot {
     pub const DELETE_GLOBAL_REF: usize = 22;
     pub const DELETE_LOCAL_REF: usize = 23;
     pub const IS_SAME_OBJECT: usize = 24;
+    pub const GET_METHOD_ID: usize = 33;
+    pub const GET_FIELD_ID: usize = 94;
+    pub const GET_INT_FIELD: usize = 100;
     pub const GET_STATIC_METHOD_ID: usize = 113;
     pub const CALL_STATIC_OBJECT_METHOD_A: usize = 116;
     pub const CALL_STATIC_VOID_METHOD_A: usize = 143;
+    pub const GET_STATIC_FIELD_ID: usize = 144;
+    pub const GET_STATIC_INT_FIELD: usize = 150;
     pub const NEW_STRING_UTF: usize = 167;
     pub const GET_STRING_UTF_CHARS: usize = 169;
     pub const RELEASE_STRING_UTF_CHARS: usize = 170;
@@ -184,6 +190,57 @@ impl Env {
             None
         } else {
             Some(m)
+        }
+    }
+
+    /// An instance method's id (any access: JNI ignores it), None if there is none.
+    pub fn method(&self, class: JClass, name: &str, sig: &str) -> Option<JMethodId> {
+        self.member_id(slot::GET_METHOD_ID, class, name, sig)
+    }
+
+    /// An instance field's id (any access), None if there is none.
+    pub fn field(&self, class: JClass, name: &str, sig: &str) -> Option<JFieldId> {
+        self.member_id(slot::GET_FIELD_ID, class, name, sig)
+    }
+
+    /// A static `int` field's value (any access), None if there is none.
+    pub fn static_int(&self, class: JClass, name: &str) -> Option<JInt> {
+        let id = self.member_id(slot::GET_STATIC_FIELD_ID, class, name, "I")?;
+        type F = unsafe extern "system" fn(RawEnv, JClass, JFieldId) -> JInt;
+        // SAFETY: slot GET_STATIC_INT_FIELD has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_STATIC_INT_FIELD)) };
+        // SAFETY: valid env; `id` is a static int field of `class`.
+        Some(unsafe { f(self.0, class, id) })
+    }
+
+    /// The `int` field `field` of `obj`.
+    ///
+    /// # Safety
+    /// `field` must be an `int` field of `obj`'s class (or a superclass), `obj` a live
+    /// reference.
+    pub unsafe fn int_field(&self, obj: JObject, field: JFieldId) -> JInt {
+        type F = unsafe extern "system" fn(RawEnv, JObject, JFieldId) -> JInt;
+        // SAFETY: slot GET_INT_FIELD has this signature.
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_INT_FIELD)) };
+        // SAFETY: valid env; the caller's contract on obj and field.
+        unsafe { f(self.0, obj, field) }
+    }
+
+    /// `GetMethodID`, `GetFieldID` or `GetStaticFieldID` (same signature) by slot.
+    fn member_id(&self, slot: usize, class: JClass, name: &str, sig: &str) -> Option<JMethodId> {
+        let name = CString::new(name).ok()?;
+        let sig = CString::new(sig).ok()?;
+        type F =
+            unsafe extern "system" fn(RawEnv, JClass, *const c_char, *const c_char) -> *mut c_void;
+        // SAFETY: the three slots the callers pass have this signature (jni.h).
+        let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot)) };
+        // SAFETY: valid env, class ref, NUL-terminated strings.
+        let id = unsafe { f(self.0, class, name.as_ptr(), sig.as_ptr()) };
+        if id.is_null() {
+            self.clear_exception(false);
+            None
+        } else {
+            Some(id)
         }
     }
 

@@ -132,6 +132,23 @@ fn check(rc: JvmtiError, what: &str) -> Result<(), String> {
     }
 }
 
+/// `jvmtiFrameInfo`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct FrameInfo {
+    method: JMethodId,
+    location: i64,
+}
+
+impl Default for FrameInfo {
+    fn default() -> FrameInfo {
+        FrameInfo {
+            method: std::ptr::null_mut(),
+            location: 0,
+        }
+    }
+}
+
 impl Jvmti {
     /// # Safety
     /// `raw` must be a jvmtiEnv obtained from GetEnv and never disposed.
@@ -416,12 +433,22 @@ impl Jvmti {
     /// The methods of the calling thread's frames from `depth` (0: the innermost, which is
     /// the native method calling this), at most `max`, innermost first.
     pub fn own_stack(&self, depth: JInt, max: usize) -> Vec<JMethodId> {
-        #[repr(C)]
-        #[derive(Clone, Copy)]
-        struct FrameInfo {
-            method: JMethodId,
-            location: i64,
-        }
+        let mut buf = vec![FrameInfo::default(); max];
+        let n = self.own_frames(depth, &mut buf);
+        buf.truncate(n);
+        buf.into_iter().map(|fi| fi.method).collect()
+    }
+
+    /// Whether `method` runs in one of the calling thread's `N` frames from `depth`: no
+    /// allocation (for event callbacks).
+    pub fn runs_in<const N: usize>(&self, depth: JInt, method: JMethodId) -> bool {
+        let mut buf = [FrameInfo::default(); N];
+        let n = self.own_frames(depth, &mut buf);
+        buf[..n].iter().any(|f| f.method == method)
+    }
+
+    /// `GetStackTrace` of the calling thread into `buf`: the frames filled (0 on error).
+    fn own_frames(&self, depth: JInt, buf: &mut [FrameInfo]) -> usize {
         type F = unsafe extern "system" fn(
             RawJvmti,
             JObject,
@@ -432,17 +459,10 @@ impl Jvmti {
         ) -> JvmtiError;
         // SAFETY: slot GET_STACK_TRACE has this signature.
         let f: F = unsafe { std::mem::transmute(self.fn_ptr(slot::GET_STACK_TRACE)) };
-        let mut buf = vec![
-            FrameInfo {
-                method: std::ptr::null_mut(),
-                location: 0,
-            };
-            max
-        ];
-        let mut n: JInt = 0;
-        let Ok(max) = JInt::try_from(max) else {
-            return Vec::new();
+        let Ok(max) = JInt::try_from(buf.len()) else {
+            return 0;
         };
+        let mut n: JInt = 0;
         // SAFETY: valid env; null thread = the current thread; the buffer holds `max` frames.
         let rc = unsafe {
             f(
@@ -455,10 +475,9 @@ impl Jvmti {
             )
         };
         if rc != JVMTI_ERROR_NONE {
-            return Vec::new();
+            return 0;
         }
-        buf.truncate(usize::try_from(n).unwrap_or(0));
-        buf.into_iter().map(|fi| fi.method).collect()
+        usize::try_from(n).unwrap_or(0).min(buf.len())
     }
 
     /// A method's name and descriptor.

@@ -86,6 +86,9 @@ pub struct Tap {
     /// Thread stream → (kernel thread id, context slot address, whether it publishes on
     /// the heap) of its `KIND_THREAD`.
     pub context_slots: BTreeMap<u64, (u32, u64, bool)>,
+    /// Virtual threads' time off their carriers (`KIND_UNMOUNTED`), summed over streams by
+    /// (the context's method, `"<root>"` for a thread's root, why) → (ns, periods).
+    pub unmounted: BTreeMap<(String, u8), (u64, u64)>,
 }
 
 fn s(b: &[u8]) -> String {
@@ -217,7 +220,41 @@ impl Tap {
                 self.context_slots
                     .insert(h.stream, (t.os_tid, t.slot, t.heap.is_some()));
             }
+            wire::KIND_UNMOUNTED => self.unmounted(&h, r.body)?,
             k => return Err(format!("kind {k}")),
+        }
+        Ok(())
+    }
+
+    /// Its contexts were defined before it, and its stream has not ended.
+    fn unmounted(&mut self, h: &wire::RecordHeader, body: &[u8]) -> Result<(), String> {
+        let st = self.streams.get(&h.stream).ok_or(format!(
+            "unmounted time of stream {} before its tree",
+            h.stream
+        ))?;
+        if st.ended {
+            return Err(format!(
+                "unmounted time of stream {} after its end",
+                h.stream
+            ));
+        }
+        let mut entries = Vec::new();
+        wire::Unmounted::decode_each(body, |u| entries.push(u))
+            .map_err(|e| format!("unmounted: {e}"))?;
+        for u in entries {
+            let method = match u.node {
+                0 => "<root>".to_string(),
+                n => {
+                    let &(_, mid, _, _) = st.nodes.get(&n).ok_or(format!(
+                        "stream {}: unmounted time under undefined node {n}",
+                        h.stream
+                    ))?;
+                    self.methods.get(&mid).cloned().unwrap_or_default()
+                }
+            };
+            let t = self.unmounted.entry((method, u.why)).or_default();
+            t.0 += u.ns;
+            t.1 += u.periods;
         }
         Ok(())
     }

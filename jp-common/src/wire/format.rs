@@ -16,6 +16,31 @@ pub const KIND_METHODS: u16 = 2;
 pub const KIND_TREE: u16 = 3;
 pub const KIND_JVM_END: u16 = 4;
 pub const KIND_THREAD: u16 = 5;
+pub const KIND_UNMOUNTED: u16 = 6;
+
+/// Why a virtual thread left its carrier: the `why` of a [`KIND_UNMOUNTED`] entry, from the
+/// virtual thread's state at its unmount. Each names what the thread waited for, until it
+/// was mounted again (the wait for a free carrier after its wake-up included).
+pub mod unmounted {
+    /// Parked (`LockSupport.park`/`parkNanos`: a `java.util.concurrent` lock, condition,
+    /// queue or future, or blocking I/O that the JDK turned into a park).
+    pub const PARKED: u64 = 1;
+    /// `Thread.sleep` (a timed park from `VirtualThread.sleepNanos`).
+    pub const SLEEP: u64 = 2;
+    /// Blocked entering a monitor (`synchronized`), JDK 24+.
+    pub const MONITOR: u64 = 3;
+    /// In `Object.wait` (timed or not), JDK 24+.
+    pub const OBJECT_WAIT: u64 = 4;
+    /// `Thread.yield`: runnable, waiting for a carrier.
+    pub const YIELD: u64 = 5;
+    /// A state the agent does not know.
+    pub const OTHER: u64 = 6;
+    /// Codes are below this.
+    pub const END: u64 = 7;
+}
+
+/// Entries of one [`KIND_UNMOUNTED`] record, at most (the agent keeps fewer per thread).
+pub const MAX_UNMOUNTED_ENTRIES: u32 = 1024;
 
 /// The first record of a stream's full state: `seq` restarts at 0, what jpd knew of the
 /// stream is replaced.

@@ -55,6 +55,15 @@
 //!   `cookie` (a `u32`): then `slot` is the address of a cell holding the address of the
 //!   object whose `u32` at `current_offset` is the current context's id, and whose `u32`
 //!   at `cookie_offset` is `cookie`.
+//! - [`KIND_UNMOUNTED`] (stream = a virtual thread, seq 0, no flags, outside the stream's
+//!   numbering): time the virtual thread spent off its carriers since its last such record,
+//!   measured by the agent from its unmount to its next mount. `u32` entry count (at most
+//!   [`MAX_UNMOUNTED_ENTRIES`]), then per entry: varint `node` (the context it was in at the
+//!   unmount, a node id of the stream's tree, 0 = its root), varint `why` (one of
+//!   [`unmounted`], not 0), varint `ns` (summed), varint `periods` (at least 1). Sent after
+//!   the tree records that define its nodes (at a thread's end: before its last, empty,
+//!   `FLAG_END` tree record). Added to version 1: a decoder that predates it refuses the
+//!   record.
 //!
 //! Thread trees number their nodes when the agent makes them, not when it first sends
 //! them: a slot may name a node whose definition is still to come (in a later record).
@@ -81,7 +90,7 @@ pub use format::*;
 pub use reader::{decode_body, Body, TreeBody};
 pub use reader::{
     split_record, HeapContext, Hello, MethodDef, MethodIter, Reader, Record, ThreadSlot, Tree,
-    TreeEntry, TreeIter, MAX_HEAP_OFFSET,
+    TreeEntry, TreeIter, Unmounted, MAX_HEAP_OFFSET,
 };
 pub use writer::{header, Full, Writer};
 

@@ -2,8 +2,8 @@
 //! is bounds-checked and every id range-checked before anything is decoded further.
 use super::format::{
     RecordHeader, WireError, FLAG_ABSOLUTE, FLAG_END, FLAG_RESYNC, HEADER_LEN, KIND_HELLO,
-    KIND_JVM_END, KIND_METHODS, KIND_THREAD, KIND_TREE, KNOWN_FLAGS, MAGIC, MAX_NODE_ID,
-    MAX_RECORD, MAX_STRING, STREAM_ENDED, VERSION,
+    KIND_JVM_END, KIND_METHODS, KIND_THREAD, KIND_TREE, KIND_UNMOUNTED, KNOWN_FLAGS, MAGIC,
+    MAX_NODE_ID, MAX_RECORD, MAX_STRING, MAX_UNMOUNTED_ENTRIES, STREAM_ENDED, VERSION,
 };
 
 /// A cursor over untrusted bytes: every read is bounds-checked.
@@ -148,15 +148,16 @@ fn check_kind(header: &RecordHeader) -> Result<(), WireError> {
                 return Err(WireError::Flags(header.flags));
             }
         }
-        KIND_THREAD => {
+        KIND_THREAD | KIND_UNMOUNTED => {
             if header.flags != 0 || header.seq != 0 {
                 return Err(WireError::Flags(header.flags));
             }
         }
         k => return Err(WireError::Kind(k)),
     }
-    let thread_kind = matches!(header.kind, KIND_TREE | KIND_THREAD);
-    if jvm_stream == thread_kind || (header.kind == KIND_THREAD && header.stream == STREAM_ENDED) {
+    let thread_kind = matches!(header.kind, KIND_TREE | KIND_THREAD | KIND_UNMOUNTED);
+    let own_thread = matches!(header.kind, KIND_THREAD | KIND_UNMOUNTED);
+    if jvm_stream == thread_kind || (own_thread && header.stream == STREAM_ENDED) {
         return Err(WireError::Stream);
     }
     Ok(())
@@ -356,6 +357,52 @@ pub enum Body<'a, 's> {
     /// [`KIND_JVM_END`]: its body is empty (bytes there refuse the record).
     JvmEnd,
     Thread(ThreadSlot),
+    Unmounted(alloc::vec::Vec<Unmounted>),
+}
+
+/// One entry of [`KIND_UNMOUNTED`]: time a virtual thread spent off its carriers, since the
+/// stream's last such record, for one (context, why).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unmounted {
+    /// The sender's node id of the context the thread was in when it left (0: its root).
+    pub node: u32,
+    /// One of [`super::format::unmounted`], below its `END`, not 0.
+    pub why: u8,
+    /// Unmount to mount, summed (ns).
+    pub ns: u64,
+    /// How many such periods (at least 1).
+    pub periods: u64,
+}
+
+impl Unmounted {
+    /// The entries of a [`KIND_UNMOUNTED`] body: `u32` count, then per entry varint node,
+    /// varint why, varint ns, varint periods. Refused whole at the first bad entry.
+    pub fn decode_each(body: &[u8], mut each: impl FnMut(Unmounted)) -> Result<(), WireError> {
+        let mut r = Reader::new(body);
+        let n = r.u32()?;
+        if n > MAX_UNMOUNTED_ENTRIES {
+            return Err(WireError::Id);
+        }
+        for _ in 0..n {
+            let node = r.varint_below(MAX_NODE_ID)? as u32;
+            let why = r.varint_below(super::format::unmounted::END)? as u8;
+            let ns = r.varint()?;
+            let periods = r.varint()?;
+            if why == 0 || periods == 0 {
+                return Err(WireError::Id);
+            }
+            each(Unmounted {
+                node,
+                why,
+                ns,
+                periods,
+            });
+        }
+        if !r.is_empty() {
+            return Err(WireError::Trailing);
+        }
+        Ok(())
+    }
 }
 
 /// The body of [`KIND_THREAD`]: where the thread publishes its current context.
@@ -456,6 +503,11 @@ pub fn decode_body<'a, 's>(
             }))
         }
         KIND_THREAD => ThreadSlot::decode(rec.body).map(Body::Thread),
+        KIND_UNMOUNTED => {
+            let mut v = alloc::vec::Vec::new();
+            Unmounted::decode_each(rec.body, |u| v.push(u))?;
+            Ok(Body::Unmounted(v))
+        }
         KIND_JVM_END if rec.body.is_empty() => Ok(Body::JvmEnd),
         KIND_JVM_END => Err(WireError::Trailing),
         k => Err(WireError::Kind(k)),

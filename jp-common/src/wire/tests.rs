@@ -255,3 +255,78 @@ fn hostile_bytes_never_panic() {
         }
     }
 }
+
+#[test]
+fn unmounted_time_round_trips_and_refuses_what_no_agent_sends() {
+    let a = Unmounted {
+        node: 3,
+        why: unmounted::SLEEP as u8,
+        ns: 20_000_000,
+        periods: 2,
+    };
+    let b = Unmounted {
+        node: 0,
+        why: unmounted::YIELD as u8,
+        ns: u64::MAX,
+        periods: 1,
+    };
+    let record = |entries: &[Unmounted], stream: u64, flags: u32| {
+        let mut buf = [0u8; 256];
+        let h = header(KIND_UNMOUNTED, 7, 3, stream, 0, flags);
+        let mut w = Writer::new(&mut buf, &h).unwrap();
+        w.begin_entries().unwrap();
+        for u in entries {
+            w.unmounted(u).unwrap();
+        }
+        w.finish().to_vec()
+    };
+    let rec = record(&[a, b], 9, 0);
+    let r = split_record(&rec).unwrap();
+    let mut scratch = Vec::new();
+    assert_eq!(
+        decode_body(&r, &mut scratch),
+        Ok(Body::Unmounted(vec![a, b]))
+    );
+    // Not on the JVM's stream, nor the ended threads', nor with flags.
+    for (stream, flags, e) in [
+        (0, 0, WireError::Stream),
+        (STREAM_ENDED, 0, WireError::Stream),
+        (9, FLAG_END, WireError::Flags(FLAG_END)),
+    ] {
+        assert_eq!(split_record(&record(&[a], stream, flags)).err(), Some(e));
+    }
+    // A reason out of range, no periods, a node beyond the ids: the whole record is refused.
+    for bad in [
+        Unmounted { why: 0, ..a },
+        Unmounted {
+            why: unmounted::END as u8,
+            ..a
+        },
+        Unmounted { periods: 0, ..a },
+    ] {
+        let rec = record(&[a, bad], 9, 0);
+        let r = split_record(&rec).unwrap();
+        assert_eq!(decode_body(&r, &mut scratch), Err(WireError::Id));
+    }
+    let mut far = record(&[a], 9, 0);
+    far[HEADER_LEN + 4] = 0xff; // node varint runs on past MAX_NODE_ID
+    far[HEADER_LEN + 5] = 0xff;
+    let r = split_record(&far).unwrap();
+    assert!(decode_body(&r, &mut scratch).is_err());
+    // A count beyond the entries that follow, or above the cap.
+    let mut short = record(&[a], 9, 0);
+    short[HEADER_LEN] = 2;
+    let r = split_record(&short).unwrap();
+    assert_eq!(decode_body(&r, &mut scratch), Err(WireError::Varint));
+    let mut many = record(&[], 9, 0);
+    many[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&(MAX_UNMOUNTED_ENTRIES + 1).to_le_bytes());
+    let r = split_record(&many).unwrap();
+    assert_eq!(decode_body(&r, &mut scratch), Err(WireError::Id));
+    // Bytes after the last entry.
+    let mut trailing = record(&[a], 9, 0);
+    trailing.push(0);
+    let len = trailing.len() as u32;
+    trailing[8..12].copy_from_slice(&len.to_le_bytes());
+    let r = split_record(&trailing).unwrap();
+    assert_eq!(decode_body(&r, &mut scratch), Err(WireError::Trailing));
+}

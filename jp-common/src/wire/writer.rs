@@ -1,6 +1,6 @@
 //! Writing records, for the agent's Rust side and the tests.
 use super::format::{RecordHeader, HEADER_LEN, MAGIC, MAX_RECORD, MAX_STRING, VERSION};
-use super::reader::{MethodDef, TreeEntry};
+use super::reader::{MethodDef, TreeEntry, Unmounted};
 
 /// Builds one record in a caller-owned buffer (no allocation): the agent's Rust side and
 /// tests use it; the Java runtime has its own encoder of the same format.
@@ -115,6 +115,18 @@ impl<'a> Writer<'a> {
             }
             self.varint(e.calls)?;
             self.varint(e.bytecodes)
+        })();
+        self.commit_entry(save, r)
+    }
+
+    /// Appends one [`super::KIND_UNMOUNTED`] entry, or nothing if it does not fit.
+    pub fn unmounted(&mut self, u: &Unmounted) -> Result<(), Full> {
+        let save = self.pos;
+        let r = (|| {
+            self.varint(u64::from(u.node))?;
+            self.varint(u64::from(u.why))?;
+            self.varint(u.ns)?;
+            self.varint(u.periods)
         })();
         self.commit_entry(save, r)
     }

@@ -148,6 +148,7 @@ fn start_collectors(
         .context("cannot start the kernel collector")?;
     let mut jvm = JvmStore::new(config.usdt.limits());
     jvm.set_offcpu_idle(IdlePatterns::with(&config.kernel.offcpu_idle));
+    jvm.set_offcpu_measured(config.kernel.offcpu);
     let jvm_store = Arc::new(Mutex::new(jvm));
     let usdt = crate::usdt::start_from_config(
         &config.usdt,

@@ -12,5 +12,6 @@ mod kernel;
 mod offcpu;
 mod offcpu_idle;
 mod offcpu_io;
+mod offcpu_virtual;
 mod rotation;
 mod windows;

@@ -20,14 +20,14 @@ pub(crate) const CONFIG: &str = "offcpu = true\n[usdt]\nscan_interval_ms = 100\n
 const PERIOD_NS: u64 = 1_000_000_000 / 997;
 
 /// jpd's jp-mct/1 JSON of `pid`.
-fn export_json(d: &Jpd, pid: u32, tag: &str) -> Value {
+pub(crate) fn export_json(d: &Jpd, pid: u32, tag: &str) -> Value {
     let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("offcpu-{tag}.json"));
     d.export_to(pid, "json", &file);
     serde_json::from_slice(&std::fs::read(&file).expect("read the export")).expect("JSON")
 }
 
 /// Every node of a jp-mct/1 document, pre-order.
-fn nodes(doc: &Value) -> Vec<Value> {
+pub(crate) fn nodes(doc: &Value) -> Vec<Value> {
     fn walk(n: &Value, out: &mut Vec<Value>) {
         out.push(n.clone());
         for c in n["children"].as_array().into_iter().flatten() {
@@ -42,7 +42,7 @@ fn nodes(doc: &Value) -> Vec<Value> {
 }
 
 /// The contexts of methods starting with `prefix`.
-fn of<'a>(nodes: &'a [Value], prefix: &str) -> Vec<&'a Value> {
+pub(crate) fn of<'a>(nodes: &'a [Value], prefix: &str) -> Vec<&'a Value> {
     nodes
         .iter()
         .filter(|n| n["method"].as_str().is_some_and(|m| m.starts_with(prefix)))
@@ -55,7 +55,7 @@ fn offcpu_ns(ctx: &[&Value]) -> u64 {
         .sum()
 }
 
-fn offcpu_kind_ns(ctx: &[&Value], kind: &str) -> u64 {
+pub(crate) fn offcpu_kind_ns(ctx: &[&Value], kind: &str) -> u64 {
     ctx.iter()
         .map(|n| n["offcpu"]["kinds"][kind].as_u64().unwrap_or(0))
         .sum()

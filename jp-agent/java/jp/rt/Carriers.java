@@ -15,6 +15,8 @@ package jp.rt;
  * is stored back and the virtual thread stops writing. Only the carrier's OS thread writes
  * its slot, and the sampler interrupts that thread: the word is never read half-written.
  *
+ * <p>Mounts and unmounts also time the virtual thread off its carriers ({@link Unmounted}).
+ *
  * <p>Called from JVMTI's mount, unmount and end events on the virtual thread ({@link
  * Rt#carried}); the current Java thread is the virtual thread, the OS thread the carrier's.
  */
@@ -26,10 +28,12 @@ final class Carriers {
 
     private static int count;
 
-    static void carried(Thread carrier, boolean mounted) {
+    /** {@code why}: {@link Unmounted#MOUNTED}, {@link Unmounted#ENDED}, else an unmount's. */
+    static void carried(Thread carrier, int why) {
         if (carrier == null) {
             return;
         }
+        boolean mounted = why == Unmounted.MOUNTED;
         ThreadState c = find(carrier);
         if (c == null && (c = adopt(carrier)) == null) {
             return;
@@ -39,6 +43,9 @@ final class Carriers {
         long word = c.current & 0xffffffffL;
         if (v == c) {
             v = null; // the carrier itself (no virtual thread to follow)
+        }
+        if (v != null) {
+            Unmounted.at(v, why);
         }
         if (mounted && v != null) {
             UsdtProfiler.Stream s = v.usdt;

@@ -501,10 +501,10 @@ public final class Rt {
      * JVMTI's virtual-thread mount, unmount and end (JDK 21+), on the virtual thread: see
      * {@link Carriers}. Never throws into the agent.
      */
-    static void carried(Thread carrier, boolean mounted) {
+    static void carried(Thread carrier, int why) {
         try {
             if (contextSlots && !closed) {
-                Carriers.carried(carrier, mounted);
+                Carriers.carried(carrier, why);
             }
         } catch (Throwable e) {
             // The application's mount must not fail; the carrier keeps what it published.

@@ -78,6 +78,16 @@ final class ThreadState {
     int osTid;
 
     /**
+     * A virtual thread off its carriers: why it left (a {@code wire::unmounted} code, 0 while
+     * mounted or not timed), its context then and when ({@link System#nanoTime}); and its
+     * time off carriers not sent yet (null until its first). See {@link Unmounted}.
+     */
+    int offWhy;
+    int offContext;
+    long offSince;
+    Unmounted unmounted;
+
+    /**
      * True once the thread publishes its current context on the heap (see {@link
      * ContextSlot#heapCell}): jpd's sampler then reads {@link #current} itself, through the
      * cell of a JNI global reference to this object that the collector keeps up to date, so

@@ -28,6 +28,7 @@ final class UsdtProfiler implements Profiler {
     static final int VERSION = 1;
     static final int KIND_TREE = 3;
     static final int KIND_THREAD = 5;
+    static final int KIND_UNMOUNTED = 6;
     static final int FLAG_RESYNC = 1;
     static final int FLAG_ABSOLUTE = 2;
     static final int FLAG_END = 4;
@@ -479,9 +480,47 @@ final class UsdtProfiler implements Profiler {
                 markChain(last, false);
             }
             lastAt = end ? null : at;
-            if (count > 0 || mustSend || end) {
+            Unmounted off = owner == null ? null : owner.unmounted;
+            if (off != null && off.size > 0) {
+                // After the records that define its contexts, before the stream's end.
+                if (count > 0 || mustSend) {
+                    finish(flags);
+                    flags &= ~FLAG_RESYNC;
+                }
+                unmountedRecord(off);
+                if (end) {
+                    begin(null);
+                    finish(flags | FLAG_END);
+                }
+            } else if (count > 0 || mustSend || end) {
                 finish(flags | (end ? FLAG_END : 0));
             }
+        }
+
+        /**
+         * A virtual thread's time off its carriers since the last one ({@link #KIND_UNMOUNTED},
+         * outside the stream's numbering: seq 0, no flags): u32 count, then per (context, why)
+         * varint context, varint why, varint ns, varint periods. At most {@link
+         * Unmounted#MAX} + {@link Unmounted#WHYS} entries of at most 4 + 1 + 10 + 10 bytes:
+         * one record.
+         */
+        private void unmountedRecord(Unmounted off) {
+            pos = HEADER_LEN;
+            int n = off.size;
+            putInt(pos, n);
+            pos += 4;
+            for (int i = 0; i < n; i++) {
+                long key = off.keys[i];
+                varint(key >>> 8);
+                varint(key & 0xff);
+                varint(off.ns[i]);
+                varint(off.periods[i]);
+            }
+            off.clear();
+            int len = pos;
+            header(KIND_UNMOUNTED, len, 0, 0);
+            direct.put(0, b, 0, len);
+            Rt.fire(address, len, Rt.liveThreads());
         }
 
         /**

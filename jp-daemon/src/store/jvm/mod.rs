@@ -404,6 +404,8 @@ pub struct JvmStore {
     offcpu_counters: Option<offcpu::OffcpuCounters>,
     /// What makes a context idle in the off-CPU views (`kernel.offcpu_idle`).
     offcpu_idle: idle::IdlePatterns,
+    /// Time off CPU is measured (`kernel.offcpu`): the agents' unmounted time counts too.
+    offcpu_measured: bool,
 }
 
 impl JvmStore {
@@ -421,6 +423,7 @@ impl JvmStore {
             refused: HashMap::new(),
             offcpu_counters: None,
             offcpu_idle: idle::IdlePatterns::default(),
+            offcpu_measured: false,
         }
     }
 
@@ -487,7 +490,12 @@ impl JvmStore {
         // Decoded whole here, applied below: a body that does not decode is refused
         // where the JVM's state says what its loss means.
         let mut scratch = std::mem::take(&mut self.scratch);
-        let body = wire::decode_body(&rec, &mut scratch);
+        let body = match wire::decode_body(&rec, &mut scratch) {
+            Ok(wire::Body::Unmounted(_)) if !self.offcpu_measured => {
+                Ok(wire::Body::Unmounted(vec![]))
+            }
+            body => body,
+        };
         let limits = self.limits.clone();
         let room = self.room_for(bytes.len());
         let Some(jvm) = self.entry(event.tgid, now, room) else {
@@ -709,6 +717,12 @@ impl JvmStore {
 
     pub fn set_offcpu_idle(&mut self, patterns: idle::IdlePatterns) {
         self.offcpu_idle = patterns;
+    }
+
+    /// Whether jpd measures time off CPU (`kernel.offcpu`): the views then count the
+    /// agents' `KIND_UNMOUNTED` time too, else those records are checked and dropped.
+    pub fn set_offcpu_measured(&mut self, on: bool) {
+        self.offcpu_measured = on;
     }
 
     pub fn snapshot(&mut self, tgid: u32) -> Option<JvmSnapshot> {

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
+use jp_common::wire::unmounted;
 use jp_common::{offcpu_reason, OffcpuRecord};
 
 use super::cpu::PENDING_FOR;
@@ -171,6 +172,9 @@ pub fn reason_kind(reason: u64, function: &str) -> &'static str {
         offcpu_reason::UNKNOWN => return "other",
         _ => {}
     }
+    if let Some(why) = unmounted_why(reason) {
+        return unmounted_kind(why);
+    }
     let f = function.split(' ').next().unwrap_or(function);
     const KINDS: [(&str, &[&str]); 5] = [
         (
@@ -269,7 +273,42 @@ pub fn reason_function(reason: u64, function_of: &dyn Fn(u64) -> String) -> Stri
     match reason {
         offcpu_reason::RUN_QUEUE => "(waiting for a CPU)".to_string(),
         offcpu_reason::UNKNOWN => "(kernel stack unread)".to_string(),
-        addr => function_of(addr),
+        r => match unmounted_why(r) {
+            Some(why) => unmounted_frame(why).to_string(),
+            None => function_of(r),
+        },
+    }
+}
+
+/// The `wire::unmounted` code of a virtual thread's time off its carriers (the agent's).
+fn unmounted_why(reason: u64) -> Option<u64> {
+    let why = reason.checked_sub(offcpu_reason::UNMOUNTED)?;
+    (why > 0 && why < unmounted::END).then_some(why)
+}
+
+/// The kind of a virtual thread's wait off its carriers, the same as a platform thread's
+/// that waits the same way: a park is a futex wait there ("lock": `java.util.concurrent`
+/// locks, queues, futures alike), a monitor or `Object.wait` too; a yield waits for a
+/// carrier as a preempted thread waits for a CPU ("run_queue"); only `Thread.sleep`,
+/// which the scheduler sees as a futex wait, is told apart here ("sleep").
+fn unmounted_kind(why: u64) -> &'static str {
+    match why {
+        unmounted::PARKED | unmounted::MONITOR | unmounted::OBJECT_WAIT => "lock",
+        unmounted::SLEEP => "sleep",
+        unmounted::YIELD => "run_queue",
+        _ => "other",
+    }
+}
+
+/// The leaf frame of a virtual thread's wait off its carriers (its kind's detail).
+fn unmounted_frame(why: u64) -> &'static str {
+    match why {
+        unmounted::PARKED => "(virtual thread parked)",
+        unmounted::SLEEP => "(virtual thread sleeping)",
+        unmounted::MONITOR => "(virtual thread blocked on a monitor)",
+        unmounted::OBJECT_WAIT => "(virtual thread in Object.wait)",
+        unmounted::YIELD => "(virtual thread waiting for a carrier)",
+        _ => "(virtual thread unmounted)",
     }
 }
 
@@ -348,5 +387,33 @@ mod tests {
         assert_eq!(reason_kind(offcpu_reason::UNKNOWN, ""), "other");
         assert_eq!(reason_kind(0xffff, "pipe_read"), "other");
         assert_eq!(reason_kind(0xffff, "nvme_poll [nvme]"), "disk");
+    }
+
+    /// A virtual thread's time off its carriers is named by the agent's `why`, never by a
+    /// kernel symbol; a code beyond the known ones is a kernel address as any other.
+    #[test]
+    fn virtual_threads_waits_off_their_carriers_have_kinds_and_frames() {
+        let named = |why: u64| {
+            let r = offcpu_reason::UNMOUNTED + why;
+            let f = reason_function(r, &|_| "kernel_symbol".to_string());
+            (reason_kind(r, &f), f)
+        };
+        assert_eq!(
+            named(unmounted::SLEEP),
+            ("sleep", "(virtual thread sleeping)".into())
+        );
+        assert_eq!(
+            named(unmounted::PARKED),
+            ("lock", "(virtual thread parked)".into())
+        );
+        assert_eq!(named(unmounted::MONITOR).0, "lock");
+        assert_eq!(named(unmounted::OBJECT_WAIT).0, "lock");
+        assert_eq!(
+            named(unmounted::YIELD),
+            ("run_queue", "(virtual thread waiting for a carrier)".into())
+        );
+        assert_eq!(named(unmounted::OTHER).0, "other");
+        assert_eq!(named(0), ("other", "kernel_symbol".into()));
+        assert_eq!(named(unmounted::END), ("other", "kernel_symbol".into()));
     }
 }

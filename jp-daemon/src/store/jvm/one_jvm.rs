@@ -2,6 +2,7 @@
 //! it reports of itself (summary, completeness) is in [`summary`].
 
 mod summary;
+mod unmounted;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, SystemTime};
@@ -345,6 +346,7 @@ impl Jvm {
             }
             Ok(Body::Tree(tree)) => self.tree_record(header, Ok(tree), now, &mut out),
             Ok(Body::Thread(slot)) => self.thread_slot(header, slot, &mut out),
+            Ok(Body::Unmounted(times)) => self.unmounted(header, &times, now, &mut out),
             Err(e) if header.kind == wire::KIND_TREE => {
                 self.tree_record(header, Err(e), now, &mut out)
             }

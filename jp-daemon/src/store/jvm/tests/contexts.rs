@@ -170,3 +170,58 @@ fn a_carriers_offcpu_time_counts_under_the_mounted_virtual_thread_also_after_its
         "both periods under the virtual thread's f()"
     );
 }
+
+/// A `KIND_UNMOUNTED` record of stream `stream`: (node, why, ns, periods) entries.
+fn unmounted_rec(stream: u64, entries: &[(u32, u64, u64, u64)]) -> Vec<u8> {
+    let mut buf = vec![0u8; wire::MAX_RECORD];
+    let h = wire::header(wire::KIND_UNMOUNTED, PID, GEN, stream, 0, 0);
+    let mut w = wire::Writer::new(&mut buf, &h).expect("header fits");
+    w.begin_entries().expect("fits");
+    for &(node, why, ns, periods) in entries {
+        let u = wire::Unmounted {
+            node,
+            why: why as u8,
+            ns,
+            periods,
+        };
+        w.unmounted(&u).expect("fits");
+    }
+    w.finish().to_vec()
+}
+
+#[test]
+fn a_virtual_threads_unmounted_time_counts_under_its_context_when_offcpu_is_measured() {
+    let sleep = jp_common::offcpu_reason::UNMOUNTED + wire::unmounted::SLEEP;
+    let parked = jp_common::offcpu_reason::UNMOUNTED + wire::unmounted::PARKED;
+    let run = |measured: bool| {
+        let mut s = started(2);
+        s.set_offcpu_measured(measured);
+        base_thread(&mut s);
+        feed(&mut s, &resync_rec(2, "", &[def(1, 0, 1, 1, 10)]));
+        let sleep_at_f = (1, wire::unmounted::SLEEP, 7_000, 2);
+        let parked_at_root = (0, wire::unmounted::PARKED, 500, 1);
+        feed(&mut s, &unmounted_rec(2, &[sleep_at_f, parked_at_root]));
+        feed(&mut s, &unmounted_rec(2, &[sleep_at_f]));
+        feed(&mut s, &tree_rec(GEN, 2, 1, wire::FLAG_END, "", &[]));
+        // After the stream's end: refused, as any record of an ended stream.
+        feed(&mut s, &unmounted_rec(2, &[sleep_at_f]));
+        s
+    };
+    let mut s = run(true);
+    let snap = s.snapshot(PID).expect("the JVM");
+    let tree = snap.mct();
+    let f = (1..tree.nodes.len())
+        .find(|&i| tree.nodes[i].parent == Some(0) && &*tree.nodes[i].method == F)
+        .expect("f() at the root");
+    let offcpu = &snap.cpu().expect("CPU").offcpu;
+    assert_eq!(offcpu.get(&(f as u32, sleep)).copied(), Some(14_000));
+    assert_eq!(offcpu.get(&(0, parked)).copied(), Some(500));
+    assert_eq!(offcpu.len(), 2, "nothing else: {offcpu:?}");
+    assert_eq!(s.stats().malformed.get(Malformed::AfterEnd), 1);
+    // jpd measures no time off CPU: checked, accepted, not counted.
+    let mut s = run(false);
+    let snap = s.snapshot(PID).expect("the JVM");
+    let offcpu = snap.cpu().map(|c| c.offcpu.len()).unwrap_or(0);
+    assert_eq!(offcpu, 0);
+    assert_eq!(s.stats().malformed.get(Malformed::AfterEnd), 1);
+}
