@@ -131,7 +131,7 @@ impl Scene {
     /// Starts the real JVM, waits until jpd lists it and runs the rounds before the
     /// attack; its jpd RSS then is the baseline the budget is measured from.
     pub fn start_jvm(&mut self, jdk: Jdk) {
-        let mut jvm = RealJvm::start(self.dir.path(), jdk);
+        let mut jvm = RealJvm::start(self.dir.path(), jdk, ROUNDS);
         let pid = jvm.pid;
         jvm.wait_line("started");
         wait_listed(&self.jpd, pid);
@@ -576,7 +576,7 @@ pub fn rss(pid: i32) -> (u64, u64) {
 }
 
 /// utime + stime of `pid` in clock ticks.
-fn cpu_ticks(pid: i32) -> u64 {
+pub(crate) fn cpu_ticks(pid: i32) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = text.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<u64> = after
@@ -618,19 +618,25 @@ fn jvm_control_address(pid: u32) -> u64 {
 
 /// `jpctl jvm list --json`'s entry for `pid` (`None` too when jpd does not answer).
 pub fn listed(d: &Jpd, pid: u32) -> Option<Value> {
-    let out = d.jpctl().args(["jvm", "list", "--json"]).output().ok()?;
-    let list: Value = serde_json::from_slice(&out.stdout).ok()?;
-    let jvms = list
-        .get("jvms")
-        .and_then(Value::as_array)
-        .or_else(|| list.as_array())
-        .cloned()
-        .unwrap_or_default();
-    jvms.into_iter()
+    list(d)
+        .into_iter()
         .find(|j| j["pid"].as_u64() == Some(u64::from(pid)))
 }
 
-fn wait_listed(d: &Jpd, pid: u32) -> Value {
+/// Every entry of `jpctl jvm list --json` (none when jpd does not answer).
+pub fn list(d: &Jpd) -> Vec<Value> {
+    let Some(out) = d.jpctl().args(["jvm", "list", "--json"]).output().ok() else {
+        return Vec::new();
+    };
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    list.get("jvms")
+        .and_then(Value::as_array)
+        .or_else(|| list.as_array())
+        .cloned()
+        .unwrap_or_default()
+}
+
+pub(crate) fn wait_listed(d: &Jpd, pid: u32) -> Value {
     wait_entry(d, pid, "listed", |_| true)
 }
 
@@ -657,9 +663,11 @@ fn wait_entry(d: &Jpd, pid: u32, what: &str, pred: impl Fn(&Value) -> bool) -> V
 
 /// The real JVM: `Phases ROUNDS ROUND_SIZE` with the real agent, which also writes its
 /// own tree (`out=`) for the node-by-node comparison.
-struct RealJvm {
+pub(crate) struct RealJvm {
     child: Child,
-    pid: u32,
+    pub(crate) pid: u32,
+    /// Rounds the workload was started with.
+    phases: usize,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     out: PathBuf,
@@ -668,7 +676,8 @@ struct RealJvm {
 }
 
 impl RealJvm {
-    fn start(dir: &Path, jdk: Jdk) -> RealJvm {
+    /// `Phases PHASES ROUND_SIZE`, compiled into `dir`.
+    pub(crate) fn start(dir: &Path, jdk: Jdk, phases: usize) -> RealJvm {
         let jdk = jdk.home();
         let classes = dir.join("classes");
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jvm/Phases.java");
@@ -690,7 +699,7 @@ impl RealJvm {
             .arg("-cp")
             .arg(&classes)
             .arg("Phases")
-            .arg(ROUNDS.to_string())
+            .arg(phases.to_string())
             .arg(ROUND_SIZE.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -704,12 +713,13 @@ impl RealJvm {
             stdin,
             stdout,
             out,
+            phases,
             rounds_done: 0,
             round_ends: vec![],
         }
     }
 
-    fn wait_line(&mut self, want: &str) {
+    pub(crate) fn wait_line(&mut self, want: &str) {
         let mut line = String::new();
         let n = self.stdout.read_line(&mut line).expect("read JVM stdout");
         assert!(
@@ -718,7 +728,7 @@ impl RealJvm {
         );
     }
 
-    fn release(&mut self) {
+    pub(crate) fn release(&mut self) {
         self.stdin.write_all(b"\n").expect("write JVM stdin");
         self.stdin.flush().expect("flush JVM stdin");
         if self.round_ends.is_empty() {
@@ -727,11 +737,11 @@ impl RealJvm {
     }
 
     /// Waits for the running round and starts the next one (if any).
-    fn next_round(&mut self) {
+    pub(crate) fn next_round(&mut self) {
         self.wait_line(&format!("phase {} done", self.rounds_done));
         self.rounds_done += 1;
         self.round_ends.push(Instant::now());
-        if self.rounds_done < ROUNDS {
+        if self.rounds_done < self.phases {
             self.release();
         }
     }

@@ -25,3 +25,4 @@ mod main_class;
 mod method_ids;
 mod resends;
 mod thread_map;
+mod throughput;

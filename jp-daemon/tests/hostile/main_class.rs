@@ -10,7 +10,7 @@ use jp_testkit::jdk::Jdk;
 
 const ESCAPE: &[u8] = b"\x1b]0;owned\x07";
 
-fn hostile_name(tail: u8) -> Vec<u8> {
+pub(crate) fn hostile_name(tail: u8) -> Vec<u8> {
     let mut name = ESCAPE.to_vec();
     name.extend(std::iter::repeat_n(tail, 3000));
     name

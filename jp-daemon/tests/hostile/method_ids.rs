@@ -7,7 +7,7 @@ use crate::harness::Scene;
 use crate::records::{fire, hello, node, thread_tree};
 use jp_testkit::jdk::Jdk;
 
-const NODES: usize = 60_000;
+pub(crate) const NODES: usize = 60_000;
 /// The index's multiplier: keys are `parent << 32 | mid`.
 const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Bits of the bucket all the keys share: they collide in every table of up to 2^15
@@ -18,7 +18,7 @@ const MAX_MID: u32 = (1 << 31) - 1;
 
 /// Method ids (children of the root) that land in bucket 0 of every table of at most
 /// 2^SHARED_BITS buckets.
-fn colliding_mids(n: usize) -> Vec<u32> {
+pub(crate) fn colliding_mids(n: usize) -> Vec<u32> {
     let mask = (1u64 << SHARED_BITS) - 1;
     (1..=MAX_MID)
         .filter(|&mid| (u64::from(mid).wrapping_mul(MULTIPLIER) >> 32) & mask == 0)
