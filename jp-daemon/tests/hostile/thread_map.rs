@@ -69,13 +69,7 @@ fn a_thread_map_filler_does_not_unjoin_the_real_jvm() {
     outcome.assert_goals();
     let jvm = outcome.jvm.as_ref().expect("the real JVM");
     let cpu = &jvm.entry["cpu"];
-    let app: u64 = cpu["kinds"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|k| k["kind"] == "app")
-        .map(|k| k["user_ns"].as_u64().unwrap_or(0) + k["kernel_ns"].as_u64().unwrap_or(0))
-        .sum();
+    let app = crate::harness::app_cpu_ns(&jvm.entry);
     let contexts = cpu["contexts_ns"].as_u64().unwrap_or(0);
     // How much of the real JVM's CPU lands under its contexts depends on how soon each of
     // its short-lived workers joins the sampler after it starts: a timing, for the
