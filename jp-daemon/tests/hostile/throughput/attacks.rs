@@ -177,6 +177,11 @@ pub(crate) struct Prepared<'a> {
 }
 
 impl Prepared<'_> {
+    /// The attack's processes started so far.
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        self.agents.iter().map(|a| a.pid).collect()
+    }
+
     fn command(&self) -> Command {
         if self.seen {
             return self.scene.fake_command();
@@ -213,10 +218,15 @@ impl Prepared<'_> {
                 for (index, mut agent) in agents.into_iter().enumerate() {
                     let fire = format!("fire {}", self.file(index).display());
                     attackers.held.push(agent.pid);
+                    // Two commands queued at all times: the flooder never waits for
+                    // this thread, so it is busy in both arms, seen or not.
                     attackers.threads.push(std::thread::spawn(move || {
+                        agent.send(&fire);
                         while Instant::now() < until {
-                            agent.fire(&fire);
+                            agent.send(&fire);
+                            agent.answer(&fire);
                         }
+                        agent.answer(&fire);
                     }));
                 }
             }

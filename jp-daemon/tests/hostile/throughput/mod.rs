@@ -40,7 +40,8 @@ const WORKLOAD_ROUNDS: usize = 1_000_000;
 const SETTLE: Duration = Duration::from_millis(500);
 
 /// Pairs per attack and each arm's window: `JP_HOSTILE_PAIRS` and
-/// `JP_HOSTILE_WINDOW_MS` when measured, else one short pair.
+/// `JP_HOSTILE_WINDOW_MS` when measured, else one short pair. `JP_HOSTILE_ONLY=KEY,…`
+/// plays only those attacks (by [`Attack::key`]).
 fn settings() -> (usize, Duration) {
     if std::env::var_os("JP_HOSTILE_MEASURE").is_none() {
         return (1, Duration::from_millis(1500));
@@ -69,7 +70,12 @@ fn each_attack_seen_and_unseen_beside_one_real_jvm() {
     };
     let workload = Workload::start(&scene, Jdk::J17);
     let mut wrong = Vec::new();
-    for attack in Attack::ALL {
+    let only = std::env::var("JP_HOSTILE_ONLY").ok();
+    let chosen = Attack::ALL.into_iter().filter(|a| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|k| k == a.key()))
+    });
+    for attack in chosen {
         let mut arms = Vec::new();
         for pair in 0..pairs {
             let order = if pair % 2 == 0 {
@@ -113,6 +119,9 @@ fn play(
     workload: &Workload,
 ) -> Arm {
     let prepared = attack.prepare(scene, programs, seen);
+    // The attackers' own CPU in the window: the same in both arms, or the comparison
+    // would carry it (those started inside the window count whole).
+    let attackers_before: u64 = prepared.pids().into_iter().map(process_cpu_ns).sum();
     let jpd_ticks = cpu_ticks(scene.jpd.pid());
     let t0 = Instant::now();
     let until = t0 + window;
@@ -122,6 +131,7 @@ fn play(
     }
     let t1 = Instant::now();
     let jpd_ticks = cpu_ticks(scene.jpd.pid()) - jpd_ticks;
+    let attackers: u64 = agents.pids().into_iter().map(process_cpu_ns).sum();
     let listed = attacks::any_listed(scene, &agents.pids());
     agents.end();
     std::thread::sleep(SETTLE);
@@ -132,6 +142,7 @@ fn play(
         rounds: workload.rounds_within(t0, t1),
         window_s: (t1 - t0).as_secs_f64(),
         jpd_cpu_s: jpd_ticks as f64 / hz,
+        attackers_cpu_s: attackers.saturating_sub(attackers_before) as f64 / 1e9,
         listed,
     }
 }
@@ -143,6 +154,8 @@ struct Arm {
     rounds: Vec<(f64, f64)>,
     window_s: f64,
     jpd_cpu_s: f64,
+    /// The attack's processes' own CPU over the window.
+    attackers_cpu_s: f64,
     /// Whether jpd listed one of the attack's processes at the end of the window.
     listed: bool,
 }
@@ -160,6 +173,7 @@ fn record(attack: Attack, arms: &[Arm]) {
                 "rounds": a.rounds.iter().map(|r| [r.0, r.1]).collect::<Vec<_>>(),
                 "window_s": a.window_s,
                 "jpd_cpu_s": a.jpd_cpu_s,
+                "attackers_cpu_s": a.attackers_cpu_s,
             })
         })
         .collect();

@@ -258,10 +258,15 @@ fn throughput_table(lines: &[Value], run: &RunInfo) -> String {
          alternating which goes first. Per pair: the real JVM's throughput (rounds per wall \
          second, and per CPU second of the JVM's threads) seen over unseen, less one; median \
          over the pairs (range) ±2.5 standard errors of the median. Noise: the same ratio \
-         between the unseen arms of adjacent pairs, median size (range). jpd CPU: median over \
-         the arms, % of one core. Goal: the real JVM loses at most {:.0} % of its throughput \
-         by both figures; met when the median less its margin stays above −{:.0} %, not met \
-         when the median plus its margin is below it. Load average (1, 5, 15 min) at the \
+         between the unseen arms of adjacent pairs, median size (range). The attackers' CPU \
+         (their processes' own, the probe's traps included) and jpd's: median over the arms, \
+         % of one core; jpd's extra CPU in the seen arms over the real JVM's own CPU \
+         rate is what the JVM would lose if every extra cycle of jpd's were taken from it. \
+         Goal: the real JVM loses at most {:.0} % of its throughput. Per figure: met when the \
+         median less its margin stays above −{:.0} %, not met when the median plus its margin \
+         is below it. A row is met when both figures are, or when the CPU figure is and the \
+         extra CPU's share is within the goal (the wall figure alone carries the machine's \
+         load); not met when either figure is not. Load average (1, 5, 15 min) at the \
          start: {}, at the end: {}; the whole run took {:.0} min{}.\n\n",
         run.pairs,
         run.window_ms as f64 / 1e3,
@@ -286,7 +291,7 @@ fn throughput_table(lines: &[Value], run: &RunInfo) -> String {
                 out.push_str(&row);
                 verdicts.push(verdict);
             }
-            None => out.push_str(&format!("| {label} | not measured | | | | | | |\n")),
+            None => out.push_str(&format!("| {label} | not measured | | | | | | | | |\n")),
         }
     }
     let count = |v: Option<bool>| verdicts.iter().filter(|&&x| x == v).count();
