@@ -457,13 +457,18 @@ impl Outcome {
             "resends": self.resends,
             "refusals": self.refusals.iter().map(|(s, r, n)| format!("{s}/{r} {n}")).collect::<Vec<_>>(),
         });
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&file)
-            .expect("open the measure file");
-        writeln!(f, "{line}").expect("write the measure file");
+        append_measure(&file, &line);
     }
+}
+
+/// Appends one JSON line to the bench's measure file.
+pub fn append_measure(file: &std::ffi::OsStr, line: &Value) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .expect("open the measure file");
+    writeln!(f, "{line}").expect("write the measure file");
 }
 
 /// The real JVM's application CPU (user and kernel) from its `jvm list` entry, in ns.

@@ -26,6 +26,18 @@ pub(crate) fn colliding_mids(n: usize) -> Vec<u32> {
         .collect()
 }
 
+/// A hello and one thread's tree of a node per method id of `mids`, all under the root.
+pub(crate) fn collider(pid: u32, generation: u64, mids: &[u32]) -> Vec<Vec<u8>> {
+    let nodes: Vec<_> = mids
+        .iter()
+        .enumerate()
+        .map(|(i, &mid)| node(i as u32 + 1, 0, mid))
+        .collect();
+    let mut records = vec![hello(pid, generation, b"Collider")];
+    records.extend(thread_tree(pid, generation, 1, b"collider", &nodes, false));
+    records
+}
+
 #[test]
 fn colliding_method_ids_do_not_stall_jpd() {
     let mids = colliding_mids(NODES);
@@ -34,13 +46,7 @@ fn colliding_method_ids_do_not_stall_jpd() {
     scene.start_jvm(Jdk::J17);
     let (mut agent, _, generation) = scene.fake_agent();
     let pid = agent.pid;
-    let nodes: Vec<_> = mids
-        .iter()
-        .enumerate()
-        .map(|(i, &mid)| node(i as u32 + 1, 0, mid))
-        .collect();
-    let mut records = vec![hello(pid, generation, b"Collider")];
-    records.extend(thread_tree(pid, generation, 1, b"collider", &nodes, false));
+    let records = collider(pid, generation, &mids);
     println!(
         "colliding method ids: {NODES} nodes in {} records",
         records.len()

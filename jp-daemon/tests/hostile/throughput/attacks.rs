@@ -10,10 +10,8 @@ use std::sync::OnceLock;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use jp_common::wire::MethodDef;
-
 use crate::harness::{list, Scene};
-use crate::records::{fire, hello, methods, node, thread_slot, thread_tree};
+use crate::records::{fire, hello, node, thread_slot, thread_tree};
 use crate::support::usdt::fake_agent::{write_records, Agent};
 use crate::{deep_chain, fake_jvms, far_node, flood, main_class, method_ids, resends, thread_map};
 
@@ -140,16 +138,7 @@ impl Attack {
                     .collect();
                 thread_map::announce(pid, generation, &tids, b"MadeUpThreads")
             }
-            Attack::MethodIds => {
-                let nodes: Vec<_> = colliding()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &mid)| node(i as u32 + 1, 0, mid))
-                    .collect();
-                let mut records = vec![hello(pid, generation, b"Collider")];
-                records.extend(thread_tree(pid, generation, 1, b"collider", &nodes, false));
-                records
-            }
+            Attack::MethodIds => method_ids::collider(pid, generation, colliding()),
             Attack::DeepChain => {
                 let nodes: Vec<_> = (1..=deep_chain::DEPTH)
                     .map(|i| node(i, i - 1, 1 + i % 7))
@@ -158,7 +147,7 @@ impl Attack {
                 records.extend(thread_tree(pid, generation, 1, b"deep", &nodes, false));
                 records
             }
-            Attack::Names => names(pid, generation),
+            Attack::Names => main_class::names(pid, generation),
         }
     }
 }
@@ -289,32 +278,6 @@ impl Prepared<'_> {
 fn colliding() -> &'static [u32] {
     static MIDS: OnceLock<Vec<u32>> = OnceLock::new();
     MIDS.get_or_init(|| method_ids::colliding_mids(method_ids::NODES))
-}
-
-/// A main class, a method and a thread named with an escape sequence and 3000 characters.
-fn names(pid: u32, generation: u64) -> Vec<Vec<u8>> {
-    let name = main_class::hostile_name;
-    let (main, method, thread) = (name(b'M'), name(b'm'), name(b't'));
-    let def = MethodDef {
-        mid: 1,
-        class: &main,
-        name: &method,
-        descriptor: b"()V",
-        source_file: b"A.java",
-    };
-    let mut records = vec![
-        hello(pid, generation, &main),
-        methods(pid, generation, 1, &[def]),
-    ];
-    records.extend(thread_tree(
-        pid,
-        generation,
-        1,
-        &thread,
-        &[node(1, 0, 1)],
-        false,
-    ));
-    records
 }
 
 /// The processes of an arm, ended after its window.

@@ -19,7 +19,6 @@
 
 mod attacks;
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -27,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::harness::{cpu_ticks, wait_listed, RealJvm, Scene};
+use crate::harness::{append_measure, cpu_ticks, wait_listed, RealJvm, Scene};
 use crate::support::usdt::fake_agent;
 use attacks::{Attack, Programs};
 use jp_testkit::jdk::Jdk;
@@ -178,12 +177,7 @@ fn record(attack: Attack, arms: &[Arm]) {
         })
         .collect();
     let line = json!({ "throughput": attack.key(), "arms": arms });
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&file)
-        .expect("open the measure file");
-    writeln!(f, "{line}").expect("write the measure file");
+    append_measure(&file, &line);
 }
 
 /// One round of the workload: when it ran and the JVM's CPU over it.
