@@ -8,7 +8,7 @@ use crate::harness::{rss, Scene};
 use crate::records::{fire, hello, node, thread_tree};
 use jp_testkit::jdk::Jdk;
 
-const DEPTH: u32 = 100_000;
+pub(crate) const DEPTH: u32 = 100_000;
 /// What a pprof of the chain may weigh: stacks folded at a depth cap, not Σ depth.
 const MAX_PPROF_BYTES: u64 = 64 << 20;
 

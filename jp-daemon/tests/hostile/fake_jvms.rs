@@ -10,9 +10,9 @@ use crate::support::usdt::fake_agent::Agent;
 use jp_testkit::jdk::Jdk;
 
 /// More than the 256 JVMs jpd keeps by default.
-const FAKES: usize = 300;
+pub(crate) const FAKES: usize = 300;
 /// The attacker is another user than the real JVM's (root): `nobody`.
-const ATTACKER_UID: u32 = 65_534;
+pub(crate) const ATTACKER_UID: u32 = 65_534;
 /// JVMs one uid may have tracked (`[usdt] max_jvms_per_uid`'s default).
 const JVMS_PER_UID: usize = 32;
 

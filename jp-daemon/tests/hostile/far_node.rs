@@ -8,10 +8,10 @@ use crate::records::{fire, hello, node, thread_slot, thread_tree};
 use jp_testkit::jdk::Jdk;
 
 /// Threads of the attack: with the hello, 13 records.
-const THREADS: u64 = 6;
+pub(crate) const THREADS: u64 = 6;
 /// Just under `max_thread_nodes_per_jvm` (16 M by default): the largest id one thread
 /// may define while its slots are charged to that limit.
-const FAR: u32 = 16_000_000 - 1;
+pub(crate) const FAR: u32 = 16_000_000 - 1;
 
 #[test]
 fn far_node_ids_of_ended_threads_stay_within_the_budget() {

@@ -11,9 +11,9 @@ use crate::support::usdt::fake_agent::write_records;
 use jp_testkit::jdk::Jdk;
 
 const FLOOD_FOR: Duration = Duration::from_secs(10);
-const FLOODERS: usize = 2;
+pub(crate) const FLOODERS: usize = 2;
 /// Hellos in each flooder's file (about 12 KiB each: three strings near their limit).
-const PER_FILE: usize = 1000;
+pub(crate) const PER_FILE: usize = 1000;
 
 #[test]
 fn a_flood_costs_the_real_jvm_beside_it_no_resends_jdk17() {

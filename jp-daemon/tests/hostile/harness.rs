@@ -9,8 +9,9 @@
 //! succeeds must not take the shared host down with it.
 //!
 //! With `JP_HOSTILE_MEASURE=FILE` (set by `cargo xtask bench hostile`) the scene also
-//! times the real JVM's rounds before and during the attack and jpd's CPU, and appends
-//! them to FILE as one JSON line; the tests themselves judge no timing.
+//! measures jpd's CPU over the attack and the share of the real JVM's CPU under its
+//! contexts, and appends them to FILE as one JSON line; the tests themselves judge no
+//! timing. The real JVM's throughput is the `throughput` test's.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -131,7 +132,7 @@ impl Scene {
     /// Starts the real JVM, waits until jpd lists it and runs the rounds before the
     /// attack; its jpd RSS then is the baseline the budget is measured from.
     pub fn start_jvm(&mut self, jdk: Jdk) {
-        let mut jvm = RealJvm::start(self.dir.path(), jdk);
+        let mut jvm = RealJvm::start(self.dir.path(), jdk, ROUNDS);
         let pid = jvm.pid;
         jvm.wait_line("started");
         wait_listed(&self.jpd, pid);
@@ -243,7 +244,6 @@ impl Scene {
             jvm.next_round();
         }
         let pid = jvm.pid;
-        let rounds = std::mem::take(&mut jvm.round_ends);
         let agent_tree = jvm.finish();
         if rss(self.jpd.pid()).0 == 0 {
             return JvmReport {
@@ -251,7 +251,6 @@ impl Scene {
                 complete: false,
                 entry: Value::String("jpd is gone".into()),
                 same_tree: Some("jpd is gone: no tree to compare".into()),
-                round_ends: rounds,
             };
         }
         let entry = wait_exited(&self.jpd, pid);
@@ -276,7 +275,6 @@ impl Scene {
                         })
                 })
                 .flatten(),
-            round_ends: rounds,
         }
     }
 }
@@ -295,7 +293,6 @@ pub struct JvmReport {
     pub entry: Value,
     /// `None` when jpd's tree equals the agent's node for node; else the differences.
     pub same_tree: Option<String>,
-    round_ends: Vec<Instant>,
 }
 
 /// Everything measured, and the checks of the goals.
@@ -435,27 +432,22 @@ impl Outcome {
         );
     }
 
-    /// For the bench: one JSON line with the real JVM's rounds before and during the
-    /// attack, jpd's CPU over the attack and its memory.
+    /// For the bench: one JSON line with jpd's CPU over the attack and its memory, and
+    /// the share of the real JVM's application CPU that jpd put under its contexts.
     fn measure(&self, t0: Instant, t1: Instant, cpu_ticks: u64) {
         let Some(file) = std::env::var_os("JP_HOSTILE_MEASURE") else {
             return;
         };
-        let ends = self.jvm.as_ref().map(|j| &j.round_ends[..]).unwrap_or(&[]);
-        let round_ms: Vec<(f64, bool)> = ends
-            .windows(2)
-            .skip(WARM_UP)
-            .map(|w| {
-                let during = w[0] >= t0 && w[1] <= t1;
-                ((w[1] - w[0]).as_secs_f64() * 1e3, during)
-            })
-            .collect();
         // SAFETY: sysconf has no preconditions.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let entry = self.jvm.as_ref().map(|j| &j.entry);
+        let contexts_share = entry.and_then(|e| {
+            let app = app_cpu_ns(e);
+            (app > 0).then(|| e["cpu"]["contexts_ns"].as_u64().unwrap_or(0) as f64 / app as f64)
+        });
         let line = serde_json::json!({
             "attack": self.attack,
-            "without_ms": round_ms.iter().filter(|r| !r.1).map(|r| r.0).collect::<Vec<_>>(),
-            "during_ms": round_ms.iter().filter(|r| r.1).map(|r| r.0).collect::<Vec<_>>(),
+            "contexts_share": contexts_share,
             "attack_s": (t1 - t0).as_secs_f64(),
             "jpd_cpu_s": cpu_ticks as f64 / hz,
             "baseline_rss": self.baseline_rss,
@@ -465,22 +457,35 @@ impl Outcome {
             "resends": self.resends,
             "refusals": self.refusals.iter().map(|(s, r, n)| format!("{s}/{r} {n}")).collect::<Vec<_>>(),
         });
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&file)
-            .expect("open the measure file");
-        writeln!(f, "{line}").expect("write the measure file");
+        append_measure(&file, &line);
     }
 }
 
-/// Rounds before the attack: the warm-up, and when measured, enough to compare with.
+/// Appends one JSON line to the bench's measure file.
+pub fn append_measure(file: &std::ffi::OsStr, line: &Value) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .expect("open the measure file");
+    writeln!(f, "{line}").expect("write the measure file");
+}
+
+/// The real JVM's application CPU (user and kernel) from its `jvm list` entry, in ns.
+pub fn app_cpu_ns(entry: &Value) -> u64 {
+    entry["cpu"]["kinds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|k| k["kind"] == "app")
+        .map(|k| k["user_ns"].as_u64().unwrap_or(0) + k["kernel_ns"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Rounds before the attack: the warm-up and one more (the workload at steady state
+/// when the attack begins). Its throughput is measured by the `throughput` test.
 fn before_rounds() -> usize {
-    if std::env::var_os("JP_HOSTILE_MEASURE").is_some() {
-        WARM_UP + 8
-    } else {
-        WARM_UP + 1
-    }
+    WARM_UP + 1
 }
 
 /// The sampler thread's state.
@@ -576,7 +581,7 @@ pub fn rss(pid: i32) -> (u64, u64) {
 }
 
 /// utime + stime of `pid` in clock ticks.
-fn cpu_ticks(pid: i32) -> u64 {
+pub(crate) fn cpu_ticks(pid: i32) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = text.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<u64> = after
@@ -618,19 +623,25 @@ fn jvm_control_address(pid: u32) -> u64 {
 
 /// `jpctl jvm list --json`'s entry for `pid` (`None` too when jpd does not answer).
 pub fn listed(d: &Jpd, pid: u32) -> Option<Value> {
-    let out = d.jpctl().args(["jvm", "list", "--json"]).output().ok()?;
-    let list: Value = serde_json::from_slice(&out.stdout).ok()?;
-    let jvms = list
-        .get("jvms")
-        .and_then(Value::as_array)
-        .or_else(|| list.as_array())
-        .cloned()
-        .unwrap_or_default();
-    jvms.into_iter()
+    list(d)
+        .into_iter()
         .find(|j| j["pid"].as_u64() == Some(u64::from(pid)))
 }
 
-fn wait_listed(d: &Jpd, pid: u32) -> Value {
+/// Every entry of `jpctl jvm list --json` (none when jpd does not answer).
+pub fn list(d: &Jpd) -> Vec<Value> {
+    let Some(out) = d.jpctl().args(["jvm", "list", "--json"]).output().ok() else {
+        return Vec::new();
+    };
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    list.get("jvms")
+        .and_then(Value::as_array)
+        .or_else(|| list.as_array())
+        .cloned()
+        .unwrap_or_default()
+}
+
+pub(crate) fn wait_listed(d: &Jpd, pid: u32) -> Value {
     wait_entry(d, pid, "listed", |_| true)
 }
 
@@ -657,18 +668,20 @@ fn wait_entry(d: &Jpd, pid: u32, what: &str, pred: impl Fn(&Value) -> bool) -> V
 
 /// The real JVM: `Phases ROUNDS ROUND_SIZE` with the real agent, which also writes its
 /// own tree (`out=`) for the node-by-node comparison.
-struct RealJvm {
+pub(crate) struct RealJvm {
     child: Child,
-    pid: u32,
+    pub(crate) pid: u32,
+    /// Rounds the workload was started with.
+    phases: usize,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     out: PathBuf,
     rounds_done: usize,
-    round_ends: Vec<Instant>,
 }
 
 impl RealJvm {
-    fn start(dir: &Path, jdk: Jdk) -> RealJvm {
+    /// `Phases PHASES ROUND_SIZE`, compiled into `dir`.
+    pub(crate) fn start(dir: &Path, jdk: Jdk, phases: usize) -> RealJvm {
         let jdk = jdk.home();
         let classes = dir.join("classes");
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jvm/Phases.java");
@@ -690,7 +703,7 @@ impl RealJvm {
             .arg("-cp")
             .arg(&classes)
             .arg("Phases")
-            .arg(ROUNDS.to_string())
+            .arg(phases.to_string())
             .arg(ROUND_SIZE.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -704,12 +717,12 @@ impl RealJvm {
             stdin,
             stdout,
             out,
+            phases,
             rounds_done: 0,
-            round_ends: vec![],
         }
     }
 
-    fn wait_line(&mut self, want: &str) {
+    pub(crate) fn wait_line(&mut self, want: &str) {
         let mut line = String::new();
         let n = self.stdout.read_line(&mut line).expect("read JVM stdout");
         assert!(
@@ -718,20 +731,16 @@ impl RealJvm {
         );
     }
 
-    fn release(&mut self) {
+    pub(crate) fn release(&mut self) {
         self.stdin.write_all(b"\n").expect("write JVM stdin");
         self.stdin.flush().expect("flush JVM stdin");
-        if self.round_ends.is_empty() {
-            self.round_ends.push(Instant::now());
-        }
     }
 
     /// Waits for the running round and starts the next one (if any).
-    fn next_round(&mut self) {
+    pub(crate) fn next_round(&mut self) {
         self.wait_line(&format!("phase {} done", self.rounds_done));
         self.rounds_done += 1;
-        self.round_ends.push(Instant::now());
-        if self.rounds_done < ROUNDS {
+        if self.rounds_done < self.phases {
             self.release();
         }
     }

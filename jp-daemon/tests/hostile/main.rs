@@ -8,9 +8,10 @@
 //! what it refused and why.
 //!
 //! `harness` is the scene (jpd, the real JVM, the sampler, the checks), `records` the
-//! records the fake agents fire; the other modules are one attack each.
-//! `cargo xtask bench hostile` runs these tests with `JP_HOSTILE_MEASURE` set to time
-//! the real JVM and jpd's CPU beside each attack.
+//! records the fake agents fire; the other modules are one attack each, and
+//! `throughput` plays every attack seen and unseen by jpd beside one real JVM.
+//! `cargo xtask bench hostile` runs these tests with `JP_HOSTILE_MEASURE` set to measure
+//! jpd's memory and CPU beside each attack and the real JVM's throughput.
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -25,3 +26,4 @@ mod main_class;
 mod method_ids;
 mod resends;
 mod thread_map;
+mod throughput;

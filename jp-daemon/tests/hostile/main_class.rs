@@ -16,12 +16,8 @@ fn hostile_name(tail: u8) -> Vec<u8> {
     name
 }
 
-#[test]
-fn names_with_escapes_reach_no_terminal_and_no_label_raw() {
-    let mut scene = Scene::start("");
-    scene.start_jvm(Jdk::J25);
-    let (mut agent, _, generation) = scene.fake_agent();
-    let pid = agent.pid;
+/// A main class, a method and a thread named with an escape sequence and 3000 characters.
+pub(crate) fn names(pid: u32, generation: u64) -> Vec<Vec<u8>> {
     let (main, method, thread) = (hostile_name(b'M'), hostile_name(b'm'), hostile_name(b't'));
     let def = MethodDef {
         mid: 1,
@@ -34,14 +30,18 @@ fn names_with_escapes_reach_no_terminal_and_no_label_raw() {
         hello(pid, generation, &main),
         methods(pid, generation, 1, &[def]),
     ];
-    records.extend(thread_tree(
-        pid,
-        generation,
-        1,
-        &thread,
-        &[node(1, 0, 1)],
-        false,
-    ));
+    let first = [node(1, 0, 1)];
+    records.extend(thread_tree(pid, generation, 1, &thread, &first, false));
+    records
+}
+
+#[test]
+fn names_with_escapes_reach_no_terminal_and_no_label_raw() {
+    let mut scene = Scene::start("");
+    scene.start_jvm(Jdk::J25);
+    let (mut agent, _, generation) = scene.fake_agent();
+    let pid = agent.pid;
+    let records = names(pid, generation);
     scene.attack_begins();
     assert_eq!(
         fire(&mut agent, &scene.path("names.rec"), &records),

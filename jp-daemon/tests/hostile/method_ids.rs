@@ -7,7 +7,7 @@ use crate::harness::Scene;
 use crate::records::{fire, hello, node, thread_tree};
 use jp_testkit::jdk::Jdk;
 
-const NODES: usize = 60_000;
+pub(crate) const NODES: usize = 60_000;
 /// The index's multiplier: keys are `parent << 32 | mid`.
 const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Bits of the bucket all the keys share: they collide in every table of up to 2^15
@@ -18,12 +18,24 @@ const MAX_MID: u32 = (1 << 31) - 1;
 
 /// Method ids (children of the root) that land in bucket 0 of every table of at most
 /// 2^SHARED_BITS buckets.
-fn colliding_mids(n: usize) -> Vec<u32> {
+pub(crate) fn colliding_mids(n: usize) -> Vec<u32> {
     let mask = (1u64 << SHARED_BITS) - 1;
     (1..=MAX_MID)
         .filter(|&mid| (u64::from(mid).wrapping_mul(MULTIPLIER) >> 32) & mask == 0)
         .take(n)
         .collect()
+}
+
+/// A hello and one thread's tree of a node per method id of `mids`, all under the root.
+pub(crate) fn collider(pid: u32, generation: u64, mids: &[u32]) -> Vec<Vec<u8>> {
+    let nodes: Vec<_> = mids
+        .iter()
+        .enumerate()
+        .map(|(i, &mid)| node(i as u32 + 1, 0, mid))
+        .collect();
+    let mut records = vec![hello(pid, generation, b"Collider")];
+    records.extend(thread_tree(pid, generation, 1, b"collider", &nodes, false));
+    records
 }
 
 #[test]
@@ -34,13 +46,7 @@ fn colliding_method_ids_do_not_stall_jpd() {
     scene.start_jvm(Jdk::J17);
     let (mut agent, _, generation) = scene.fake_agent();
     let pid = agent.pid;
-    let nodes: Vec<_> = mids
-        .iter()
-        .enumerate()
-        .map(|(i, &mid)| node(i as u32 + 1, 0, mid))
-        .collect();
-    let mut records = vec![hello(pid, generation, b"Collider")];
-    records.extend(thread_tree(pid, generation, 1, b"collider", &nodes, false));
+    let records = collider(pid, generation, &mids);
     println!(
         "colliding method ids: {NODES} nodes in {} records",
         records.len()

@@ -18,7 +18,7 @@ const ATTACK_FOR: Duration = Duration::from_secs(10);
 const MAX_ATTACKER_RESENDS: u64 = 10;
 
 /// A hello, a tree, and a record that skips four sequence numbers: a loss.
-fn lossy_state(pid: u32, generation: u64) -> Vec<Vec<u8>> {
+pub(crate) fn lossy_state(pid: u32, generation: u64) -> Vec<Vec<u8>> {
     let mut records = vec![hello(pid, generation, b"Resender")];
     let nodes: Vec<_> = (1..=100).map(|i| node(i, i - 1, 1 + i % 5)).collect();
     records.extend(thread_tree(pid, generation, 1, b"t", &nodes, false));

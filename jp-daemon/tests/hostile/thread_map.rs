@@ -9,9 +9,25 @@ use crate::harness::Scene;
 use crate::records::{fire, hello, thread_slot};
 use jp_testkit::jdk::Jdk;
 
-const SLOTS: u32 = 16_400;
+pub(crate) const SLOTS: u32 = 16_400;
 /// Thread ids of the made-up threads: none is a real thread's.
-const FIRST_MADE_UP_TID: u32 = 3_000_000;
+pub(crate) const FIRST_MADE_UP_TID: u32 = 3_000_000;
+
+/// A hello and one context slot announced for each of `tids`.
+pub(crate) fn announce(pid: u32, generation: u64, tids: &[u32], name: &[u8]) -> Vec<Vec<u8>> {
+    let mut records = vec![hello(pid, generation, name)];
+    for (i, &tid) in tids.iter().enumerate() {
+        let stream = i as u64 + 1;
+        records.push(thread_slot(
+            pid,
+            generation,
+            stream,
+            tid,
+            0x10_000 + 8 * stream,
+        ));
+    }
+    records
+}
 
 #[test]
 fn a_thread_map_filler_does_not_unjoin_the_real_jvm() {
@@ -27,20 +43,6 @@ fn a_thread_map_filler_does_not_unjoin_the_real_jvm() {
         .lines()
         .map(|l| l.parse().expect("a thread id"))
         .collect();
-    let announce = |pid: u32, generation: u64, tids: &[u32], name: &[u8]| {
-        let mut records = vec![hello(pid, generation, name)];
-        for (i, &tid) in tids.iter().enumerate() {
-            let stream = i as u64 + 1;
-            records.push(thread_slot(
-                pid,
-                generation,
-                stream,
-                tid,
-                0x10_000 + 8 * stream,
-            ));
-        }
-        records
-    };
     let records = announce(agent.pid, generation, &tids, b"ThreadFiller");
     let made_up_tids: Vec<u32> = (0..SLOTS).map(|i| FIRST_MADE_UP_TID + i).collect();
     let made_up_records = announce(
@@ -67,13 +69,7 @@ fn a_thread_map_filler_does_not_unjoin_the_real_jvm() {
     outcome.assert_goals();
     let jvm = outcome.jvm.as_ref().expect("the real JVM");
     let cpu = &jvm.entry["cpu"];
-    let app: u64 = cpu["kinds"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|k| k["kind"] == "app")
-        .map(|k| k["user_ns"].as_u64().unwrap_or(0) + k["kernel_ns"].as_u64().unwrap_or(0))
-        .sum();
+    let app = crate::harness::app_cpu_ns(&jvm.entry);
     let contexts = cpu["contexts_ns"].as_u64().unwrap_or(0);
     // How much of the real JVM's CPU lands under its contexts depends on how soon each of
     // its short-lived workers joins the sampler after it starts: a timing, for the

@@ -227,8 +227,19 @@ impl Agent {
 
     /// Sends a command and returns its answer line.
     pub fn ask(&mut self, command: &str) -> String {
+        self.send(command);
+        self.answer(command)
+    }
+
+    /// Sends a command without waiting for its answer (commands queue in the pipe, so
+    /// that the program never waits for the next one).
+    pub fn send(&mut self, command: &str) {
         writeln!(self.stdin, "{command}").unwrap();
         self.stdin.flush().unwrap();
+    }
+
+    /// The next answer line (to `command`, for the message when there is none).
+    pub fn answer(&mut self, command: &str) -> String {
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
         assert!(!line.is_empty(), "{command}: the fake agent exited");
