@@ -15,7 +15,10 @@ mod tree;
 
 pub use delta::{mct_delta, mct_delta_mapped};
 pub use folded::{write_folded, write_folded_folding};
-pub use html::{write_flame_html, write_html, FlameTree, FrameCounts, DEFAULT_MIN_SHARE};
+pub use html::{
+    write_flame_html, write_flame_html_types, write_html, FlameTree, FrameCounts, SampleType,
+    DEFAULT_MIN_SHARE, OFFCPU_FRAME,
+};
 pub use json::{write_json, write_json_cpu};
 pub use pprof::{
     folded_frame_name, write_pprof, write_pprof_folding, MctCpu, OffcpuTime, PprofOptions,
