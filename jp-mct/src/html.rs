@@ -12,7 +12,7 @@ use std::io::{self, Write};
 use std::sync::Arc;
 
 mod types;
-pub use types::{SampleType, OFFCPU_FRAME};
+pub use types::{idle_note, typed_graphs, SampleType, OFFCPU_FRAME};
 
 /// Frames under 1/20000 of the total (0.005 %, a sixteenth of a pixel at 1200 pixels) are
 /// merged: they cannot be seen unzoomed, and zoomed they are at most noise.

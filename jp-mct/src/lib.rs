@@ -16,8 +16,8 @@ mod tree;
 pub use delta::{mct_delta, mct_delta_mapped};
 pub use folded::{write_folded, write_folded_folding};
 pub use html::{
-    write_flame_html, write_flame_html_types, write_html, FlameTree, FrameCounts, SampleType,
-    DEFAULT_MIN_SHARE, OFFCPU_FRAME,
+    idle_note, typed_graphs, write_flame_html, write_flame_html_types, write_html, FlameTree,
+    FrameCounts, SampleType, DEFAULT_MIN_SHARE, OFFCPU_FRAME,
 };
 pub use json::{write_json, write_json_cpu};
 pub use pprof::{

@@ -98,7 +98,7 @@ impl FlameTree {
             }
         }
         let mut g = FlameTree::new(title, ty.unit(), false);
-        let mut leaves = |g: &mut FlameTree, node: usize, frame: usize| {
+        let leaves = |g: &mut FlameTree, node: usize, frame: usize| {
             for (f, ns) in kernel_of.get(&node).into_iter().flatten() {
                 g.add(frame, Arc::clone(f), own(None, *ns), FrameCounts::default());
             }
@@ -151,6 +151,36 @@ impl FlameTree {
             }
         }
     }
+}
+
+/// One graph of `t` per sample type `cpu` allows (see [`SampleType::of`]), each titled
+/// `title`. The off-CPU and wall graphs say how much time off CPU of idle threads was
+/// left out (`cpu`'s `offcpu_idle_hidden_ns`) and, in `show_all`, how to see it.
+pub fn typed_graphs(
+    t: &Mct,
+    cpu: Option<&MctCpu>,
+    title: &str,
+    show_all: &str,
+) -> Vec<(SampleType, FlameTree)> {
+    let hidden = cpu.map_or(0, |c| c.offcpu_idle_hidden_ns);
+    SampleType::of(cpu)
+        .into_iter()
+        .map(|ty| {
+            let mut g = FlameTree::from_mct_typed(t, cpu, ty, title);
+            if hidden > 0 && matches!(ty, SampleType::Offcpu | SampleType::Wall) {
+                g.subtitle.push_str(&idle_note(hidden, show_all));
+            }
+            (ty, g)
+        })
+        .collect()
+}
+
+/// What a graph of time off CPU says of the idle threads' time it leaves out.
+pub fn idle_note(hidden_ns: u64, show_all: &str) -> String {
+    format!(
+        " · {:.3} s off CPU of idle threads (waiting for work) not shown; {show_all}",
+        hidden_ns as f64 / 1e9
+    )
 }
 
 /// Counts of a frame with `ns` of its own (its children's are added after).
