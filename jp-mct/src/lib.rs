@@ -24,7 +24,7 @@ pub use pprof::{
     folded_frame_name, write_pprof, write_pprof_folding, MctCpu, OffcpuTime, PprofOptions,
     TimeRange,
 };
-pub use read::read_json;
+pub use read::{read_json, read_json_cpu};
 pub use tree::write_tree;
 
 use std::collections::HashMap;

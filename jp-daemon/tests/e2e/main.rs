@@ -3,14 +3,18 @@
 //! docs/architecture.md, "Tests").
 #[path = "../support/mod.rs"]
 mod support;
+#[path = "../../../jp-mct/tests/browser/mod.rs"]
+mod browser;
 
 mod cpu;
 mod cpu_views;
 mod cpu_virtual;
+mod flame_offcpu;
 mod jvm;
 mod kernel;
 mod offcpu;
 mod offcpu_idle;
 mod offcpu_io;
+mod offcpu_pid_reuse;
 mod rotation;
 mod windows;

@@ -20,14 +20,14 @@ pub(crate) const CONFIG: &str = "offcpu = true\n[usdt]\nscan_interval_ms = 100\n
 const PERIOD_NS: u64 = 1_000_000_000 / 997;
 
 /// jpd's jp-mct/1 JSON of `pid`.
-fn export_json(d: &Jpd, pid: u32, tag: &str) -> Value {
+pub(crate) fn export_json(d: &Jpd, pid: u32, tag: &str) -> Value {
     let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("offcpu-{tag}.json"));
     d.export_to(pid, "json", &file);
     serde_json::from_slice(&std::fs::read(&file).expect("read the export")).expect("JSON")
 }
 
 /// Every node of a jp-mct/1 document, pre-order.
-fn nodes(doc: &Value) -> Vec<Value> {
+pub(crate) fn nodes(doc: &Value) -> Vec<Value> {
     fn walk(n: &Value, out: &mut Vec<Value>) {
         out.push(n.clone());
         for c in n["children"].as_array().into_iter().flatten() {
@@ -42,14 +42,14 @@ fn nodes(doc: &Value) -> Vec<Value> {
 }
 
 /// The contexts of methods starting with `prefix`.
-fn of<'a>(nodes: &'a [Value], prefix: &str) -> Vec<&'a Value> {
+pub(crate) fn of<'a>(nodes: &'a [Value], prefix: &str) -> Vec<&'a Value> {
     nodes
         .iter()
         .filter(|n| n["method"].as_str().is_some_and(|m| m.starts_with(prefix)))
         .collect()
 }
 
-fn offcpu_ns(ctx: &[&Value]) -> u64 {
+pub(crate) fn offcpu_ns(ctx: &[&Value]) -> u64 {
     ctx.iter()
         .map(|n| n["offcpu"]["ns"].as_u64().unwrap_or(0))
         .sum()
@@ -61,7 +61,7 @@ fn offcpu_kind_ns(ctx: &[&Value], kind: &str) -> u64 {
         .sum()
 }
 
-fn cpu_ns(ctx: &[&Value]) -> u64 {
+pub(crate) fn cpu_ns(ctx: &[&Value]) -> u64 {
     ctx.iter()
         .map(|n| n["cpu"]["user"].as_u64().unwrap_or(0) + n["cpu"]["kernel"].as_u64().unwrap_or(0))
         .sum()
@@ -137,7 +137,7 @@ pub(crate) fn done_line(jvm: &mut Jvm) -> String {
 }
 
 /// Waits until jpd's export of `pid` has no time left waiting for its context.
-fn settled(d: &Jpd, pid: u32) {
+pub(crate) fn settled(d: &Jpd, pid: u32) {
     std::thread::sleep(Duration::from_millis(2500));
     wait_listed(d, pid, "settled", |j| {
         j["cpu"]["pending_ns"].as_u64() == Some(0)
@@ -411,7 +411,7 @@ fn monitor_contention_is_lock_time_under_its_context() {
 }
 
 /// jpd's count of periods off CPU not timed for `reason`.
-fn dropped(d: &Jpd, reason: &str) -> Option<u64> {
+pub(crate) fn dropped(d: &Jpd, reason: &str) -> Option<u64> {
     let series = format!("jp_offcpu_periods_dropped_total{{reason=\"{reason}\"}}");
     crate::support::jpd::metric(&d.metrics(), &series)
 }

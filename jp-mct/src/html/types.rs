@@ -104,8 +104,15 @@ impl FlameTree {
             }
             for (kind, functions) in waits_of.get(&node).into_iter().flatten() {
                 let name: Arc<str> = Arc::from(format!("{OFFCPU_FRAME}{kind}"));
-                let k = g.add(frame, name, own(None, 0), FrameCounts::default());
-                for (f, ns) in functions {
+                // No function (a file that has the kinds apart from the functions): the
+                // kind's frame holds the time itself.
+                let unnamed: u64 = functions
+                    .iter()
+                    .filter(|(f, _)| f.is_empty())
+                    .map(|(_, ns)| ns)
+                    .sum();
+                let k = g.add(frame, name, own(None, unnamed), FrameCounts::default());
+                for (f, ns) in functions.iter().filter(|(f, _)| !f.is_empty()) {
                     g.add(k, Arc::clone(f), own(None, *ns), FrameCounts::default());
                 }
             }
