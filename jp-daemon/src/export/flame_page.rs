@@ -377,7 +377,7 @@ mod tests {
             .iter()
             .map(|(ty, g)| (*ty, g.subtitle.as_str()))
             .collect();
-        let hidden = "bba=default · 1 calling contexts · 2.500 s off CPU of idle threads (waiting for work) not shown; all=1 in the URL shows them";
+        let hidden = "bba=default · 1 calling contexts · 2500.000 ms off CPU of idle threads (waiting for work) not shown; all=1 in the URL shows them";
         assert_eq!(
             subtitles,
             [

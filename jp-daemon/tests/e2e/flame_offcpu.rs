@@ -12,9 +12,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::cpu::{compile, jdks, Jvm};
-use crate::offcpu::{
-    cpu_ns, done_line, export_json, go, nodes, of, offcpu_ns, settled, CONFIG,
-};
+use crate::offcpu::{cpu_ns, done_line, export_json, go, nodes, of, offcpu_ns, settled, CONFIG};
 use crate::support::jpd::Jpd;
 use crate::support::require_root;
 
@@ -236,7 +234,10 @@ fn offcpu_view(r: &[Value], doc: &Value, a: &[&Value], off_a: u64, what: &str) {
             .all(|(k, _)| kinds.iter().any(|(m, _)| m == k) || k == "[smaller frames]"),
         "{what}: drawn {drawn:?}, export {kinds:?}"
     );
-    assert!(drawn.contains(&kinds[0]), "{what}: drawn {drawn:?}, export {kinds:?}");
+    assert!(
+        drawn.contains(&kinds[0]),
+        "{what}: drawn {drawn:?}, export {kinds:?}"
+    );
     let functions: Vec<String> = a
         .iter()
         .filter_map(|n| n["offcpu"]["functions"].as_object())
@@ -253,7 +254,10 @@ fn offcpu_view(r: &[Value], doc: &Value, a: &[&Value], off_a: u64, what: &str) {
     // As wide on screen as its share of the graph (to the pixel's rounding).
     let px = crate::browser::width_of(&r[2], "OffcpuWaits.a()");
     let expected = GRAPH_PX * off_a as f64 / total as f64;
-    assert!((px as f64 - expected).abs() <= 1.0, "{what}: {px} px, expected {expected:.1}");
+    assert!(
+        (px as f64 - expected).abs() <= 1.0,
+        "{what}: {px} px, expected {expected:.1}"
+    );
     let tip = crate::browser::tooltip(&r[3]);
     assert!(
         tip.contains(&format!("\ninclusive ns off CPU: {}\n", grouped(off_a))),
@@ -262,5 +266,9 @@ fn offcpu_view(r: &[Value], doc: &Value, a: &[&Value], off_a: u64, what: &str) {
     let hidden = doc["offcpu_idle_hidden_ns"].as_u64().unwrap_or(0);
     let subtitle = r[1]["value"]["subtitle"].as_str().unwrap_or_default();
     let note = jp_mct::idle_note(hidden, "all=1 in the URL shows them");
-    assert_eq!(subtitle.contains(&note), hidden > 0, "{what}: {subtitle} / {note}");
+    assert_eq!(
+        subtitle.contains(&note),
+        hidden > 0,
+        "{what}: {subtitle} / {note}"
+    );
 }

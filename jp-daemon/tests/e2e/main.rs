@@ -1,10 +1,10 @@
 //! End to end, for real: the `jpd` and `jpctl` that `cargo xtask build` delivers.
 //! One test binary; each module is one area's tests, all sharing `support` (see
 //! docs/architecture.md, "Tests").
-#[path = "../support/mod.rs"]
-mod support;
 #[path = "../../../jp-mct/tests/browser/mod.rs"]
 mod browser;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod cpu;
 mod cpu_views;

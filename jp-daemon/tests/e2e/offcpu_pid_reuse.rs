@@ -134,11 +134,11 @@ fn a_reused_pid_gets_none_of_the_old_jvms_contexts_or_time_off_cpu() {
             [s, p] => (s, p),
             _ => panic!("{tag}: {line}"),
         };
-        settled(&d, pid);
-        let listed = wait_listed(&d, pid, "listed", |_| true);
         new.finish();
         let new_lived = t_new.elapsed().as_nanos() as u64;
         settled(&d, pid);
+        // Exited, every thread's last report in: the new JVM's entry, whole.
+        let listed = wait_listed(&d, pid, "exited", |j| !j["exited_unix_ms"].is_null());
         let doc = export_all(&d, pid, &format!("{tag}-new"));
         let all = nodes(&doc);
         let off_a = offcpu_ns(&of(&all, "OffcpuWaits.a("));

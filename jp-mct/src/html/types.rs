@@ -184,9 +184,10 @@ pub fn typed_graphs(
 
 /// What a graph of time off CPU says of the idle threads' time it leaves out.
 pub fn idle_note(hidden_ns: u64, show_all: &str) -> String {
+    // Milliseconds: a few idle threads of a small program wait for less than a second.
     format!(
-        " · {:.3} s off CPU of idle threads (waiting for work) not shown; {show_all}",
-        hidden_ns as f64 / 1e9
+        " · {:.3} ms off CPU of idle threads (waiting for work) not shown; {show_all}",
+        hidden_ns as f64 / 1e6
     )
 }
 
