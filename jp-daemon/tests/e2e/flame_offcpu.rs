@@ -83,7 +83,7 @@ fn grouped(n: u64) -> String {
 }
 
 /// The time off CPU of every context of a jp-mct/1 document, the root's included.
-fn offcpu_total(doc: &Value) -> u64 {
+pub(crate) fn offcpu_total(doc: &Value) -> u64 {
     let all = nodes(doc);
     let every: Vec<&Value> = all.iter().collect();
     offcpu_ns(&every) + doc["root"]["offcpu"]["ns"].as_u64().unwrap_or(0)
@@ -106,7 +106,7 @@ fn the_flame_page_switches_to_off_cpu_and_wall_time_in_a_real_browser() {
         jvm.finish();
         settled(&d, pid);
         let doc = export_json(&d, pid, &format!("{tag}-flame"));
-        let every = export_all(&d, pid, tag);
+        let every = export_all(&d, pid, &format!("flame-{tag}"));
         let all = nodes(&doc);
         let (a, b) = (of(&all, "OffcpuWaits.a("), of(&all, "OffcpuWaits.b("));
         let (off_a, cpu_a, cpu_b) = (offcpu_ns(&a), cpu_ns(&a), cpu_ns(&b));
@@ -187,9 +187,9 @@ fn the_flame_page_switches_to_off_cpu_and_wall_time_in_a_real_browser() {
     d.stop();
 }
 
-/// `jpctl jvm export PID --format json --all`, parsed.
-fn export_all(d: &Jpd, pid: u32, tag: &str) -> Value {
-    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("flame-{tag}-all.json"));
+/// `jpctl jvm export PID --format json --all` (every thread's time, idle ones too), parsed.
+pub(crate) fn export_all(d: &Jpd, pid: u32, tag: &str) -> Value {
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{tag}-all.json"));
     let _ = std::fs::remove_file(&file);
     d.jpctl_output(&[
         "jvm",

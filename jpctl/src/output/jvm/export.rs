@@ -23,3 +23,36 @@ pub fn flame_page(json: &[u8], pid: u32) -> anyhow::Result<Vec<u8>> {
     )?;
     Ok(page)
 }
+
+#[cfg(test)]
+mod tests {
+    /// An export with time off CPU: the page has the four types and the selector, the
+    /// off-CPU graphs say how much idle time jpd left out and how to see it.
+    #[test]
+    fn an_export_with_time_off_cpu_has_every_sample_type() {
+        let json = concat!(
+            "{\"format\": \"jp-mct/1\", \"bba\": \"default\", \"cpu_unit\": \"nanoseconds\", ",
+            "\"offcpu_idle_hidden_ns\": 1500000, \"root\": {\"children\": [\n",
+            "{\"method\": \"W.a()V\", \"calls\": 1, \"bytecodes\": 3, \"cpu\": {\"user\": 20, \"kernel\": 0}, ",
+            "\"offcpu\": {\"ns\": 70, \"kinds\": {\"sleep\": 70}, \"functions\": {\"do_nanosleep\": 70}}, ",
+            "\"children\": []}\n]}}\n"
+        );
+        let page = String::from_utf8(super::flame_page(json.as_bytes(), 7).unwrap()).unwrap();
+        assert!(
+            page.contains(
+                "{\"types\":[\"bytecodes\",\"cpu\",\"offcpu\",\"wall\"],\"default\":\"bytecodes\","
+            ),
+            "{page}"
+        );
+        assert!(page.contains("<select id=\"type\""), "{page}");
+        assert!(
+            page.contains("\"names\":[\"[smaller frames]\",\"W.a()\",\"off-CPU: sleep\",\"do_nanosleep\"],\"frames\":[[1,0,70,1,70,0],[2,1,70,-1,70,0],[3,2,70,-1,70,70]]"),
+            "{page}"
+        );
+        assert_eq!(
+            page.matches(" · 1.500 ms off CPU of idle threads (waiting for work) not shown; --all shows them · from jpd").count(),
+            2,
+            "{page}"
+        );
+    }
+}
