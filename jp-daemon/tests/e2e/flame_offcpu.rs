@@ -74,7 +74,7 @@ fn grouped(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (k, c) in s.chars().enumerate() {
-        if k > 0 && (s.len() - k) % 3 == 0 {
+        if k > 0 && (s.len() - k).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -226,7 +226,7 @@ fn offcpu_view(r: &[Value], doc: &Value, a: &[&Value], off_a: u64, what: &str) {
             }
         }
     }
-    kinds.sort_by(|x, y| y.1.cmp(&x.1));
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
     let drawn = under(&off, "OffcpuWaits.a()", 1);
     assert!(
         drawn

@@ -68,6 +68,9 @@ impl SampleType {
     }
 }
 
+/// A context's time off CPU: kind → [(kernel function, ns)].
+type WaitsByKind<'c> = BTreeMap<&'c str, Vec<(&'c Arc<str>, u64)>>;
+
 /// The frame of the kind of wait over the kernel functions of a context's time off CPU.
 pub const OFFCPU_FRAME: &str = "off-CPU: ";
 
@@ -90,7 +93,7 @@ impl FlameTree {
             }
         }
         // node → kind → [(function, ns)], sorted for stable pages.
-        let mut waits_of: HashMap<usize, BTreeMap<&str, Vec<(&Arc<str>, u64)>>> = HashMap::new();
+        let mut waits_of: HashMap<usize, WaitsByKind> = HashMap::new();
         if off_cpu {
             for o in &cpu.offcpu {
                 let kinds = waits_of.entry(o.node).or_default();
