@@ -11,48 +11,36 @@ use std::sync::Arc;
 impl Reader<'_> {
     /// `{"user": n, "kernel": n, "kernel_functions": {F: n, ...}}` of `node`.
     pub(super) fn node_cpu(&mut self, node: usize, cpu: &mut MctCpu) -> Result<(), MctError> {
-        self.expect(b'{')?;
-        let mut started = false;
-        while self.peek() != Some(b'}') {
-            self.separator(started)?;
-            started = true;
-            let key = self.string()?;
-            self.expect(b':')?;
-            match key.as_str() {
+        self.members(|r, key| {
+            match key {
                 "user" => {
                     if cpu.user_ns.len() <= node {
                         cpu.user_ns.resize(node + 1, 0);
                     }
-                    cpu.user_ns[node] = self.number()?;
+                    cpu.user_ns[node] = r.number()?;
                 }
                 "kernel_functions" => {
-                    for (f, ns) in self.counts()? {
+                    for (f, ns) in r.counts()? {
                         cpu.kernel.push((node, Arc::from(f.as_str()), ns));
                     }
                 }
-                _ => self.skip_value()?,
+                _ => r.skip_value()?,
             }
-        }
-        self.expect(b'}')
+            Ok(())
+        })
     }
 
     /// `{"ns": n, "kinds": {K: n, ...}, "functions": {F: n, ...}}` of `node`.
     pub(super) fn node_offcpu(&mut self, node: usize, cpu: &mut MctCpu) -> Result<(), MctError> {
-        self.expect(b'{')?;
         let (mut kinds, mut functions) = (Vec::new(), Vec::new());
-        let mut started = false;
-        while self.peek() != Some(b'}') {
-            self.separator(started)?;
-            started = true;
-            let key = self.string()?;
-            self.expect(b':')?;
-            match key.as_str() {
-                "kinds" => kinds = self.counts()?,
-                "functions" => functions = self.counts()?,
-                _ => self.skip_value()?,
+        self.members(|r, key| {
+            match key {
+                "kinds" => kinds = r.counts()?,
+                "functions" => functions = r.counts()?,
+                _ => r.skip_value()?,
             }
-        }
-        self.expect(b'}')?;
+            Ok(())
+        })?;
         let time = |kind: &str, function: &str, ns| OffcpuTime {
             node,
             kind: Arc::from(kind),
@@ -72,16 +60,29 @@ impl Reader<'_> {
 
     /// `{NAME: n, ...}`.
     fn counts(&mut self) -> Result<Vec<(String, u64)>, MctError> {
-        self.expect(b'{')?;
         let mut out = Vec::new();
-        while self.peek() != Some(b'}') {
-            self.separator(!out.is_empty())?;
-            let name = self.string()?;
-            self.expect(b':')?;
-            out.push((name, self.number()?));
-        }
-        self.expect(b'}')?;
+        self.members(|r, name| {
+            out.push((name.to_string(), r.number()?));
+            Ok(())
+        })?;
         Ok(out)
+    }
+
+    /// An object: `each` reads the value of every key.
+    fn members(
+        &mut self,
+        mut each: impl FnMut(&mut Self, &str) -> Result<(), MctError>,
+    ) -> Result<(), MctError> {
+        self.expect(b'{')?;
+        let mut started = false;
+        while self.peek() != Some(b'}') {
+            self.separator(started)?;
+            started = true;
+            let key = self.string()?;
+            self.expect(b':')?;
+            each(self, &key)?;
+        }
+        self.expect(b'}')
     }
 }
 
