@@ -3,17 +3,22 @@
 // Plain DOM, no libraries: the page must work from a file on a machine without network.
 (function () {
   "use strict";
-  const D = JSON.parse(document.getElementById("jp-data").textContent);
+  // One graph, or {types, default, graphs}: one graph per sample type, switched by the
+  // selector without a round trip; the URL's fragment (#type=offcpu) names the one drawn.
+  const ALL = JSON.parse(document.getElementById("jp-data").textContent);
+  const types = ALL.types || null;
   // A frame: [name index, depth, width, calls (-1: none), inclusive, exclusive,
   //           and for a diff: base calls, base inclusive, base exclusive].
-  const F = D.frames;
-  const n = F.length;
+  let D, F, n, parent, end, x, maxDepth;
   const ROW = 18;
-  const parent = new Int32Array(n);
-  const end = new Int32Array(n);
-  const x = new Float64Array(n);
-  let maxDepth = 0;
-  {
+  function load(data) {
+    D = data;
+    F = D.frames;
+    n = F.length;
+    parent = new Int32Array(n);
+    end = new Int32Array(n);
+    x = new Float64Array(n);
+    maxDepth = 0;
     const open = [];
     const cursor = [];
     let top = 0;
@@ -35,14 +40,28 @@
       if (d > maxDepth) maxDepth = d;
     }
     while (open.length) end[open.pop()] = n;
+    document.getElementById("title").textContent = D.title;
+    document.getElementById("subtitle").textContent = D.subtitle + liveNote();
   }
+  function liveNote() {
+    return D.refresh > 0 ? " · live: reloads every " + D.refresh + " s (paused while zoomed or searching)" : "";
+  }
+  const select = document.getElementById("type");
+  function typeInUrl() {
+    const m = /(?:^#|&)type=([a-z]+)/.exec(location.hash);
+    return m && types.indexOf(m[1]) >= 0 ? m[1] : ALL.default;
+  }
+  function loadType(key) {
+    select.value = key;
+    load(ALL.graphs[types.indexOf(key)]);
+  }
+  if (types) loadType(typeInUrl());
+  else load(ALL);
   const name = (i) => D.names[F[i][0]];
   const graph = document.getElementById("graph");
   const tip = document.getElementById("tip");
   const search = document.getElementById("search");
   const status = document.getElementById("status");
-  document.getElementById("title").textContent = D.title;
-  document.getElementById("subtitle").textContent = D.subtitle;
   let zoomed = -1;
   let pattern = null;
 
@@ -216,11 +235,22 @@
     setInterval(() => {
       if (zoomed < 0 && pattern === null && !document.hidden) location.reload();
     }, D.refresh * 1000);
-    document.getElementById("subtitle").textContent +=
-      " · live: reloads every " + D.refresh + " s (paused while zoomed or searching)";
+  }
+  if (types) {
+    // The selector: another graph of the same data, the zoom let go, the search kept.
+    const show = (key) => {
+      loadType(key);
+      zoomed = -1;
+      render();
+    };
+    select.addEventListener("change", () => {
+      history.replaceState(null, "", "#type=" + select.value);
+      show(select.value);
+    });
+    window.addEventListener("hashchange", () => show(typeInUrl()));
   }
   // For the console: redraw, and how many frames the data holds (the live page gets new
   // data by reloading itself, above).
-  window.jpFlame = { render, frames: n };
+  window.jpFlame = { render, get frames() { return n; }, get type() { return types ? select.value : null; } };
   render();
 })();

@@ -11,6 +11,9 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 
+mod types;
+pub use types::{idle_note, typed_graphs, SampleType, OFFCPU_FRAME};
+
 /// Frames under 1/20000 of the total (0.005 %, a sixteenth of a pixel at 1200 pixels) are
 /// merged: they cannot be seen unzoomed, and zoomed they are at most noise.
 pub const DEFAULT_MIN_SHARE: f64 = 0.00005;
@@ -159,6 +162,57 @@ impl FlameTree {
 /// Writes `t` as a flame graph page. `min_share` (a fraction of the total width) is the
 /// merge threshold; see [`DEFAULT_MIN_SHARE`].
 pub fn write_flame_html(t: &FlameTree, min_share: f64, w: &mut dyn Write) -> io::Result<()> {
+    let legend = if t.diff { DIFF_LEGEND } else { "" };
+    write_page(&t.title, legend, &graph_json(t, min_share), w)
+}
+
+/// Writes one page of several graphs of the same profile, one per sample type, with a
+/// selector that switches between them in the page (no round trip); `default` is drawn
+/// first unless the URL's fragment names another (`#type=offcpu`, which the selector
+/// keeps up to date so that the URL can be shared). One graph: [`write_flame_html`].
+pub fn write_flame_html_types(
+    graphs: &[(SampleType, FlameTree)],
+    default: SampleType,
+    min_share: f64,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let [(_, first), ..] = graphs else {
+        return write_flame_html(&FlameTree::new("", "", false), min_share, w);
+    };
+    if graphs.len() == 1 {
+        return write_flame_html(first, min_share, w);
+    }
+    let mut data = String::from("{\"types\":[");
+    let mut selector =
+        String::from(" <label id=\"types\">sample type <select id=\"type\" autocomplete=\"off\">");
+    for (k, (ty, _)) in graphs.iter().enumerate() {
+        if k > 0 {
+            data.push(',');
+        }
+        json_str(&mut data, ty.key());
+        let selected = if *ty == default { " selected" } else { "" };
+        selector.push_str(&format!(
+            "<option value=\"{key}\"{selected}>{key}</option>",
+            key = ty.key()
+        ));
+    }
+    selector.push_str("</select></label>");
+    data.push_str("],\"default\":");
+    json_str(&mut data, default.key());
+    data.push_str(",\"graphs\":[");
+    for (k, (_, g)) in graphs.iter().enumerate() {
+        if k > 0 {
+            data.push(',');
+        }
+        data.push_str(&graph_json(g, min_share));
+    }
+    data.push_str("]}");
+    write_page(&first.title, &selector, &data, w)
+}
+
+/// The data block of one graph: its frames (pre-order, narrow ones merged), names and
+/// totals, as flame.js reads them.
+fn graph_json(t: &FlameTree, min_share: f64) -> String {
     let width = t.widths();
     let total = width[0];
     let threshold = (total as f64 * min_share).ceil() as u64;
@@ -224,19 +278,22 @@ pub fn write_flame_html(t: &FlameTree, min_share: f64, w: &mut dyn Write) -> io:
     data.push_str("],\"frames\":[");
     data.push_str(&frames);
     data.push_str("]}");
+    data
+}
 
-    let mut title = String::new();
-    html_escape(&mut title, &t.title);
+/// The page around a data block: `extra` (trusted HTML) ends the second bar.
+fn write_page(title: &str, extra: &str, data: &str, w: &mut dyn Write) -> io::Result<()> {
+    let mut escaped = String::new();
+    html_escape(&mut escaped, title);
     write!(
         w,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
-         <meta name=\"generator\" content=\"jp flame graph\">\n<title>{title}</title>\n<style>{STYLE}</style></head>\n<body>\n\
+         <meta name=\"generator\" content=\"jp flame graph\">\n<title>{escaped}</title>\n<style>{STYLE}</style></head>\n<body>\n\
          <div id=\"bar\"><b id=\"title\"></b> <span id=\"subtitle\"></span></div>\n\
          <div id=\"bar2\"><input id=\"search\" type=\"search\" placeholder=\"search (regular expression)\" size=\"40\"> \
-         <button id=\"reset\">reset zoom</button> <span id=\"status\"></span>{legend}</div>\n\
+         <button id=\"reset\">reset zoom</button> <span id=\"status\"></span>{extra}</div>\n\
          <div id=\"graph\"></div><pre id=\"tip\"></pre>\n\
-         <script id=\"jp-data\" type=\"application/json\">",
-        legend = if t.diff { DIFF_LEGEND } else { "" }
+         <script id=\"jp-data\" type=\"application/json\">"
     )?;
     w.write_all(data.as_bytes())?;
     write!(w, "</script>\n<script>{SCRIPT}</script>\n</body></html>\n")

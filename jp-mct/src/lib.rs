@@ -15,13 +15,16 @@ mod tree;
 
 pub use delta::{mct_delta, mct_delta_mapped};
 pub use folded::{write_folded, write_folded_folding};
-pub use html::{write_flame_html, write_html, FlameTree, FrameCounts, DEFAULT_MIN_SHARE};
+pub use html::{
+    idle_note, typed_graphs, write_flame_html, write_flame_html_types, write_html, FlameTree,
+    FrameCounts, SampleType, DEFAULT_MIN_SHARE, OFFCPU_FRAME,
+};
 pub use json::{write_json, write_json_cpu};
 pub use pprof::{
     folded_frame_name, write_pprof, write_pprof_folding, MctCpu, OffcpuTime, PprofOptions,
     TimeRange,
 };
-pub use read::read_json;
+pub use read::{read_json, read_json_cpu};
 pub use tree::write_tree;
 
 use std::collections::HashMap;

@@ -2,20 +2,39 @@
 //! order, unknown keys skipped). Iterative, like the writer: deep recursions make deep trees,
 //! deeper than a recursive JSON parser's stack allows.
 
-use super::{Mct, MctError, MethodInfo};
+use super::{Mct, MctCpu, MctError, MethodInfo};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+mod cpu;
 
 /// Parses a whole `jp-mct/1` document. Errors name the line and what was expected, and say
 /// "truncated" when the text ends early (a file copied while the agent was writing it).
 pub fn read_json(text: &[u8]) -> Result<Mct, MctError> {
-    let mut r = Reader { b: text, pos: 0 };
-    r.document()
+    read_json_cpu(text).map(|(t, _)| t)
+}
+
+/// As [`read_json`], with the CPU per context a document of jpd's carries (`None`
+/// without its `cpu_unit`); see `read/cpu.rs` for what it can say of time off CPU.
+pub fn read_json_cpu(text: &[u8]) -> Result<(Mct, Option<MctCpu>), MctError> {
+    let mut r = Reader {
+        b: text,
+        pos: 0,
+        cpu: MctCpu::default(),
+        has_cpu: false,
+    };
+    let t = r.document()?;
+    let mut cpu = std::mem::take(&mut r.cpu);
+    cpu.user_ns.resize(t.nodes.len(), 0);
+    Ok((t, r.has_cpu.then_some(cpu)))
 }
 
 struct Reader<'a> {
     b: &'a [u8],
     pos: usize,
+    /// What the CPU keys said, and whether the document has any (`cpu_unit`).
+    cpu: MctCpu,
+    has_cpu: bool,
 }
 
 /// An open JSON container while reading nodes: a `children` array (of `parent`'s children)
@@ -92,6 +111,11 @@ impl Reader<'_> {
                 "format" => format = Some(self.string()?),
                 "bba" => bba = Some(self.string()?),
                 "root" => tree = Some(self.root()?),
+                "cpu_unit" => {
+                    self.string()?;
+                    self.has_cpu = true;
+                }
+                "offcpu_idle_hidden_ns" => self.cpu.offcpu_idle_hidden_ns = self.number()?,
                 _ => self.skip_value()?,
             }
         }
@@ -126,10 +150,15 @@ impl Reader<'_> {
             started = true;
             let key = self.string()?;
             self.expect(b':')?;
-            if key == "children" {
-                self.nodes(&mut t)?;
-            } else {
-                self.skip_value()?;
+            match key.as_str() {
+                "children" => self.nodes(&mut t)?,
+                "offcpu" => {
+                    let mut cpu = std::mem::take(&mut self.cpu);
+                    let read = self.node_offcpu(0, &mut cpu);
+                    self.cpu = cpu;
+                    read?;
+                }
+                _ => self.skip_value()?,
             }
         }
         self.expect(b'}')?;
@@ -190,6 +219,16 @@ impl Reader<'_> {
                         }
                         "calls" => t.nodes[node].calls = self.number()?,
                         "bytecodes" => t.nodes[node].bytecodes = self.number()?,
+                        "cpu" | "offcpu" => {
+                            let mut cpu = std::mem::take(&mut self.cpu);
+                            let read = if key == "cpu" {
+                                self.node_cpu(node, &mut cpu)
+                            } else {
+                                self.node_offcpu(node, &mut cpu)
+                            };
+                            self.cpu = cpu;
+                            read?;
+                        }
                         "children" => {
                             self.expect(b'[')?;
                             stack.push(Open::Children {

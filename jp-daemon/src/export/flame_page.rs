@@ -3,7 +3,11 @@
 //!
 //! - `/flame`: the JVMs jpd holds and the kernel's hottest functions, with links;
 //! - `/flame/jvm?pid=P`: P's whole Method Call Tree as a flame graph that reloads itself
-//!   every [`REFRESH_SECONDS`] (not while zoomed or searching);
+//!   every [`REFRESH_SECONDS`] (not while zoomed or searching), drawn by any sample type
+//!   jpd has for P (bytecodes; with the kernel sampler joined cpu; with the scheduler
+//!   program offcpu and wall), switched in the page (`#type=offcpu`, or `type=offcpu` in
+//!   the query for the first one drawn); idle threads' time off CPU is left out as in
+//!   the other views, and the page says how much, unless `all=1`;
 //! - `/flame/kernel`: the kernel profile since jpd started (module → function).
 //!
 //! Reads the stores only through their read side (`store::read::ReadJvm`'s list and
@@ -18,7 +22,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use jp_mct::{FlameTree, FrameCounts};
+use jp_mct::{FlameTree, FrameCounts, SampleType};
 
 use super::ExportState;
 use crate::store::kernel::profile;
@@ -148,29 +152,63 @@ async fn jvm_page(State(sources): State<ExportState>, RawQuery(query): RawQuery)
 }
 
 fn jvm_page_for(sources: &ExportState, query: Option<&str>) -> Response {
-    let pid = match super::query::pid(query) {
-        Ok(Some(pid)) => pid,
-        Ok(None) => {
-            return (StatusCode::BAD_REQUEST, "pid=P is required (see /flame)\n").into_response()
-        }
-        Err(m) => return (StatusCode::BAD_REQUEST, m + "\n").into_response(),
+    let bad = |m: String| (StatusCode::BAD_REQUEST, m + "\n").into_response();
+    let (pid, first, all) = match (
+        super::query::pid(query),
+        super::query::sample_type(query),
+        super::query::flag(query, "all"),
+    ) {
+        (Ok(Some(pid)), Ok(first), Ok(all)) => (pid, first, all),
+        (Ok(None), Ok(_), Ok(_)) => return bad("pid=P is required (see /flame)".into()),
+        (Err(m), _, _) | (_, Err(m), _) | (_, _, Err(m)) => return bad(m),
     };
+    // Idle threads' time off CPU is left out as in every other view, unless all=1.
+    let idle = (!all).then(|| sources.stores.jvm.with_store(|s| s.offcpu_idle().clone()));
     // The snapshot is frozen (cheap to take); the tree and the page are built from it.
-    let Ok((summary, snapshot)) = sources.stores.jvm.summary_and_snapshot(pid) else {
+    let Ok((summary, mut snapshot)) = sources.stores.jvm.summary_and_snapshot(pid) else {
         return (
             StatusCode::NOT_FOUND,
             format!("jpd holds no JVM with pid {pid} (see /flame)\n"),
         )
             .into_response();
     };
+    if let Some(patterns) = &idle {
+        snapshot.hide_idle_offcpu(patterns);
+    }
     let tree = snapshot.mct();
-    let mut g = FlameTree::from_mct(&tree, &format!("JVM {pid}: {}", summary.main));
-    g.refresh_seconds = REFRESH_SECONDS;
+    let symbols = sources.stores.kernel.symbols();
+    let cpu = snapshot.cpu().map(|c| c.mct_cpu(&tree, symbols.as_deref()));
+    let graphs = jvm_graphs(pid, &summary.main, &tree, cpu.as_ref(), all);
+    // The type asked for when the JVM has it; the tree's bytecodes otherwise.
+    let first = first
+        .filter(|ty| graphs.iter().any(|(g, _)| g == ty))
+        .unwrap_or(SampleType::Bytecodes);
     let mut page = Vec::new();
-    match jp_mct::write_flame_html(&g, jp_mct::DEFAULT_MIN_SHARE, &mut page) {
+    match jp_mct::write_flame_html_types(&graphs, first, jp_mct::DEFAULT_MIN_SHARE, &mut page) {
         Ok(()) => html(String::from_utf8_lossy(&page).into_owned()),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
     }
+}
+
+/// The graphs of JVM `pid`'s live page, one per sample type its data has (see
+/// `jp_mct::SampleType::of`); `all`: idle threads' time off CPU is in them.
+pub fn jvm_graphs(
+    pid: u32,
+    main: &str,
+    tree: &jp_mct::Mct,
+    cpu: Option<&jp_mct::MctCpu>,
+    all: bool,
+) -> Vec<(SampleType, FlameTree)> {
+    let title = format!("JVM {pid}: {main}");
+    let mut graphs = jp_mct::typed_graphs(tree, cpu, &title, "all=1 in the URL shows them");
+    for (ty, g) in &mut graphs {
+        g.refresh_seconds = REFRESH_SECONDS;
+        if all && matches!(ty, SampleType::Offcpu | SampleType::Wall) {
+            g.subtitle
+                .push_str(" · idle threads (waiting for work) shown: all=1");
+        }
+    }
+    graphs
 }
 
 async fn kernel_page(State(sources): State<ExportState>) -> Response {
@@ -280,6 +318,14 @@ mod tests {
             p.ends_with("jpd holds no JVM with pid 77 (see /flame)\n"),
             "{p}"
         );
+        let p = get("/flame/jvm?pid=77&type=flops").await;
+        assert!(p.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{p}");
+        assert!(
+            p.ends_with("type=\"flops\" is not one of bytecodes, cpu, offcpu, wall\n"),
+            "{p}"
+        );
+        let p = get("/flame/jvm?pid=77&all=maybe").await;
+        assert!(p.ends_with("all=\"maybe\" is not 1 or 0\n"), "{p}");
         let p = get("/flame/kernel").await;
         assert!(p.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{p}");
         // Read-only: the pages answer GET only.
@@ -297,5 +343,70 @@ mod tests {
             "{out}"
         );
         e.stop().await;
+    }
+
+    /// A JVM with CPU and time off CPU (some of idle threads left out): four graphs, the
+    /// off-CPU ones saying how much was left out and how to see it; with all=1, that it
+    /// is shown. Every graph reloads itself.
+    #[test]
+    fn a_jvms_graphs_are_one_per_sample_type_and_say_what_idle_time_they_leave_out() {
+        use jp_mct::{Mct, MctCpu, MethodInfo, OffcpuTime, SampleType};
+        let mut t = Mct::new("default");
+        let a = t.add(
+            0,
+            MethodInfo {
+                name: "W.a()V".into(),
+                file: None,
+            },
+            1,
+            1,
+        );
+        let cpu = MctCpu {
+            user_ns: vec![0, 7],
+            offcpu: vec![OffcpuTime {
+                node: a,
+                kind: "sleep".into(),
+                function: "do_nanosleep".into(),
+                ns: 9,
+            }],
+            offcpu_idle_hidden_ns: 2_500_000_000,
+            ..MctCpu::default()
+        };
+        let graphs = super::jvm_graphs(42, "W", &t, Some(&cpu), false);
+        let subtitles: Vec<(SampleType, &str)> = graphs
+            .iter()
+            .map(|(ty, g)| (*ty, g.subtitle.as_str()))
+            .collect();
+        let hidden = "bba=default · 1 calling contexts · 2500.000 ms off CPU of idle threads (waiting for work) not shown; all=1 in the URL shows them";
+        assert_eq!(
+            subtitles,
+            [
+                (SampleType::Bytecodes, "bba=default · 1 calling contexts"),
+                (SampleType::Cpu, "bba=default · 1 calling contexts"),
+                (SampleType::Offcpu, hidden),
+                (SampleType::Wall, hidden),
+            ]
+        );
+        assert!(graphs
+            .iter()
+            .all(|(_, g)| g.refresh_seconds == super::REFRESH_SECONDS && g.title == "JVM 42: W"));
+        let all = super::jvm_graphs(
+            42,
+            "W",
+            &t,
+            Some(&MctCpu {
+                offcpu_idle_hidden_ns: 0,
+                ..cpu
+            }),
+            true,
+        );
+        assert_eq!(
+            all[2].1.subtitle,
+            "bba=default · 1 calling contexts · idle threads (waiting for work) shown: all=1"
+        );
+        // Without the kernel sampler: the tree's bytecodes alone.
+        let plain = super::jvm_graphs(42, "W", &t, None, false);
+        assert_eq!(plain.len(), 1);
+        assert_eq!(plain[0].0, SampleType::Bytecodes);
     }
 }

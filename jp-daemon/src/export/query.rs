@@ -45,6 +45,25 @@ pub fn seconds(query: Option<&str>, default: u64, max: u64) -> Result<u64, Strin
     Ok(seconds)
 }
 
+/// A yes/no switch (`all=1`): absent is no; `1`/`true`/`yes` and `0`/`false`/`no`.
+pub fn flag(query: Option<&str>, key: &str) -> Result<bool, String> {
+    match value(query, key)?.as_deref() {
+        None | Some("0" | "false" | "no") => Ok(false),
+        Some("1" | "true" | "yes" | "") => Ok(true),
+        Some(v) => Err(format!("{key}={v:?} is not 1 or 0")),
+    }
+}
+
+/// A flame graph's sample type (`type=offcpu`): `Ok(None)` when absent.
+pub fn sample_type(query: Option<&str>) -> Result<Option<jp_mct::SampleType>, String> {
+    value(query, "type")?
+        .map(|v| {
+            jp_mct::SampleType::parse(&v)
+                .ok_or_else(|| format!("type={v:?} is not one of bytecodes, cpu, offcpu, wall"))
+        })
+        .transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +98,26 @@ mod tests {
         assert_eq!(
             pid(Some("pid=%2D1")),
             Err("pid=\"-1\" is not a process id".into())
+        );
+    }
+
+    #[test]
+    fn flags_and_sample_types() {
+        assert_eq!(flag(None, "all"), Ok(false));
+        assert_eq!(flag(Some("pid=1&all=1"), "all"), Ok(true));
+        assert_eq!(flag(Some("all=0"), "all"), Ok(false));
+        assert_eq!(
+            flag(Some("all=2"), "all"),
+            Err("all=\"2\" is not 1 or 0".into())
+        );
+        assert_eq!(sample_type(None), Ok(None));
+        assert_eq!(
+            sample_type(Some("type=wall")),
+            Ok(Some(jp_mct::SampleType::Wall))
+        );
+        assert_eq!(
+            sample_type(Some("type=x")),
+            Err("type=\"x\" is not one of bytecodes, cpu, offcpu, wall".into())
         );
     }
 }

@@ -49,7 +49,7 @@ pub(crate) fn of<'a>(nodes: &'a [Value], prefix: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn offcpu_ns(ctx: &[&Value]) -> u64 {
+pub(crate) fn offcpu_ns(ctx: &[&Value]) -> u64 {
     ctx.iter()
         .map(|n| n["offcpu"]["ns"].as_u64().unwrap_or(0))
         .sum()
@@ -61,7 +61,7 @@ pub(crate) fn offcpu_kind_ns(ctx: &[&Value], kind: &str) -> u64 {
         .sum()
 }
 
-fn cpu_ns(ctx: &[&Value]) -> u64 {
+pub(crate) fn cpu_ns(ctx: &[&Value]) -> u64 {
     ctx.iter()
         .map(|n| n["cpu"]["user"].as_u64().unwrap_or(0) + n["cpu"]["kernel"].as_u64().unwrap_or(0))
         .sum()
@@ -137,7 +137,7 @@ pub(crate) fn done_line(jvm: &mut Jvm) -> String {
 }
 
 /// Waits until jpd's export of `pid` has no time left waiting for its context.
-fn settled(d: &Jpd, pid: u32) {
+pub(crate) fn settled(d: &Jpd, pid: u32) {
     std::thread::sleep(Duration::from_millis(2500));
     wait_listed(d, pid, "settled", |j| {
         j["cpu"]["pending_ns"].as_u64() == Some(0)
@@ -411,7 +411,7 @@ fn monitor_contention_is_lock_time_under_its_context() {
 }
 
 /// jpd's count of periods off CPU not timed for `reason`.
-fn dropped(d: &Jpd, reason: &str) -> Option<u64> {
+pub(crate) fn dropped(d: &Jpd, reason: &str) -> Option<u64> {
     let series = format!("jp_offcpu_periods_dropped_total{{reason=\"{reason}\"}}");
     crate::support::jpd::metric(&d.metrics(), &series)
 }

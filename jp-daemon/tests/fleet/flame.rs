@@ -19,10 +19,12 @@ use serde_json::json;
 /// jp_daemon::export::flame_page::REFRESH_SECONDS, as the page says it.
 const REFRESH_MS: u64 = 5_000;
 
-/// The calls of FleetPaper.f() in the page's data (summed over its contexts), once the
-/// page has loaded; false before.
+/// The calls of FleetPaper.f() in the page's data (summed over its contexts; the
+/// bytecodes graph when the page has several sample types), once the page has loaded;
+/// false before.
 const F_CALLS: &str = "(() => { if (document.readyState !== 'complete') return false; \
-    const d = JSON.parse(document.getElementById('jp-data').textContent); \
+    const all = JSON.parse(document.getElementById('jp-data').textContent); \
+    const d = all.graphs ? all.graphs[all.types.indexOf('bytecodes')] : all; \
     const f = d.names.indexOf('FleetPaper.f()'); \
     return d.frames.filter(x => x[0] === f).reduce((s, x) => s + x[3], 0); })()";
 
