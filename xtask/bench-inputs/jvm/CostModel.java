@@ -1,7 +1,7 @@
 // bench jvm, cost model: one kind of operation repeated N times a round, so that the time
 // per operation with and without the agent shows what each costs. Usage:
 //   CostModel OP N WARMUP_ROUNDS WARMUP_MS MEASURED
-// OP: static | across | bimorphic | megamorphic | recursion | blocks | throw.
+// OP: static | across | bimorphic | megamorphic | recursion | blocks | throw | vyield.
 public class CostModel {
     public static void main(String[] a) throws Exception {
         String op = a[0];
@@ -15,6 +15,7 @@ public class CostModel {
             case "recursion": w = () -> recursion(n); break;
             case "blocks": w = () -> blocks(n); break;
             case "throw": w = () -> throwsCaught(n); break;
+            case "vyield": w = () -> virtualYields(n); break;
             default: throw new IllegalArgumentException("unknown op " + op);
         }
         Rounds.run(w, Integer.parseInt(a[2]), Long.parseLong(a[3]), Integer.parseInt(a[4]));
@@ -96,5 +97,18 @@ public class CostModel {
         long s = 0;
         for (int i = 0; i < n; i++) s += one(i);
         return s;
+    }
+
+    // One virtual thread yielding n times: n unmounts and mounts, each an event of the
+    // agent's virtual-thread support (JDK 21 and later). Its work runs on a carrier, not on
+    // the measuring thread: run with -Drounds.allThreadsCpu=true. Reached by reflection, so
+    // that the file still compiles on JDK 17 (which has no virtual threads).
+    static long virtualYields(int n) throws Exception {
+        Object builder = Thread.class.getMethod("ofVirtual").invoke(null);
+        Runnable yields = () -> { for (int i = 0; i < n; i++) Thread.yield(); };
+        Thread t = (Thread) Class.forName("java.lang.Thread$Builder")
+                .getMethod("start", Runnable.class).invoke(builder, yields);
+        t.join();
+        return t.getName().length();
     }
 }

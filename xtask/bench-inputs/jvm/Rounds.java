@@ -51,12 +51,32 @@ final class Rounds {
                 + " jit_quiet " + (quiet >= wantQuiet));
     }
 
+    /**
+     * With -Drounds.allThreadsCpu=true a round's CPU is that of all the JVM's Java threads
+     * (not its JIT and GC threads, as for the calling thread alone): for work that runs on
+     * other threads than the caller (a virtual thread's runs on its carrier). The process's
+     * CPU time would do too, but the JVM reads it at the clock tick's resolution.
+     */
+    static final boolean ALL_THREADS_CPU = Boolean.getBoolean("rounds.allThreadsCpu");
+
+    private static long cpuNow(ThreadMXBean mx) {
+        if (!ALL_THREADS_CPU) {
+            return mx.getCurrentThreadCpuTime();
+        }
+        long sum = 0;
+        for (long t : mx.getAllThreadIds()) {
+            long ns = mx.getThreadCpuTime(t);
+            if (ns > 0) sum += ns;
+        }
+        return sum;
+    }
+
     private static void time(Work w, ThreadMXBean mx, int i) throws Exception {
-        long c0 = mx.getCurrentThreadCpuTime();
+        long c0 = cpuNow(mx);
         long t0 = System.nanoTime();
         sink += w.round();
         long t1 = System.nanoTime();
-        long c1 = mx.getCurrentThreadCpuTime();
+        long c1 = cpuNow(mx);
         System.out.println("round " + i + " cpu_ns " + (c1 - c0) + " wall_ns " + (t1 - t0));
     }
 }

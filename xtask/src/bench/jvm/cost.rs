@@ -11,7 +11,7 @@ use super::{agent_arg, Jdk, Mode, MODES};
 use crate::build::Deliverables;
 
 /// (CostModel's op, what it is, operations per round).
-pub(crate) const OPS: [(&str, &str, u32); 7] = [
+pub(crate) const OPS: [(&str, &str, u32); 9] = [
     ("static", "tiny static call", 2_000_000),
     ("across", "tiny static call of another class", 2_000_000),
     (
@@ -31,7 +31,43 @@ pub(crate) const OPS: [(&str, &str, u32); 7] = [
         2_000_000,
     ),
     ("throw", "throw caught three frames up", 200_000),
+    (
+        VYIELD,
+        "virtual thread yield: an unmount and a mount (CPU of all Java threads)",
+        1_000_000,
+    ),
+    (
+        VYIELD_LISTENED,
+        "the same, while a profiler listens (`usdt_tap`: each wait timed)",
+        1_000_000,
+    ),
 ];
+
+/// A virtual thread's yield: what the agent's mount and unmount events cost. It runs on a
+/// carrier (one: `parallelism=1`), so the round's CPU is all Java threads'.
+const VYIELD: &str = "vyield";
+/// The same with the agent acting as if jpd listened: the unmount also reads why the
+/// thread left and the mount times the wait (the tap's file writes are in it too).
+const VYIELD_LISTENED: &str = "vyield-listened";
+
+/// The java arguments of `op` beyond the agent: the class and its schedule.
+fn op_args(op: &str, n: u32) -> Vec<String> {
+    let mut args = Vec::new();
+    if op.starts_with(VYIELD) {
+        args.extend(
+            [
+                "-Drounds.allThreadsCpu=true",
+                "-Djdk.virtualThreadScheduler.parallelism=1",
+            ]
+            .map(String::from),
+        );
+    }
+    let class_op = if op.starts_with(VYIELD) { VYIELD } else { op };
+    args.extend(["-cp", ".", "CostModel", class_op].map(String::from));
+    args.push(n.to_string());
+    args.extend(rounds::schedule());
+    args
+}
 
 /// JVMs per operation and mode: one JVM's compiled code differs from the next one's (C2's
 /// inlining follows the profile it happened to see), by more than the agent's cost on the
@@ -46,17 +82,24 @@ pub fn run(out: &Deliverables, dir: &Path, jdks: &[Jdk]) -> Result<String> {
         // ns per operation, one figure (the median of its measured rounds) per JVM.
         let mut runs: BTreeMap<(usize, Mode), Vec<f64>> = BTreeMap::new();
         for (o, (op, _, n)) in OPS.iter().enumerate() {
+            if op.starts_with(VYIELD) && *label == "JDK 17" {
+                continue;
+            }
             for rep in 0..JVMS {
                 for i in 0..MODES.len() {
                     let mode = MODES[(i + o + j + rep) % MODES.len()];
                     let mut args = Vec::new();
                     if let Some(bba) = mode.bba() {
                         let profile = dir.join(format!("cost-{op}-{bba}.json"));
-                        args.push(agent_arg(out, bba, &profile, ""));
+                        let tap = dir.join(format!("cost-{op}-{bba}.tap"));
+                        let extra = if *op == VYIELD_LISTENED {
+                            format!(",usdt_tap={}", tap.display())
+                        } else {
+                            String::new()
+                        };
+                        args.push(agent_arg(out, bba, &profile, &extra));
                     }
-                    args.extend(["-cp", ".", "CostModel", op].map(String::from));
-                    args.push(n.to_string());
-                    args.extend(rounds::schedule());
+                    args.extend(op_args(op, *n));
                     let r = rounds::run(java, dir, &args)
                         .with_context(|| format!("cost model {op} ({mode:?})"))?;
                     runs.entry((o, mode))
@@ -76,6 +119,11 @@ pub fn run(out: &Deliverables, dir: &Path, jdks: &[Jdk]) -> Result<String> {
                 per_op(Mode::Default),
                 per_op(Mode::Precise),
             ) else {
+                if op.starts_with(VYIELD) {
+                    sections.push_str(&format!(
+                        "| {what} | n/a: no virtual threads before JDK 21 | | | | |\n"
+                    ));
+                }
                 continue;
             };
             sections.push_str(&format!(
@@ -105,7 +153,11 @@ over the JVMs [their range]: JVMs of the same configuration differ by more than 
 one JVM do (C2 compiles what its profile saw). A difference's range is the widest the \
 JVMs allow (slowest with the agent minus fastest without, and the reverse). Without the \
 agent C2 inlines the tiny and the bimorphic calls, so their figure is the loop's; the \
-difference is what the agent adds per operation.\n{sections}\nGoal:\n{verdict}",
+difference is what the agent adds per operation. The virtual-thread rows time one virtual \
+thread yielding on one carrier with the CPU of all the JVM's Java threads (its work runs on the carrier), \
+with the agent as it runs beside no jpd (the events' calls into the runtime), then as if jpd \
+listened (`usdt_tap`: the unmount also reads why the thread leaves, the mount times the \
+wait, and the tap writes the records to a file).\n{sections}\nGoal:\n{verdict}",
         OPS[0].2,
         OPS[6].2,
         rounds::WARMUP_ROUNDS,
