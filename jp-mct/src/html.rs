@@ -101,6 +101,25 @@ impl FlameTree {
     pub fn from_mct(t: &Mct, title: &str) -> FlameTree {
         let mut g = FlameTree::new(title, "bytecodes", false);
         let inc = t.inclusive_bytecodes();
+        let counts = |i: usize| FrameCounts {
+            calls: Some(t.nodes[i].calls),
+            inclusive: inc[i],
+            exclusive: t.nodes[i].bytecodes,
+        };
+        g.add_contexts(t, counts, |_, _, _| {});
+        g.subtitle = format!("bba={} · {} calling contexts", t.bba, t.nodes.len() - 1);
+        g
+    }
+
+    /// Adds `t`'s contexts as frames, parents first, each named by its readable Java
+    /// signature (converted once per method); `counts(i)` gives context i's counts, and
+    /// `then(self, i, k)` runs once context i is frame k.
+    pub(crate) fn add_contexts(
+        &mut self,
+        t: &Mct,
+        mut counts: impl FnMut(usize) -> FrameCounts,
+        mut then: impl FnMut(&mut FlameTree, usize, usize),
+    ) {
         let mut readable: HashMap<&str, Arc<str>> = HashMap::new();
         let mut index = vec![0usize; t.nodes.len()];
         t.walk(|i, _| {
@@ -110,15 +129,9 @@ impl FlameTree {
                 .or_insert_with(|| Arc::from(java_signature(&n.method)))
                 .clone();
             let parent = n.parent.map_or(0, |p| index[p]);
-            let counts = FrameCounts {
-                calls: Some(n.calls),
-                inclusive: inc[i],
-                exclusive: n.bytecodes,
-            };
-            index[i] = g.add(parent, name, counts, FrameCounts::default());
+            index[i] = self.add(parent, name, counts(i), FrameCounts::default());
+            then(self, i, index[i]);
         });
-        g.subtitle = format!("bba={} · {} calling contexts", t.bba, t.nodes.len() - 1);
-        g
     }
 
     /// The inclusive totals of the two sides, (now, base).

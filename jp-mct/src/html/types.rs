@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::{FlameTree, FrameCounts};
-use crate::{java_signature, Mct, MctCpu};
+use crate::{Mct, MctCpu};
 
 /// What a flame graph's widths count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,28 +122,15 @@ impl FlameTree {
         };
         // The root context's time: threads between tasks, no instrumented frame running.
         leaves(&mut g, 0, 0);
-        let mut readable: HashMap<&str, Arc<str>> = HashMap::new();
-        let mut index = vec![0usize; t.nodes.len()];
-        t.walk(|i, _| {
-            let n = &t.nodes[i];
-            let name = readable
-                .entry(&n.method)
-                .or_insert_with(|| Arc::from(java_signature(&n.method)))
-                .clone();
-            let parent = n.parent.map_or(0, |p| index[p]);
+        let counts = |i: usize| {
             let user = if on_cpu {
                 cpu.user_ns.get(i).copied().unwrap_or(0)
             } else {
                 0
             };
-            index[i] = g.add(
-                parent,
-                name,
-                own(Some(n.calls), user),
-                FrameCounts::default(),
-            );
-            leaves(&mut g, i, index[i]);
-        });
+            own(Some(t.nodes[i].calls), user)
+        };
+        g.add_contexts(t, counts, leaves);
         g.sum_inclusive();
         g.subtitle = format!("bba={} · {} calling contexts", t.bba, t.nodes.len() - 1);
         g
